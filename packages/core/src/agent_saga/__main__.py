@@ -1,0 +1,5 @@
+import sys
+
+from agent_saga.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The ``agent-saga`` command. Each verb lives in its own module and registers itself."""

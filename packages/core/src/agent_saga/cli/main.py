@@ -1,0 +1,64 @@
+"""Entry point of the ``agent-saga`` command.
+
+Exit codes, the same for every verb: 0 ok; 1 a finding (a broken chain, drift,
+an unaccounted effect); 2 a usage error; 3 could not check (a missing or
+unreadable file, an unreachable store).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "CliError", "main"]
+
+EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
+
+# Verb modules under agent_saga.cli; each defines register(subparsers).
+VERB_MODULES = ("demo",)
+
+
+class CliError(Exception):
+    """An error to print as one line (no traceback) with its exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_UNCHECKED) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="agent-saga",
+        description="Transactional side effects for AI agents.",
+        epilog="exit codes: 0 ok, 1 finding, 2 usage error, 3 could not check",
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", parser_class=_Parser)
+    verbs.required = True
+    for name in VERB_MODULES:
+        importlib.import_module(f"agent_saga.cli.{name}").register(verbs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.run(args)
+    except CliError as err:
+        print(f"agent-saga {args.verb}: {err}", file=sys.stderr)
+        return err.code
+    except KeyboardInterrupt:
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

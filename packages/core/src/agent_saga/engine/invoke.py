@@ -1,0 +1,225 @@
+"""One step protocol, two drivers.
+
+The saga's logic is written once, as a generator that yields *operations*
+(wait for the log, ask the gate, call a function, sleep). ``drive_sync`` performs
+them by blocking; ``drive_async`` by awaiting. So the sync and async faces of the
+engine cannot drift apart: they run the very same protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import threading
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any, TypeVar, Union
+
+from agent_saga.engine.ports import GatePort, StepRequest
+from agent_saga.log.base import WAL
+
+__all__ = [
+    "Barrier",
+    "Call",
+    "Check",
+    "Op",
+    "Protocol",
+    "Sleep",
+    "accepts_idempotency_key",
+    "drive_async",
+    "drive_sync",
+]
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Barrier:
+    """Wait until ``ticket`` is durable in ``wal``."""
+
+    wal: WAL
+    ticket: int
+
+
+@dataclass(slots=True)
+class Check:
+    """Ask the gate whether a step may run (it may wait for a human)."""
+
+    gate: GatePort
+    request: StepRequest
+
+
+@dataclass(slots=True)
+class Call:
+    """Call a user function: sync or async, each attempt under its own timeout."""
+
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any]
+    timeout: float | None = None
+    inline: bool = False
+
+
+@dataclass(slots=True)
+class Sleep:
+    seconds: float
+
+
+Op = Union[Barrier, Check, Call, Sleep]
+Protocol = Generator[Op, Any, T]
+
+_KEY = "idempotency_key"
+_accepts_cache: dict[CodeType, bool] = {}
+
+
+def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` names an ``idempotency_key`` parameter the caller left unset.
+
+    Only an explicitly named parameter counts: passing an unexpected keyword to a
+    ``**kwargs`` wrapper could break the function it wraps.
+    """
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        if _KEY in target.keywords:
+            return False
+        target = target.func
+    target = inspect.unwrap(target)
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    if isinstance(code, CodeType):
+        known = _accepts_cache.get(code)
+        if known is None:
+            names = code.co_varnames[code.co_posonlyargcount : code.co_argcount + code.co_kwonlyargcount]
+            known = _accepts_cache[code] = _KEY in names
+        return known
+    try:
+        return _KEY in inspect.signature(target).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# -- blocking side ------------------------------------------------------------------
+
+
+def _in_thread(fn: Callable[[], T], timeout: float | None) -> T:
+    """Run ``fn`` on a fresh daemon thread (with this context) and wait at most ``timeout``.
+
+    A thread cannot be interrupted: after a timeout it keeps running, which is
+    exactly why a timed-out step is UNKNOWN rather than failed.
+    """
+    box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            box["value"] = ctx.run(fn)
+        except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
+            box["error"] = err
+
+    worker = threading.Thread(target=run, name="agent-saga-call", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"call did not finish within {timeout:g}s (it may still land)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]  # type: ignore[no-any-return]
+
+
+def _await_blocking(awaitable: Any) -> Any:
+    """Wait for an awaitable from sync code, whether or not this thread runs a loop."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrapper())
+    # A loop runs on this thread (sync code called from async code): it cannot be
+    # re-entered, so the coroutine runs to completion on a helper thread's loop.
+    return _in_thread(lambda: asyncio.run(wrapper()), None)
+
+
+def _call_sync(op: Call) -> Any:
+    def run() -> Any:
+        result = op.fn(**op.kwargs)
+        return _await_blocking(result) if inspect.isawaitable(result) else result
+
+    if op.timeout is None:
+        return run()
+    return _in_thread(run, op.timeout)
+
+
+def drive_sync(protocol: Protocol[T]) -> T:
+    """Run a protocol to completion, blocking on each operation."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = protocol.throw(error) if error is not None else protocol.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            if isinstance(op, Call):
+                value = _call_sync(op)
+            elif isinstance(op, Barrier):
+                op.wal.barrier(op.ticket)
+            elif isinstance(op, Check):
+                op.gate.check(op.request)
+            else:
+                time.sleep(op.seconds)
+        except BaseException as err:  # noqa: BLE001 - thrown into the protocol
+            error = err
+
+
+# -- awaiting side --------------------------------------------------------------------
+
+
+async def _call_async(op: Call) -> Any:
+    fn = op.fn
+    if op.inline or inspect.iscoroutinefunction(fn):
+        result = fn(**op.kwargs)
+        if inspect.isawaitable(result):
+            if op.timeout is None:
+                return await result
+            async with asyncio.timeout(op.timeout):
+                return await result
+        return result
+    # A plain callable may block (an HTTP client, a driver): keep it off the loop,
+    # on a worker thread that sees this context (so nested tools find the saga).
+    loop = asyncio.get_running_loop()
+    ctx = contextvars.copy_context()
+    future = loop.run_in_executor(None, functools.partial(ctx.run, fn, **op.kwargs))
+    if op.timeout is None:
+        result = await future
+        return (await result) if inspect.isawaitable(result) else result
+    async with asyncio.timeout(op.timeout):
+        result = await future
+        return (await result) if inspect.isawaitable(result) else result
+
+
+async def drive_async(protocol: Protocol[T]) -> T:
+    """Run a protocol to completion, awaiting each operation."""
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = protocol.throw(error) if error is not None else protocol.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            if isinstance(op, Call):
+                value = await _call_async(op)
+            elif isinstance(op, Barrier):
+                await op.wal.barrier_async(op.ticket)
+            elif isinstance(op, Check):
+                await op.gate.check_async(op.request)
+            else:
+                await asyncio.sleep(op.seconds)
+        except BaseException as err:  # noqa: BLE001 - thrown into the protocol
+            error = err

@@ -1,0 +1,58 @@
+"""The small interfaces the engine needs from the layers above it.
+
+The engine never imports the gate; it calls whatever object satisfies
+``GatePort``. That keeps the engine testable alone and lets the gate (budgets,
+breaker, kill switch, approvals) grow without touching the state machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from agent_saga.semantics import ActionSemantics
+
+__all__ = ["GatePort", "SagaInfo", "StepRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class SagaInfo:
+    """Who is asking to start: enough for a drain or a tag-scoped halt to decide."""
+
+    saga_id: str
+    name: str
+    tags: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class StepRequest:
+    """One step about to run, as the gate sees it (before any side effect)."""
+
+    saga_id: str
+    step: int
+    tool: str
+    semantics: ActionSemantics
+    args: Mapping[str, Any] = field(default_factory=dict)
+    tags: frozenset[str] = frozenset()
+    operation_id: str = ""
+
+
+@runtime_checkable
+class GatePort(Protocol):
+    """What the engine asks of a pre-flight gate.
+
+    ``check``/``check_async`` raise ``StepRefused`` to refuse (or
+    ``SagaQuarantined`` to freeze the saga); returning means "go". They may wait
+    (a human approval), which is why there is an async form. ``observe`` reports
+    how a forward call that actually ran went (``error`` is None on success).
+    Compensations never pass through the gate.
+    """
+
+    def admit(self, saga: SagaInfo) -> None: ...
+
+    def check(self, request: StepRequest) -> None: ...
+
+    async def check_async(self, request: StepRequest) -> None: ...
+
+    def observe(self, request: StepRequest, error: BaseException | None) -> None: ...

@@ -1,0 +1,104 @@
+"""RollbackReport: exactly what an unwind did, step by step.
+
+``clean`` is true only when every step that committed (or might have) was undone
+or declared to need no undo. A partial unwind can never read as a clean one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
+
+__all__ = ["RollbackReport", "StepOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutcome:
+    """One step's fate in a rollback."""
+
+    step: int
+    tool: str
+    semantics: ActionSemantics
+    state: StepState  # how its forward call ended
+    outcome: Outcome
+    compensation: str | None = None  # what undo was (or would have been) run
+    attempts: int = 0
+    idempotency_key: str | None = None
+    detail: str = ""
+    via_fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackReport:
+    """The verdict of one rollback, newest step first."""
+
+    saga_id: str
+    cause: str
+    steps: tuple[StepOutcome, ...]
+    halted: bool = False
+
+    def with_outcome(self, outcome: Outcome) -> tuple[StepOutcome, ...]:
+        return tuple(s for s in self.steps if s.outcome is outcome)
+
+    @property
+    def compensated(self) -> tuple[StepOutcome, ...]:
+        return self.with_outcome(Outcome.COMPENSATED)
+
+    @property
+    def failed(self) -> tuple[StepOutcome, ...]:
+        return self.with_outcome(Outcome.FAILED)
+
+    @property
+    def orphaned(self) -> tuple[StepOutcome, ...]:
+        return self.with_outcome(Outcome.ORPHANED)
+
+    @property
+    def unresolved(self) -> tuple[StepOutcome, ...]:
+        return self.with_outcome(Outcome.UNRESOLVED)
+
+    @property
+    def kept(self) -> tuple[StepOutcome, ...]:
+        return self.with_outcome(Outcome.KEPT)
+
+    @property
+    def clean(self) -> bool:
+        """True only if nothing the saga did is still standing unaccounted for."""
+        return not self.halted and all(
+            s.outcome in (Outcome.COMPENSATED, Outcome.KEPT) for s in self.steps
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (enums as their values)."""
+        return {
+            "saga_id": self.saga_id,
+            "cause": self.cause,
+            "clean": self.clean,
+            "halted": self.halted,
+            "steps": [
+                {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(s).items()}
+                for s in self.steps
+            ],
+        }
+
+    def format_text(self) -> str:
+        """A report a person can read in an incident."""
+        verdict = "clean" if self.clean else "NOT CLEAN - needs a human"
+        lines = [f"rollback of saga {self.saga_id}: {verdict}", f"  cause: {self.cause}"]
+        marks = {
+            Outcome.COMPENSATED: "<- undone ",
+            Outcome.KEPT: "   kept   ",
+            Outcome.FAILED: "!! FAILED ",
+            Outcome.ORPHANED: "!! ORPHAN ",
+            Outcome.UNRESOLVED: "?? UNRESOLVED",
+        }
+        for s in self.steps:
+            how = f" via {s.compensation}" if s.compensation else ""
+            extra = f" ({s.detail})" if s.detail else ""
+            lines.append(f"  {marks[s.outcome]} step {s.step} {s.tool} [{s.state.value}]{how}{extra}")
+        if self.halted:
+            lines.append("  rollback halted after a failed compensation; older steps were not touched")
+        counts = ", ".join(f"{len(self.with_outcome(o))} {o.value}" for o in Outcome if self.with_outcome(o))
+        lines.append(f"  {counts or 'no steps'}")
+        return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""Every exception the library raises on purpose.
+
+They live in one module so that a caller can catch ``agent_saga.SagaError`` and
+know it is ours. Messages name what was wrong *and* how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent_saga.engine.report import RollbackReport
+
+__all__ = [
+    "BoundaryRequired",
+    "CompensationError",
+    "ConfigurationError",
+    "NonDeterminismError",
+    "NotApplied",
+    "SagaAborted",
+    "SagaClosed",
+    "SagaError",
+    "SagaQuarantined",
+    "StepRefused",
+    "WALClosed",
+    "WALCorrupt",
+    "WALError",
+    "WALFull",
+    "WALStalled",
+]
+
+
+class SagaError(Exception):
+    """Base class of every error agent-saga raises deliberately."""
+
+
+class ConfigurationError(SagaError, ValueError):
+    """A step, compensation or policy was declared in a way that has no defined meaning."""
+
+
+class CompensationError(ConfigurationError):
+    """A compensation (or the factory that builds it) is malformed."""
+
+
+class NotApplied(SagaError):
+    """Raise from a tool to state that its effect certainly did not happen.
+
+    Any other exception leaves the step UNKNOWN, because a call that raised may
+    still have landed (a timed-out charge may well have reached the card
+    network). Raise ``NotApplied`` (``raise NotApplied("card declined") from err``)
+    only when you *know* nothing changed; the step then needs no undo.
+    """
+
+
+class StepRefused(NotApplied):
+    """The pre-flight gate refused a step before it ran."""
+
+    def __init__(self, tool: str, reason: str, rule: str | None = None) -> None:
+        self.tool = tool
+        self.reason = reason
+        self.rule = rule
+        where = f" by rule {rule!r}" if rule else ""
+        super().__init__(f"step {tool!r} refused{where}: {reason}")
+
+
+class BoundaryRequired(SagaError):
+    """A tool registered as a saga step was called outside any saga boundary."""
+
+
+class SagaClosed(SagaError):
+    """A step was started on a saga that has already finished or is rolling back."""
+
+
+class SagaQuarantined(SagaError):
+    """The saga was frozen by an operator: it stops here and is *not* rolled back.
+
+    During an incident, automatically reversing many sagas can be worse than
+    leaving them still; a human decides, and the recovery daemon leaves it alone.
+    """
+
+
+class NonDeterminismError(SagaError):
+    """A resumed saga asked for a different step than the one recorded at that position."""
+
+
+class SagaAborted(SagaError):
+    """The saga failed and was unwound; ``report`` says exactly how cleanly.
+
+    ``cause`` is the exception that ended the saga (also chained as ``__cause__``).
+    """
+
+    def __init__(self, cause: BaseException, report: RollbackReport) -> None:
+        self.cause = cause
+        self.report = report
+        verdict = "clean" if report.clean else "NOT clean"
+        super().__init__(
+            f"saga {report.saga_id} aborted by {type(cause).__name__}: {cause}; rollback {verdict}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.cause, self.report))
+
+
+class WALError(SagaError):
+    """The write-ahead log could not do what was asked."""
+
+
+class WALStalled(WALError):
+    """A durability barrier was not reached within its bounded wait."""
+
+
+class WALFull(WALError):
+    """The log's pending queue is full and the backpressure policy refuses new records."""
+
+
+class WALClosed(WALError):
+    """A record was appended to a log that has been closed."""
+
+
+class WALCorrupt(WALError):
+    """A log file holds a record that cannot be read (not merely a torn final line)."""

@@ -1,0 +1,101 @@
+"""The small interface the engine writes through, and the in-memory log.
+
+A log assigns each appended record a *ticket* (a number that only grows in this
+process) and makes it durable some time later; ``barrier(ticket)`` waits for that.
+Backends differ in how durable "durable" is (``WAL.durable``); the engine never
+treats a non-durable log as a crash-safe one.
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from agent_saga.errors import WALClosed
+from agent_saga.log.records import Record
+
+__all__ = ["WAL", "MemoryWAL"]
+
+
+class WAL(abc.ABC):
+    """A write-ahead log as the engine sees it."""
+
+    #: True when a reached barrier means the records survive a killed process.
+    durable: bool = False
+    #: Where the log lives, for messages and for the recovery daemon.
+    location: str = ""
+
+    @abc.abstractmethod
+    def append(
+        self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
+    ) -> int:
+        """Queue one record and return its ticket. Never waits on the disk."""
+
+    @abc.abstractmethod
+    def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        """Block until the record with ``ticket`` (default: every record so far) is durable.
+
+        Raises ``WALStalled`` after a bounded wait, or the WALError that broke the log.
+        """
+
+    async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        """The awaitable form of :meth:`barrier`; never blocks the event loop."""
+        self.barrier(ticket, timeout)
+
+    @abc.abstractmethod
+    def records(self) -> Iterator[Record]:
+        """Every record of the log, oldest first (reads what is durable or queued)."""
+
+    def close(self) -> None:
+        """Make everything durable and release resources. Idempotent."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+
+class MemoryWAL(WAL):
+    """A log that lives in this process only: for tests and throwaway runs.
+
+    It is never chosen by default, because a crash takes it with the process and
+    with it every compensation it was holding.
+    """
+
+    durable = False
+
+    def __init__(self, name: str = "memory") -> None:
+        self.location = f"memory:{name}"
+        self._records: list[Record] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def append(
+        self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
+    ) -> int:
+        with self._lock:
+            if self._closed:
+                raise WALClosed(f"{self!r} is closed")
+            seq = len(self._records) + 1
+            record: Record = {"seq": seq, "ts": time.time(), "type": str(type), "saga": saga}
+            if step is not None:
+                record["step"] = step
+            record["body"] = dict(body)
+            self._records.append(record)
+            return seq
+
+    def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+
+    async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        return
+
+    def records(self) -> Iterator[Record]:
+        with self._lock:
+            snapshot = list(self._records)
+        return iter(snapshot)
+
+    def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,96 @@
+"""Canonical encoding and the hash chain.
+
+Canonical means: UTF-8 JSON, keys sorted, no insignificant whitespace, no NaN. The
+same value always encodes to the same bytes, so a digest taken today can be
+re-taken by an auditor years from now.
+
+Chain rule (also written, in prose, into every export manifest):
+
+* ``digest = SHA-256(salt || canonical(body))`` where ``salt`` is the 16 random
+  bytes whose hex is stored beside the body;
+* ``hash = SHA-256(canonical(header))`` where the header is the record's
+  ``digest, prev, saga, seq, step, ts, type`` (those present);
+* ``prev`` of a record is the ``hash`` of the record before it (64 zeros first).
+
+Erasing ``body`` and ``salt`` leaves the header, so the chain still verifies while
+the content becomes irrecoverable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agent_saga.log.records import HEADER_FIELDS, Record
+
+__all__ = ["canonical", "chain_hash", "content_digest", "decode_line", "seal"]
+
+
+def _fallback(value: object) -> str:
+    # The log must never fail to encode (a failure on the flusher thread would
+    # break durability for every saga); callers sanitize, this is the last resort.
+    return f"<{type(value).__name__}>"
+
+
+_encode = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=_fallback
+).encode
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text of ``value``."""
+    return _encode(value)
+
+
+def content_digest(salt_hex: str, body_json: str) -> str:
+    """SHA-256 over the salt bytes and the canonical body."""
+    return hashlib.sha256(bytes.fromhex(salt_hex) + body_json.encode()).hexdigest()
+
+
+def chain_hash(record: Mapping[str, Any]) -> str:
+    """SHA-256 over the canonical header of ``record``."""
+    header = {k: record[k] for k in HEADER_FIELDS if k in record}
+    return hashlib.sha256(_encode(header).encode()).hexdigest()
+
+
+def seal(
+    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
+    prev: str,
+    chain: bool = True,
+) -> tuple[bytes, str, int]:
+    """Encode ``(seq, ts, type, saga, step, body)`` entries into log lines.
+
+    Returns the bytes to append, the last record's hash (``prev`` of the next
+    batch) and how many records were sealed. Runs on the flusher thread.
+    """
+    out: list[str] = []
+    entries = list(entries)
+    salts = os.urandom(16 * len(entries)).hex() if chain else ""
+    sha256 = hashlib.sha256
+    for i, (seq, ts, rtype, saga, step, body) in enumerate(entries):
+        body_json = _encode(body)
+        header: dict[str, Any] = {"saga": saga, "seq": seq, "ts": ts, "type": rtype}
+        if step is not None:
+            header["step"] = step
+        if not chain:
+            header_json = _encode(header)
+            out.append(f'{header_json[:-1]},"body":{body_json}}}\n')
+            continue
+        salt = salts[32 * i : 32 * i + 32]
+        header["digest"] = sha256(bytes.fromhex(salt) + body_json.encode()).hexdigest()
+        header["prev"] = prev
+        header_json = _encode(header)
+        prev = sha256(header_json.encode()).hexdigest()
+        out.append(f'{header_json[:-1]},"body":{body_json},"salt":"{salt}","hash":"{prev}"}}\n')
+    return "".join(out).encode(), prev, len(out)
+
+
+def decode_line(line: bytes | str) -> Record:
+    """Parse one log line into a record dict (raises ValueError on malformed input)."""
+    record = json.loads(line)
+    if not isinstance(record, dict) or "seq" not in record or "type" not in record:
+        raise ValueError("not a log record (needs at least 'seq' and 'type')")
+    return record

@@ -1,0 +1,434 @@
+"""FileWAL: the embedded, fsync-durable default log.
+
+One JSON record per line (see ``codec`` for the chain rule). A dedicated flusher
+thread owns the file: callers only queue records, and one ``write`` + ``fdatasync``
+covers every record queued meanwhile, from every saga and thread (group commit).
+
+When nobody is waiting on a barrier, the flusher lingers a moment before writing,
+so that a step's commit record and the next step's intent share one flush; a
+record nobody waits for is still durable within ``linger`` seconds.
+
+Several processes may append to one file: each flush holds an exclusive
+``flock`` and continues the sequence and chain from whatever the file ends with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import fcntl
+import heapq
+import itertools
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
+from agent_saga.log.base import WAL
+from agent_saga.log.codec import decode_line, seal
+from agent_saga.log.records import GENESIS, Record
+
+__all__ = ["FileWAL", "TornTail", "fsync_dir", "read_records"]
+
+log = logging.getLogger("agent_saga.wal")
+
+_Entry = tuple[int, int, str, str, "int | None", Mapping[str, Any]]  # ticket, ts, type, saga, step, body
+_TAIL_WINDOW = 1 << 16
+_open_logs: weakref.WeakSet[FileWAL] = weakref.WeakSet()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a file's creation, rename or removal in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TornTail:
+    """What was found and set aside when a log ended in a partial line."""
+
+    def __init__(self, offset: int, fragment: bytes, saved_to: Path) -> None:
+        self.offset = offset
+        self.fragment = fragment
+        self.saved_to = saved_to
+
+    def __repr__(self) -> str:
+        return f"TornTail(offset={self.offset}, bytes={len(self.fragment)}, saved_to={str(self.saved_to)!r})"
+
+
+def _last_record(fd: int, size: int, path: Path) -> tuple[Record | None, int]:
+    """The last complete record of the file and the offset where complete lines end."""
+    start = max(0, size - _TAIL_WINDOW)
+    while True:
+        data = os.pread(fd, size - start, start)
+        end = data.rfind(b"\n")
+        if end < 0 and start > 0:
+            start = max(0, start - _TAIL_WINDOW)  # one very long line: widen the window
+            continue
+        if end < 0:
+            return None, 0
+        complete = data[: end + 1]
+        begin = complete.rfind(b"\n", 0, end)
+        if begin < 0 and start > 0:
+            start = max(0, start - _TAIL_WINDOW)
+            continue
+        line = complete[begin + 1 : end]
+        try:
+            return decode_line(line), start + end + 1
+        except ValueError as err:
+            raise WALCorrupt(
+                f"{path}: the last complete line (at byte {start + begin + 1}) is not a record: "
+                f"{err}. Run 'agent-saga verify --wal-path {path}' to locate the damage"
+            ) from err
+
+
+def _set_aside_torn_tail(fd: int, path: Path, good_end: int, size: int) -> TornTail:
+    """Move a partial final line to a sidecar file and cut it off the log.
+
+    The fragment was never acknowledged as durable (a barrier only returns after a
+    whole batch is written and synced), yet it is evidence, so it is kept.
+    """
+    fragment = os.pread(fd, size - good_end, good_end)
+    saved = path.with_name(f"{path.name}.torn-{good_end}")
+    with open(saved, "wb") as fh:
+        fh.write(fragment)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.ftruncate(fd, good_end)
+    os.fsync(fd)
+    fsync_dir(path.parent)
+    log.warning(
+        "%s ended in a torn record (%d bytes at offset %d); earlier records are intact, the "
+        "fragment was saved to %s",
+        path, len(fragment), good_end, saved,
+    )
+    return TornTail(good_end, fragment, saved)
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Every record of a log file, oldest first.
+
+    A torn final line (no newline, or not JSON, at the very end) is skipped: it
+    never hides the records before it. A malformed line anywhere else raises
+    WALCorrupt naming the line, because a log that silently skips records is not
+    evidence.
+    """
+    p = Path(path)
+    with open(p, "rb") as fh:
+        data = fh.read()
+    lines = data.split(b"\n")
+    last = len(lines) - 1  # the piece after the final newline ("" when not torn)
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield decode_line(line)
+        except ValueError as err:
+            if number - 1 == last:
+                log.warning("%s: ignoring a torn final line (%d bytes)", p, len(line))
+                return
+            raise WALCorrupt(f"{p}: line {number} is not a record: {err}") from err
+
+
+class FileWAL(WAL):
+    """The default durable log. Construct it and pass it on; no start/stop needed.
+
+    ``linger`` bounds how long a record nobody waits for stays only in memory;
+    ``barrier_timeout`` bounds every barrier (then ``WALStalled``);
+    ``max_pending`` with ``backpressure="refuse"`` (default) makes ``append``
+    raise ``WALFull`` instead of growing without bound; ``"block"`` waits.
+    """
+
+    durable = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "agent-saga.wal",
+        *,
+        chain: bool = True,
+        linger: float = 0.002,
+        barrier_timeout: float = 30.0,
+        max_pending: int = 100_000,
+        backpressure: Literal["refuse", "block"] = "refuse",
+    ) -> None:
+        if backpressure not in ("refuse", "block"):
+            raise ValueError(f"backpressure must be 'refuse' or 'block', got {backpressure!r}")
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
+        self.path = Path(path).absolute()
+        self.location = str(self.path)
+        self.chain = chain
+        self.linger = linger
+        self.barrier_timeout = barrier_timeout
+        self.max_pending = max_pending
+        self.backpressure = backpressure
+        self.torn_tail: TornTail | None = None
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        if created:
+            fsync_dir(self.path.parent)
+        self._seq = 0
+        self._prev = GENESIS
+        self._size = 0
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            self._catch_up()
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._done = threading.Condition(self._lock)
+        self._pending: list[_Entry] = []
+        self._tickets = itertools.count(1)
+        self._last_ticket = 0
+        self._durable = 0
+        self._wanted = 0
+        self._async_waiters: dict[asyncio.AbstractEventLoop, list[tuple[int, int, asyncio.Future[None]]]] = {}
+        self._waiter_ids = itertools.count()
+        self._broken: WALError | None = None
+        self._closing = False
+        self._closed = False
+        self.flushes = 0  # number of write+fsync rounds, for benchmarks
+        self._flusher = threading.Thread(
+            target=self._run, name=f"agent-saga-wal:{self.path.name}", daemon=True
+        )
+        self._flusher.start()
+        _open_logs.add(self)
+
+    # -- state shared with other writers of the same file ---------------------------
+
+    def _catch_up(self) -> None:
+        """Continue the sequence and chain from what the file ends with (lock held)."""
+        size = os.fstat(self._fd).st_size
+        if size == self._size:
+            return
+        last, good_end = _last_record(self._fd, size, self.path)
+        if good_end < size:
+            self.torn_tail = _set_aside_torn_tail(self._fd, self.path, good_end, size)
+            size = good_end
+        if last is not None:
+            self._seq = int(last["seq"])
+            self._prev = str(last.get("hash", GENESIS))
+        self._size = size
+
+    # -- the caller's side --------------------------------------------------------
+
+    def append(
+        self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
+    ) -> int:
+        ts = time.time_ns() // 1000
+        with self._lock:
+            if self._broken is not None:
+                raise self._broken
+            if self._closing:
+                raise WALClosed(f"{self!r} is closed; records can no longer be appended")
+            if len(self._pending) >= self.max_pending:
+                if self.backpressure == "refuse":
+                    raise WALFull(
+                        f"{self!r} has {len(self._pending)} records waiting for the disk "
+                        f"(max_pending={self.max_pending}); refusing rather than dropping. "
+                        "Raise max_pending or use backpressure='block'"
+                    )
+                while len(self._pending) >= self.max_pending and self._broken is None:
+                    self._done.wait(self.barrier_timeout)
+            ticket = next(self._tickets)
+            self._last_ticket = ticket
+            self._pending.append((ticket, ts, str(type), saga, step, body))
+            if len(self._pending) == 1:
+                self._work.notify()
+            return ticket
+
+    def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        target = self._last_ticket if ticket is None else ticket
+        if target <= self._durable and self._broken is None:
+            return
+        limit = self.barrier_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        with self._lock:
+            if target > self._wanted:
+                self._wanted = target
+                self._work.notify()
+            while self._durable < target:
+                if self._broken is not None:
+                    raise self._broken
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise self._stalled(target, limit)
+                self._done.wait(remaining)
+
+    async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        target = self._last_ticket if ticket is None else ticket
+        if target <= self._durable and self._broken is None:
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            if self._broken is not None:
+                raise self._broken
+            if self._durable >= target:
+                return
+            heapq.heappush(
+                self._async_waiters.setdefault(loop, []), (target, next(self._waiter_ids), future)
+            )
+            if target > self._wanted:
+                self._wanted = target
+                self._work.notify()
+        limit = self.barrier_timeout if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit):
+                await future
+        except TimeoutError:
+            raise self._stalled(target, limit) from None
+
+    def _stalled(self, ticket: int, limit: float) -> WALStalled:
+        return WALStalled(
+            f"record {ticket} of {self.path} was not durable after {limit:g}s "
+            f"(durable up to {self._durable}); the device may be wedged or very slow"
+        )
+
+    # -- the flusher ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._closing:
+                    self._work.wait()
+                if not self._pending:
+                    return
+                if self._wanted <= self._durable and not self._closing and self.linger > 0:
+                    # Nobody is waiting: give the next step's intent a moment to join.
+                    self._work.wait(self.linger)
+                batch, self._pending = self._pending, []
+                self._done.notify_all()  # room for 'block' backpressure
+            try:
+                self._write(batch)
+            except BaseException as err:  # noqa: BLE001 - any failure breaks durability
+                self._fail(err)
+                return
+            self._acknowledge(batch[-1][0])
+
+    def _write(self, batch: list[_Entry]) -> None:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            self._catch_up()
+            first = self._seq + 1
+            data, self._prev, count = seal(
+                ((first + i, ts, rtype, saga, step, body)
+                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
+                self._prev,
+                self.chain,
+            )
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fdatasync(self._fd)
+            self._seq += count
+            self._size += len(data)
+            self.flushes += 1
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _acknowledge(self, ticket: int) -> None:
+        with self._lock:
+            self._durable = ticket
+            self._done.notify_all()
+            loops = [loop for loop, heap in self._async_waiters.items() if heap and heap[0][0] <= ticket]
+        for loop in loops:
+            try:
+                loop.call_soon_threadsafe(self._wake, loop)
+            except RuntimeError:  # that loop is closed; its waiters are gone
+                with self._lock:
+                    self._async_waiters.pop(loop, None)
+
+    def _wake(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            heap = self._async_waiters.get(loop, [])
+            ready = []
+            while heap and heap[0][0] <= self._durable:
+                ready.append(heapq.heappop(heap)[2])
+            broken = self._broken
+        for future in ready:
+            if not future.done():
+                future.set_result(None)
+        if broken is not None:
+            self._fail_async(loop, broken)
+
+    def _fail(self, err: BaseException) -> None:
+        broken = err if isinstance(err, WALError) else WALError(f"writing {self.path} failed: {err!r}")
+        if broken is not err:
+            broken.__cause__ = err
+        log.error("%s is broken and refuses further records: %s", self.path, err)
+        with self._lock:
+            self._broken = broken
+            self._done.notify_all()
+            loops = list(self._async_waiters)
+        for loop in loops:
+            try:
+                loop.call_soon_threadsafe(self._fail_async, loop, broken)
+            except RuntimeError:
+                pass
+
+    def _fail_async(self, loop: asyncio.AbstractEventLoop, err: WALError) -> None:
+        with self._lock:
+            heap = self._async_waiters.pop(loop, [])
+        for _, _, future in heap:
+            if not future.done():
+                future.set_exception(err)
+
+    # -- reading and closing -------------------------------------------------------
+
+    def records(self) -> Iterator[Record]:
+        """Every durable record of the file (call ``barrier()`` first to include queued ones)."""
+        return read_records(self.path)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self._closing
+
+    @property
+    def broken(self) -> WALError | None:
+        """The error that stopped this log, if any."""
+        return self._broken
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush what is queued, stop the flusher, close the file. Bounded and idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = True
+            self._work.notify()
+        self._flusher.join(self.barrier_timeout if timeout is None else timeout)
+        with self._lock:
+            self._closed = True
+            lost = len(self._pending)
+        if self._flusher.is_alive() or lost:
+            log.error("%s closed with %d records not written (flusher stalled)", self.path, lost)
+        os.close(self._fd)
+        _open_logs.discard(self)
+
+    def __enter__(self) -> FileWAL:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for wal in list(_open_logs):
+        try:
+            wal.close(timeout=5.0)
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            log.exception("closing %s at exit failed", wal.path)

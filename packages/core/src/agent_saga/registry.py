@@ -1,0 +1,237 @@
+"""Named compensators, and the shorthand that pairs a forward function with its inverse.
+
+A closure cannot cross a process boundary; a name can. Registering an inverse under
+a stable name (``@compensator("stripe.refund")``) is what lets a recovery daemon in
+another process run it after this one has died.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.semantics import Compensation
+
+__all__ = [
+    "CompensationFactory",
+    "call_with",
+    "compensator",
+    "delete_by",
+    "handler_name",
+    "inverse_for",
+    "inverse_of",
+    "registered",
+    "resolve",
+    "unregister",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+CompensationFactory = Callable[[Any], "Compensation | None"]
+
+_lock = threading.Lock()
+_handlers: dict[str, Callable[..., Any]] = {}
+_names: dict[int, str] = {}  # id(fn) -> name, to find a function's handler name
+_pairings: dict[int, CompensationFactory] = {}  # id(forward fn) -> factory
+
+
+def _identity(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def compensator(name: str) -> Callable[[F], F]:
+    """Register ``fn`` as the undo handler called ``name``.
+
+    The same name may be registered again only for the same function (a module
+    reload); reusing a name for a different function is refused, because the
+    daemon would then run whichever was imported last.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"@compensator needs a non-empty name, got {name!r}")
+
+    def register(fn: F) -> F:
+        if not callable(fn):
+            raise ConfigurationError(f"@compensator({name!r}) must decorate a callable")
+        with _lock:
+            existing = _handlers.get(name)
+            if existing is not None and existing is not fn and _identity(existing) != _identity(fn):
+                raise ConfigurationError(
+                    f"compensation handler name {name!r} is already registered to "
+                    f"{_identity(existing)}; {_identity(fn)} cannot reuse it. Pick a distinct "
+                    "name per inverse (for example 'stripe.refund' and 'stripe.void')"
+                )
+            _handlers[name] = fn
+            _names[id(fn)] = name
+        return fn
+
+    return register
+
+
+def registered(name: str) -> bool:
+    """Whether a handler of that name is registered in this process."""
+    return name in _handlers
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    """The function registered under ``name``; a clear KeyError otherwise."""
+    try:
+        return _handlers[name]
+    except KeyError:
+        known = ", ".join(sorted(_handlers)) or "none"
+        raise KeyError(
+            f"no compensation handler named {name!r} is registered in this process "
+            f"(registered: {known}); import the module that declares it with @compensator"
+        ) from None
+
+
+def handler_name(fn: Callable[..., Any]) -> str | None:
+    """The registered name of ``fn``, if it was registered with ``@compensator``."""
+    return _names.get(id(fn))
+
+
+def unregister(name: str) -> None:
+    """Forget a handler (for tests and reloads), and every pairing that used it."""
+    with _lock:
+        fn = _handlers.pop(name, None)
+        if fn is not None:
+            _names.pop(id(fn), None)
+        for forward, factory in list(_pairings.items()):
+            if isinstance(factory, _FieldMap) and factory.handler == name:
+                del _pairings[forward]
+
+
+def _require_registered(fn: Callable[..., Any], what: str) -> str:
+    name = handler_name(fn)
+    if name is None:
+        raise CompensationError(
+            f"{what}: {_identity(fn)} is not registered with @compensator, so a recovery "
+            "daemon could not run it after a crash. Decorate it with @compensator('some.name') "
+            "(below the pairing decorator)"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldMap:
+    """A factory that builds a Compensation from named fields of the forward result."""
+
+    fn: Callable[..., Any]
+    handler: str
+    maps: Mapping[str, str]
+    what: str
+
+    def __call__(self, result: Any) -> Compensation | None:
+        if result is None:
+            return None  # outcome unknown: the fields we need were never seen
+        kwargs: dict[str, Any] = {}
+        for param, source in self.maps.items():
+            try:
+                kwargs[param] = result[source]
+            except (KeyError, IndexError, TypeError):
+                try:
+                    kwargs[param] = getattr(result, source)
+                except AttributeError:
+                    seen = sorted(result) if isinstance(result, Mapping) else type(result).__name__
+                    raise CompensationError(
+                        f"{self.what} needs field {source!r} of the forward result for argument "
+                        f"{param!r} of {self.handler!r}, but the result has {seen}"
+                    ) from None
+        return Compensation(fn=self.fn, handler=self.handler, kwargs=kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prebound:
+    """A factory whose Compensation is known before the forward call runs.
+
+    It ignores the result, so it stays correct when the outcome is UNKNOWN: this is
+    what lets an interrupted effect be undone after a crash.
+    """
+
+    fn: Callable[..., Any]
+    handler: str
+    kwargs: Mapping[str, Any]
+
+    def __call__(self, result: Any) -> Compensation:
+        return Compensation(fn=self.fn, handler=self.handler, kwargs=dict(self.kwargs))
+
+
+def inverse_of(forward: Callable[..., Any], *, maps: Mapping[str, str]) -> Callable[[F], F]:
+    """Declare the decorated (registered) function as the undo of ``forward``.
+
+    ``maps`` says where each argument of the inverse comes from in the forward
+    result: ``{"charge_id": "id"}`` calls ``refund(charge_id=result["id"])``.
+    A tool over ``forward`` declared COMPENSABLE without ``compensate=`` then finds
+    this pairing. It raises here, at import time, if the inverse is not registered.
+    """
+    if not callable(forward):
+        raise ConfigurationError(f"inverse_of needs the forward function, got {forward!r}")
+    if not isinstance(maps, Mapping) or not maps:
+        raise ConfigurationError(
+            "inverse_of needs maps={inverse_arg: result_field, ...} naming at least one argument"
+        )
+
+    def pair(fn: F) -> F:
+        what = f"@inverse_of({_identity(forward)})"
+        name = _require_registered(fn, what)
+        params = inspect.signature(fn).parameters
+        accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        unknown = [p for p in maps if p not in params and not accepts_any]
+        if unknown:
+            raise CompensationError(
+                f"{what}: maps names {unknown} but {name!r} takes {list(params)}"
+            )
+        with _lock:
+            _pairings[id(forward)] = _FieldMap(fn, name, dict(maps), what)
+        return fn
+
+    return pair
+
+
+def inverse_for(forward: Callable[..., Any]) -> CompensationFactory | None:
+    """The factory paired with ``forward`` by ``@inverse_of``, if any."""
+    return _pairings.get(id(inspect.unwrap(forward))) or _pairings.get(id(forward))
+
+
+def delete_by(fn: Callable[..., Any], *, field: str = "id") -> CompensationFactory:
+    """The commonest inverse: the forward call created something and returned its id.
+
+    The id is the whole result when it is a str or int, else ``result[field]``;
+    it is passed as the first parameter of the registered ``fn``.
+    """
+    name = _require_registered(fn, "delete_by")
+    params = [
+        p.name
+        for p in inspect.signature(fn).parameters.values()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "idempotency_key"
+    ]
+    if not params:
+        raise CompensationError(f"delete_by: {name!r} takes no parameter to receive the id")
+    target = params[0]
+
+    def factory(result: Any) -> Compensation | None:
+        if result is None:
+            return None
+        if isinstance(result, (str, int)) and not isinstance(result, bool):
+            return Compensation(fn=fn, handler=name, kwargs={target: result})
+        return _FieldMap(fn, name, {target: field}, "delete_by")(result)
+
+    return factory
+
+
+def call_with(fn: Callable[..., Any], **kwargs: Any) -> CompensationFactory:
+    """An inverse whose arguments are known before the forward call.
+
+    Because it does not depend on the result, it is recorded with the step's
+    intent and can undo a step whose outcome is UNKNOWN, even after a crash.
+    """
+    name = _require_registered(fn, "call_with")
+    Compensation(fn=fn, handler=name, kwargs=kwargs)  # validate (JSON kwargs) now
+    return _Prebound(fn, name, dict(kwargs))
+
+
+def is_prebound(factory: object) -> bool:
+    """Whether ``factory`` builds its Compensation without needing the result."""
+    return isinstance(factory, _Prebound)

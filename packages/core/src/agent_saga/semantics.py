@@ -1,0 +1,151 @@
+"""What a step is: its semantics, its states, and the description of its undo.
+
+Pure data, no I/O. Everything above this layer talks in these terms.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_saga.errors import CompensationError, ConfigurationError
+
+__all__ = [
+    "ActionSemantics",
+    "Compensation",
+    "Outcome",
+    "StepState",
+    "json_roundtrips",
+]
+
+
+class ActionSemantics(str, enum.Enum):
+    """How (and whether) a step's effect can be taken back.
+
+    * ``REVERSIBLE`` — the effect is local or trivially undone in-process (or there
+      is nothing to undo, like a read). It never waits on the disk; after a crash
+      there is nothing left to repair.
+    * ``COMPENSABLE`` — the effect is real and outside the process, and a semantic
+      inverse exists (refund a charge, terminate an instance). Its intent is made
+      durable before it runs so that another process can finish the undo.
+    * ``IRREVERSIBLE`` — once done it stays done (a sent email, a wire). It is
+      gated before it runs; a rollback can only report it as orphaned.
+    """
+
+    REVERSIBLE = "REVERSIBLE"
+    COMPENSABLE = "COMPENSABLE"
+    IRREVERSIBLE = "IRREVERSIBLE"
+
+    @classmethod
+    def parse(cls, value: ActionSemantics | str) -> ActionSemantics:
+        """Accept a member or its name in any case; refuse anything else clearly."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        choices = ", ".join(m.value for m in cls)
+        raise ConfigurationError(
+            f"unknown semantics {value!r}: use one of {choices} "
+            "(agent-saga never guesses whether an effect can be undone)"
+        )
+
+    @property
+    def durable(self) -> bool:
+        """Whether the step's intent must reach the disk before its effect starts."""
+        return self is not ActionSemantics.REVERSIBLE
+
+
+class StepState(str, enum.Enum):
+    """Where a step is in its forward life."""
+
+    PENDING = "PENDING"  # intent recorded, effect not finished
+    COMMITTED = "COMMITTED"  # the forward call returned: the effect is real
+    UNKNOWN = "UNKNOWN"  # the call raised or timed out: it may have landed
+    NOT_APPLIED = "NOT_APPLIED"  # refused, or the tool said it certainly did nothing
+
+
+class Outcome(str, enum.Enum):
+    """What a rollback did with one step. Every step gets exactly one."""
+
+    COMPENSATED = "compensated"  # its undo ran and returned
+    FAILED = "failed"  # its undo kept failing: a human must look
+    ORPHANED = "orphaned"  # a committed effect with no undo (IRREVERSIBLE, or none given)
+    UNRESOLVED = "unresolved"  # not attempted: halted earlier, or UNKNOWN with no known undo
+    KEPT = "kept"  # REVERSIBLE with nothing to undo
+
+
+def json_roundtrips(value: Any) -> bool:
+    """True when ``value`` survives ``json.dumps``/``json.loads`` unchanged."""
+    try:
+        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
+    except (TypeError, ValueError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Compensation:
+    """How to undo one committed step, derived from that step's actual result.
+
+    ``fn`` runs in-process. ``handler`` names a function registered with
+    ``@compensator``: only a named handler with JSON kwargs can be run by the
+    recovery daemon after the process is gone (``recoverable``). Give ``handler``
+    alone and ``fn`` is looked up in the registry when the undo runs.
+    ``idempotency_key`` defaults to the step's deterministic operation id.
+    """
+
+    fn: Callable[..., Any] | None = None
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    handler: str | None = None
+    idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.fn is None and self.handler is None:
+            raise CompensationError(
+                "Compensation needs fn= (a callable) or handler= (a name registered with "
+                "@compensator); it has neither"
+            )
+        if self.fn is not None and not callable(self.fn):
+            raise CompensationError(f"Compensation fn must be callable, got {self.fn!r}")
+        if not isinstance(self.kwargs, Mapping):
+            raise CompensationError(
+                f"Compensation kwargs must be a mapping of argument names, got {self.kwargs!r}"
+            )
+        if self.handler is not None:
+            if not isinstance(self.handler, str) or not self.handler:
+                raise CompensationError(f"handler must be a non-empty name, got {self.handler!r}")
+            if not json_roundtrips(dict(self.kwargs)):
+                raise CompensationError(
+                    f"kwargs of compensation handler {self.handler!r} do not survive a JSON round "
+                    f"trip ({dict(self.kwargs)!r}); a recovery daemon in another process could not "
+                    "replay it. Pass plain str/int/float/bool/None/list/dict values, or a "
+                    "credential reference instead of a client object"
+                )
+
+    @property
+    def recoverable(self) -> bool:
+        """Can another process run this undo after this one is dead?"""
+        # The registry sits one layer up; asking it at call time keeps this module pure
+        # data while still answering for handlers registered after construction.
+        from agent_saga.registry import registered
+
+        return (
+            self.handler is not None
+            and registered(self.handler)
+            and json_roundtrips(dict(self.kwargs))
+        )
+
+    @property
+    def label(self) -> str:
+        """A short human description for reports and logs."""
+        if self.description:
+            return self.description
+        name = self.handler or getattr(self.fn, "__qualname__", repr(self.fn))
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{name}({args})"

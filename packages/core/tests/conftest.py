@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent_saga import FileWAL, MemoryWAL
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The default log is ./agent-saga.wal: keep every test's default log apart.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENT_SAGA_WAL", raising=False)
+
+
+@pytest.fixture
+def mem() -> MemoryWAL:
+    return MemoryWAL()
+
+
+@pytest.fixture
+def wal(tmp_path: Path) -> Iterator[FileWAL]:
+    log = FileWAL(tmp_path / "test.wal")
+    yield log
+    log.close()
+
+
+@pytest.fixture
+def wal_path(tmp_path: Path) -> Path:
+    return tmp_path / "test.wal"
+
+
+def types(wal: object) -> list[str]:
+    return [r["type"] for r in wal.records()]  # type: ignore[attr-defined]
+
+
+os.environ.setdefault("AGENT_SAGA_TEST", "1")
