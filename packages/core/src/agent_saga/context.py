@@ -11,7 +11,7 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport
@@ -142,7 +142,8 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
         return saga
 
     def _close(self) -> Saga:
-        assert self.saga is not None and self._token is not None
+        assert self.saga is not None
+        assert self._token is not None
         _current.reset(self._token)
         return self.saga
 
@@ -151,7 +152,7 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         saga = self._close()
         if error is None:
             saga.complete_sync()
@@ -169,7 +170,7 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
 
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         saga = self._close()
         if error is None:
             await saga.complete()

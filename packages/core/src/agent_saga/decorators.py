@@ -87,7 +87,7 @@ def guard(
     tag_set = frozenset(tags)
 
     def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
-        label = name or getattr(target, "__qualname__", "saga")
+        label: str = name or getattr(target, "__qualname__", None) or "saga"
         if inspect.iscoroutinefunction(target):
 
             @functools.wraps(target)

@@ -89,7 +89,10 @@ def resolve(name: str) -> Callable[..., Any]:
 
 def handler_name(fn: Callable[..., Any]) -> str | None:
     """The registered name of ``fn``, if it was registered with ``@compensator``."""
-    return _names.get(id(fn))
+    name = _names.get(id(fn))
+    if name is None:  # a bound method is a fresh object on every access: compare by equality
+        name = next((n for n, registered_fn in _handlers.items() if registered_fn == fn), None)
+    return name
 
 
 def unregister(name: str) -> None:

@@ -22,7 +22,7 @@ __all__ = [
 ]
 
 
-class ActionSemantics(str, enum.Enum):
+class ActionSemantics(enum.StrEnum):
     """How (and whether) a step's effect can be taken back.
 
     * ``REVERSIBLE`` — the effect is local or trivially undone in-process (or there
@@ -61,7 +61,7 @@ class ActionSemantics(str, enum.Enum):
         return self is not ActionSemantics.REVERSIBLE
 
 
-class StepState(str, enum.Enum):
+class StepState(enum.StrEnum):
     """Where a step is in its forward life."""
 
     PENDING = "PENDING"  # intent recorded, effect not finished
@@ -70,7 +70,7 @@ class StepState(str, enum.Enum):
     NOT_APPLIED = "NOT_APPLIED"  # refused, or the tool said it certainly did nothing
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """What a rollback did with one step. Every step gets exactly one."""
 
     COMPENSATED = "compensated"  # its undo ran and returned

@@ -76,7 +76,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     print(paint("Act I - a transaction across three systems fails on step four", "1"))
     wal = FileWAL(wal_path)
-    C = ActionSemantics.COMPENSABLE
+    C = ActionSemantics.COMPENSABLE  # noqa: N806 - the seed's spelling
     try:
         with saga_scope(wal, name="onboard-acme") as s:
             s.execute(tool="aws.run_instances", semantics=C, forward=run_instance,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 
 from agent_saga.engine.ports import GatePort, StepRequest
 from agent_saga.log.base import WAL
@@ -68,7 +68,7 @@ class Sleep:
     seconds: float
 
 
-Op = Union[Barrier, Check, Call, Sleep]
+Op = Barrier | Check | Call | Sleep
 Protocol = Generator[Op, Any, T]
 
 _KEY = "idempotency_key"

@@ -54,7 +54,7 @@ _REVERSIBLE = ActionSemantics.REVERSIBLE
 _NEEDS_RESULT = (TypeError, KeyError, AttributeError, IndexError)
 
 
-class SagaStatus(str, enum.Enum):
+class SagaStatus(enum.StrEnum):
     OPEN = "OPEN"
     ROLLING_BACK = "ROLLING_BACK"
     COMPLETED = "COMPLETED"
@@ -124,16 +124,17 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
             registered_fn = resolve(value.handler)
         except KeyError:
             registered_fn = None
-        if registered_fn is not None and registered_fn is not value.fn:
+        if registered_fn is not None and registered_fn != value.fn:  # == : bound methods are fresh objects
             raise CompensationError(
                 f"compensation for {tool!r} runs {getattr(value.fn, '__qualname__', value.fn)!r} in "
                 f"process but names handler {value.handler!r}, which is registered to "
                 f"{getattr(registered_fn, '__qualname__', registered_fn)!r}; the recovery daemon "
                 "would run a different function. Use the registered function or another name"
             )
-    if value.idempotency_key is None:
-        value = dataclasses.replace(value, idempotency_key=key)
-    return value
+    comp: Compensation = value
+    if comp.idempotency_key is None:
+        comp = dataclasses.replace(comp, idempotency_key=key)
+    return comp
 
 
 class Saga:
@@ -166,7 +167,6 @@ class Saga:
         self._steps: list[Step] = []
         self._lock = threading.Lock()
         self._started = False
-        self._last_ticket = 0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -194,9 +194,7 @@ class Saga:
         })
 
     def _append(self, rtype: R, body: Mapping[str, Any], step: int | None = None) -> int:
-        ticket = self.wal.append(rtype.value, self.saga_id, body, step)
-        self._last_ticket = ticket
-        return ticket
+        return self.wal.append(rtype.value, self.saga_id, body, step)
 
     def _end(self, rtype: R, body: Mapping[str, Any], status: SagaStatus) -> Protocol[None]:
         ticket = self._append(rtype, body)
@@ -357,27 +355,27 @@ class Saga:
 
         try:
             result = yield from self._attempts(forward, step.operation_id, retry, timeout, inline)
-        except NotApplied as err:
-            step.state = StepState.NOT_APPLIED
-            self._observe(request, err)
-            self._append(R.STEP_NOT_APPLIED, {"op": step.operation_id, "error": _describe_error(err)}, index)
-            raise
         except BaseException as err:
-            step.state = StepState.UNKNOWN
-            step.compensation = prebuilt
-            if isinstance(err, Exception):
-                self._observe(request, err)
-            self._append(R.STEP_UNKNOWN, {
-                "tool": tool, "semantics": sem.value, "op": step.operation_id,
-                "error": _describe_error(err), "compensation": describe(prebuilt),
-            }, index)
-            if fallback is not None and isinstance(err, Exception):
-                # The failed attempt stays on the stack as UNKNOWN (it may have
-                # landed); the fallback is a step of its own, undone like any other.
-                return (yield from self._step(
-                    tool, sem, fallback, compensate, args, None, timeout, None, inline, True
-                ))
-            raise
+            if isinstance(err, NotApplied):
+                step.state = StepState.NOT_APPLIED
+                self._append(R.STEP_NOT_APPLIED, {"op": step.operation_id, "error": _describe_error(err)}, index)
+            else:
+                step.state = StepState.UNKNOWN
+                step.compensation = prebuilt
+                self._append(R.STEP_UNKNOWN, {
+                    "tool": tool, "semantics": sem.value, "op": step.operation_id,
+                    "error": _describe_error(err), "compensation": describe(prebuilt),
+                }, index)
+            if not isinstance(err, Exception):
+                raise
+            self._observe(request, err)
+            if fallback is None:
+                raise
+            # A failed primary that may have landed stays on the stack as UNKNOWN;
+            # the fallback is a step of its own, undone like any other.
+            return (yield from self._step(
+                tool, sem, fallback, compensate, args, None, timeout, None, inline, True
+            ))
         self._observe(request, None)
 
         problem: CompensationError | None = None
@@ -434,7 +432,7 @@ class Saga:
         if is_prebound(compensate):
             return _normalize(compensate(None), tool, key)
         try:
-            value = compensate(None)
+            value: Any = compensate(None)
         except _NEEDS_RESULT:
             return None  # it needs the result; nothing is known before the call
         return _normalize(value, tool, key)
@@ -527,18 +525,19 @@ class Saga:
     def _compensate(self, step: Step) -> Protocol[StepOutcome]:
         comp = step.compensation
         assert comp is not None
-        fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
-        kwargs = dict(comp.kwargs)
-        if accepts_idempotency_key(fn):
-            kwargs["idempotency_key"] = comp.idempotency_key
         self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler}, step.index)
         policy = self.compensation_retry
         attempt = 0
         while True:
             attempt += 1
             try:
+                # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
+                fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
+                kwargs = dict(comp.kwargs)
+                if accepts_idempotency_key(fn):
+                    kwargs["idempotency_key"] = comp.idempotency_key
                 yield Call(fn, kwargs)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - every failure of an undo is recorded, none hidden
                 if policy.should_retry(err, attempt):
                     yield Sleep(policy.delay(attempt))
                     continue

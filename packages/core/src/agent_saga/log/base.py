@@ -49,7 +49,7 @@ class WAL(abc.ABC):
     def records(self) -> Iterator[Record]:
         """Every record of the log, oldest first (reads what is durable or queued)."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - most logs have nothing to release
         """Make everything durable and release resources. Idempotent."""
 
     def __repr__(self) -> str:

@@ -14,6 +14,10 @@ Chain rule (also written, in prose, into every export manifest):
 
 Erasing ``body`` and ``salt`` leaves the header, so the chain still verifies while
 the content becomes irrecoverable.
+
+An encrypted record (``FileWAL(encryptor=...)``) stores the ciphertext in ``enc``
+instead of ``body``, and its digest is ``SHA-256(salt || enc)`` over that stored
+text, so the chain can be verified by someone who does not hold the key.
 """
 
 from __future__ import annotations
@@ -22,11 +26,28 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agent_saga.log.records import HEADER_FIELDS, Record
 
-__all__ = ["canonical", "chain_hash", "content_digest", "decode_line", "seal"]
+__all__ = ["BodyCipher", "canonical", "chain_hash", "content_digest", "decode_line", "encryption_aad", "seal"]
+
+
+class BodyCipher(Protocol):
+    """What ``seal`` needs to encrypt bodies (see ``agent_saga.log.crypto``)."""
+
+    def encrypt(self, plaintext: bytes, aad: bytes) -> str:
+        """Return the ciphertext as JSON-safe ASCII text."""
+        ...
+
+    def decrypt(self, token: str, aad: bytes) -> bytes:
+        """Invert :meth:`encrypt`; raise if the key or the associated data do not match."""
+        ...
+
+
+def encryption_aad(saga: str, seq: int, rtype: str) -> bytes:
+    """The associated data an encrypted body is bound to: moving it to another record fails."""
+    return f"agent-saga/v1\x1f{saga}\x1f{seq}\x1f{rtype}".encode()
 
 
 def _fallback(value: object) -> str:
@@ -60,12 +81,16 @@ def seal(
     entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
     prev: str,
     chain: bool = True,
+    cipher: BodyCipher | None = None,
 ) -> tuple[bytes, str, int]:
     """Encode ``(seq, ts, type, saga, step, body)`` entries into log lines.
 
     Returns the bytes to append, the last record's hash (``prev`` of the next
     batch) and how many records were sealed. Runs on the flusher thread.
+    With ``cipher``, each body is stored encrypted in ``enc``.
     """
+    if cipher is not None:
+        return _seal_encrypted(entries, prev, chain, cipher)
     out: list[str] = []
     entries = list(entries)
     salts = os.urandom(16 * len(entries)).hex() if chain else ""
@@ -85,6 +110,34 @@ def seal(
         header_json = _encode(header)
         prev = sha256(header_json.encode()).hexdigest()
         out.append(f'{header_json[:-1]},"body":{body_json},"salt":"{salt}","hash":"{prev}"}}\n')
+    return "".join(out).encode(), prev, len(out)
+
+
+def _seal_encrypted(
+    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
+    prev: str,
+    chain: bool,
+    cipher: BodyCipher,
+) -> tuple[bytes, str, int]:
+    # Kept apart from seal's loop so the plaintext path pays nothing for encryption.
+    out: list[str] = []
+    entries = list(entries)
+    sha256 = hashlib.sha256
+    for seq, ts, rtype, saga, step, body in entries:
+        token = cipher.encrypt(_encode(body).encode(), encryption_aad(saga, seq, rtype))
+        header: dict[str, Any] = {"saga": saga, "seq": seq, "ts": ts, "type": rtype}
+        if step is not None:
+            header["step"] = step
+        enc_json = _encode(token)
+        if not chain:
+            out.append(f'{_encode(header)[:-1]},"enc":{enc_json}}}\n')
+            continue
+        salt = os.urandom(16).hex()
+        header["digest"] = sha256(bytes.fromhex(salt) + token.encode()).hexdigest()
+        header["prev"] = prev
+        header_json = _encode(header)
+        prev = sha256(header_json.encode()).hexdigest()
+        out.append(f'{header_json[:-1]},"enc":{enc_json},"salt":"{salt}","hash":"{prev}"}}\n')
     return "".join(out).encode(), prev, len(out)
 
 

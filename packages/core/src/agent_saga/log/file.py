@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
-from agent_saga.log.codec import decode_line, seal
+from agent_saga.log.codec import BodyCipher, decode_line, seal
 from agent_saga.log.records import GENESIS, Record
 
 __all__ = ["FileWAL", "TornTail", "fsync_dir", "read_records"]
@@ -112,13 +112,16 @@ def _set_aside_torn_tail(fd: int, path: Path, good_end: int, size: int) -> TornT
     return TornTail(good_end, fragment, saved)
 
 
-def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
+def read_records(
+    path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None
+) -> Iterator[Record]:
     """Every record of a log file, oldest first.
 
     A torn final line (no newline, or not JSON, at the very end) is skipped: it
     never hides the records before it. A malformed line anywhere else raises
     WALCorrupt naming the line, because a log that silently skips records is not
-    evidence.
+    evidence. Encrypted records are decrypted with ``encryptor`` (default: the key
+    in ``$AGENT_SAGA_WAL_KEY``); without a key they raise, never read as empty.
     """
     p = Path(path)
     with open(p, "rb") as fh:
@@ -129,12 +132,17 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
         if not line.strip():
             continue
         try:
-            yield decode_line(line)
+            record = decode_line(line)
         except ValueError as err:
             if number - 1 == last:
                 log.warning("%s: ignoring a torn final line (%d bytes)", p, len(line))
                 return
             raise WALCorrupt(f"{p}: line {number} is not a record: {err}") from err
+        if "enc" in record:
+            from agent_saga.log.crypto import open_record
+
+            record = open_record(record, encryptor, p)
+        yield record
 
 
 class FileWAL(WAL):
@@ -144,6 +152,8 @@ class FileWAL(WAL):
     ``barrier_timeout`` bounds every barrier (then ``WALStalled``);
     ``max_pending`` with ``backpressure="refuse"`` (default) makes ``append``
     raise ``WALFull`` instead of growing without bound; ``"block"`` waits.
+    ``encryptor`` (see ``agent_saga.log.crypto``; default: a key in
+    ``$AGENT_SAGA_WAL_KEY``, else none) stores every body encrypted.
     """
 
     durable = True
@@ -157,6 +167,7 @@ class FileWAL(WAL):
         barrier_timeout: float = 30.0,
         max_pending: int = 100_000,
         backpressure: Literal["refuse", "block"] = "refuse",
+        encryptor: BodyCipher | None = None,
     ) -> None:
         if backpressure not in ("refuse", "block"):
             raise ValueError(f"backpressure must be 'refuse' or 'block', got {backpressure!r}")
@@ -170,16 +181,22 @@ class FileWAL(WAL):
         self.max_pending = max_pending
         self.backpressure = backpressure
         self.torn_tail: TornTail | None = None
+        if encryptor is None and os.environ.get("AGENT_SAGA_WAL_KEY"):
+            from agent_saga.log.crypto import AESGCMEncryptor
+
+            encryptor = AESGCMEncryptor.from_env()
+        self.encryptor = encryptor
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        self._ino = os.fstat(self._fd).st_ino
         if created:
             fsync_dir(self.path.parent)
         self._seq = 0
         self._prev = GENESIS
         self._size = 0
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._lock_file()
         try:
             self._catch_up()
         finally:
@@ -206,6 +223,27 @@ class FileWAL(WAL):
         _open_logs.add(self)
 
     # -- state shared with other writers of the same file ---------------------------
+
+    def _lock_file(self) -> None:
+        """Take the exclusive lock on the file that is *now* at ``self.path``.
+
+        Compaction and redaction (``log.maintenance``) replace the file under this
+        same lock; a writer that then kept its old descriptor would append to a
+        file nobody reads any more, so it reopens the path and locks again.
+        """
+        while True:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(self.path).st_ino
+            except FileNotFoundError:
+                return  # removed by hand: keep the old behaviour (write where we are)
+            if current == self._ino:
+                return
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            self._ino = os.fstat(self._fd).st_ino
+            self._size = -1  # force _catch_up to re-read the new file's last record
 
     def _catch_up(self) -> None:
         """Continue the sequence and chain from what the file ends with (lock held)."""
@@ -318,7 +356,7 @@ class FileWAL(WAL):
             self._acknowledge(batch[-1][0])
 
     def _write(self, batch: list[_Entry]) -> None:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        self._lock_file()
         try:
             self._catch_up()
             first = self._seq + 1
@@ -327,6 +365,7 @@ class FileWAL(WAL):
                  for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
                 self._prev,
                 self.chain,
+                self.encryptor,
             )
             view = memoryview(data)
             while view:
@@ -390,7 +429,7 @@ class FileWAL(WAL):
 
     def records(self) -> Iterator[Record]:
         """Every durable record of the file (call ``barrier()`` first to include queued ones)."""
-        return read_records(self.path)
+        return read_records(self.path, encryptor=self.encryptor)
 
     @property
     def closed(self) -> bool:
@@ -430,5 +469,5 @@ def _close_all() -> None:
     for wal in list(_open_logs):
         try:
             wal.close(timeout=5.0)
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+        except Exception:  # best effort at interpreter exit
             log.exception("closing %s at exit failed", wal.path)

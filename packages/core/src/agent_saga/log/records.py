@@ -11,16 +11,19 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-__all__ = ["GENESIS", "HEADER_FIELDS", "Record", "RecordType"]
+__all__ = ["AUDIT_SAGA", "GENESIS", "HEADER_FIELDS", "Record", "RecordType"]
 
 Record = dict[str, Any]
 
 # The fields a record's chain hash covers, in canonical (sorted) order.
 HEADER_FIELDS = ("digest", "prev", "saga", "seq", "step", "ts", "type")
 GENESIS = "0" * 64  # ``prev`` of the first record of a log
+# The saga id of records the log writes about itself (COMPACTION, REDACTION); no
+# saga started through the engine can have an empty id.
+AUDIT_SAGA = ""
 
 
-class RecordType(str, enum.Enum):
+class RecordType(enum.StrEnum):
     """Every kind of record the engine and its tools write."""
 
     SAGA_STARTED = "SAGA_STARTED"
@@ -39,6 +42,19 @@ class RecordType(str, enum.Enum):
     STEP_KEPT = "STEP_KEPT"
     SAGA_COMPLETED = "SAGA_COMPLETED"
     SAGA_ROLLED_BACK = "SAGA_ROLLED_BACK"
-
-    def __str__(self) -> str:
-        return self.value
+    # The pre-flight gate (agent_saga.gate): breaker transitions and operator switches.
+    BREAKER_TRIPPED = "BREAKER_TRIPPED"
+    BREAKER_PROBE = "BREAKER_PROBE"
+    BREAKER_RECOVERED = "BREAKER_RECOVERED"
+    SWITCH_HALTED = "SWITCH_HALTED"
+    SWITCH_DRAINED = "SWITCH_DRAINED"
+    SWITCH_QUARANTINED = "SWITCH_QUARANTINED"
+    SWITCH_RESUMED = "SWITCH_RESUMED"
+    # Written by the log's own maintenance (agent_saga.log.maintenance), never by a saga:
+    COMPACTION = "COMPACTION"  # attests which sequences a compaction removed, and what they were
+    REDACTION = "REDACTION"  # records that the bodies of some records were erased, by whom, why
+    # Written by the recovery daemon (agent_saga.recovery) about a saga it took over:
+    RECOVERY_CLAIMED = "RECOVERY_CLAIMED"  # a daemon found the owner's lease expired and took the saga
+    ESCALATED = "ESCALATED"  # a step (or saga) was handed to the human queue; written once
+    SAGA_DEAD_LETTERED = "SAGA_DEAD_LETTERED"  # a compensation kept failing; the daemon stops trying
+    ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation

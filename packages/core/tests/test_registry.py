@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_saga import (
+    CompensationError,
+    ConfigurationError,
+    MemoryWAL,
+    SagaAborted,
+    call_with,
+    compensator,
+    delete_by,
+    inverse_of,
+    registered,
+    resolve,
+    saga_scope,
+)
+from agent_saga.registry import handler_name, inverse_for, unregister
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    yield
+    for name in ("reg.refund", "reg.delete", "reg.other", "reg.cancel"):
+        unregister(name)
+
+
+def test_compensator_registers_and_resolves() -> None:
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None: ...
+
+    assert registered("reg.refund")
+    assert resolve("reg.refund") is refund
+    assert handler_name(refund) == "reg.refund"
+
+
+def test_resolve_names_what_is_registered() -> None:
+    with pytest.raises(KeyError, match="no compensation handler named 'reg.missing'"):
+        resolve("reg.missing")
+
+
+def test_reusing_a_handler_name_for_another_function_is_refused() -> None:
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None: ...
+
+    with pytest.raises(ConfigurationError, match="already registered") as info:
+
+        @compensator("reg.refund")
+        def something_else(charge_id: str) -> None: ...
+
+    assert "Pick a distinct name" in str(info.value)
+
+
+def test_re_registering_the_same_function_is_allowed() -> None:
+    def refund(charge_id: str) -> None: ...
+
+    compensator("reg.refund")(refund)
+    compensator("reg.refund")(refund)
+    assert resolve("reg.refund") is refund
+
+
+@pytest.mark.parametrize("name", ["", "  ", None])
+def test_compensator_needs_a_name(name: Any) -> None:
+    with pytest.raises(ConfigurationError, match="non-empty name"):
+        compensator(name)
+
+
+def test_inverse_of_raises_at_import_when_the_inverse_is_not_registered() -> None:
+    def charge(amount: int) -> dict[str, str]:
+        return {"id": "ch_1"}
+
+    with pytest.raises(CompensationError, match="not registered with @compensator"):
+
+        @inverse_of(charge, maps={"charge_id": "id"})
+        def refund(charge_id: str) -> None: ...
+
+
+def test_inverse_of_checks_mapped_argument_names() -> None:
+    def charge(amount: int) -> dict[str, str]:
+        return {"id": "ch_1"}
+
+    with pytest.raises(CompensationError, match=r"maps names \['chrg'\]"):
+
+        @inverse_of(charge, maps={"chrg": "id"})
+        @compensator("reg.refund")
+        def refund(charge_id: str) -> None: ...
+
+
+def test_inverse_of_needs_maps() -> None:
+    with pytest.raises(ConfigurationError, match="maps="):
+        inverse_of(print, maps={})
+
+
+def test_missing_result_field_names_what_was_wanted_and_seen() -> None:
+    def charge(amount: int) -> dict[str, Any]:
+        return {"charge": "ch_1", "amount": amount}
+
+    @inverse_of(charge, maps={"charge_id": "id"})
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None: ...
+
+    factory = inverse_for(charge)
+    assert factory is not None
+    with pytest.raises(CompensationError) as info:
+        factory({"charge": "ch_1", "amount": 5})
+    message = str(info.value)
+    assert "'id'" in message and "['amount', 'charge']" in message and "charge_id" in message
+
+
+def test_pairing_reads_attributes_too() -> None:
+    class Result:
+        id = "ch_9"
+
+    def charge() -> Result:
+        return Result()
+
+    @inverse_of(charge, maps={"charge_id": "id"})
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None: ...
+
+    factory = inverse_for(charge)
+    assert factory is not None
+    comp = factory(Result())
+    assert comp is not None and dict(comp.kwargs) == {"charge_id": "ch_9"}
+    assert factory(None) is None  # outcome unknown: nothing to map
+
+
+def test_unregister_drops_pairings() -> None:
+    def charge() -> dict[str, str]:
+        return {"id": "x"}
+
+    @inverse_of(charge, maps={"charge_id": "id"})
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None: ...
+
+    unregister("reg.refund")
+    assert inverse_for(charge) is None
+
+
+def test_delete_by_takes_a_scalar_or_the_id_field() -> None:
+    @compensator("reg.delete")
+    def delete(record_id: str, idempotency_key: str | None = None) -> None: ...
+
+    factory = delete_by(delete)
+    scalar = factory("r1")
+    mapping = factory({"id": "r2"})
+    assert scalar is not None and dict(scalar.kwargs) == {"record_id": "r1"}
+    assert mapping is not None and dict(mapping.kwargs) == {"record_id": "r2"}
+    assert factory(None) is None
+    with pytest.raises(CompensationError, match="'id'"):
+        factory({"name": "r3"})
+
+
+def test_delete_by_requires_a_parameter_and_registration() -> None:
+    @compensator("reg.delete")
+    def delete() -> None: ...
+
+    with pytest.raises(CompensationError, match="no parameter"):
+        delete_by(delete)
+    with pytest.raises(CompensationError, match="not registered"):
+        delete_by(lambda x: None)
+
+
+def test_call_with_validates_json_kwargs_up_front() -> None:
+    @compensator("reg.cancel")
+    def cancel(order_id: str) -> None: ...
+
+    factory = call_with(cancel, order_id="o1")
+    comp = factory(None)
+    assert comp.handler == "reg.cancel" and dict(comp.kwargs) == {"order_id": "o1"}
+    with pytest.raises(CompensationError, match="JSON round trip"):
+        call_with(cancel, order_id=object())
+
+
+async def test_explicit_compensate_wins_over_a_pairing() -> None:
+    undone: list[str] = []
+
+    def charge() -> dict[str, str]:
+        return {"id": "ch_1"}
+
+    @inverse_of(charge, maps={"charge_id": "id"})
+    @compensator("reg.refund")
+    def refund(charge_id: str) -> None:
+        undone.append(f"paired {charge_id}")
+
+    @compensator("reg.other")
+    def void(charge_id: str) -> None:
+        undone.append(f"explicit {charge_id}")
+
+    with pytest.raises(SagaAborted):
+        async with saga_scope(MemoryWAL()) as s:
+            await s.execute(tool="c1", semantics="COMPENSABLE", forward=charge)
+            await s.execute(
+                tool="c2", semantics="COMPENSABLE", forward=charge,
+                compensate=lambda r: {"handler": "reg.other", "kwargs": {"charge_id": r["id"]}},
+            )
+            raise RuntimeError("fail")
+    assert undone == ["explicit ch_1", "paired ch_1"]
