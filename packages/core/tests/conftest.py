@@ -14,6 +14,9 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The default log is ./agent-saga.wal: keep every test's default log apart.
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGENT_SAGA_WAL", raising=False)
+    # The default gate reads the kill switch at $AGENT_SAGA_HOME/switch.json: never the developer's own.
+    monkeypatch.setenv("AGENT_SAGA_HOME", str(tmp_path / ".agent-saga"))
+    monkeypatch.delenv("AGENT_SAGA_SWITCH", raising=False)
 
 
 @pytest.fixture

@@ -169,14 +169,14 @@ def test_accepts_idempotency_key_shapes() -> None:
 
     def g(a: int, **kw: Any) -> None: ...
 
-    class Callable_:
+    class KeyedCallable:
         def __call__(self, idempotency_key: str) -> None: ...
 
     assert accepts_idempotency_key(f)
     assert not accepts_idempotency_key(g)
     assert accepts_idempotency_key(functools.partial(f, 1))
     assert not accepts_idempotency_key(functools.partial(f, 1, idempotency_key="k"))
-    assert accepts_idempotency_key(Callable_())
+    assert accepts_idempotency_key(KeyedCallable())
     assert not accepts_idempotency_key(len)
 
 

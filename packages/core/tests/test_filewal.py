@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -13,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, WALFull, WALStalled, saga_scope
+from agent_saga.errors import WALClosed, WALCorrupt
 from agent_saga.log import read_records, set_default_wal
 from agent_saga.log.codec import chain_hash, content_digest
 from agent_saga.log.default import default_wal
-from agent_saga.errors import WALClosed, WALCorrupt
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -78,7 +79,7 @@ def test_sequence_never_restarts_across_reopen(wal_path: Path) -> None:
         log.close()
     recs = lines(wal_path)
     assert [r["seq"] for r in recs] == list(range(1, 13))
-    assert all(b["prev"] == a["hash"] for a, b in zip(recs, recs[1:], strict=False))
+    assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(recs))
 
 
 def test_two_processes_append_to_one_chain(wal_path: Path) -> None:
@@ -96,7 +97,7 @@ def test_two_processes_append_to_one_chain(wal_path: Path) -> None:
     assert all(p.wait(60) == 0 for p in procs)
     recs = lines(wal_path)
     assert [r["seq"] for r in recs] == list(range(1, 801))
-    assert all(b["prev"] == a["hash"] for a, b in zip(recs, recs[1:], strict=False))
+    assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(recs))
     assert {r["saga"] for r in recs} == {"p0", "p1", "p2", "local"}
 
 
@@ -184,7 +185,7 @@ def test_barrier_times_out_with_walstalled(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(os, "fdatasync", wedged)
     log = FileWAL(tmp_path / "w.wal")
     try:
-        with pytest.raises(WALStalled, match="not durable after 0.1s"):
+        with pytest.raises(WALStalled, match=r"not durable after 0\.1s"):
             log.barrier(log.append("T", "s", {}), timeout=0.1)
     finally:
         release.set()

@@ -38,7 +38,7 @@ def test_compensator_registers_and_resolves() -> None:
 
 
 def test_resolve_names_what_is_registered() -> None:
-    with pytest.raises(KeyError, match="no compensation handler named 'reg.missing'"):
+    with pytest.raises(KeyError, match=r"no compensation handler named 'reg\.missing'"):
         resolve("reg.missing")
 
 

@@ -118,7 +118,7 @@ async def test_agentkit_snippet(cloud: Any) -> None:
         return {"id": cid, "amount": amount}
 
     @compensator("refund")
-    def refund(id: str, idempotency_key: str | None = None) -> None:  # noqa: A002 - the seed's name
+    def refund(id: str, idempotency_key: str | None = None) -> None:
         charges[id] = "refunded"
 
     async def ship_order(order: str) -> None:

@@ -64,3 +64,24 @@ def test_recoverable_only_with_a_registered_handler_and_json_kwargs() -> None:
 def test_label_describes_the_undo() -> None:
     assert Compensation(fn=print, kwargs={"a": 1}).label == "print(a=1)"
     assert Compensation(fn=print, description="refund ch_1").label == "refund ch_1"
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.tuples(st.integers()),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5) | st.integers(), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(json_values)
+def test_json_roundtrips_agrees_with_json_itself(value: object) -> None:
+    import json
+
+    try:
+        expected = json.loads(json.dumps(value, allow_nan=False)) == value
+    except (TypeError, ValueError):
+        expected = False
+    from agent_saga.semantics import json_roundtrips
+
+    assert json_roundtrips(value) is expected

@@ -6,6 +6,14 @@ newest-first, and the report says exactly whether the unwind was clean.
 """
 
 from agent_saga._version import __version__
+from agent_saga.audit import (
+    audit_root,
+    build_disclosure,
+    certify,
+    export_bundle,
+    verify_disclosure,
+    verify_log,
+)
 from agent_saga.context import SyncSaga, current_saga, saga_scope, set_default_gate
 from agent_saga.decorators import guard, tool
 from agent_saga.engine import (
@@ -32,8 +40,41 @@ from agent_saga.errors import (
     WALFull,
     WALStalled,
 )
+from agent_saga.fleet import SagaFleet
+from agent_saga.gate import (
+    ApprovalDecision,
+    ApprovalProvider,
+    ApprovalRequest,
+    BreakerPolicy,
+    BudgetLimit,
+    CircuitBreaker,
+    FileSwitchStore,
+    KillSwitch,
+    MemoryLimitStore,
+    PreFlightGate,
+    RateLimit,
+    RedisBreakerStore,
+    RedisLimitStore,
+    RedisSwitchStore,
+    Rule,
+    StoreUnavailable,
+    arg_exceeds,
+    by_arg,
+    by_tool,
+    combine,
+    install_default_gate,
+    semantics_is,
+    set_breaker,
+    set_limit_store,
+    set_switch,
+    tool_is,
+)
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
+from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.plugins.patching import patch_all, unpatch_all
+from agent_saga.recovery import RecoveryDaemon
+from agent_saga.recovery.lease import install_leases
 from agent_saga.registry import (
     call_with,
     compensator,
@@ -44,6 +85,12 @@ from agent_saga.registry import (
 )
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
 
+# With no configuration, every saga still honours an operator's kill switch
+# (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
+install_default_gate()
+# ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead one.
+install_leases()
+
 #: ``@saga`` is ``@guard``: ``from agent_saga import saga`` then decorate a function.
 saga = guard
 
@@ -51,45 +98,83 @@ __all__ = [
     "WAL",
     "ActionSemantics",
     "AgentKit",
+    "ApprovalDecision",
+    "ApprovalProvider",
+    "ApprovalRequest",
     "BoundaryRequired",
+    "BreakerPolicy",
+    "BudgetLimit",
+    "CircuitBreaker",
     "Compensation",
     "CompensationError",
     "ConfigurationError",
+    "FileSwitchStore",
     "FileWAL",
     "GatePort",
+    "KillSwitch",
+    "MemoryLimitStore",
     "MemoryWAL",
     "NonDeterminismError",
     "NotApplied",
     "Outcome",
+    "PreFlightGate",
+    "RateLimit",
+    "RecoveryDaemon",
+    "RedisBreakerStore",
+    "RedisLimitStore",
+    "RedisSwitchStore",
     "RetryPolicy",
     "RollbackReport",
+    "Rule",
     "Saga",
     "SagaAborted",
     "SagaClosed",
     "SagaError",
+    "SagaFleet",
     "SagaInfo",
     "SagaQuarantined",
     "StepOutcome",
     "StepRefused",
     "StepRequest",
     "StepState",
+    "StoreUnavailable",
     "SyncSaga",
     "WALError",
     "WALFull",
     "WALStalled",
     "__version__",
+    "arg_exceeds",
+    "audit_root",
+    "build_disclosure",
+    "by_arg",
+    "by_tool",
     "call_with",
+    "certify",
+    "combine",
+    "compact",
     "compensator",
     "current_saga",
     "default_wal",
     "delete_by",
+    "export_bundle",
     "guard",
     "inverse_of",
+    "patch_all",
+    "redact_record",
+    "redact_where",
     "registered",
     "resolve",
     "saga",
     "saga_scope",
+    "semantics_is",
+    "set_breaker",
     "set_default_gate",
     "set_default_wal",
+    "set_limit_store",
+    "set_switch",
     "tool",
+    "tool_is",
+    "unpatch_all",
+    "verify_disclosure",
+    "verify_log",
 ]

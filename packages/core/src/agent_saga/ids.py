@@ -19,8 +19,7 @@ _SEP = "\x1f"
 
 def operation_id(saga_id: str, step: int, tool: str, direction: Direction) -> str:
     """The idempotency key of one direction of one step: 32 hex chars of SHA-256."""
-    material = _SEP.join((saga_id, str(step), tool, direction)).encode()
-    return hashlib.sha256(material).hexdigest()[:32]
+    return hashlib.sha256(f"{saga_id}{_SEP}{step}{_SEP}{tool}{_SEP}{direction}".encode()).hexdigest()[:32]
 
 
 def new_saga_id() -> str:

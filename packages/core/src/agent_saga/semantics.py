@@ -6,7 +6,6 @@ Pure data, no I/O. Everything above this layer talks in these terms.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +43,9 @@ class ActionSemantics(enum.StrEnum):
         """Accept a member or its name in any case; refuse anything else clearly."""
         if isinstance(value, cls):
             return value
+        exact = cls._value2member_map_.get(value)  # the usual spelling, without string work
+        if exact is not None:
+            return exact  # type: ignore[return-value]
         if isinstance(value, str):
             try:
                 return cls[value.strip().upper()]
@@ -80,12 +82,34 @@ class Outcome(enum.StrEnum):
     KEPT = "kept"  # REVERSIBLE with nothing to undo
 
 
+_SCALARS = (str, int, bool, type(None))
+
+
 def json_roundtrips(value: Any) -> bool:
-    """True when ``value`` survives ``json.dumps``/``json.loads`` unchanged."""
-    try:
-        return bool(json.loads(json.dumps(value, allow_nan=False)) == value)
-    except (TypeError, ValueError):
-        return False
+    """True when ``value`` survives ``json.dumps``/``json.loads`` unchanged.
+
+    Checked structurally (every step builds a compensation, so this is on the hot
+    path): str/int/bool/None, finite floats, lists, and dicts with str keys.
+    Tuples, sets, NaN and objects do not come back as they went in.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _SCALARS:
+            continue
+        if kind is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                return False
+        elif kind is dict:
+            if not all(type(k) is str for k in item):
+                return False
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
+        else:
+            return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,11 +159,16 @@ class Compensation:
         # data while still answering for handlers registered after construction.
         from agent_saga.registry import registered
 
-        return (
-            self.handler is not None
-            and registered(self.handler)
-            and json_roundtrips(dict(self.kwargs))
-        )
+        # A handler-backed undo had its kwargs checked for a JSON round trip when built.
+        return self.handler is not None and registered(self.handler)
+
+    def with_key(self, key: str) -> Compensation:
+        """A copy carrying ``key`` as its idempotency key (fields already validated)."""
+        twin = object.__new__(Compensation)
+        for name in ("fn", "kwargs", "description", "handler"):
+            object.__setattr__(twin, name, getattr(self, name))
+        object.__setattr__(twin, "idempotency_key", key)
+        return twin
 
     @property
     def label(self) -> str:

@@ -17,7 +17,7 @@ __all__ = ["EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "CliError"
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
-VERB_MODULES = ("demo",)
+VERB_MODULES = ("audit", "demo", "graph", "recover", "switch")
 
 
 class CliError(Exception):
@@ -49,12 +49,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # let the verb's own parser complain, with the verb's usage line
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code = args.run(args)
     except CliError as err:
         print(f"agent-saga {args.verb}: {err}", file=sys.stderr)
         return err.code
+    except OSError as err:
+        # A file or directory the verb needed could not be used: say which, no traceback.
+        where = f" ({err.filename})" if getattr(err, "filename", None) else ""
+        print(f"agent-saga {args.verb}: {err.strerror or err}{where}", file=sys.stderr)
+        return EXIT_UNCHECKED
     except KeyboardInterrupt:
         return 130
     return int(code or 0)

@@ -81,6 +81,11 @@ def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
     Only an explicitly named parameter counts: passing an unexpected keyword to a
     ``**kwargs`` wrapper could break the function it wraps.
     """
+    code = getattr(fn, "__code__", None)
+    if code is not None and not hasattr(fn, "__wrapped__"):
+        known = _accepts_cache.get(code)
+        if known is not None:
+            return known
     target: Any = fn
     while isinstance(target, functools.partial):
         if _KEY in target.keywords:
@@ -179,9 +184,16 @@ def drive_sync(protocol: Protocol[T]) -> T:
 # -- awaiting side --------------------------------------------------------------------
 
 
+def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
+    code = getattr(fn, "__code__", None)
+    if code is not None:  # a plain function: read the flag directly (the hot path)
+        return bool(code.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(fn)
+
+
 async def _call_async(op: Call) -> Any:
     fn = op.fn
-    if op.inline or inspect.iscoroutinefunction(fn):
+    if op.inline or _is_coroutine_function(fn):
         result = fn(**op.kwargs)
         if inspect.isawaitable(result):
             if op.timeout is None:
@@ -214,7 +226,10 @@ async def drive_async(protocol: Protocol[T]) -> T:
         value, error = None, None
         try:
             if isinstance(op, Call):
-                value = await _call_async(op)
+                if op.timeout is None and _is_coroutine_function(op.fn):
+                    value = await op.fn(**op.kwargs)  # the common case, without another coroutine
+                else:
+                    value = await _call_async(op)
             elif isinstance(op, Barrier):
                 await op.wal.barrier_async(op.ticket)
             elif isinstance(op, Check):

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["GatePort", "SagaInfo", "StepRequest"]
+__all__ = ["GatePort", "Lifecycle", "SagaInfo", "StepRequest", "add_lifecycle", "lifecycles"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +56,29 @@ class GatePort(Protocol):
     async def check_async(self, request: StepRequest) -> None: ...
 
     def observe(self, request: StepRequest, error: BaseException | None) -> None: ...
+
+
+class Lifecycle(Protocol):
+    """Something that takes part in every saga's start and end (recovery's leases).
+
+    ``started`` runs before the start record is written and may return fields to
+    add to it; ``ended`` runs once the end record is durable. Both run on the
+    caller's thread and must not block.
+    """
+
+    def started(self, saga_id: str, wal: Any) -> Mapping[str, Any] | None: ...
+
+    def ended(self, saga_id: str, wal: Any) -> None: ...
+
+
+_lifecycles: list[Lifecycle] = []
+
+
+def add_lifecycle(hook: Lifecycle) -> None:
+    """Install ``hook`` for every saga started from now on (once per hook)."""
+    if hook not in _lifecycles:
+        _lifecycles.append(hook)
+
+
+def lifecycles() -> tuple[Lifecycle, ...]:
+    return tuple(_lifecycles)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from agent_saga.errors import ConfigurationError, StepRefused
 
-__all__ = ["NO_RETRY", "RetryPolicy"]
+__all__ = ["RetryPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,5 +58,3 @@ class RetryPolicy:
             return False
         return isinstance(error, self.retry_on)
 
-
-NO_RETRY = RetryPolicy(max_attempts=1)

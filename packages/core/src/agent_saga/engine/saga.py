@@ -14,7 +14,6 @@ REVERSIBLE steps skip (2) and never wait on the disk.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 import socket
@@ -33,9 +32,9 @@ from agent_saga.engine.invoke import (
     drive_async,
     drive_sync,
 )
-from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
+from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.report import RollbackReport, StepOutcome
-from agent_saga.engine.retry import NO_RETRY, RetryPolicy
+from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
 from agent_saga.ids import new_saga_id, operation_id
 from agent_saga.log.base import WAL
@@ -131,10 +130,7 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
                 f"{getattr(registered_fn, '__qualname__', registered_fn)!r}; the recovery daemon "
                 "would run a different function. Use the registered function or another name"
             )
-    comp: Compensation = value
-    if comp.idempotency_key is None:
-        comp = dataclasses.replace(comp, idempotency_key=key)
-    return comp
+    return value if value.idempotency_key is not None else value.with_key(key)
 
 
 class Saga:
@@ -186,12 +182,15 @@ class Saga:
         if self.gate is not None:
             self.gate.admit(self.info)
         self._started = True
-        self._append(R.SAGA_STARTED, {
+        body: dict[str, Any] = {
             "name": self.name,
             "tags": sorted(self.tags),
             "owner": f"{socket.gethostname()}:{os.getpid()}",
             "durable_log": self.wal.durable,
-        })
+        }
+        for hook in lifecycles():  # recovery's lease, installed from above this layer
+            body.update(hook.started(self.saga_id, self.wal) or {})
+        self._append(R.SAGA_STARTED, body)
 
     def _append(self, rtype: R, body: Mapping[str, Any], step: int | None = None) -> int:
         return self.wal.append(rtype.value, self.saga_id, body, step)
@@ -200,6 +199,8 @@ class Saga:
         ticket = self._append(rtype, body)
         self.status = status
         yield Barrier(self.wal, ticket)
+        for hook in lifecycles():  # only once the end record is durable
+            hook.ended(self.saga_id, self.wal)
 
     def complete_sync(self) -> None:
         drive_sync(self._complete())
@@ -327,34 +328,39 @@ class Saga:
             step = Step(
                 index, tool, sem,
                 operation_id(self.saga_id, index, tool, "forward"),
-                operation_id(self.saga_id, index, tool, "compensate"),
+                operation_id(self.saga_id, index, tool, "compensate") if compensate is not None else "",
                 undo_declared=compensate is not None, via_fallback=via_fallback,
             )
             self._steps.append(step)
-        request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags, step.operation_id)
-
+        request = None
         if self.gate is not None:
+            request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags, step.operation_id)
             try:
                 yield Check(self.gate, request)
             except StepRefused as refused:
                 step.state = StepState.NOT_APPLIED
                 self._append(R.STEP_REFUSED, {
-                    "tool": tool, "semantics": sem.value, "args": logged_args,
+                    "tool": tool, "semantics": sem, "args": logged_args,
                     "reason": refused.reason, "rule": refused.rule,
                 }, index)
                 raise
 
         # The undo known before the call is what rescues an UNKNOWN outcome.
-        prebuilt = self._prebuild(compensate, tool, step.compensation_key) if sem.durable else None
-        if sem.durable:
+        durable = sem is not _REVERSIBLE
+        prebuilt = self._prebuild(compensate, tool, step.compensation_key) if durable else None
+        if durable:
             ticket = self._append(R.STEP_INTENT, {
-                "tool": tool, "semantics": sem.value, "op": step.operation_id, "args": logged_args,
+                "tool": tool, "semantics": sem, "op": step.operation_id, "args": logged_args,
                 "compensation": describe(prebuilt), "fallback": via_fallback,
             }, index)
             yield Barrier(self.wal, ticket)
 
         try:
-            result = yield from self._attempts(forward, step.operation_id, retry, timeout, inline)
+            if retry is None:  # the common case, without a nested generator
+                kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
+                result = yield Call(forward, kwargs, timeout, inline)
+            else:
+                result = yield from self._attempts(forward, step.operation_id, retry, timeout, inline)
         except BaseException as err:
             if isinstance(err, NotApplied):
                 step.state = StepState.NOT_APPLIED
@@ -363,7 +369,7 @@ class Saga:
                 step.state = StepState.UNKNOWN
                 step.compensation = prebuilt
                 self._append(R.STEP_UNKNOWN, {
-                    "tool": tool, "semantics": sem.value, "op": step.operation_id,
+                    "tool": tool, "semantics": sem, "op": step.operation_id,
                     "error": _describe_error(err), "compensation": describe(prebuilt),
                 }, index)
             if not isinstance(err, Exception):
@@ -392,25 +398,25 @@ class Saga:
         if problem is not None:
             body["problem"] = str(problem)
         if sem is _REVERSIBLE:
-            body.update(tool=tool, semantics=sem.value, args=logged_args)
+            body.update(tool=tool, semantics=sem, args=logged_args)
         self._append(R.STEP_COMMITTED, body, index)
         if problem is not None:
             raise problem
         return result
 
-    def _observe(self, request: StepRequest, error: BaseException | None) -> None:
-        if self.gate is not None:
+    def _observe(self, request: StepRequest | None, error: BaseException | None) -> None:
+        if self.gate is not None and request is not None:
             self.gate.observe(request, error)
 
     def _attempts(
         self,
         forward: Callable[..., Any],
         key: str,
-        retry: RetryPolicy | None,
+        retry: RetryPolicy,
         timeout: float | None,
         inline: bool,
     ) -> Protocol[Any]:
-        policy = retry or NO_RETRY
+        policy = retry
         kwargs = {"idempotency_key": key} if accepts_idempotency_key(forward) else {}
         attempt = 0
         while True:

@@ -190,15 +190,14 @@ class FileWAL(WAL):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         created = not self.path.exists()
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        self._ino = os.fstat(self._fd).st_ino
         if created:
             fsync_dir(self.path.parent)
         self._seq = 0
         self._prev = GENESIS
         self._size = 0
-        self._lock_file()
+        stat = self._lock_file()
         try:
-            self._catch_up()
+            self._catch_up(stat)
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -224,30 +223,32 @@ class FileWAL(WAL):
 
     # -- state shared with other writers of the same file ---------------------------
 
-    def _lock_file(self) -> None:
+    def _lock_file(self) -> os.stat_result:
         """Take the exclusive lock on the file that is *now* at ``self.path``.
 
         Compaction and redaction (``log.maintenance``) replace the file under this
-        same lock; a writer that then kept its old descriptor would append to a
-        file nobody reads any more, so it reopens the path and locks again.
+        same lock; a writer that kept its old descriptor would append to a file
+        nobody reads any more. The replaced file has no name left (link count 0),
+        which the fstat that catching up needs anyway shows at no extra cost: then
+        reopen the path and lock again.
         """
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
+            stat = os.fstat(self._fd)
+            if stat.st_nlink > 0:
+                return stat
             try:
-                current = os.stat(self.path).st_ino
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
-                return  # removed by hand: keep the old behaviour (write where we are)
-            if current == self._ino:
-                return
+                return stat  # deleted by hand, not replaced: write where we are, as before
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            self._ino = os.fstat(self._fd).st_ino
-            self._size = -1  # force _catch_up to re-read the new file's last record
+            self._fd = fd
+            self._size = -1  # make _catch_up read the new file's last record
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, stat: os.stat_result) -> None:
         """Continue the sequence and chain from what the file ends with (lock held)."""
-        size = os.fstat(self._fd).st_size
+        size = stat.st_size
         if size == self._size:
             return
         last, good_end = _last_record(self._fd, size, self.path)
@@ -322,11 +323,17 @@ class FileWAL(WAL):
                 self._wanted = target
                 self._work.notify()
         limit = self.barrier_timeout if timeout is None else timeout
+        # A plain timer, not asyncio.timeout(): this runs once per durable step and
+        # the timeout machinery would cost more than the rest of the barrier.
+        timer = loop.call_later(limit, self._expire, future, target, limit)
         try:
-            async with asyncio.timeout(limit):
-                await future
-        except TimeoutError:
-            raise self._stalled(target, limit) from None
+            await future
+        finally:
+            timer.cancel()
+
+    def _expire(self, future: asyncio.Future[None], ticket: int, limit: float) -> None:
+        if not future.done():
+            future.set_exception(self._stalled(ticket, limit))
 
     def _stalled(self, ticket: int, limit: float) -> WALStalled:
         return WALStalled(
@@ -356,9 +363,9 @@ class FileWAL(WAL):
             self._acknowledge(batch[-1][0])
 
     def _write(self, batch: list[_Entry]) -> None:
-        self._lock_file()
+        stat = self._lock_file()
         try:
-            self._catch_up()
+            self._catch_up(stat)
             first = self._seq + 1
             data, self._prev, count = seal(
                 ((first + i, ts, rtype, saga, step, body)

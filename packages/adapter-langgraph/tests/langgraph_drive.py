@@ -1,0 +1,47 @@
+"""Drive LangGraph's real agent loop (model node + ToolNode + tools_condition) offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import RunnableLambda
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+__all__ = ["ScriptedModel", "agent_graph", "script"]
+
+
+class ScriptedModel(FakeMessagesListChatModel):
+    """Replays AI messages in order; tools are bound by the graph, not by the model."""
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
+        return self
+
+
+def script(calls: list[tuple[str, dict[str, Any]]]) -> ScriptedModel:
+    turns: list[BaseMessage] = [
+        AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{i}"}])
+        for i, (name, args) in enumerate(calls)
+    ]
+    turns.append(AIMessage(content="done"))
+    return ScriptedModel(responses=turns)
+
+
+def agent_graph(model: ScriptedModel, tools: list[Any], *, handle_tool_errors: bool = False) -> Any:
+    """The standard LangGraph tool-calling loop."""
+
+    def think(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    async def athink(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", RunnableLambda(think, afunc=athink))
+    graph.add_node("tools", ToolNode(tools, handle_tool_errors=handle_tool_errors))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition)
+    graph.add_edge("tools", "agent")
+    return graph.compile()

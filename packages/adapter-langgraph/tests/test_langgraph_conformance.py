@@ -1,0 +1,41 @@
+"""The shared adapter promises, checked through LangGraph's real agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agent_saga_langgraph import saga_run, wrap_tool
+from langchain_core.messages import HumanMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph_drive import agent_graph, script
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestLangGraphConformance(AdapterConformance):
+    framework = "langgraph"
+    error_modes = (False, True)  # ToolNode re-raises by default; handle_tool_errors=True makes a message
+
+    def make_tool(self, fn: Callable[..., Any]) -> BaseTool:
+        if asyncio.iscoroutinefunction(fn):
+            return StructuredTool.from_function(coroutine=fn)
+        return StructuredTool.from_function(fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool.tool_call_schema.model_json_schema()
+
+    def _graph(self, tools: list[Any], calls: list[Call], errors_as_results: bool) -> Any:
+        return agent_graph(script([(c.tool, c.args) for c in calls]), tools, handle_tool_errors=errors_as_results)
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        graph = self._graph(tools, calls, bool(errors_as_results))
+        return asyncio.run(saga_run(graph, {"messages": [HumanMessage("go")]}, wal=wal))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return asyncio.run(self._graph(tools, calls, False).ainvoke({"messages": [HumanMessage("go")]}))

@@ -1,0 +1,93 @@
+"""The shared adapter promises, checked through the OpenAI Agents SDK's real Runner loop."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from agent_saga_openai_agents import saga_run, wrap_tool
+from agents import Agent, FunctionTool, Runner, function_tool, set_tracing_disabled
+from agents.testing import ScriptedModel, assistant_message, function_call
+from agents.tool import set_function_tool_failure_error_function
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+set_tracing_disabled(True)
+
+
+def agent(tools: list[Any], calls: list[Call]) -> Agent[Any]:
+    steps: list[Any] = [[function_call(c.tool, c.args, call_id=f"call_{i}")] for i, c in enumerate(calls)]
+    steps.append([assistant_message("done")])
+    return Agent(name="worker", instructions="use the tools", tools=tools, model=ScriptedModel(steps))
+
+
+class TestOpenAIAgentsConformance(AdapterConformance):
+    framework = "openai_agents"
+    # The SDK's default failure function gives the model an error message; with
+    # failure_error_function=None the exception ends the run.
+    error_modes = (True, False)
+
+    def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
+        return function_tool(fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool.params_json_schema
+
+    def _tools(self, tools: list[Any], errors_as_results: bool | None) -> list[Any]:
+        if errors_as_results is not False:
+            return tools
+        raising = []
+        for t in tools:
+            t = copy.copy(t)
+            set_function_tool_failure_error_function(t, None)
+            raising.append(t)
+        return raising
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        return asyncio.run(saga_run(agent(self._tools(tools, errors_as_results), calls), "go", wal=wal))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return asyncio.run(Runner.run(agent(tools, calls), "go"))
+
+
+def test_the_sync_face_runs_one_saga(tmp_path: Any) -> None:
+    from agent_saga_openai_agents import saga_run_sync
+
+    from agent_saga import Compensation, SagaAborted, compensator
+    from agent_saga.plugins import ToolFailed
+
+    undone: list[str] = []
+
+    @compensator("oa_test.cancel")
+    def cancel(order: str) -> None:
+        undone.append(order)
+
+    @function_tool
+    def order(item: str) -> dict[str, str]:
+        """Place an order."""
+        return {"order": f"o-{item}"}
+
+    @function_tool
+    def ship(order: str) -> str:
+        """Ship it."""
+        raise RuntimeError("carrier down")
+
+    safe_order = wrap_tool(order, semantics="COMPENSABLE",
+                           compensate=lambda r: Compensation(fn=cancel, handler="oa_test.cancel",
+                                                             kwargs={"order": r["order"]}))
+    safe_ship = wrap_tool(ship, semantics="IRREVERSIBLE")
+    wal = FileWAL(tmp_path / "w.wal")
+    with pytest.raises(SagaAborted) as caught:
+        saga_run_sync(agent([safe_order, safe_ship], [Call("order", {"item": "x"}), Call("ship", {"order": "o-x"})]),
+                      "go", wal=wal)
+    assert undone == ["o-x"]
+    assert isinstance(caught.value.cause, ToolFailed)
+    assert str(caught.value.cause.cause) == "carrier down"
+    wal.close()

@@ -1,0 +1,236 @@
+"""Rollback-safety certificates: was every committed effect accounted for?
+
+An *effect* is a step of a saga whose forward call committed (STEP_COMMITTED) or
+may have landed (STEP_UNKNOWN), unless the step was declared REVERSIBLE (nothing
+outside the process to repair). A step whose semantics cannot be read (its
+records were redacted or are encrypted without a key) counts as an effect.
+
+An effect is accounted for when
+
+* a STEP_COMPENSATED record says its undo ran; or
+* its saga ended with SAGA_COMPLETED and the step committed: the effect is kept
+  by design (an IRREVERSIBLE step of a completed saga is "explicitly terminal").
+
+Everything else is named, with the reason:
+
+* the saga has no end record (still running, or its process died mid-way);
+* the saga rolled back and the step's compensation failed, or the step was
+  orphaned (IRREVERSIBLE, or no undo given) or left unresolved: the rollback
+  itself reported that the world was not restored;
+* the step's outcome is UNKNOWN and nothing compensated it, even in a completed
+  saga: it may have landed (a timed-out charge), and a completed saga whose
+  fallback succeeded could have applied the effect twice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_saga.log.codec import BodyCipher
+from agent_saga.log.records import AUDIT_SAGA, RecordType
+
+__all__ = ["Certificate", "Unaccounted", "certify", "certify_log"]
+
+R = RecordType
+
+
+@dataclass(frozen=True, slots=True)
+class Unaccounted:
+    """One effect that no record accounts for."""
+
+    saga: str
+    step: int
+    tool: str | None
+    semantics: str | None
+    state: str  # "committed" | "unknown"
+    why: str
+
+    def format_text(self) -> str:
+        tool = self.tool or "<tool unknown: record redacted or encrypted>"
+        sem = f" [{self.semantics}]" if self.semantics else ""
+        return f"saga {self.saga} step {self.step} {tool}{sem} ({self.state}): {self.why}"
+
+
+@dataclass(frozen=True, slots=True)
+class Certificate:
+    """The verdict of :func:`certify`. ``certified`` only when nothing is unaccounted."""
+
+    certified: bool
+    sagas: int
+    effects: int
+    accounted: int
+    unaccounted: tuple[Unaccounted, ...] = ()
+    chain: str = ""  # the chain verdict, when certified from a file
+    head: str | None = None  # the chain head the certificate speaks about
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def __bool__(self) -> bool:
+        return self.certified
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "certified": self.certified, "sagas": self.sagas, "effects": self.effects,
+            "accounted": self.accounted, "chain": self.chain, "head": self.head,
+            "unaccounted": [
+                {"saga": u.saga, "step": u.step, "tool": u.tool, "semantics": u.semantics,
+                 "state": u.state, "why": u.why}
+                for u in self.unaccounted
+            ],
+            "notes": list(self.notes),
+        }
+
+    def format_text(self) -> str:
+        verdict = "CERTIFIED" if self.certified else "NOT CERTIFIED"
+        lines = [
+            f"{verdict}: {self.accounted} of {self.effects} committed effect(s) accounted for "
+            f"across {self.sagas} saga(s)"
+        ]
+        if self.chain:
+            lines.append(f"chain: {self.chain}" + (f" (head {self.head})" if self.head else ""))
+        lines.extend(f"  UNACCOUNTED {u.format_text()}" for u in self.unaccounted)
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+@dataclass(slots=True)
+class _Step:
+    tool: str | None = None
+    semantics: str | None = None
+    committed: bool = False
+    unknown: bool = False
+    compensated: bool = False
+    failed: str | None = None
+    orphaned: str | None = None
+    unresolved: str | None = None
+
+
+@dataclass(slots=True)
+class _Saga:
+    steps: dict[int, _Step] = field(default_factory=dict)
+    end: str | None = None  # "completed" | "rolled_back"
+    rollback_started: bool = False
+
+
+def _detail(body: Mapping[str, Any] | None, key: str = "detail") -> str:
+    value = body.get(key) if body else None
+    return str(value) if value else "no detail recorded"
+
+
+def certify(records: Iterable[Mapping[str, Any]]) -> Certificate:
+    """Check that every committed effect in ``records`` is accounted for (see the module doc)."""
+    sagas: dict[str, _Saga] = {}
+    for r in records:
+        saga_id = r.get("saga")
+        rtype = r.get("type")
+        if not isinstance(saga_id, str) or saga_id == AUDIT_SAGA:
+            continue
+        saga = sagas.setdefault(saga_id, _Saga())
+        raw_body = r.get("body")
+        body: Mapping[str, Any] | None = raw_body if isinstance(raw_body, Mapping) else None
+        if rtype == R.SAGA_COMPLETED:
+            saga.end = "completed"
+            continue
+        if rtype == R.SAGA_ROLLED_BACK:
+            saga.end = "rolled_back"
+            continue
+        if rtype == R.ROLLBACK_STARTED:
+            saga.rollback_started = True
+            continue
+        step_no = r.get("step")
+        if not isinstance(step_no, int):
+            continue
+        step = saga.steps.setdefault(step_no, _Step())
+        if body is not None:
+            if isinstance(body.get("tool"), str):
+                step.tool = body["tool"]
+            if isinstance(body.get("semantics"), str):
+                step.semantics = body["semantics"]
+        if rtype == R.STEP_COMMITTED:
+            step.committed = True
+        elif rtype == R.STEP_UNKNOWN:
+            step.unknown = True
+        elif rtype == R.STEP_COMPENSATED:
+            step.compensated = True
+        elif rtype == R.COMPENSATION_FAILED:
+            step.failed = _detail(body, "error")
+        elif rtype == R.STEP_ORPHANED:
+            step.orphaned = _detail(body)
+        elif rtype == R.STEP_UNRESOLVED:
+            step.unresolved = _detail(body)
+
+    effects = accounted = 0
+    missing: list[Unaccounted] = []
+    for saga_id, saga in sagas.items():
+        for index in sorted(saga.steps):
+            step = saga.steps[index]
+            if not (step.committed or step.unknown) or step.semantics == "REVERSIBLE":
+                continue
+            effects += 1
+            why = _why(saga, step)
+            if why is None:
+                accounted += 1
+            else:
+                missing.append(Unaccounted(
+                    saga_id, index, step.tool, step.semantics,
+                    "committed" if step.committed else "unknown", why,
+                ))
+    return Certificate(not missing, len(sagas), effects, accounted, tuple(missing))
+
+
+def _why(saga: _Saga, step: _Step) -> str | None:
+    """Why an effect is not accounted for, or None when it is."""
+    if step.compensated:
+        return None
+    if saga.end == "completed":
+        if step.committed:
+            return None
+        return (
+            "outcome UNKNOWN in a completed saga: it may have landed and was never compensated "
+            "or reconciled"
+        )
+    if saga.end == "rolled_back":
+        if step.failed is not None:
+            return f"the rollback's compensation failed: {step.failed}"
+        if step.orphaned is not None:
+            return f"orphaned by the rollback (effect left standing): {step.orphaned}"
+        if step.unresolved is not None:
+            return f"left unresolved by the rollback: {step.unresolved}"
+        return "the saga rolled back but no record says this step was compensated"
+    if saga.rollback_started:
+        return "the rollback started but never finished (the process died mid-rollback); run recovery"
+    return "the saga has no end record (still running, or its process died); run recovery"
+
+
+def certify_log(
+    path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None
+) -> Certificate:
+    """Verify the chain of the log at ``path``, then certify its records.
+
+    A broken chain makes the certificate void (not certified): a log that may have
+    been edited proves nothing about what the agent did. Raises OSError when the
+    file cannot be read, and an EncryptionError when its records need a key.
+    """
+    from agent_saga.audit.verify import verify_log
+    from agent_saga.errors import WALCorrupt
+    from agent_saga.log.file import read_records
+
+    p = Path(path)
+    report = verify_log(p)
+    notes: list[str] = []
+    try:
+        cert = certify(read_records(p, encryptor=encryptor))
+    except WALCorrupt as err:
+        cert = Certificate(False, 0, 0, 0)
+        notes.append(f"the records could not be read: {err}")
+    if report.status == "broken":
+        notes.append("the chain is broken, so the log may have been altered: no certificate is possible")
+    elif not report.ok:
+        notes.append(f"the chain is {report.status}: this certificate does not prove the log was not altered")
+    return Certificate(
+        cert.certified and report.status != "broken", cert.sagas, cert.effects, cert.accounted,
+        cert.unaccounted, report.label, report.head, tuple(notes),
+    )

@@ -1,0 +1,213 @@
+"""``agent-saga recover`` / ``agent-saga escalations`` and the ``saga-recoveryd`` command.
+
+Exit codes: 0 nothing left to do; 1 something needs a human (escalations
+pending, a saga held or dead-lettered); 2 usage; 3 the log could not be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
+
+_EXIT_OK, _EXIT_FINDING, _EXIT_USAGE, _EXIT_UNCHECKED = 0, 1, 2, 3
+
+
+def _default_wal() -> str:
+    return os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
+
+
+def _add_daemon_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wal-path", default=_default_wal(), help="the log to recover (default: %(default)s)")
+    p.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first, so its @compensator handlers are registered (repeatable)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
+    p.add_argument("--lease-grace", type=float, default=5.0, metavar="SECONDS",
+                   help="extra wait beyond a lease's expiry (default: %(default)s)")
+    p.add_argument("--max-attempts", type=int, default=5, metavar="N",
+                   help="attempts per compensation before its saga is dead-lettered (default: %(default)s)")
+    p.add_argument("--retry-delay", type=float, default=5.0, metavar="SECONDS",
+                   help="wait after a failed compensation, doubling per failure (default: %(default)s)")
+    p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
+                   help="seconds between sweeps with --watch (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
+
+
+def register(verbs: Any) -> None:
+    p = verbs.add_parser(
+        "recover",
+        help="unwind sagas whose process died (expired lease, no end record)",
+        description="Sweep a log once (or keep sweeping with --watch) and roll back every saga "
+        "whose owner is gone: compensations newest-first through registered handlers, each "
+        "exactly once; what cannot be undone goes to the human queue.",
+        epilog="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
+    )
+    _add_daemon_options(p)
+    p.add_argument("--watch", action="store_true", help="keep sweeping until interrupted")
+    p.set_defaults(run=run_recover)
+
+    e = verbs.add_parser(
+        "escalations",
+        help="list (or resolve) what recovery handed to a human",
+        description="List the escalation queue of a log; exit 1 while any is open.",
+        epilog="example: agent-saga escalations --wal-path agent-saga.wal",
+    )
+    e.add_argument("--wal-path", default=_default_wal(), help="the log (default: %(default)s)")
+    e.add_argument("--all", action="store_true", help="include resolved escalations")
+    e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
+    e.add_argument("--note", default="", help="what was done (with --resolve)")
+    e.set_defaults(run=run_escalations)
+
+
+def _import_handlers(modules: Sequence[str]) -> None:
+    from agent_saga.cli.main import CliError
+
+    # A console script does not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
+            raise CliError(
+                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
+                "importable module name (not a file path) that declares your @compensator handlers",
+                _EXIT_USAGE,
+            ) from None
+
+
+def _print_report(report: Any, quiet: bool) -> None:
+    if not quiet:
+        for action in report.actions:
+            print(f"  {action.line()}")
+        for escalation in report.new_escalations:
+            print(f"  escalated: {escalation.line()}")
+    print(report.summary())
+
+
+def _daemon(args: argparse.Namespace) -> Any:
+    from agent_saga.cli.main import CliError
+    from agent_saga.recovery.daemon import RecoveryDaemon
+
+    if args.max_attempts < 1:
+        raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
+    if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
+        raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
+    path = Path(args.wal_path)
+    if not path.is_file():
+        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
+    _import_handlers(args.imports)
+    return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
+                          retry_delay=args.retry_delay)
+
+
+def _sweep(daemon: Any, dry_run: bool) -> Any:
+    from agent_saga.cli.main import CliError
+    from agent_saga.errors import WALError
+
+    try:
+        return daemon.sweep(dry_run=dry_run)
+    except (OSError, WALError, ImportError) as err:
+        raise CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED) from None
+
+
+def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
+    daemon = _daemon(args)
+    watching = args.watch if watch is None else watch
+    try:
+        if not watching:
+            report = _sweep(daemon, args.dry_run)
+            _print_report(report, args.quiet)
+            return _EXIT_FINDING if report.needs_attention else _EXIT_OK
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: object) -> None:
+            stop.set()
+
+        previous = signal.signal(signal.SIGTERM, on_signal)
+        report = None
+        try:
+            while not stop.is_set():
+                report = _sweep(daemon, args.dry_run)
+                if report.actions or report.new_escalations:
+                    _print_report(report, args.quiet)
+                    sys.stdout.flush()
+                stop.wait(args.interval)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+    finally:
+        daemon.close()
+
+
+def run_escalations(args: argparse.Namespace) -> int:
+    from agent_saga.cli.main import CliError
+    from agent_saga.recovery.escalations import EscalationQueue
+    from agent_saga.recovery.lease import recovery_dir
+
+    path = Path(args.wal_path)
+    if not path.is_file():
+        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
+    queue = EscalationQueue(recovery_dir(path) / "escalations.jsonl")
+    try:
+        if args.resolve:
+            try:
+                found = queue.resolve(args.resolve, args.note)
+            except KeyError as err:
+                raise CliError(str(err.args[0]), _EXIT_USAGE) from None
+            _record_resolution(path, found)
+            print(f"resolved {found.id}")
+        shown = queue.all() if args.all else queue.pending()
+    except OSError as err:
+        raise CliError(f"could not read the escalation queue of {path}: {err}", _EXIT_UNCHECKED) from None
+    for escalation in shown:
+        print(escalation.line())
+    pending = sum(1 for e in shown if not e.resolved) if args.all else len(shown)
+    print(f"{pending} open escalation(s)")
+    return _EXIT_FINDING if pending else _EXIT_OK
+
+
+def _record_resolution(path: Path, escalation: Any) -> None:
+    from agent_saga.log.file import FileWAL
+    from agent_saga.log.records import RecordType
+
+    with FileWAL(path) as wal:
+        wal.append(RecordType.ESCALATION_RESOLVED.value, escalation.saga, {
+            "escalation": escalation.id, "kind": escalation.kind, "note": escalation.note,
+            "by": f"human via agent-saga escalations ({os.environ.get('USER', 'unknown')})",
+        }, escalation.step)
+        wal.barrier()
+
+
+def recoveryd_main(argv: Sequence[str] | None = None) -> int:
+    """``saga-recoveryd``: the daemon; sweeps until stopped (``--once`` for a single pass)."""
+    from agent_saga.cli.main import CliError
+
+    parser = argparse.ArgumentParser(
+        prog="saga-recoveryd",
+        description="Keep a log's dead sagas rolled back: sweep every --interval seconds.",
+        epilog="exit codes: 0 ok, 1 needs a human, 2 usage error, 3 could not read the log",
+    )
+    _add_daemon_options(parser)
+    parser.add_argument("--once", action="store_true", help="one sweep, then exit")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:
+        return int(done.code or 0)
+    try:
+        return run_recover(args, watch=not args.once)
+    except CliError as err:
+        print(f"saga-recoveryd: {err}", file=sys.stderr)
+        return err.code

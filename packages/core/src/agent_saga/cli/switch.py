@@ -1,0 +1,211 @@
+"""``agent-saga halt | drain | quarantine | resume | status``: the kill switch, from a shell.
+
+The switch lives in ``--store``: a file path or a ``redis://`` URL (default
+``$AGENT_SAGA_SWITCH``, else ``$AGENT_SAGA_HOME/switch.json``, else
+``~/.agent-saga/switch.json``). Every change is also written, with who and why,
+to the log at ``--wal-path``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import time
+from typing import Any
+
+from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+
+__all__ = ["register"]
+
+_STORE_HELP = (
+    "where the switch lives: a file path or a redis:// URL "
+    "(default: $AGENT_SAGA_SWITCH, else $AGENT_SAGA_HOME/switch.json, else ~/.agent-saga/switch.json)"
+)
+
+
+def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
+    p.add_argument("--store", default=None, help=_STORE_HELP)
+    if log:
+        p.add_argument(
+            "--wal-path", default=None,
+            help="log that records the change (default: $AGENT_SAGA_WAL, else ./agent-saga.wal)",
+        )
+
+
+def register(verbs: Any) -> None:
+    halt = verbs.add_parser(
+        "halt",
+        help="refuse new steps (globally, for a tool, a tool prefix or a tag), or drain",
+        description="Refuse new side effects in a scope until the TTL runs out or someone resumes it. "
+        "With --drain: start no new sagas, let running ones finish.",
+        epilog="examples:\n  agent-saga halt --scope tool:wire.send --reason 'fraud pattern' --by soc@corp\n"
+        "  agent-saga halt --drain --reason deploying --by ci@corp --ttl 600",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    halt.add_argument("--scope", help="global | tool:NAME | tool:prefix.* | tag:NAME")
+    halt.add_argument("--drain", action="store_true", help="drain instead: no new sagas, running ones finish")
+    halt.add_argument("--reason", required=True, help="why (recorded in the log)")
+    halt.add_argument("--by", required=True, help="who (recorded in the log)")
+    halt.add_argument("--ttl", type=float, default=None, help="seconds until it lifts by itself (default 3600)")
+    _common(halt)
+    halt.set_defaults(run=_run_halt)
+
+    drain = verbs.add_parser(
+        "drain",
+        help="start no new sagas; running ones finish (same as halt --drain)",
+        description="Refuse new sagas until the TTL runs out or someone resumes; running sagas finish.",
+        epilog="example:\n  agent-saga drain --reason deploying --by ci@corp --ttl 600",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    drain.add_argument("--reason", required=True, help="why (recorded in the log)")
+    drain.add_argument("--by", required=True, help="who (recorded in the log)")
+    drain.add_argument("--ttl", type=float, default=None, help="seconds until it lifts by itself (default 3600)")
+    _common(drain)
+    drain.set_defaults(run=_run_halt, drain=True, scope=None)
+
+    quarantine = verbs.add_parser(
+        "quarantine",
+        help="freeze one saga: no further steps, no rollback, no recovery until resumed",
+        description="Freeze one saga. It is not rolled back, and the recovery daemon skips it; a human decides.",
+        epilog="example:\n  agent-saga quarantine saga-8f3c --reason 'suspected duplicate charges' --by soc@corp",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    quarantine.add_argument("saga_id", metavar="SAGA_ID", help="the saga to freeze")
+    quarantine.add_argument("--reason", required=True, help="why (recorded in the log)")
+    quarantine.add_argument("--by", required=True, help="who (recorded in the log)")
+    _common(quarantine)
+    quarantine.set_defaults(run=_run_quarantine)
+
+    resume = verbs.add_parser(
+        "resume",
+        help="lift a halt, the drain, or a quarantine",
+        description="Lift a halt on a scope, the drain (--drain), or one saga's quarantine (--saga). "
+        "Exits 1 when there was nothing to lift.",
+        epilog="examples:\n  agent-saga resume --scope tool:wire.send --by soc@corp\n"
+        "  agent-saga resume --drain --by ci@corp\n  agent-saga resume --saga saga-8f3c --by soc@corp",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    resume.add_argument("--scope", help="the halt scope to lift (as given to halt)")
+    resume.add_argument("--drain", action="store_true", help="lift the drain")
+    resume.add_argument("--saga", dest="saga_id", help="lift this saga's quarantine")
+    resume.add_argument("--by", required=True, help="who (recorded in the log)")
+    resume.add_argument("--reason", default="", help="why (recorded in the log)")
+    _common(resume)
+    resume.set_defaults(run=_run_resume)
+
+    status = verbs.add_parser(
+        "status",
+        help="show halts, the drain and quarantines in force (exit 1 if any)",
+        description="Show what the kill switch holds. Exit 0: nothing in force; 1: something is halted, "
+        "draining or quarantined; 3: the store could not be read.",
+        epilog="example:\n  agent-saga status --store redis://switch.internal:6379/0",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(status, log=False)
+    status.set_defaults(run=_run_status)
+
+
+def _switch(args: argparse.Namespace, log: bool = True) -> Any:
+    from agent_saga.errors import ConfigurationError
+    from agent_saga.gate.switch import FileSwitchStore, KillSwitch, SwitchStore
+
+    target = args.store or os.environ.get("AGENT_SAGA_SWITCH") or None
+    store: SwitchStore
+    try:
+        if target and target.startswith(("redis://", "rediss://", "unix://")):
+            from agent_saga.gate.redis_store import RedisSwitchStore
+
+            store = RedisSwitchStore(target)
+        else:
+            store = FileSwitchStore(target)
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_UNCHECKED) from None
+    wal = None
+    if log:
+        from agent_saga.log.file import FileWAL
+
+        path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
+        try:
+            wal = FileWAL(path)
+        except OSError as err:
+            raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
+    return KillSwitch(store, wal=wal)
+
+
+def _guard(fn: Any, switch: Any) -> Any:
+    """Run one switch operation; turn store and input errors into one-line CLI errors."""
+    from agent_saga.errors import ConfigurationError, WALError
+    from agent_saga.gate.stores import StoreUnavailable
+
+    try:
+        return fn()
+    except StoreUnavailable as err:
+        raise CliError(f"could not reach the switch store: {err}", EXIT_UNCHECKED) from None
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    except WALError as err:
+        raise CliError(f"the change was made but could not be logged: {err}", EXIT_UNCHECKED) from None
+    finally:
+        if switch.wal is not None:
+            switch.wal.close()
+
+
+def _when(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _run_halt(args: argparse.Namespace) -> int:
+    from agent_saga.gate.switch import DEFAULT_TTL
+
+    if args.drain == bool(args.scope):
+        raise CliError("give exactly one of --scope SCOPE or --drain", EXIT_USAGE)
+    ttl = DEFAULT_TTL if args.ttl is None else args.ttl
+    switch = _switch(args)
+    if args.drain:
+        halt = _guard(lambda: switch.drain(reason=args.reason, by=args.by, ttl=ttl), switch)
+        print(f"draining: no new sagas until {_when(halt.expires_at)} ({switch.store.location})")
+    else:
+        halt = _guard(lambda: switch.halt(args.scope, reason=args.reason, by=args.by, ttl=ttl), switch)
+        print(f"halted {halt.scope} until {_when(halt.expires_at)} ({switch.store.location})")
+    return EXIT_OK
+
+
+def _run_quarantine(args: argparse.Namespace) -> int:
+    switch = _switch(args)
+    q = _guard(lambda: switch.quarantine(args.saga_id, reason=args.reason, by=args.by), switch)
+    print(f"quarantined saga {q.saga_id}: frozen, not rolled back ({switch.store.location})")
+    return EXIT_OK
+
+
+def _run_resume(args: argparse.Namespace) -> int:
+    if not (args.scope or args.drain or args.saga_id):
+        raise CliError("say what to lift: --scope SCOPE, --drain or --saga SAGA_ID", EXIT_USAGE)
+    switch = _switch(args)
+    count = _guard(
+        lambda: switch.resume(args.scope, by=args.by, drain=args.drain, saga_id=args.saga_id, reason=args.reason),
+        switch,
+    )
+    if not count:
+        print("nothing to lift: no matching halt, drain or quarantine is in force")
+        return EXIT_FINDING
+    print(f"lifted {count} ({switch.store.location})")
+    return EXIT_OK
+
+
+def _run_status(args: argparse.Namespace) -> int:
+    switch = _switch(args, log=False)
+    state = _guard(switch.status, switch)
+    now = time.time()
+    print(f"kill switch: {switch.store.location}")
+    if not state.active:
+        print("  nothing halted, no drain, no quarantine")
+        return EXIT_OK
+    for h in state.halts:
+        print(f"  [HALT] {h.scope} by {h.by} at {_when(h.at)}: {h.reason} (expires in {h.expires_at - now:.0f}s)")
+    if state.drain is not None:
+        d = state.drain
+        print(f"  [DRAIN] by {d.by} at {_when(d.at)}: {d.reason} (expires in {d.expires_at - now:.0f}s)")
+    for q in state.quarantined:
+        print(f"  [QUARANTINE] saga {q.saga_id} by {q.by} at {_when(q.at)}: {q.reason}")
+    return EXIT_FINDING

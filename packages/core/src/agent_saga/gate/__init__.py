@@ -1,0 +1,83 @@
+"""The pre-flight gate: kill switch, circuit breaker, spend and rate limits, rules, approvals.
+
+Everything here runs before a step's side effect, where refusing costs nothing.
+``import agent_saga`` installs :class:`DefaultGate` (kill switch only) for sagas
+that are not given a gate; build a :class:`PreFlightGate` for policy. The Redis
+stores import redis-py only when one is created.
+"""
+
+from agent_saga.gate.approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
+from agent_saga.gate.breaker import (
+    BreakerPolicy,
+    BreakerStore,
+    CircuitBreaker,
+    LocalBreakerStore,
+    get_breaker,
+    set_breaker,
+)
+from agent_saga.gate.gate import DefaultGate, PreFlightGate, install_default_gate
+from agent_saga.gate.limits import BudgetLimit, Limit, RateLimit
+from agent_saga.gate.redis_store import RedisBreakerStore, RedisLimitStore, RedisSwitchStore
+from agent_saga.gate.rules import Action, Condition, Rule, arg_exceeds, semantics_is, tool_is
+from agent_saga.gate.scopes import by_arg, by_tool, combine, everything
+from agent_saga.gate.stores import (
+    LimitStore,
+    MemoryLimitStore,
+    StoreUnavailable,
+    get_limit_store,
+    set_limit_store,
+)
+from agent_saga.gate.switch import (
+    FileSwitchStore,
+    Halt,
+    KillSwitch,
+    Quarantine,
+    SwitchState,
+    SwitchStore,
+    default_switch,
+    set_switch,
+)
+
+__all__ = [
+    "Action",
+    "ApprovalDecision",
+    "ApprovalProvider",
+    "ApprovalRequest",
+    "BreakerPolicy",
+    "BreakerStore",
+    "BudgetLimit",
+    "CircuitBreaker",
+    "Condition",
+    "DefaultGate",
+    "FileSwitchStore",
+    "Halt",
+    "KillSwitch",
+    "Limit",
+    "LimitStore",
+    "LocalBreakerStore",
+    "MemoryLimitStore",
+    "PreFlightGate",
+    "Quarantine",
+    "RateLimit",
+    "RedisBreakerStore",
+    "RedisLimitStore",
+    "RedisSwitchStore",
+    "Rule",
+    "StoreUnavailable",
+    "SwitchState",
+    "SwitchStore",
+    "arg_exceeds",
+    "by_arg",
+    "by_tool",
+    "combine",
+    "default_switch",
+    "everything",
+    "get_breaker",
+    "get_limit_store",
+    "install_default_gate",
+    "semantics_is",
+    "set_breaker",
+    "set_limit_store",
+    "set_switch",
+    "tool_is",
+]

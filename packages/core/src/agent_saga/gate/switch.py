@@ -1,0 +1,565 @@
+"""The kill switch: halt, drain, quarantine, resume -- levers for an operator in an incident.
+
+* HALT refuses new steps, globally (``global``) or for ``tool:NAME``,
+  ``tool:prefix.*`` or ``tag:X``. Every halt carries a TTL: a halt nobody
+  remembers to lift becomes an outage of its own.
+* DRAIN refuses new sagas (at ``admit``) and lets running ones finish; blocking
+  their remaining steps would strand each one half done.
+* QUARANTINE freezes one saga: its next step raises ``SagaQuarantined``, which
+  stops it *without* a rollback, and ``is_quarantined`` tells the recovery daemon
+  to leave it alone until a human resumes it.
+* RESUME lifts any of them.
+
+The state lives in a :class:`SwitchStore` every process reads. Reads are cached
+for ``poll_interval`` seconds, so a change reaches a running process within that
+delay. When the store cannot be read, the last state read is honoured for
+``grace`` seconds, then every step is refused (fail closed). Neither "open" (anyone
+who can take the store down bypasses the switch) nor "closed at once" (a store
+blip halts the fleet); ``grace=0`` chooses the second on purpose.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import fnmatch
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from agent_saga.engine.ports import SagaInfo, StepRequest
+from agent_saga.errors import ConfigurationError, SagaQuarantined, StepRefused
+from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.log.base import WAL
+from agent_saga.log.records import AUDIT_SAGA, RecordType
+
+__all__ = [
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_TTL",
+    "OPERATOR_SAGA",
+    "FileSwitchStore",
+    "Halt",
+    "KillSwitch",
+    "Quarantine",
+    "SwitchState",
+    "SwitchStore",
+    "default_switch",
+    "default_switch_path",
+    "parse_scope",
+    "set_switch",
+]
+
+log = logging.getLogger("agent_saga.gate.switch")
+
+DEFAULT_TTL = 3600.0
+DEFAULT_POLL_INTERVAL = 0.1
+DEFAULT_GRACE = 30.0
+#: The ``saga`` field of log records about the whole fleet (halt, drain, resume):
+#: the log's id for "no saga", which readers that fold sagas skip.
+OPERATOR_SAGA = AUDIT_SAGA
+
+
+def parse_scope(scope: str) -> str:
+    """Normalise and validate a halt scope: ``global``, ``tool:NAME``, ``tool:prefix.*``, ``tag:X``."""
+    if not isinstance(scope, str):
+        raise ConfigurationError(f"a halt scope is a string such as 'tool:wire.send', got {scope!r}")
+    text = scope.strip()
+    if text in ("global", "*", "all"):
+        return "global"
+    kind, sep, name = text.partition(":")
+    if sep and kind in ("tool", "tag") and name.strip():
+        return f"{kind}:{name.strip()}"
+    raise ConfigurationError(
+        f"unknown halt scope {scope!r}: use 'global', 'tool:NAME', 'tool:prefix.*' or 'tag:NAME'"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """One halt (or the drain): what, who, why, when, and until when (wall-clock seconds)."""
+
+    scope: str
+    reason: str
+    by: str
+    at: float
+    expires_at: float
+
+    def live(self, now: float) -> bool:
+        return now < self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Quarantine:
+    saga_id: str
+    reason: str
+    by: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchState:
+    """Everything the switch holds; what a store persists (as JSON)."""
+
+    halts: tuple[Halt, ...] = ()
+    drain: Halt | None = None
+    quarantined: tuple[Quarantine, ...] = ()
+
+    def live(self, now: float) -> SwitchState:
+        """This state without the halts whose TTL has run out."""
+        halts = tuple(h for h in self.halts if h.live(now))
+        drain = self.drain if self.drain is not None and self.drain.live(now) else None
+        return replace(self, halts=halts, drain=drain)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.halts or self.drain or self.quarantined)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "halts": [_halt_json(h) for h in self.halts],
+            "drain": _halt_json(self.drain) if self.drain else None,
+            "quarantined": [
+                {"saga_id": q.saga_id, "reason": q.reason, "by": q.by, "at": q.at} for q in self.quarantined
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> SwitchState:
+        if not isinstance(data, dict) or data.get("version") != 1:
+            raise ValueError("not a version-1 switch state")
+        drain = data.get("drain")
+        return cls(
+            halts=tuple(Halt(**h) for h in data.get("halts", ())),
+            drain=Halt(**drain) if drain else None,
+            quarantined=tuple(Quarantine(**q) for q in data.get("quarantined", ())),
+        )
+
+
+def _halt_json(h: Halt) -> dict[str, Any]:
+    return {"scope": h.scope, "reason": h.reason, "by": h.by, "at": h.at, "expires_at": h.expires_at}
+
+
+@runtime_checkable
+class SwitchStore(Protocol):
+    """Shared switch state. ``load`` and ``update`` raise StoreUnavailable when unreachable."""
+
+    location: str
+
+    def load(self) -> SwitchState: ...
+
+    def update(self, change: Callable[[SwitchState], SwitchState]) -> SwitchState: ...
+
+    def is_quarantined(self, saga_id: str) -> bool: ...
+
+
+def default_switch_path() -> Path:
+    """``$AGENT_SAGA_HOME/switch.json``, else ``~/.agent-saga/switch.json``."""
+    home = os.environ.get("AGENT_SAGA_HOME")
+    base = Path(home) if home else Path.home() / ".agent-saga"
+    return base / "switch.json"
+
+
+class FileSwitchStore:
+    """The switch as a JSON file every process on this host reads (the zero-setup default).
+
+    Writers take an exclusive lock on ``<path>.lock``, write a temporary file,
+    fsync it and rename it over the old one, so a reader sees the old state or
+    the new one, never half of either. Readers ``stat`` the file and parse it only
+    when it changed. It stops processes on *this host*; a fleet needs
+    ``RedisSwitchStore``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_switch_path()
+        self.location = str(self.path)
+        self._sig: tuple[int, int, int] | None = None
+        self._cached = SwitchState()
+        self._lock = threading.Lock()
+
+    def load(self) -> SwitchState:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return SwitchState()  # nobody has ever pulled a lever: nothing halted
+        except OSError as err:
+            raise StoreUnavailable(f"cannot stat switch file {self.path}: {err}") from err
+        # The rename gives every write a new inode, so this notices a change even
+        # within one mtime tick.
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        with self._lock:
+            if sig == self._sig:
+                return self._cached
+        state = self._read()
+        with self._lock:
+            self._sig, self._cached = sig, state
+        return state
+
+    def _read(self) -> SwitchState:
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return SwitchState()
+        except OSError as err:
+            raise StoreUnavailable(f"cannot read switch file {self.path}: {err}") from err
+        try:
+            return SwitchState.from_json(json.loads(text))
+        except (ValueError, TypeError) as err:
+            raise StoreUnavailable(
+                f"switch file {self.path} is not a valid switch state ({err}); fix or remove it"
+            ) from err
+
+    def update(self, change: Callable[[SwitchState], SwitchState]) -> SwitchState:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                state = change(self._read())
+                fd, tmp = tempfile.mkstemp(prefix=".switch-", dir=self.path.parent)
+                try:
+                    with os.fdopen(fd, "w", encoding="utf-8") as out:
+                        json.dump(state.to_json(), out, indent=2, sort_keys=True)
+                        out.write("\n")
+                        out.flush()
+                        os.fsync(out.fileno())
+                    os.replace(tmp, self.path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+                dirfd = os.open(self.path.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dirfd)
+                finally:
+                    os.close(dirfd)
+                return state
+        except OSError as err:
+            raise StoreUnavailable(f"cannot write switch file {self.path}: {err}") from err
+
+    def is_quarantined(self, saga_id: str) -> bool:
+        return any(q.saga_id == saga_id for q in self.load().quarantined)
+
+    def __repr__(self) -> str:
+        return f"FileSwitchStore({self.location!r})"
+
+
+class _View:
+    """A state compiled for the hot path: with nothing set, a check is two attribute reads."""
+
+    __slots__ = ("drain", "empty", "global_halt", "globs", "quarantined", "tags", "tools")
+
+    def __init__(self, state: SwitchState) -> None:
+        self.global_halt: Halt | None = None
+        self.tools: dict[str, Halt] = {}
+        self.globs: list[tuple[str, Halt]] = []
+        self.tags: dict[str, Halt] = {}
+        for h in state.halts:
+            kind, _, name = h.scope.partition(":")
+            if h.scope == "global":
+                self.global_halt = h
+            elif kind == "tool" and any(c in name for c in "*?["):
+                self.globs.append((name, h))
+            elif kind == "tool":
+                self.tools[name] = h
+            elif kind == "tag":
+                self.tags[name] = h
+        self.drain = state.drain
+        self.quarantined = {q.saga_id: q for q in state.quarantined}
+        self.empty = not (state.halts or state.drain or state.quarantined)
+
+    def halt_for(self, tool: str, tags: frozenset[str], now: float) -> Halt | None:
+        h = self.global_halt
+        if h is not None and h.live(now):
+            return h
+        h = self.tools.get(tool)
+        if h is not None and h.live(now):
+            return h
+        for pattern, h in self.globs:
+            if h.live(now) and fnmatch.fnmatchcase(tool, pattern):
+                return h
+        if self.tags:
+            for tag in tags:
+                h = self.tags.get(tag)
+                if h is not None and h.live(now):
+                    return h
+        return None
+
+
+def _message(h: Halt, now: float) -> str:
+    return f"halted ({h.scope}) by {h.by}: {h.reason}; expires in {max(0.0, h.expires_at - now):.0f}s"
+
+
+class KillSwitch:
+    """Reads a :class:`SwitchStore` for the gate, and pulls its levers for an operator."""
+
+    def __init__(
+        self,
+        store: SwitchStore | None = None,
+        *,
+        grace: float = DEFAULT_GRACE,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        wal: WAL | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        for label, value in (("grace", grace), ("poll_interval", poll_interval)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigurationError(f"KillSwitch {label}= must be a number of seconds >= 0, got {value!r}")
+        if store is None:
+            store = FileSwitchStore()
+        if not isinstance(store, SwitchStore):
+            raise ConfigurationError(f"KillSwitch needs a switch store (FileSwitchStore, RedisSwitchStore), got {store!r}")
+        self.store = store
+        self.grace = float(grace)
+        self.poll_interval = float(poll_interval)
+        self.wal = wal
+        self._clock = clock
+        self._wall = wall
+        self._view = _View(SwitchState())
+        self._good_at: float | None = None  # clock time of the last successful read
+        self._failure: StoreUnavailable | None = None
+        self._next_poll = float("-inf")
+        self._lock = threading.Lock()
+
+    # -- the gate's side ------------------------------------------------------------------
+
+    def _current(self, tool: str) -> _View:
+        now = self._clock()
+        if now >= self._next_poll:
+            self._refresh(now)
+        if self._failure is not None:
+            good = self._good_at
+            if good is None or now - good > self.grace:
+                since = "never read" if good is None else f"unreadable for {now - good:.1f}s"
+                raise StepRefused(
+                    tool,
+                    f"kill switch store {self.store.location} {since} (grace {self.grace:g}s): "
+                    f"refusing every step until it can be read ({self._failure})",
+                    "kill-switch",
+                )
+        return self._view
+
+    def _refresh(self, now: float) -> None:
+        with self._lock:
+            if now < self._next_poll:
+                return
+            try:
+                state = self.store.load()
+            except StoreUnavailable as err:
+                if self._failure is None:
+                    log.warning("kill switch store unreachable; honouring the last state for %gs: %s", self.grace, err)
+                self._failure = err
+            else:
+                if self._failure is not None:
+                    log.warning("kill switch store %s reachable again", self.store.location)
+                self._view, self._good_at, self._failure = _View(state), now, None
+            self._next_poll = now + self.poll_interval
+
+    def check(self, request: StepRequest) -> None:
+        """Raise SagaQuarantined or StepRefused if an operator said stop; else return."""
+        view = self._current(request.tool)
+        if view.empty:
+            return
+        q = view.quarantined.get(request.saga_id)
+        if q is not None:
+            raise SagaQuarantined(
+                f"saga {request.saga_id} is quarantined by {q.by}: {q.reason}. It is frozen, not rolled "
+                f"back; `agent-saga resume --saga {request.saga_id} --by WHO` releases it"
+            )
+        now = self._wall()
+        h = view.halt_for(request.tool, request.tags, now)
+        if h is not None:
+            raise StepRefused(request.tool, _message(h, now), "kill-switch")
+
+    def admit(self, saga: SagaInfo) -> None:
+        """Refuse a new saga during a drain, a global halt, or a halt on one of its tags."""
+        view = self._current(f"saga:{saga.name}")
+        if view.empty:
+            return
+        q = view.quarantined.get(saga.saga_id)
+        if q is not None:
+            raise SagaQuarantined(f"saga {saga.saga_id} is quarantined by {q.by}: {q.reason}")
+        now = self._wall()
+        if view.drain is not None and view.drain.live(now):
+            d = view.drain
+            raise StepRefused(
+                f"saga:{saga.name}",
+                f"draining (by {d.by}: {d.reason}); no new sagas for {max(0.0, d.expires_at - now):.0f}s",
+                "drain",
+            )
+        for h in [view.global_halt, *(view.tags.get(t) for t in saga.tags)]:
+            if h is not None and h.live(now):
+                raise StepRefused(f"saga:{saga.name}", _message(h, now), "kill-switch")
+
+    def is_quarantined(self, saga_id: str) -> bool:
+        """For the recovery daemon: leave this saga alone. Raises StoreUnavailable if unknown."""
+        return self.store.is_quarantined(saga_id)
+
+    # -- the operator's side ----------------------------------------------------------------
+
+    def _apply(self, change: Callable[[SwitchState], SwitchState]) -> SwitchState:
+        state = self.store.update(lambda s: change(s.live(self._wall())))
+        with self._lock:
+            self._view, self._good_at, self._failure = _View(state), self._clock(), None
+            self._next_poll = self._clock() + self.poll_interval
+        return state
+
+    def _log(self, rtype: RecordType, saga: str, body: dict[str, Any]) -> None:
+        if self.wal is None:
+            return
+        ticket = self.wal.append(rtype.value, saga, {"store": self.store.location, **body})
+        self.wal.barrier(ticket)
+
+    def halt(self, scope: str = "global", *, reason: str, by: str, ttl: float = DEFAULT_TTL) -> Halt:
+        """Refuse new steps in ``scope`` for ``ttl`` seconds (replacing a halt on the same scope)."""
+        scope = parse_scope(scope)
+        halt = Halt(scope, _required("reason", reason), _required("by", by), self._wall(), self._expiry(ttl))
+        self._apply(lambda s: replace(s, halts=(*[h for h in s.halts if h.scope != scope], halt)))
+        self._log(RecordType.SWITCH_HALTED, OPERATOR_SAGA, {**_halt_json(halt), "ttl": float(ttl)})
+        return halt
+
+    def drain(self, *, reason: str, by: str, ttl: float = DEFAULT_TTL) -> Halt:
+        """Admit no new sagas for ``ttl`` seconds; running ones continue."""
+        halt = Halt("drain", _required("reason", reason), _required("by", by), self._wall(), self._expiry(ttl))
+        self._apply(lambda s: replace(s, drain=halt))
+        self._log(RecordType.SWITCH_DRAINED, OPERATOR_SAGA, {**_halt_json(halt), "ttl": float(ttl)})
+        return halt
+
+    def quarantine(self, saga_id: str, *, reason: str, by: str) -> Quarantine:
+        """Freeze ``saga_id``: no further steps, no rollback, no recovery, until resumed."""
+        if not isinstance(saga_id, str) or not saga_id.strip():
+            raise ConfigurationError(f"quarantine needs a saga id, got {saga_id!r}")
+        q = Quarantine(saga_id.strip(), _required("reason", reason), _required("by", by), self._wall())
+        self._apply(lambda s: replace(
+            s, quarantined=(*[x for x in s.quarantined if x.saga_id != q.saga_id], q)
+        ))
+        self._log(RecordType.SWITCH_QUARANTINED, q.saga_id, {"reason": q.reason, "by": q.by, "at": q.at})
+        return q
+
+    def resume(
+        self,
+        scope: str | None = None,
+        *,
+        by: str,
+        drain: bool = False,
+        saga_id: str | None = None,
+        reason: str = "",
+    ) -> int:
+        """Lift the halt on ``scope``, the drain, and/or a quarantine; returns how many were lifted."""
+        by = _required("by", by)
+        if scope is None and not drain and saga_id is None:
+            raise ConfigurationError("resume needs what to lift: a scope, drain=True or saga_id=")
+        target = parse_scope(scope) if scope is not None else None
+        lifted: list[str] = []
+
+        def change(s: SwitchState) -> SwitchState:
+            lifted.clear()
+            halts = tuple(h for h in s.halts if h.scope != target)
+            lifted.extend(h.scope for h in s.halts if h.scope == target)
+            new_drain = s.drain
+            if drain and s.drain is not None:
+                lifted.append("drain")
+                new_drain = None
+            quarantined = tuple(q for q in s.quarantined if q.saga_id != saga_id)
+            lifted.extend(f"saga:{q.saga_id}" for q in s.quarantined if q.saga_id == saga_id)
+            return SwitchState(halts, new_drain, quarantined)
+
+        self._apply(change)
+        when = self._wall()
+        fleet = [x for x in lifted if not x.startswith("saga:")]
+        if fleet:
+            self._log(RecordType.SWITCH_RESUMED, OPERATOR_SAGA, {
+                "lifted": fleet, "by": by, "reason": reason, "at": when,
+            })
+        if saga_id is not None and f"saga:{saga_id}" in lifted:
+            # Under the saga's own id, so that a reader of the log (the recovery
+            # daemon) sees the quarantine end where it began.
+            self._log(RecordType.SWITCH_RESUMED, saga_id, {
+                "lifted": [f"saga:{saga_id}"], "by": by, "reason": reason, "at": when,
+            })
+        return len(lifted)
+
+    def status(self) -> SwitchState:
+        """The live state, read from the store now (raises StoreUnavailable)."""
+        return self.store.load().live(self._wall())
+
+    def _expiry(self, ttl: float) -> float:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise ConfigurationError(f"ttl must be a positive number of seconds (every halt expires), got {ttl!r}")
+        return self._wall() + float(ttl)
+
+    def __repr__(self) -> str:
+        return f"KillSwitch({self.store!r}, grace={self.grace:g}, poll_interval={self.poll_interval:g})"
+
+
+def _required(label: str, value: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(
+            f"{label} is required: a lever pulled without saying {'who' if label == 'by' else 'why'} "
+            "leaves an audit trail that proves nothing"
+        )
+    return value.strip()
+
+
+_switch_lock = threading.Lock()
+_explicit: KillSwitch | None = None
+_by_location: dict[str, KillSwitch] = {}
+
+
+# (home, switch setting, switch): replaced as one tuple so readers never see a mix.
+_env: tuple[str | None, str | None, KillSwitch] | None = None
+
+
+def set_switch(switch: KillSwitch | None) -> None:
+    """The switch every gate consults unless given one; None restores the default (see default_switch)."""
+    global _explicit
+    if switch is not None and not isinstance(switch, KillSwitch):
+        raise ConfigurationError(f"set_switch() needs a KillSwitch, got {switch!r}")
+    if switch is not None and isinstance(switch.store, FileSwitchStore):
+        # Said loudly because it is the mistake that matters in an incident: a
+        # halt that reaches one host is not a fleet-wide stop.
+        log.warning(
+            "kill switch %s is a file: it stops processes on this host only; "
+            "use RedisSwitchStore for anything running on more than one host", switch.store.location,
+        )
+    with _switch_lock:
+        _explicit = switch
+
+
+def default_switch() -> KillSwitch:
+    """The process-wide switch.
+
+    Unless ``set_switch`` chose one: a RedisSwitchStore when ``$AGENT_SAGA_SWITCH``
+    is a ``redis://`` URL, a FileSwitchStore at that path when it is a path, else
+    the FileSwitchStore at ``$AGENT_SAGA_HOME/switch.json`` (``~/.agent-saga``).
+    """
+    explicit = _explicit
+    if explicit is not None:
+        return explicit
+    global _env
+    home, url = os.environ.get("AGENT_SAGA_HOME"), os.environ.get("AGENT_SAGA_SWITCH")
+    env = _env
+    if env is not None and env[0] == home and env[1] == url:
+        return env[2]
+    with _switch_lock:
+        location = url or str(default_switch_path())
+        switch = _by_location.get(location)
+        if switch is None:
+            switch = _by_location[location] = KillSwitch(_store_for(url))
+        _env = (home, url, switch)
+        return switch
+
+
+def _store_for(url: str | None) -> SwitchStore:
+    if url and url.startswith(("redis://", "rediss://", "unix://")):
+        from agent_saga.gate.redis_store import RedisSwitchStore
+
+        return RedisSwitchStore(url)
+    return FileSwitchStore(url or None)

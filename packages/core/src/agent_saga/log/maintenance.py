@@ -1,0 +1,368 @@
+"""The two legitimate rewrites of a log: redaction (erasure) and compaction.
+
+Both keep the chain verifiable. Redaction removes a record's ``body`` and
+``salt`` (or ``enc``) and leaves its header, which is all the chain hashes; a
+chained REDACTION record says which sequences were erased, by whom and why.
+Compaction drops whole records and appends a chained COMPACTION record naming
+each removed range of sequences, the hash of the last record in each range (the
+``prev`` of whatever follows the gap) and a digest of every removed hash.
+Attestations and REDACTION records are never compacted away, and never encrypted
+(the verifier must read them without a key).
+
+Concurrency. The rewrite holds the same exclusive ``flock`` FileWAL takes for each
+flush, so no batch is written while the file is read, rewritten and swapped in
+(temp file, fsync, ``os.replace``, directory fsync). A FileWAL in any process
+checks, under that lock, whether the file it holds open still has a name (its
+link count); once a rewrite replaced it, it reopens the path and continues the
+sequence and chain from the new file's last record. Nothing appended
+concurrently is lost. (A log file with extra hard links is not supported: the old
+inode would keep a name, and a writer would not notice the swap.)
+
+A rewrite refuses a log whose chain is broken: rewriting damaged evidence would
+launder it. Export it with ``allow_broken=True`` first, then investigate.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_saga.errors import WALError
+from agent_saga.log.codec import BodyCipher, canonical, seal
+from agent_saga.log.file import _set_aside_torn_tail, fsync_dir
+from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
+
+__all__ = [
+    "AUDIT_TYPES",
+    "CompactionResult",
+    "LogMaintenanceError",
+    "RedactionResult",
+    "compact",
+    "locked_log",
+    "redact_record",
+    "redact_where",
+    "settled_sagas",
+]
+
+#: Record types that maintenance never removes or erases.
+AUDIT_TYPES = frozenset({RecordType.COMPACTION.value, RecordType.REDACTION.value})
+_ERASED = ("body", "salt", "enc")
+
+
+class LogMaintenanceError(WALError):
+    """A redaction or compaction was refused; nothing was changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionResult:
+    """What a redaction erased. ``seqs`` is empty when there was nothing (new) to erase."""
+
+    seqs: tuple[int, ...]
+    record_seq: int | None  # the REDACTION record appended, if any
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What a compaction removed, and the attestation it wrote."""
+
+    removed: int
+    kept: int
+    ranges: tuple[tuple[int, int], ...]
+    attestation_seq: int | None
+    bytes_before: int
+    bytes_after: int
+
+
+@contextmanager
+def locked_log(path: Path, exclusive: bool = True) -> Iterator[int]:
+    """An open descriptor of the file now at ``path``, holding the writers' flock.
+
+    Loops if another rewrite replaced the file while we waited for the lock.
+    """
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    flags = os.O_RDWR if exclusive else os.O_RDONLY
+    fd = os.open(path, flags)
+    try:
+        while True:
+            fcntl.flock(fd, mode)
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+            fd = -1
+            fd = os.open(path, flags)
+        yield fd
+    finally:
+        if fd >= 0:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+@dataclass(slots=True)
+class _Line:
+    raw: bytes
+    record: Record
+
+
+class _Log:
+    """A locked log's complete lines, already verified."""
+
+    def __init__(self, fd: int, path: Path, action: str) -> None:
+        # The verifier lives with the audit tools; imported here, on use, so that the
+        # log layer does not load the audit package for an ordinary append.
+        from agent_saga.audit.verify import Entry, verify_entries
+
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, size, 0) if size else b""
+        good_end = data.rfind(b"\n") + 1
+        if good_end < size:
+            _set_aside_torn_tail(fd, path, good_end, size)
+            data = data[:good_end]
+        self.size = good_end
+        self.lines: list[_Line] = []
+        entries: list[Entry] = []
+        for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError as err:
+                raise LogMaintenanceError(
+                    f"{path}: refusing to {action}: line {number} is not a record ({err})"
+                ) from None
+            entries.append(Entry(number, record))
+            self.lines.append(_Line(raw, record))
+        self.report = verify_entries(entries)
+        if self.report.status == "broken":
+            raise LogMaintenanceError(
+                f"{path}: refusing to {action}: the chain is {self.report.label}. Rewriting a damaged "
+                "log would launder the damage; keep a copy (agent-saga export --allow-broken) and "
+                "investigate first"
+            )
+        # The record appended (attestation, REDACTION) continues the chain if the log's
+        # last record is chained, as the next FileWAL flush would.
+        last = self.lines[-1].record if self.lines else {}
+        self.chained = "hash" in last or not self.lines
+        self.last_seq = self.report.last_seq or 0
+        self.head = str(last.get("hash", GENESIS))
+
+
+def _seal_audit(log: _Log, rtype: RecordType, body: dict[str, Any]) -> tuple[bytes, int]:
+    seq = log.last_seq + 1
+    data, _, _ = seal([(seq, time.time_ns() // 1000, rtype.value, AUDIT_SAGA, None, body)], log.head, log.chained)
+    return data, seq
+
+
+def _replace(fd: int, path: Path, lines: Iterable[bytes], tail: bytes) -> int:
+    """Write the new content beside ``path``, make it durable, swap it in. Returns its size."""
+    tmp = path.with_name(f".{path.name}.rewrite-{os.getpid()}")
+    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.fstat(fd).st_mode & 0o777)
+    try:
+        data = b"".join(line + b"\n" for line in lines) + tail
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out, view):]
+        os.fsync(out)
+    except BaseException:
+        os.close(out)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(out)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+    return len(data)
+
+
+def _check_who(by: str, reason: str) -> None:
+    for name, value in (("by", by), ("reason", reason)):
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"{name}= must say {'who' if name == 'by' else 'why'} (a non-empty string), got {value!r}")
+
+
+def _readable(record: Record, encryptor: BodyCipher | None) -> Record:
+    """The record with its body decrypted when a key is at hand; as stored otherwise."""
+    if "enc" not in record or (encryptor is None and not os.environ.get("AGENT_SAGA_WAL_KEY")):
+        return record
+    from agent_saga.log.crypto import open_record
+
+    return open_record(record, encryptor)
+
+
+def redact_record(path: str | os.PathLike[str], seq: int, *, by: str, reason: str) -> RedactionResult:
+    """Erase the body and salt of the record numbered ``seq`` (GDPR erasure).
+
+    Idempotent: an already redacted record is left as it is. Refuses COMPACTION and
+    REDACTION records (the verifier needs their bodies) and unknown sequences.
+    """
+    if isinstance(seq, bool) or not isinstance(seq, int):
+        raise TypeError(f"seq must be a record's sequence number (int), got {seq!r}")
+    return _redact(Path(path), None, by, reason, None, exact=seq)
+
+
+def redact_where(
+    path: str | os.PathLike[str],
+    predicate: Callable[[Record], bool],
+    *,
+    by: str,
+    reason: str,
+    encryptor: BodyCipher | None = None,
+) -> RedactionResult:
+    """Erase the body and salt of every record for which ``predicate(record)`` is true.
+
+    The predicate sees each record as ``read_records`` would return it (decrypted
+    with ``encryptor`` or ``$AGENT_SAGA_WAL_KEY`` when the log is encrypted). COMPACTION
+    and REDACTION records are never erased.
+    """
+    if not callable(predicate):
+        raise TypeError(f"predicate must be a callable (record) -> bool, got {predicate!r}")
+    return _redact(Path(path), predicate, by, reason, encryptor, exact=None)
+
+
+def _redact(
+    path: Path,
+    predicate: Callable[[Record], bool] | None,
+    by: str,
+    reason: str,
+    encryptor: BodyCipher | None,
+    exact: int | None,
+) -> RedactionResult:
+    _check_who(by, reason)
+    path = path.absolute()
+    with locked_log(path) as fd:
+        log = _Log(fd, path, "redact")
+        now = time.time_ns() // 1000
+        erased: list[int] = []
+        found = False
+        new_lines: list[bytes] = []
+        for line in log.lines:
+            record = line.record
+            is_target = (
+                record["seq"] == exact if predicate is None
+                else record.get("type") not in AUDIT_TYPES and bool(predicate(_readable(record, encryptor)))
+            )
+            if not is_target:
+                new_lines.append(line.raw)
+                continue
+            found = True
+            if record.get("type") in AUDIT_TYPES:
+                raise LogMaintenanceError(
+                    f"{path}: seq {record['seq']} is a {record['type']} record; the verifier needs its "
+                    "body to account for other records, and it holds no saga data"
+                )
+            if not any(k in record for k in _ERASED):
+                new_lines.append(line.raw)  # already erased
+                continue
+            kept = {k: v for k, v in record.items() if k not in _ERASED}
+            kept["redacted"] = {"by": by, "reason": reason, "at": now}
+            new_lines.append(canonical(kept).encode())
+            erased.append(int(record["seq"]))
+        if exact is not None and not found:
+            raise LogMaintenanceError(
+                f"{path}: no record has seq {exact} (it ends at seq {log.last_seq}); list the log's "
+                "records with agent_saga.log.read_records to find the one to erase"
+            )
+        if not erased:
+            return RedactionResult((), None)
+        tail, record_seq = _seal_audit(log, RecordType.REDACTION, {"seqs": erased, "by": by, "reason": reason})
+        _replace(fd, path, new_lines, tail)
+    return RedactionResult(tuple(erased), record_seq)
+
+
+def settled_sagas(records: Iterable[Record]) -> set[str]:
+    """Sagas that are over and left nothing to repair: completed, or rolled back cleanly."""
+    settled: set[str] = set()
+    for r in records:
+        t = r.get("type")
+        if t == RecordType.SAGA_COMPLETED.value:
+            settled.add(r["saga"])
+        elif t == RecordType.SAGA_ROLLED_BACK.value:
+            body = r.get("body")
+            if isinstance(body, dict) and body.get("clean") is True:
+                settled.add(r["saga"])
+    settled.discard(AUDIT_SAGA)
+    return settled
+
+
+def compact(
+    path: str | os.PathLike[str],
+    keep: Callable[[Record], bool] | None = None,
+    *,
+    by: str = "agent-saga compact",
+    reason: str = "settled sagas",
+    encryptor: BodyCipher | None = None,
+) -> CompactionResult:
+    """Remove records no longer needed and attest what was removed.
+
+    By default every record of a settled saga goes (SAGA_COMPLETED, or
+    SAGA_ROLLED_BACK with ``clean: true``); an open, crashed or unclean saga is kept
+    whole. ``keep(record) -> bool`` replaces that rule (True keeps the record).
+    COMPACTION and REDACTION records are always kept. When nothing is removed the
+    file is not touched.
+    """
+    _check_who(by, reason)
+    p = Path(path).absolute()
+    with locked_log(p) as fd:
+        log = _Log(fd, p, "compact")
+        views = [_readable(line.record, encryptor) for line in log.lines]
+        keep_rule: Callable[[Record], bool]
+        if keep is None:
+            settled = settled_sagas(views)
+
+            def keep_rule(record: Record) -> bool:
+                return record.get("saga") not in settled
+
+            rule = "settled sagas (SAGA_COMPLETED, or SAGA_ROLLED_BACK with clean=true)"
+        else:
+            keep_rule, rule = keep, "a caller-supplied keep predicate"
+        new_lines: list[bytes] = []
+        removed: list[Record] = []
+        for line, view in zip(log.lines, views, strict=True):
+            if line.record.get("type") in AUDIT_TYPES or keep_rule(view):
+                new_lines.append(line.raw)
+            else:
+                removed.append(line.record)
+        if not removed:
+            return CompactionResult(0, len(log.lines), (), None, log.size, log.size)
+        ranges = _runs(removed)
+        body = {
+            "removed": [
+                {
+                    "first": run[0]["seq"], "last": run[-1]["seq"], "count": len(run),
+                    "last_hash": run[-1].get("hash"),
+                    "hashes_sha256": hashlib.sha256(
+                        "\n".join(str(r.get("hash")) for r in run).encode()
+                    ).hexdigest(),
+                }
+                for run in ranges
+            ],
+            "records": len(removed),
+            "by": by,
+            "reason": reason,
+            "rule": rule,
+        }
+        tail, attestation_seq = _seal_audit(log, RecordType.COMPACTION, body)
+        size = _replace(fd, p, new_lines, tail)
+    return CompactionResult(
+        len(removed), len(new_lines) + 1,
+        tuple((run[0]["seq"], run[-1]["seq"]) for run in ranges),
+        attestation_seq, log.size, size,
+    )
+
+
+def _runs(records: list[Record]) -> list[list[Record]]:
+    """Group removed records into runs of consecutive sequence numbers."""
+    runs: list[list[Record]] = []
+    for r in records:
+        if runs and r["seq"] == runs[-1][-1]["seq"] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return runs

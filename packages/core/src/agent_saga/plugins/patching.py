@@ -1,0 +1,239 @@
+"""``patch_all()``: every installed framework's tool calls become saga steps.
+
+For each adapter whose framework is installed in range (checked from metadata
+*before* the adapter is imported), the adapter patches its framework so that a
+tool call made inside a saga boundary becomes a step. What a tool *is* comes from
+an explicit ``wrap_tool`` (left alone here), else the declarative
+:class:`~agent_saga.plugins.policy.ToolPolicy`; a tool named nowhere is
+*unclassified*: recorded and allowed in ``observe`` mode, refused before it runs in
+``enforce`` mode. Outside a boundary every call passes straight through.
+
+This module does not import pluggy until ``patch_all`` runs.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_saga.context import current_saga
+from agent_saga.errors import StepRefused
+from agent_saga.plugins.policy import ToolPolicy
+from agent_saga.toolspec import ToolSpec
+
+__all__ = [
+    "POLICY_ENV",
+    "Observation",
+    "PatchConfig",
+    "PatchReport",
+    "Patches",
+    "ToolNotClassified",
+    "classify",
+    "clear_observations",
+    "current_config",
+    "observations",
+    "patch_all",
+    "unpatch_all",
+]
+
+POLICY_ENV = "AGENT_SAGA_POLICY"
+
+
+class ToolNotClassified(StepRefused):
+    """Enforce mode: a tool no policy entry names was refused before it ran."""
+
+    def __init__(self, tool: str, framework: str) -> None:
+        super().__init__(
+            tool,
+            f"no tool policy entry names {tool!r} ({framework}); in enforce mode an unclassified tool "
+            "never reaches a real system. Add it to the policy with its semantics, or wrap it with wrap_tool",
+            rule="policy.unclassified",
+        )
+        self.framework = framework
+
+
+@dataclass(frozen=True)
+class PatchConfig:
+    """What the patched runtimes consult on every call."""
+
+    policy: ToolPolicy = field(default_factory=ToolPolicy)
+
+
+@dataclass(frozen=True)
+class PatchReport:
+    """What ``patch_all`` did: adapter -> patched targets, and adapter -> why skipped."""
+
+    patched: Mapping[str, tuple[str, ...]]
+    skipped: Mapping[str, str]
+    mode: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "patched": {k: list(v) for k, v in self.patched.items()},
+            "skipped": dict(self.skipped),
+        }
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A call of a tool that no policy entry and no wrap_tool classified."""
+
+    tool: str
+    framework: str
+    saga_id: str
+    mode: str
+    refused: bool
+
+
+class Patches:
+    """Attribute replacements, recorded so that they can be undone exactly.
+
+    Adapters build the replacement (with ``wrapt``); this only swaps and restores,
+    so the core needs no dependency for it.
+    """
+
+    def __init__(self) -> None:
+        self._applied: list[tuple[Any, str, bool, Any, str]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def applied(self) -> bool:
+        return bool(self._applied)
+
+    def targets(self) -> list[str]:
+        return [label for *_, label in self._applied]
+
+    def apply(self, owner: Any, attr: str, make: Any) -> None:
+        """Replace ``owner.attr`` by ``make(original)`` (once; again is a no-op)."""
+        label = f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', owner)}.{attr}"
+        with self._lock:
+            if any(o is owner and a == attr for o, a, *_ in self._applied):
+                return
+            own = attr in vars(owner)
+            original = vars(owner)[attr] if own else getattr(owner, attr)
+            setattr(owner, attr, make(original))
+            self._applied.append((owner, attr, own, original, label))
+
+    def revert(self) -> list[str]:
+        """Restore every replaced attribute, newest first; returns what was restored."""
+        with self._lock:
+            restored: list[str] = []
+            while self._applied:
+                owner, attr, own, original, label = self._applied.pop()
+                if own:
+                    setattr(owner, attr, original)
+                else:
+                    delattr(owner, attr)
+                restored.append(label)
+            return restored
+
+
+_lock = threading.RLock()
+_config: PatchConfig | None = None
+_patched: dict[str, tuple[str, ...]] = {}
+_observed: list[Observation] = []
+
+
+def current_config() -> PatchConfig | None:
+    """The configuration of the active ``patch_all``, or None when nothing is patched."""
+    return _config
+
+
+def observations() -> tuple[Observation, ...]:
+    """Unclassified tool calls seen inside saga boundaries since the last clear."""
+    with _lock:
+        return tuple(_observed)
+
+
+def clear_observations() -> None:
+    with _lock:
+        _observed.clear()
+
+
+def classify(tool: str, framework: str) -> ToolSpec | None:
+    """What a patched runtime should do with a call of ``tool`` right now.
+
+    Returns the policy's ToolSpec; None to pass the call straight through (outside a
+    boundary, nothing patched, or unclassified in observe mode, which is recorded);
+    raises :class:`ToolNotClassified` for an unclassified tool in enforce mode.
+    """
+    config = _config
+    saga = current_saga()
+    if config is None or saga is None:
+        return None
+    spec = config.policy.spec_for(tool)
+    if spec is not None:
+        return spec
+    refused = config.policy.mode == "enforce"
+    with _lock:
+        _observed.append(Observation(tool, framework, saga.saga_id, config.policy.mode, refused))
+    if refused:
+        raise ToolNotClassified(tool, framework)
+    return None
+
+
+def patch_all(
+    policy: ToolPolicy | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+    *,
+    only: Iterable[str] | None = None,
+) -> PatchReport:
+    """Patch every installed framework at a supported version; idempotent.
+
+    ``policy`` (a ToolPolicy, a dict, or a JSON file; default ``$AGENT_SAGA_POLICY``, else
+    an empty observe-mode policy) classifies tools that were not wrapped explicitly.
+    Adapters named in ``$AGENT_SAGA_DISABLED_ADAPTERS`` are skipped; so is any adapter
+    whose framework is missing or out of range, without importing it.
+    """
+    global _config
+    from agent_saga.plugins.discovery import adapters, disabled_adapters
+    from agent_saga.plugins.manager import plugins
+
+    if policy is None and os.environ.get(POLICY_ENV):
+        policy = os.environ[POLICY_ENV]
+    config = PatchConfig(ToolPolicy.load(policy))
+    wanted = None if only is None else {name.replace("-", "_").lower() for name in only}
+    disabled = disabled_adapters()
+    skipped: dict[str, str] = {}
+    with _lock:
+        _config = config
+        manager = plugins()
+        for adapter in adapters():
+            if wanted is not None and adapter.key not in wanted:
+                skipped[adapter.key] = "not requested"
+                continue
+            if adapter.key in disabled:
+                skipped[adapter.key] = "disabled by $AGENT_SAGA_DISABLED_ADAPTERS"
+                continue
+            ok, reason = adapter.framework_status()
+            if not ok:
+                skipped[adapter.key] = reason
+                continue
+            manager.register(adapter.entry_point.load(), adapter.key)
+            targets = manager.patch(adapter.key, config)
+            if targets:
+                _patched[adapter.key] = tuple(targets)
+            else:
+                skipped[adapter.key] = "adapter patched nothing"
+        if not _patched:
+            _config = None
+        return PatchReport(dict(_patched), skipped, config.policy.mode)
+
+
+def unpatch_all() -> dict[str, tuple[str, ...]]:
+    """Remove exactly what ``patch_all`` installed; returns adapter -> what was restored."""
+    global _config
+    with _lock:
+        removed: dict[str, tuple[str, ...]] = {}
+        if _patched:
+            from agent_saga.plugins.manager import plugins
+
+            manager = plugins()
+            for key in list(_patched):
+                removed[key] = tuple(manager.unpatch(key))
+                del _patched[key]
+        _config = None
+        return removed

@@ -1,0 +1,343 @@
+"""The declarative tool policy: which tool is what, written in a file a reviewer can sign off.
+
+::
+
+    {"mode": "enforce",
+     "tools": {"stripe_charge": {"semantics": "COMPENSABLE",
+                                 "compensate": {"handler": "stripe.refund",
+                                                "args": {"charge_id": "$.id"}}},
+               "search_*": {"semantics": "REVERSIBLE"}}}
+
+A name matches exactly, else the first glob (in file order) that matches it. A
+``compensate.args`` value that is a string starting with ``$`` is a JSON path into the
+forward result (``$.id``, ``$.items[0].id``, ``$['odd key']``); anything else is passed
+as is. The handler must be registered with ``@compensator`` by the time it is needed.
+
+Semantics are never inferred: a tool the policy does not name is *unclassified*.
+``observe`` mode lets it run (and records it); ``enforce`` mode refuses it before it runs.
+The JSON Schema of this format ships as ``tool-policy.schema.json`` beside this module.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.semantics import ActionSemantics, json_roundtrips
+from agent_saga.toolspec import ToolSpec
+
+__all__ = [
+    "CompensateRule",
+    "JsonPath",
+    "PolicyError",
+    "ToolPolicy",
+    "ToolRule",
+    "policy_schema",
+]
+
+Mode = Literal["observe", "enforce"]
+_MODES = ("observe", "enforce")
+_ENTRY_KEYS = {"semantics", "compensate", "description", "policy_args"}
+_COMPENSATE_KEYS = {"handler", "args"}
+_TOP_KEYS = {"mode", "tools", "$schema", "version"}
+_TOKEN = re.compile(r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<index>\d+)\]|\[(?P<q>['"])(?P<key>.*?)(?P=q)\]""")
+
+
+class PolicyError(ConfigurationError):
+    """A tool policy is malformed; the message names the entry and how to fix it."""
+
+
+class _NeedsResult(KeyError):
+    """Raised when the undo is asked for before the result exists (outcome unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JsonPath:
+    """A small JSONPath subset: ``$``, ``.name``, ``['name']``, ``[0]``."""
+
+    text: str
+    steps: tuple[str | int, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> JsonPath:
+        if not text.startswith("$"):
+            raise ValueError(f"a JSON path starts with '$', got {text!r}")
+        steps: list[str | int] = []
+        pos = 1
+        while pos < len(text):
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                raise ValueError(
+                    f"cannot read JSON path {text!r} at position {pos} ({text[pos:]!r}); use "
+                    "$.field, $['field'] or $.list[0]"
+                )
+            if match["name"] is not None:
+                steps.append(match["name"])
+            elif match["index"] is not None:
+                steps.append(int(match["index"]))
+            else:
+                steps.append(match["key"])
+            pos = match.end()
+        return cls(text, tuple(steps))
+
+    def find(self, value: Any) -> Any:
+        """The value at this path; KeyError naming the missing step otherwise."""
+        current: Any = value
+        for step in self.steps:
+            try:
+                indexable = (isinstance(step, int) and isinstance(current, (list, tuple))) or isinstance(
+                    current, Mapping
+                )
+                if indexable:
+                    current = cast(Any, current)[step]
+                elif isinstance(step, str) and hasattr(current, step):
+                    current = getattr(current, step)
+                else:
+                    raise KeyError(step)
+            except (KeyError, IndexError, TypeError):
+                raise KeyError(f"{self.text}: no {step!r} in {type(current).__name__} {current!r:.200}") from None
+        return current
+
+
+@dataclass(frozen=True, slots=True)
+class CompensateRule:
+    """The undo of one tool: a registered handler and where its arguments come from."""
+
+    handler: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def paths(self) -> dict[str, JsonPath]:
+        return {k: JsonPath.parse(v) for k, v in self.args.items() if _is_path(v)}
+
+    @property
+    def prebound(self) -> bool:
+        """True when no argument needs the forward result (the undo is known up front)."""
+        return not self.paths
+
+    def factory(self, tool: str) -> Any:
+        """A compensate= factory for the engine: result -> {handler, kwargs}."""
+        paths = self.paths
+        literals = {k: v for k, v in self.args.items() if k not in paths}
+        handler = self.handler
+
+        def build(result: Any) -> dict[str, Any]:
+            kwargs = dict(literals)
+            if paths and result is None:
+                raise _NeedsResult(f"the undo of {tool!r} needs the forward result")
+            for name, path in paths.items():
+                try:
+                    kwargs[name] = path.find(result)
+                except KeyError as err:
+                    raise CompensationError(
+                        f"tool policy entry {tool!r}: compensate.args[{name!r}] = {path.text!r} does "
+                        f"not resolve in the forward result ({err.args[0]}); fix the path or the tool"
+                    ) from None
+            return {"handler": handler, "kwargs": kwargs}
+
+        build.__qualname__ = f"policy_undo[{tool}]"
+        return build
+
+
+def _is_path(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRule:
+    """One entry of the policy."""
+
+    pattern: str
+    semantics: ActionSemantics
+    compensate: CompensateRule | None = None
+    description: str = ""
+    policy_args: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_glob(self) -> bool:
+        return any(ch in self.pattern for ch in "*?[")
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"semantics": self.semantics.value}
+        if self.compensate is not None:
+            entry["compensate"] = {"handler": self.compensate.handler, "args": dict(self.compensate.args)}
+        if self.description:
+            entry["description"] = self.description
+        if self.policy_args:
+            entry["policy_args"] = dict(self.policy_args)
+        return entry
+
+
+@dataclass(frozen=True, slots=True)
+class ToolPolicy:
+    """A validated tool policy. Build it with :meth:`load`, :meth:`from_dict` or :meth:`from_file`."""
+
+    mode: Mode = "observe"
+    rules: tuple[ToolRule, ...] = ()
+    source: str = "<policy>"
+
+    @classmethod
+    def load(cls, value: ToolPolicy | Mapping[str, Any] | str | os.PathLike[str] | None) -> ToolPolicy:
+        """Accept a policy, a dict, or the path of a JSON file; None is an empty observe policy."""
+        if value is None:
+            return cls()
+        if isinstance(value, ToolPolicy):
+            return value
+        if isinstance(value, Mapping):
+            return cls.from_dict(value)
+        if isinstance(value, (str, os.PathLike)):
+            return cls.from_file(value)
+        raise PolicyError(
+            f"a tool policy is a ToolPolicy, a dict or the path of a JSON file, got {type(value).__name__}"
+        )
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> ToolPolicy:
+        where = Path(path)
+        try:
+            text = where.read_text(encoding="utf-8")
+        except OSError as err:
+            raise PolicyError(f"cannot read tool policy {str(where)!r}: {err.strerror or err}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise PolicyError(
+                f"tool policy {str(where)!r} is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+            ) from None
+        return cls.from_dict(data, source=str(where))
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "<policy>") -> ToolPolicy:
+        if not isinstance(data, Mapping):
+            raise PolicyError(f"{source}: a tool policy is a JSON object with 'mode' and 'tools', got {type(data).__name__}")
+        unknown = sorted(set(data) - _TOP_KEYS)
+        if unknown:
+            raise PolicyError(f"{source}: unknown top-level keys {unknown}; allowed: 'mode', 'tools'")
+        mode = data.get("mode", "observe")
+        if mode not in _MODES:
+            raise PolicyError(f"{source}: mode must be 'observe' or 'enforce', got {mode!r}")
+        tools = data.get("tools", {})
+        if not isinstance(tools, Mapping):
+            raise PolicyError(f"{source}: 'tools' must map tool names (or globs) to entries, got {type(tools).__name__}")
+        rules = tuple(_rule(source, name, entry) for name, entry in tools.items())
+        return cls(mode, rules, source)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mode": self.mode, "tools": {r.pattern: r.to_dict() for r in self.rules}}
+
+    def rule_for(self, tool: str) -> ToolRule | None:
+        """The entry for ``tool``: its exact name, else the first matching glob."""
+        for rule in self.rules:
+            if not rule.is_glob and rule.pattern == tool:
+                return rule
+        for rule in self.rules:
+            if rule.is_glob and fnmatch.fnmatchcase(tool, rule.pattern):
+                return rule
+        return None
+
+    def spec_for(self, tool: str) -> ToolSpec | None:
+        """The ToolSpec the policy gives ``tool``, or None when it is unclassified."""
+        rule = self.rule_for(tool)
+        if rule is None:
+            return None
+        compensate = rule.compensate.factory(tool) if rule.compensate is not None else None
+        return ToolSpec(name=tool, semantics=rule.semantics, compensate=compensate)
+
+    @staticmethod
+    def skeleton(tools: list[str] | tuple[str, ...]) -> dict[str, Any]:
+        """A policy naming ``tools``, every one IRREVERSIBLE with a TODO for a reviewer.
+
+        Nothing is guessed: a reviewer downgrades what is safe; the file never upgrades itself.
+        """
+        return {
+            "mode": "enforce",
+            "tools": {
+                name: {"semantics": "IRREVERSIBLE", "description": "TODO: classify (REVERSIBLE / COMPENSABLE + compensate)"}
+                for name in sorted(set(tools))
+            },
+        }
+
+
+def _rule(source: str, name: Any, entry: Any) -> ToolRule:
+    where = f"{source}: tools[{name!r}]"
+    if not isinstance(name, str) or not name:
+        raise PolicyError(f"{source}: a tool name must be a non-empty string, got {name!r}")
+    if not isinstance(entry, Mapping):
+        raise PolicyError(f"{where} must be an object like {{\"semantics\": \"REVERSIBLE\"}}, got {entry!r}")
+    unknown = sorted(set(entry) - _ENTRY_KEYS)
+    if unknown:
+        raise PolicyError(f"{where}: unknown keys {unknown}; allowed: {sorted(_ENTRY_KEYS)}")
+    if "semantics" not in entry:
+        raise PolicyError(
+            f"{where} has no 'semantics': say REVERSIBLE, COMPENSABLE or IRREVERSIBLE "
+            "(agent-saga never guesses whether an effect can be undone)"
+        )
+    if entry["semantics"] not in {m.value for m in ActionSemantics}:
+        raise PolicyError(
+            f"{where}: semantics {entry['semantics']!r} is not one of REVERSIBLE, COMPENSABLE, "
+            "IRREVERSIBLE (upper case, as in the JSON Schema)"
+        )
+    semantics = ActionSemantics(entry["semantics"])
+    compensate = _compensate(where, entry.get("compensate"))
+    if semantics is ActionSemantics.IRREVERSIBLE and compensate is not None:
+        raise PolicyError(f"{where} is IRREVERSIBLE but has 'compensate': an effect that can be undone is COMPENSABLE")
+    if semantics is ActionSemantics.COMPENSABLE and compensate is None:
+        raise PolicyError(
+            f"{where} is COMPENSABLE but has no 'compensate': add "
+            "{\"handler\": \"registered.name\", \"args\": {\"param\": \"$.field\"}}"
+        )
+    description = entry.get("description", "")
+    if not isinstance(description, str):
+        raise PolicyError(f"{where}: 'description' must be a string")
+    policy_args = entry.get("policy_args", {})
+    if not isinstance(policy_args, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in policy_args.items()
+    ):
+        raise PolicyError(f"{where}: 'policy_args' must map names to JSON paths like \"$.amount\"")
+    for key, value in policy_args.items():
+        _path(f"{where}.policy_args[{key!r}]", value)
+    return ToolRule(name, semantics, compensate, description, dict(policy_args))
+
+
+def _compensate(where: str, value: Any) -> CompensateRule | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{where}.compensate must be an object {{\"handler\": ..., \"args\": {{...}}}}, got {value!r}")
+    unknown = sorted(set(value) - _COMPENSATE_KEYS)
+    if unknown:
+        raise PolicyError(f"{where}.compensate: unknown keys {unknown}; allowed: 'handler', 'args'")
+    handler = value.get("handler")
+    if not isinstance(handler, str) or not handler.strip():
+        raise PolicyError(f"{where}.compensate needs 'handler': the name of a function registered with @compensator")
+    args = value.get("args", {})
+    if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):
+        raise PolicyError(f"{where}.compensate.args must map the handler's parameter names to values or JSON paths")
+    for key, arg in args.items():
+        if _is_path(arg):
+            _path(f"{where}.compensate.args[{key!r}]", arg)
+        elif not json_roundtrips(arg):
+            raise PolicyError(f"{where}.compensate.args[{key!r}] must be JSON data or a '$' path, got {arg!r}")
+    return CompensateRule(handler, dict(args))
+
+
+def _path(where: str, text: str) -> JsonPath:
+    try:
+        return JsonPath.parse(text)
+    except ValueError as err:
+        raise PolicyError(f"{where}: {err}") from None
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON Schema of the policy file format (shipped with the core package)."""
+    text = resources.files("agent_saga.plugins").joinpath("tool-policy.schema.json").read_text("utf-8")
+    schema: dict[str, Any] = json.loads(text)
+    return schema

@@ -1,0 +1,460 @@
+"""The recovery daemon: finish what a dead process left half done.
+
+One sweep folds the log into saga states and, for every saga that started,
+has no end record and whose owner's lease has expired:
+
+1. claims it (``claims``), re-reads the log and the ledger, checks again;
+2. walks its steps newest-first and, per step, compensates it through the
+   handler the log names (with the recorded idempotency key), or skips it when
+   it is already compensated (log or ledger), or escalates it;
+3. writes everything it did into the same log, chained, and ends the saga
+   with ``SAGA_ROLLED_BACK`` unless something newer blocks the older steps.
+
+What blocks (the older steps stay put, the saga stays open): an undo that
+exists but cannot run here (its handler is not imported) or keeps failing.
+LIFO order exists because an older step's undo may depend on the newer one
+having been undone first, so running it early could fail or do harm.
+What does not block: a step that has no undo at all (IRREVERSIBLE, an unknown
+outcome with no inverse recorded before the call, a closure). Waiting cannot
+make those undoable; they are escalated and the older steps unwound, exactly as
+the in-process rollback settles them as orphaned/unresolved and continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.ids import operation_id
+from agent_saga.log.codec import BodyCipher
+from agent_saga.log.file import FileWAL
+from agent_saga.log.records import RecordType as R
+from agent_saga.recovery.claims import try_claim
+from agent_saga.recovery.escalations import Escalation, EscalationQueue, escalation_id
+from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, LogTail, SagaView, StepView
+from agent_saga.recovery.lease import read_lease, recovery_dir, remove_lease
+from agent_saga.recovery.ledger import FileLedger, Ledger
+from agent_saga.registry import registered, resolve
+
+__all__ = ["Action", "RecoveryDaemon", "SweepReport"]
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing a sweep did (or, in a dry run, would do)."""
+
+    saga: str
+    step: int | None
+    kind: str  # compensate | compensated-earlier | keep | escalate | hold | retry-later | dead-letter | finish
+    detail: str = ""
+
+    def line(self) -> str:
+        where = f"step {self.step}" if self.step is not None else "saga"
+        return f"{self.kind:20} {self.saga} {where}: {self.detail}".rstrip(": ")
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What one sweep found and did."""
+
+    dry_run: bool = False
+    open_sagas: int = 0
+    live: list[str] = field(default_factory=list)  # lease still fresh: not touched
+    busy: list[str] = field(default_factory=list)  # claimed by another daemon right now
+    recovered: list[str] = field(default_factory=list)  # ended (rolled back) by this sweep
+    held: list[str] = field(default_factory=list)  # still open: blocked or retrying
+    dead_lettered: list[str] = field(default_factory=list)  # gave up on by this sweep
+    skipped: list[str] = field(default_factory=list)  # quarantined, dead-lettered
+    compensated: int = 0
+    actions: list[Action] = field(default_factory=list)
+    new_escalations: list[Escalation] = field(default_factory=list)
+    pending_escalations: int = 0
+
+    @property
+    def needs_attention(self) -> bool:
+        """True when a human has something to look at, or a saga is still not resolved."""
+        return bool(self.pending_escalations or self.held or self.dead_lettered)
+
+    def summary(self) -> str:
+        verb = "would recover" if self.dry_run else "recovered"
+        return (
+            f"{self.open_sagas} open saga(s): {len(self.live)} live, {len(self.busy)} busy elsewhere, "
+            f"{verb} {len(self.recovered)}, {len(self.held)} held, "
+            f"{len(self.dead_lettered)} dead-lettered, {len(self.skipped)} skipped; "
+            f"{self.compensated} compensation(s) run; {len(self.new_escalations)} new escalation(s), "
+            f"{self.pending_escalations} pending"
+        )
+
+
+class _Halt(Exception):
+    """Stop unwinding this saga for now (older steps are held)."""
+
+
+class RecoveryDaemon:
+    """Sweeps one log and unwinds the sagas whose owners are gone.
+
+    ``lease_grace`` is extra time granted beyond a lease's expiry (clock skew,
+    a slow renewer); ``max_attempts`` bounds the attempts per compensation
+    across all sweeps and daemons before its saga is dead-lettered; after the
+    n-th failure a compensation waits ``retry_delay * 2**(n-1)`` seconds before
+    its next attempt. ``clock`` (seconds since the epoch) is the daemon's now.
+    """
+
+    def __init__(
+        self,
+        wal_path: str | os.PathLike[str],
+        *,
+        lease_grace: float = 5.0,
+        max_attempts: int = 5,
+        retry_delay: float = 5.0,
+        ledger: Ledger | None = None,
+        escalations: EscalationQueue | None = None,
+        clock: Callable[[], float] = time.time,
+        name: str | None = None,
+        encryptor: BodyCipher | None = None,
+    ) -> None:
+        if lease_grace < 0:
+            raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
+        if max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}")
+        self.wal_path = Path(wal_path).absolute()
+        if retry_delay < 0:
+            raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay!r}")
+        self.lease_grace = float(lease_grace)
+        self.max_attempts = max_attempts
+        self.retry_delay = float(retry_delay)
+        base = recovery_dir(self.wal_path)
+        self.ledger: Ledger = ledger or FileLedger(base / "ledger.jsonl")
+        self.escalations = escalations or EscalationQueue(base / "escalations.jsonl")
+        self.clock = clock
+        self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
+        self._claims = base / "claims"
+        self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
+        self._tail = LogTail(self.wal_path, encryptor=encryptor)
+        self._wal: FileWAL | None = None
+
+    # -- public -----------------------------------------------------------------------
+
+    def sweep(self, dry_run: bool = False) -> SweepReport:
+        """One pass over the log. Raises FileNotFoundError / WALCorrupt if it cannot be read."""
+        if not self.wal_path.is_file():
+            raise FileNotFoundError(f"no log at {self.wal_path}")
+        if not dry_run and self._wal is None:
+            # Opening the log first sets aside a torn final line under its lock.
+            self._wal = FileWAL(self.wal_path, encryptor=self.encryptor)
+        self._tail.refresh()
+        self.ledger.refresh()
+        report = SweepReport(dry_run=dry_run)
+        for saga_id in list(self._tail.sagas):
+            view = self._tail.sagas[saga_id]
+            if not view.open:
+                continue
+            report.open_sagas += 1
+            if view.quarantined or view.dead_lettered:
+                report.skipped.append(saga_id)
+                continue
+            if not self._expired(view):
+                report.live.append(saga_id)
+                continue
+            if dry_run:
+                self._resolve(view, report, dry_run=True)
+                continue
+            self._claim_and_resolve(saga_id, report)
+        report.pending_escalations = len(self.escalations.pending())
+        return report
+
+    def watch(
+        self,
+        interval: float = 5.0,
+        *,
+        stop: threading.Event | None = None,
+        on_report: Callable[[SweepReport], None] | None = None,
+    ) -> None:
+        """Sweep every ``interval`` seconds until ``stop`` is set."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            report = self.sweep()
+            if on_report is not None:
+                on_report(report)
+            stop.wait(interval)
+
+    def close(self) -> None:
+        if self._wal is not None:
+            self._wal.close()
+            self._wal = None
+
+    def __enter__(self) -> RecoveryDaemon:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- leases and claims -------------------------------------------------------------
+
+    def _expired(self, view: SagaView) -> bool:
+        # The later of: lease file renewal + its ttl, the owner's last record + the ttl the
+        # saga started with (or the lease file's, or the default, if the log does not say).
+        lease = read_lease(self.wal_path, view.saga_id)
+        ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
+        expires = view.owner_ts / 1e6 + ttl
+        if lease is not None:
+            expires = max(expires, lease.expires_at)
+        return self.clock() > expires + self.lease_grace
+
+    def _claim_and_resolve(self, saga_id: str, report: SweepReport) -> None:
+        claim = try_claim(self._claims, saga_id)
+        if claim is None:
+            report.busy.append(saga_id)
+            return
+        finished = False
+        try:
+            # Another daemon may have finished it between our read and our claim.
+            self._tail.refresh()
+            self.ledger.refresh()
+            view = self._tail.sagas[saga_id]
+            if not view.open:
+                finished = True
+                return
+            if not self._expired(view):
+                report.live.append(saga_id)
+                return
+            finished = self._resolve(view, report, dry_run=False)
+            assert self._wal is not None
+            self._wal.barrier()  # durable before the claim is let go
+            if finished:
+                remove_lease(self.wal_path, saga_id)
+        finally:
+            claim.release(remove=finished)
+
+    # -- one saga --------------------------------------------------------------------
+
+    def _resolve(self, view: SagaView, report: SweepReport, *, dry_run: bool) -> bool:
+        """Unwind one claimed saga; True if it ended."""
+        run = _Run(self, view, report, dry_run)
+        try:
+            if view.unreadable:
+                run.unreadable()
+            for step in view.newest_first():
+                run.step(step)
+        except _Halt:
+            if view.saga_id not in report.dead_lettered:
+                report.held.append(view.saga_id)
+            return False
+        run.finish()
+        report.recovered.append(view.saga_id)
+        return True
+
+    def _append(self, rtype: R, saga: str, body: dict[str, Any], step: int | None = None) -> None:
+        assert self._wal is not None
+        self._wal.append(rtype.value, saga, {**body, "by": self.name}, step)
+
+
+class _Run:
+    """The unwinding of one saga by one sweep."""
+
+    def __init__(self, daemon: RecoveryDaemon, view: SagaView, report: SweepReport, dry_run: bool) -> None:
+        self.d = daemon
+        self.view = view
+        self.report = report
+        self.dry = dry_run
+        self.claimed = False
+        self.outcomes: dict[str, int] = {}
+
+    def _act(self, step: int | None, kind: str, detail: str = "") -> None:
+        self.report.actions.append(Action(self.view.saga_id, step, kind, detail))
+
+    def _write(self, rtype: R, body: dict[str, Any], step: int | None = None) -> None:
+        if self.dry:
+            return
+        if not self.claimed:
+            self.claimed = True
+            self.d._append(R.RECOVERY_CLAIMED, self.view.saga_id, {
+                "owner": self.view.owner, "lease_ttl": self.view.lease_ttl,
+                "last_activity_us": self.view.owner_ts,
+            })
+            if not self.view.rollback_started:
+                self.d._append(R.ROLLBACK_STARTED, self.view.saga_id, {
+                    "cause": "recovery: the owner's lease expired before the saga ended",
+                })
+        self.d._append(rtype, self.view.saga_id, body, step)
+
+    def _count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+
+    def _escalate(self, step: StepView | None, kind: str, detail: str) -> None:
+        index = step.index if step is not None else None
+        self._act(index, "escalate", f"[{kind}] {detail}")
+        if self.dry:
+            return
+        escalation, created = self.d.escalations.add(self.view.saga_id, index, kind, detail)
+        if created:
+            self.report.new_escalations.append(escalation)
+        logged = (step.escalated if step is not None else self.view.escalated)
+        if kind not in logged:
+            self._write(R.ESCALATED, {"kind": kind, "detail": detail, "escalation": escalation.id}, index)
+            logged.add(kind)
+
+    # -- per step ------------------------------------------------------------------------
+
+    def step(self, step: StepView) -> None:
+        if not step.applied:
+            return
+        if step.compensated:
+            self._count("compensated")
+            return
+        if step.settled == "kept":
+            self._count("kept")
+            return
+        if step.state == "in-flight" and not self.dry:
+            # Its process died between the durable intent and any outcome: the call may
+            # or may not have landed. Say so in the log before acting on it.
+            self._write(R.STEP_UNKNOWN, {
+                "tool": step.tool, "semantics": step.semantics, "op": step.op,
+                "error": "recovery: the owner died while the call was in flight",
+                "compensation": step.intent_compensation,
+            }, step.index)
+            step.unknown = True
+        comp = step.compensation
+        if comp is None and step.semantics == "REVERSIBLE" and step.committed and not step.problem:
+            self._act(step.index, "keep", "REVERSIBLE with nothing to undo")
+            self._write(R.STEP_KEPT, {"op": step.op, "detail": "REVERSIBLE with nothing to undo"}, step.index)
+            self._count("kept")
+            return
+        usable = (
+            comp is not None and comp.get("recoverable") is True
+            and isinstance(comp.get("handler"), str) and isinstance(comp.get("kwargs"), dict)
+        )
+        if not usable:
+            self._no_undo(step, comp)
+            return
+        assert comp is not None
+        self._compensate(step, comp)
+
+    def _no_undo(self, step: StepView, comp: dict[str, Any] | None) -> None:
+        if comp is not None:
+            kind = "not-recoverable"
+            detail = f"the undo {comp.get('description') or comp.get('handler')!r} cannot run outside the process that made it"
+        elif step.committed and step.semantics == "IRREVERSIBLE":
+            kind, detail = "irreversible", f"{step.tool!r} is IRREVERSIBLE and committed"
+        elif step.committed:
+            kind, detail = "no-undo", step.problem or f"{step.tool!r} committed with no undo recorded"
+        else:
+            kind = "unknown-outcome"
+            detail = (
+                f"{step.tool!r} was {step.state} when its process died and no inverse was "
+                "recorded before the call; check the remote system"
+            )
+        settle = R.STEP_ORPHANED if step.committed else R.STEP_UNRESOLVED
+        wanted = "orphaned" if step.committed else "unresolved"
+        if step.settled != wanted:
+            self._write(settle, {"op": step.op, "detail": f"recovery: {detail}"}, step.index)
+        self._escalate(step, kind, detail)
+        self._count(wanted)
+
+    def _compensate(self, step: StepView, comp: dict[str, Any]) -> None:
+        saga = self.view.saga_id
+        handler = str(comp["handler"])
+        key = comp.get("key")
+        if not isinstance(key, str):
+            key = operation_id(saga, step.index, step.tool or "", "compensate")
+        ledger = self.d.ledger
+        state = ledger.state(key)
+        if state.done:
+            # It ran; only its log record was lost (the daemon died before writing it).
+            self._act(step.index, "compensated-earlier", f"{handler} (key {key}) per the ledger")
+            self._write(R.STEP_COMPENSATED, {"key": key, "attempts": state.attempts, "source": "ledger"}, step.index)
+            self._count("compensated")
+            return
+        if not registered(handler):
+            self._escalate(step, "handler-missing", (
+                f"handler {handler!r} is not registered in this daemon; start it with "
+                "--import <the module that declares it>"
+            ))
+            self._act(step.index, "hold", "older steps wait until this one is undone")
+            raise _Halt
+        if state.attempts >= self.d.max_attempts:
+            self._dead_letter(step, key, state.attempts, state.last_error)
+        if state.failures:
+            ready_at = state.last_failed_at + self.d.retry_delay * 2 ** (state.failures - 1)
+            if self.d.clock() < ready_at:
+                self._act(step.index, "retry-later", f"backing off after {state.failures} failure(s)")
+                raise _Halt
+        attempt = state.attempts + 1
+        self._act(step.index, "compensate", f"{handler}({_args(comp['kwargs'])}) key={key} attempt {attempt}")
+        if self.dry:
+            self._count("compensated")
+            return
+        ledger.attempt(key, saga, step.index, self.d.name)
+        self._write(R.COMPENSATION_STARTED, {"key": key, "handler": handler, "attempt": attempt}, step.index)
+        try:
+            _call(handler, dict(comp["kwargs"]), key)
+        except Exception as err:  # noqa: BLE001 - a failed undo is recorded and retried, never hidden
+            error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+            ledger.failed(key, saga, step.index, self.d.name, error)
+            self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
+            if attempt >= self.d.max_attempts:
+                self._dead_letter(step, key, attempt, error)
+            self._act(step.index, "retry-later", f"attempt {attempt}/{self.d.max_attempts} failed: {error}")
+            raise _Halt from None
+        ledger.done(key, saga, step.index, self.d.name)
+        self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
+        if "handler-missing" in step.escalated:
+            # The operator restarted us with the missing import: that escalation is answered.
+            eid = escalation_id(saga, step.index, "handler-missing")
+            self.d.escalations.resolve(eid, f"compensated by {self.d.name}")
+            self._write(R.ESCALATION_RESOLVED, {"escalation": eid, "kind": "handler-missing"}, step.index)
+        self.report.compensated += 1
+        self._count("compensated")
+
+    def _dead_letter(self, step: StepView, key: str, attempts: int, error: str) -> None:
+        detail = f"{attempts} attempt(s) with key {key} failed; last error: {error or 'unknown (crashed mid-call?)'}"
+        self._escalate(step, "compensation-failing", detail)
+        self._act(step.index, "dead-letter", detail)
+        self._write(R.SAGA_DEAD_LETTERED, {"key": key, "attempts": attempts, "detail": detail}, step.index)
+        self.report.dead_lettered.append(self.view.saga_id)
+        raise _Halt
+
+    def unreadable(self) -> None:
+        self._escalate(None, "unreadable", (
+            "some records of this saga carry no readable body (encrypted without the key here, "
+            "or redacted); the daemon will not guess what to undo"
+        ))
+        raise _Halt
+
+    def finish(self) -> None:
+        if "unreadable" in self.view.escalated and not self.dry:
+            # Read now (the daemon was given the key): that escalation is answered.
+            eid = escalation_id(self.view.saga_id, None, "unreadable")
+            self.d.escalations.resolve(eid, f"read and recovered by {self.d.name}")
+            self._write(R.ESCALATION_RESOLVED, {"escalation": eid, "kind": "unreadable"})
+        clean = set(self.outcomes) <= {"compensated", "kept"}
+        self._act(None, "finish", "rolled back clean" if clean else "rolled back, NOT clean (escalated)")
+        self._write(R.SAGA_ROLLED_BACK, {
+            "clean": clean, "halted": False, "outcomes": dict(sorted(self.outcomes.items())),
+            "recovered": True,
+        })
+
+
+def _args(kwargs: Any) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
+
+
+def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
+    fn = resolve(handler)
+    if accepts_idempotency_key(fn):
+        kwargs["idempotency_key"] = key
+    result = fn(**kwargs)
+    if inspect.isawaitable(result):
+        async def wait() -> None:
+            await result
+
+        asyncio.run(wait())

@@ -1,0 +1,297 @@
+"""Fold a log into per-saga state, reading it incrementally.
+
+The daemon re-reads the log after every claim (another daemon may have just
+finished the saga), so the reader keeps its offset and only decodes what was
+appended since. Only complete lines are consumed: a final line without its
+newline is either still being written or torn by a crash, and in both cases
+the records before it stand on their own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_saga.errors import WALCorrupt
+from agent_saga.log.codec import BodyCipher, decode_line
+from agent_saga.log.records import AUDIT_SAGA, Record
+from agent_saga.log.records import RecordType as R
+
+__all__ = ["DEFAULT_LEASE_TTL", "LogTail", "SagaView", "StepView", "fold"]
+
+#: Lease length assumed for a saga whose start record does not state one.
+DEFAULT_LEASE_TTL = 30.0
+_CHUNK = 1 << 22
+
+_SETTLED = {
+    R.STEP_COMPENSATED.value: "compensated",
+    R.STEP_ORPHANED.value: "orphaned",
+    R.STEP_UNRESOLVED.value: "unresolved",
+    R.STEP_KEPT.value: "kept",
+}
+
+
+@dataclass(slots=True)
+class StepView:
+    """What the log says about one step."""
+
+    index: int
+    tool: str | None = None
+    semantics: str | None = None
+    op: str | None = None
+    intent: bool = False
+    committed: bool = False
+    unknown: bool = False
+    not_applied: bool = False
+    refused: bool = False
+    intent_compensation: dict[str, Any] | None = None
+    committed_compensation: dict[str, Any] | None = None
+    unknown_compensation: dict[str, Any] | None = None
+    problem: str = ""
+    settled: str | None = None  # compensated | orphaned | unresolved | kept (latest)
+    compensation_started: int = 0
+    compensation_failed: int = 0
+    escalated: set[str] = field(default_factory=set)  # escalation kinds already in the log
+
+    @property
+    def compensated(self) -> bool:
+        return self.settled == "compensated"
+
+    @property
+    def applied(self) -> bool:
+        """Whether the effect may exist: committed, unknown, or in flight (intent only)."""
+        if self.not_applied or (self.refused and not self.intent):
+            return False
+        return self.committed or self.unknown or self.intent
+
+    @property
+    def state(self) -> str:
+        """committed | unknown | in-flight | not-applied | refused."""
+        if self.not_applied:
+            return "not-applied"
+        if self.committed:
+            return "committed"
+        if self.unknown:
+            return "unknown"
+        if self.intent:
+            return "in-flight"
+        return "refused" if self.refused else "unknown"
+
+    @property
+    def compensation(self) -> dict[str, Any] | None:
+        """The undo to run: the one derived from the result, else the one known before the call."""
+        if self.committed and self.committed_compensation is not None:
+            return self.committed_compensation
+        return self.unknown_compensation or self.intent_compensation
+
+
+@dataclass(slots=True)
+class SagaView:
+    """What the log says about one saga."""
+
+    saga_id: str
+    name: str = ""
+    owner: str = ""
+    lease_ttl: float | None = None  # as SAGA_STARTED states it (None: not stated, or unreadable)
+    started: bool = False
+    first_ts: int = 0  # microseconds
+    last_ts: int = 0
+    owner_ts: int = 0  # the last record written before any daemon claimed the saga
+    ended: str | None = None  # SAGA_COMPLETED | SAGA_ROLLED_BACK
+    rollback_started: bool = False
+    recovered_by: list[str] = field(default_factory=list)
+    dead_lettered: bool = False
+    quarantined: bool = False
+    unreadable: bool = False  # some body could not be read (encrypted, redacted)
+    steps: dict[int, StepView] = field(default_factory=dict)
+    escalated: set[str] = field(default_factory=set)  # saga-level escalation kinds
+
+    @property
+    def open(self) -> bool:
+        return self.started and self.ended is None
+
+    def step(self, index: int) -> StepView:
+        view = self.steps.get(index)
+        if view is None:
+            view = self.steps[index] = StepView(index)
+        return view
+
+    def newest_first(self) -> list[StepView]:
+        return [self.steps[i] for i in sorted(self.steps, reverse=True)]
+
+
+def _compensation(body: dict[str, Any]) -> dict[str, Any] | None:
+    comp = body.get("compensation")
+    return comp if isinstance(comp, dict) else None
+
+
+class _Folder:
+    def __init__(self) -> None:
+        self.sagas: dict[str, SagaView] = {}
+
+    def feed(self, record: Record) -> None:
+        saga_id = record.get("saga")
+        if not isinstance(saga_id, str) or saga_id == AUDIT_SAGA:
+            return
+        rtype = str(record.get("type"))
+        view = self.sagas.get(saga_id)
+        if view is None:
+            view = self.sagas[saga_id] = SagaView(saga_id)
+        ts = record.get("ts")
+        if isinstance(ts, int):
+            view.first_ts = view.first_ts or ts
+            view.last_ts = max(view.last_ts, ts)
+            if not view.recovered_by and rtype != R.RECOVERY_CLAIMED:
+                # A daemon's own records are not signs of life from the owner.
+                view.owner_ts = max(view.owner_ts, ts)
+        raw = record.get("body")
+        if not isinstance(raw, dict):
+            # An encrypted or redacted body: the record's type is known, its content is not.
+            view.unreadable = True
+            raw = {}
+        body: dict[str, Any] = raw
+        index = record.get("step")
+        step = view.step(index) if isinstance(index, int) else None
+
+        if rtype == R.SAGA_STARTED:
+            view.started = True
+            view.name = str(body.get("name", ""))
+            view.owner = str(body.get("owner", ""))
+            ttl = body.get("lease_ttl")
+            if isinstance(ttl, (int, float)) and ttl > 0:
+                view.lease_ttl = float(ttl)
+        elif rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
+            view.ended = rtype
+        elif rtype == R.ROLLBACK_STARTED:
+            view.rollback_started = True
+        elif rtype == R.RECOVERY_CLAIMED:
+            view.recovered_by.append(str(body.get("by", "")))
+        elif rtype == R.SAGA_DEAD_LETTERED:
+            view.dead_lettered = True
+        elif rtype == R.SWITCH_QUARANTINED:
+            view.quarantined = True
+        elif rtype == R.SWITCH_RESUMED:
+            view.quarantined = False
+        elif rtype == R.ESCALATED:
+            kind = str(body.get("kind", ""))
+            (step.escalated if step is not None else view.escalated).add(kind)
+        elif step is not None:
+            self._step(step, rtype, body)
+
+    @staticmethod
+    def _step(step: StepView, rtype: str, body: dict[str, Any]) -> None:
+        if isinstance(body.get("tool"), str):
+            step.tool = body["tool"]
+        if isinstance(body.get("semantics"), str):
+            step.semantics = body["semantics"]
+        if isinstance(body.get("op"), str):
+            step.op = body["op"]
+        if rtype == R.STEP_INTENT:
+            step.intent = True
+            step.intent_compensation = _compensation(body)
+        elif rtype == R.STEP_COMMITTED:
+            step.committed = True
+            step.committed_compensation = _compensation(body)
+            step.problem = str(body.get("problem", ""))
+            if step.semantics is None:
+                step.semantics = "REVERSIBLE"  # only REVERSIBLE commits carry no intent
+        elif rtype == R.STEP_UNKNOWN:
+            step.unknown = True
+            step.unknown_compensation = _compensation(body)
+        elif rtype == R.STEP_NOT_APPLIED:
+            step.not_applied = True
+        elif rtype == R.STEP_REFUSED:
+            step.refused = True
+        elif rtype == R.COMPENSATION_STARTED:
+            step.compensation_started += 1
+        elif rtype == R.COMPENSATION_FAILED:
+            step.compensation_failed += 1
+        elif rtype in _SETTLED and step.settled != "compensated":
+            # A compensated step stays compensated whatever is written about it later.
+            step.settled = _SETTLED[rtype]
+
+
+def fold(records: Any) -> dict[str, SagaView]:
+    """Fold an iterable of records into saga views (keyed by saga id)."""
+    folder = _Folder()
+    for record in records:
+        folder.feed(record)
+    return folder.sagas
+
+
+class LogTail:
+    """An incremental reader of one log file; ``refresh()`` folds what was appended."""
+
+    def __init__(self, path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None) -> None:
+        self.path = Path(path)
+        self.encryptor = encryptor
+        self._folder = _Folder()
+        self._offset = 0
+        self._inode: int | None = None
+        self.records = 0
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._folder.sagas
+
+    def refresh(self) -> int:
+        """Read and fold every complete record appended since the last call; return how many.
+
+        Raises FileNotFoundError if the log is missing and WALCorrupt if a complete
+        line in it is not a record (a log that skips records is not evidence).
+        """
+        count = 0
+        with open(self.path, "rb") as fh:
+            stat = os.fstat(fh.fileno())
+            if self._inode != stat.st_ino or stat.st_size < self._offset:
+                # Replaced (compaction renames a new file in) or cut: start over.
+                self._folder = _Folder()
+                self._offset = 0
+                self.records = 0
+                self._inode = stat.st_ino
+            fh.seek(self._offset)
+            carry = b""
+            while True:
+                # In chunks, so that a large log is never held in memory at once.
+                chunk = fh.read(_CHUNK)
+                if not chunk:
+                    break
+                data = carry + chunk
+                end = data.rfind(b"\n")
+                if end < 0:
+                    carry = data
+                    continue
+                count += self._fold_lines(data[: end + 1])
+                carry = data[end + 1 :]
+        self.records += count
+        return count
+
+    def _fold_lines(self, data: bytes) -> int:
+        count = 0
+        for line in data.split(b"\n")[:-1]:
+            if line.strip():
+                try:
+                    record = decode_line(line)
+                except ValueError as err:
+                    raise WALCorrupt(
+                        f"{self.path}: the line at byte {self._offset} is not a record ({err}); recovery "
+                        f"stops rather than guess. Run 'agent-saga verify --wal-path {self.path}'"
+                    ) from err
+                if "enc" in record:
+                    record = self._open(record)
+                self._folder.feed(record)
+                count += 1
+            self._offset += len(line) + 1
+        return count
+
+    def _open(self, record: Record) -> Record:
+        from agent_saga.log.crypto import EncryptionKeyMissing, open_record
+
+        try:
+            return open_record(record, self.encryptor, self.path)
+        except EncryptionKeyMissing:
+            # Folded without a body: the saga is marked unreadable and escalated, never
+            # guessed at. A *wrong* key raises: that is a broken setup, not a saga.
+            return record

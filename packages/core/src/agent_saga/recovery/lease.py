@@ -1,0 +1,288 @@
+"""Leases: how a live saga tells the recovery daemon "still mine".
+
+A lease is a small file per saga in ``<log>.recovery/leases/``; its content
+(owner, ttl) is written once and renewal only moves its mtime. One background
+thread per process renews every open saga's lease each ``ttl / 3`` seconds, so
+the cost is one ``utime`` per open saga per interval and nothing per step.
+
+Why a file and not ``LEASE_RENEWED`` records in the log: a saga idles while the
+model thinks, for minutes; a record per saga per interval would grow the
+evidence log with heartbeats that prove nothing about the transaction, and
+compaction would have to special-case them. The log still carries the
+lease length (``lease_ttl`` in ``SAGA_STARTED``) so that a saga whose lease
+file never got written (the process died within the first interval) is judged
+by its last record plus that length.
+
+A PID is never consulted: PIDs are reused, an expired lease is the evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Lease",
+    "LeaseKeeper",
+    "LeaseLifecycle",
+    "configure_leases",
+    "hold_lease",
+    "install_leases",
+    "lease_keeper",
+    "lease_path",
+    "read_lease",
+    "recovery_dir",
+    "release_lease",
+    "remove_lease",
+]
+
+_ENV_TTL = "AGENT_SAGA_LEASE_TTL"
+_DEFAULT_TTL = 30.0
+
+
+def recovery_dir(wal_path: str | os.PathLike[str]) -> Path:
+    """Where leases, claims, the ledger and the escalation queue of a log live."""
+    path = Path(wal_path).absolute()
+    return path.with_name(f"{path.name}.recovery")
+
+
+def lease_path(wal_path: str | os.PathLike[str], saga_id: str) -> Path:
+    return recovery_dir(wal_path) / "leases" / saga_id
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A lease as found on disk: when it was last renewed and for how long it holds."""
+
+    saga_id: str
+    owner: str
+    ttl: float
+    renewed_at: float  # seconds since the epoch (the file's mtime)
+
+    @property
+    def expires_at(self) -> float:
+        return self.renewed_at + self.ttl
+
+
+def read_lease(wal_path: str | os.PathLike[str], saga_id: str) -> Lease | None:
+    """The lease file of ``saga_id``, or None if there is none (or it is unreadable)."""
+    path = lease_path(wal_path, saga_id)
+    try:
+        with open(path, "rb") as fh:
+            renewed = os.fstat(fh.fileno()).st_mtime
+            data: Any = json.loads(fh.read() or b"{}")
+    except (FileNotFoundError, ValueError):
+        return None
+    ttl = data.get("ttl") if isinstance(data, dict) else None
+    if not isinstance(ttl, (int, float)) or ttl <= 0:
+        return None
+    return Lease(saga_id, str(data.get("owner", "")), float(ttl), renewed)
+
+
+def remove_lease(wal_path: str | os.PathLike[str], saga_id: str) -> None:
+    """Delete a lease file (the daemon does this for a saga it has finished)."""
+    try:
+        lease_path(wal_path, saga_id).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _ttl_from_env() -> float:
+    raw = os.environ.get(_ENV_TTL)
+    if not raw:
+        return _DEFAULT_TTL
+    try:
+        ttl = float(raw)
+    except ValueError:
+        raise ValueError(f"{_ENV_TTL}={raw!r} is not a number of seconds; unset it or give e.g. 30") from None
+    if ttl <= 0:
+        raise ValueError(f"{_ENV_TTL}={raw!r} must be a positive number of seconds")
+    return ttl
+
+
+class LeaseKeeper:
+    """Holds and renews the leases of this process's open sagas on one thread."""
+
+    def __init__(self, ttl: float | None = None) -> None:
+        self.ttl = _ttl_from_env() if ttl is None else float(ttl)
+        if self.ttl <= 0:
+            raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._held: dict[tuple[Path, str], bool] = {}  # -> lease file written yet
+        self._dropped: list[tuple[Path, str]] = []
+        self._thread: threading.Thread | None = None
+        self.renewals = 0  # lease files touched, for tests and benchmarks
+
+    def set_ttl(self, ttl: float) -> None:
+        """Lease length for sagas held from now on; renewal speeds up or slows down at once."""
+        with self._lock:
+            self.ttl = ttl
+            self._wake.notify()
+
+    @property
+    def interval(self) -> float:
+        return self.ttl / 3
+
+    def hold(self, wal_path: Path, saga_id: str) -> float:
+        """Start holding a lease. No I/O: the keeper thread writes it at its next tick.
+
+        Until then the saga's own start record stands in for it (the daemon counts
+        a lease from the saga's last record too), and a saga shorter than one
+        interval never costs a file at all.
+        """
+        with self._lock:
+            self._held[(wal_path, saga_id)] = False
+            self._ensure_thread()
+        return self.ttl
+
+    def release(self, wal_path: Path, saga_id: str) -> None:
+        """Stop renewing; the keeper thread deletes the file (if it wrote one) at its next tick."""
+        with self._lock:
+            if self._held.pop((wal_path, saga_id), None):
+                self._dropped.append((wal_path, saga_id))
+
+    def held(self) -> list[tuple[Path, str]]:
+        with self._lock:
+            return list(self._held)
+
+    def _forget_after_fork(self) -> None:
+        # A forked child owns none of its parent's sagas; renewing them would keep
+        # them looking alive after the parent died.
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._held = {}
+        self._dropped = []
+        self._thread = None
+        self.owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="agent-saga-leases", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._wake.wait(self.interval)
+                dropped, self._dropped = self._dropped, []
+                held = list(self._held.items())
+            for wal_path, saga_id in dropped:
+                remove_lease(wal_path, saga_id)
+            for key, written in held:
+                if written:
+                    self._touch(*key)
+                    continue
+                self._write(*key)
+                with self._lock:
+                    if key in self._held:
+                        self._held[key] = True
+                    else:  # ended while we wrote it: delete it on the next tick
+                        self._dropped.append(key)
+
+    def _write(self, wal_path: Path, saga_id: str) -> None:
+        path = lease_path(wal_path, saga_id)
+        tmp = path.with_name(f".{saga_id}.{os.getpid()}.tmp")
+        data = json.dumps({"saga": saga_id, "owner": self.owner, "ttl": self.ttl}).encode()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)  # a reader never sees a half-written lease
+            self.renewals += 1
+        except OSError:
+            # The log's start record still carries lease_ttl, so the daemon judges the
+            # saga by its last record; a missing lease file never makes it look dead sooner.
+            pass
+
+    def _touch(self, wal_path: Path, saga_id: str) -> None:
+        try:
+            os.utime(lease_path(wal_path, saga_id))
+            self.renewals += 1
+        except FileNotFoundError:
+            self._write(wal_path, saga_id)
+        except OSError:
+            pass
+
+
+_keeper_lock = threading.Lock()
+_keeper: LeaseKeeper | None = None
+
+
+def _reset_after_fork() -> None:
+    if _keeper is not None:
+        _keeper._forget_after_fork()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def lease_keeper() -> LeaseKeeper:
+    """This process's lease keeper (created on first use)."""
+    global _keeper
+    with _keeper_lock:
+        if _keeper is None:
+            _keeper = LeaseKeeper()
+        return _keeper
+
+
+def configure_leases(ttl: float) -> LeaseKeeper:
+    """Set the lease length for sagas started from now on (default 30 s or $AGENT_SAGA_LEASE_TTL).
+
+    A longer lease delays recovery after a crash; a shorter one risks the daemon
+    unwinding a saga whose process was merely paused longer than ``ttl``.
+    """
+    if not isinstance(ttl, (int, float)) or ttl <= 0:
+        raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
+    keeper = lease_keeper()
+    keeper.set_ttl(float(ttl))
+    return keeper
+
+
+def _file_path(wal: object) -> Path | None:
+    if not getattr(wal, "durable", False):
+        return None
+    path = getattr(wal, "path", None)
+    return Path(path) if isinstance(path, Path) else None
+
+
+class LeaseLifecycle:
+    """The engine's lifecycle hook: every saga on a file log holds a lease while it runs."""
+
+    def started(self, saga_id: str, wal: object) -> dict[str, Any] | None:
+        ttl = hold_lease(wal, saga_id)
+        return {"lease_ttl": ttl} if ttl is not None else None
+
+    def ended(self, saga_id: str, wal: object) -> None:
+        release_lease(wal, saga_id)
+
+
+def install_leases() -> None:
+    """Make every saga hold a lease (done by ``import agent_saga``)."""
+    from agent_saga.engine.ports import add_lifecycle
+
+    add_lifecycle(_LIFECYCLE)
+
+
+def hold_lease(wal: object, saga_id: str) -> float | None:
+    """Called by the engine when a saga starts: its lease ttl, or None for a non-file log."""
+    path = _file_path(wal)
+    if path is None:
+        return None
+    return lease_keeper().hold(path, saga_id)
+
+
+def release_lease(wal: object, saga_id: str) -> None:
+    """Called by the engine once a saga's end record is durable."""
+    path = _file_path(wal)
+    if path is not None:
+        lease_keeper().release(path, saga_id)
+
+
+_LIFECYCLE = LeaseLifecycle()

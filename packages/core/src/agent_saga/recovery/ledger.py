@@ -1,0 +1,133 @@
+"""The recovery ledger: which compensations a daemon attempted, and which finished.
+
+Attempts and successes are separate entries. An attempt is written (and
+fsynced) *before* the handler is called and a success right after it returns,
+so a later daemon knows both "this is done, skip it" (even if the log record
+saying so was lost) and "this was tried N times" (bounded retries, then dead
+letter), including attempts whose daemon died mid-call.
+
+The file form is JSON lines under an exclusive ``flock`` per write. Reads are
+incremental and consume complete lines only. Every entry is keyed by the
+compensation's deterministic idempotency key.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+__all__ = ["FileLedger", "KeyState", "Ledger"]
+
+
+@dataclass(slots=True)
+class KeyState:
+    """What the ledger knows about one compensation key."""
+
+    attempts: int = 0
+    failures: int = 0
+    done: bool = False
+    last_error: str = ""
+    last_failed_at: float = 0.0  # seconds since the epoch
+
+
+class Ledger(Protocol):
+    """What the daemon needs from a ledger (file-backed here; a server-backed one fits too)."""
+
+    def refresh(self) -> None: ...
+
+    def state(self, key: str) -> KeyState: ...
+
+    def attempt(self, key: str, saga: str, step: int, by: str) -> None: ...
+
+    def done(self, key: str, saga: str, step: int, by: str) -> None: ...
+
+    def failed(self, key: str, saga: str, step: int, by: str, error: str) -> None: ...
+
+
+class FileLedger:
+    """A ledger in one JSON-lines file, safe for several processes."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._states: dict[str, KeyState] = {}
+        self._offset = 0
+
+    def refresh(self) -> None:
+        """Fold entries appended since the last call (by any process)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n")
+        if end < 0:
+            return
+        for line in data[: end + 1].split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                # Only a writer killed mid-line leaves this, and it never reached its
+                # fsync: the attempt it meant to record did not start.
+                continue
+            if isinstance(entry, dict):
+                self._apply(entry)
+        self._offset += end + 1
+
+    def _apply(self, entry: dict[str, Any]) -> None:
+        key = entry.get("key")
+        if not isinstance(key, str):
+            return
+        state = self._states.setdefault(key, KeyState())
+        event = entry.get("event")
+        if event == "attempt":
+            state.attempts += 1
+        elif event == "done":
+            state.done = True
+        elif event == "failed":
+            state.failures += 1
+            state.last_error = str(entry.get("error", ""))
+            ts = entry.get("ts")
+            state.last_failed_at = ts / 1e6 if isinstance(ts, int) else 0.0
+
+    def state(self, key: str) -> KeyState:
+        return self._states.get(key) or KeyState()
+
+    def keys(self) -> dict[str, KeyState]:
+        return dict(self._states)
+
+    def attempt(self, key: str, saga: str, step: int, by: str) -> None:
+        self._write({"event": "attempt", "key": key, "saga": saga, "step": step, "by": by})
+
+    def done(self, key: str, saga: str, step: int, by: str) -> None:
+        self._write({"event": "done", "key": key, "saga": saga, "step": step, "by": by})
+
+    def failed(self, key: str, saga: str, step: int, by: str, error: str) -> None:
+        self._write({"event": "failed", "key": key, "saga": saga, "step": step, "by": by, "error": error})
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        entry["ts"] = time.time_ns() // 1000
+        line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                # A writer died mid-line: end its fragment so it cannot swallow this entry.
+                line = b"\n" + line
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        # Our own entry is visible to us at once; refresh() picks up everyone else's.
+        self.refresh()

@@ -1,0 +1,15 @@
+"""The conformance suite every framework adapter's tests subclass.
+
+``from agent_saga.testing import AdapterConformance`` imports pytest; nothing else in
+agent-saga does.
+"""
+
+from agent_saga.testing.conformance import (
+    UNDO_HANDLER,
+    AdapterConformance,
+    Call,
+    ledger,
+    root_cause,
+)
+
+__all__ = ["UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]

@@ -1,0 +1,343 @@
+"""One set of promises, checked the same way for every framework.
+
+An adapter's test module subclasses :class:`AdapterConformance` and fills in five
+hooks: how to make a framework tool from a plain function, how its adapter wraps
+one, what the framework shows the model (name, description, schema), and how to run
+the framework's *real* agent loop with a scripted model, inside and outside the
+adapter's run helper. The tests then check, through that real loop:
+
+* the wrapped tool is the framework's own type, with the same name, description, schema;
+* a run whose third tool fails unwinds the first two newest-first (wrap_tool, and again
+  with ``patch_all()`` and a tool policy instead);
+* enforce mode refuses an unclassified tool before it executes; observe mode records it;
+* outside a saga every call passes straight through;
+* the saga is visible on whatever thread the framework runs the tool on;
+* sync and async tools both become steps; the idempotency key reaches a tool that takes it;
+* a tool exception the framework turns into an error result still fails the step, and the
+  run helper then unwinds the run (``ToolFailed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from agent_saga.context import current_saga
+from agent_saga.errors import NotApplied, SagaAborted
+from agent_saga.ids import operation_id
+from agent_saga.log.file import FileWAL
+from agent_saga.plugins.patching import (
+    ToolNotClassified,
+    clear_observations,
+    observations,
+    patch_all,
+    unpatch_all,
+)
+from agent_saga.plugins.support import ToolFailed
+from agent_saga.registry import compensator
+from agent_saga.semantics import ActionSemantics, Compensation, Outcome
+
+__all__ = ["UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]
+
+UNDO_HANDLER = "agent_saga.testing.undo"
+_ledger: list[str] = []
+_ledger_lock = threading.Lock()
+_seen: dict[str, Any] = {}
+
+
+def _note(entry: str) -> None:
+    with _ledger_lock:
+        _ledger.append(entry)
+
+
+def ledger() -> list[str]:
+    """What the conformance tools and their undo did, in order."""
+    with _ledger_lock:
+        return list(_ledger)
+
+
+@compensator(UNDO_HANDLER)
+def undo(ref: str, idempotency_key: str | None = None) -> None:
+    """The registered inverse of every conformance tool."""
+    _note(f"undo:{ref}")
+
+
+def _undo(result: Any) -> Compensation:
+    return Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": result["ref"]})
+
+
+# -- the tools (plain functions; each adapter turns them into framework tools) ---------------
+
+
+def reserve(amount: int) -> dict[str, Any]:
+    """Reserve budget for the campaign."""
+    _note("do:reserve")
+    return {"ref": "reserve", "amount": amount}
+
+
+def publish(title: str) -> dict[str, Any]:
+    """Publish the draft."""
+    _note("do:publish")
+    return {"ref": "publish", "title": title}
+
+
+async def apublish(title: str) -> dict[str, Any]:
+    """Publish the draft (async)."""
+    await asyncio.sleep(0)
+    _note("do:apublish")
+    return {"ref": "apublish", "title": title}
+
+
+def notify(channel: str) -> dict[str, Any]:
+    """Notify the reviewers."""
+    _note("do:notify")
+    raise NotApplied("notification service unreachable")
+
+
+def explode(channel: str) -> dict[str, Any]:
+    """Send the report (its service fails after the request left)."""
+    _note("do:explode")
+    raise RuntimeError("report service timed out")
+
+
+def lookup(topic: str) -> dict[str, Any]:
+    """Look a topic up (a read)."""
+    _note("do:lookup")
+    return {"ref": "lookup", "topic": topic}
+
+
+def keyed(amount: int, idempotency_key: str | None = None) -> dict[str, Any]:
+    """Charge the card."""
+    _seen["key"] = idempotency_key
+    _note("do:keyed")
+    return {"ref": "keyed"}
+
+
+def whereami(note: str) -> dict[str, Any]:
+    """Report where the tool runs."""
+    saga = current_saga()
+    _seen.setdefault("where", []).append((saga.saga_id if saga else None, threading.current_thread().name))
+    return {"ref": "whereami"}
+
+
+async def awhereami(note: str) -> dict[str, Any]:
+    """Report where the tool runs (async)."""
+    saga = current_saga()
+    _seen.setdefault("where", []).append((saga.saga_id if saga else None, threading.current_thread().name))
+    return {"ref": "awhereami"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the scripted model makes, one per model turn."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The innermost cause, through SagaAborted / ToolFailed and a framework's own wrapping."""
+    while True:
+        if isinstance(err, (SagaAborted, ToolFailed)):
+            err = err.cause
+        elif err.__cause__ is not None:
+            err = err.__cause__
+        else:
+            return err
+
+
+_POLICY_TOOL = {"semantics": "COMPENSABLE", "compensate": {"handler": UNDO_HANDLER, "args": {"ref": "$.ref"}}}
+THREE = [Call("reserve", {"amount": 5000}), Call("publish", {"title": "Q3"}), Call("notify", {"channel": "ops"})]
+
+
+class AdapterConformance:
+    """Subclass in each adapter's tests and implement the hooks below."""
+
+    #: the adapter key (``langgraph``, ``openai_agents``, ...)
+    framework: ClassVar[str]
+    #: how the framework treats a tool exception, as offered by ``run(errors_as_results=...)``:
+    #: False = the exception ends the run, True = the model gets an error result and the loop goes on
+    error_modes: ClassVar[tuple[bool, ...]] = (False,)
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def make_tool(self, fn: Callable[..., Any]) -> Any:
+        raise NotImplementedError
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        raise NotImplementedError
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        """(name, description, argument schema) as the model sees them."""
+        raise NotImplementedError
+
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None
+    ) -> Any:
+        """Run the real agent loop (scripted model making ``calls``) inside the adapter's run helper.
+
+        ``errors_as_results``: None = the framework's default handling of a tool exception;
+        False = the exception ends the run; True = the model gets an error result.
+        """
+        raise NotImplementedError
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        """The same loop with no saga at all."""
+        raise NotImplementedError
+
+    # -- fixtures and helpers -----------------------------------------------------------
+
+    @pytest.fixture(autouse=True)
+    def _conformance(self, tmp_path: Path) -> Iterator[None]:
+        with _ledger_lock:
+            _ledger.clear()
+        _seen.clear()
+        clear_observations()
+        unpatch_all()
+        self.wal = FileWAL(tmp_path / "conformance.wal")
+        try:
+            yield
+        finally:
+            unpatch_all()
+            self.wal.close()
+
+    def wrapped(self, fn: Callable[..., Any], semantics: str = "COMPENSABLE") -> Any:
+        compensate = _undo if semantics == "COMPENSABLE" else None
+        return self.wrap(self.make_tool(fn), semantics=semantics, compensate=compensate)
+
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        return [r for r in self.wal.records() if r["type"] == kind]
+
+    def aborted(self, tools: list[Any], calls: list[Call], **kw: Any) -> SagaAborted:
+        with pytest.raises(SagaAborted) as caught:
+            self.run(tools, calls, wal=self.wal, **kw)
+        return caught.value
+
+    def assert_unwound_newest_first(self, err: SagaAborted, first: str = "reserve", second: str = "publish") -> None:
+        assert [s.tool for s in err.report.compensated] == [second, first]
+        undone = [r["step"] for r in self.records("STEP_COMPENSATED")]
+        assert undone == [2, 1]
+        assert ledger()[-2:] == [f"undo:{second}", f"undo:{first}"]
+
+    # -- the promises -------------------------------------------------------------------
+
+    @pytest.mark.parametrize("fn", [publish, apublish], ids=["sync", "async"])
+    def test_wrapped_tool_is_the_same_type_name_description_schema(self, fn: Callable[..., Any]) -> None:
+        tool = self.make_tool(fn)
+        safe = self.wrap(tool, semantics="COMPENSABLE", compensate=_undo)
+        assert type(safe) is type(tool)
+        assert safe is not tool
+        assert self.shape(safe) == self.shape(tool)
+        assert self.shape(safe)[0] == fn.__name__
+
+    def test_third_tool_failing_unwinds_the_first_two_newest_first(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(publish), self.wrapped(notify, "IRREVERSIBLE")]
+        err = self.aborted(tools, THREE)
+        assert ledger() == ["do:reserve", "do:publish", "do:notify", "undo:publish", "undo:reserve"]
+        self.assert_unwound_newest_first(err)
+        assert isinstance(root_cause(err), NotApplied)
+        assert err.report.clean  # the notification certainly did not happen
+
+    def test_patch_all_with_a_policy_gives_the_same_unwind(self) -> None:
+        report = patch_all({"mode": "observe", "tools": {
+            "reserve": _POLICY_TOOL, "publish": _POLICY_TOOL, "notify": {"semantics": "IRREVERSIBLE"}}})
+        assert self.framework in report.patched
+        tools = [self.make_tool(reserve), self.make_tool(publish), self.make_tool(notify)]
+        err = self.aborted(tools, THREE)
+        assert ledger() == ["do:reserve", "do:publish", "do:notify", "undo:publish", "undo:reserve"]
+        self.assert_unwound_newest_first(err)
+        assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve", "publish", "notify"]
+
+    def test_enforce_mode_refuses_an_unclassified_tool_before_it_runs(self) -> None:
+        patch_all({"mode": "enforce", "tools": {"reserve": _POLICY_TOOL, "publish": _POLICY_TOOL}})
+        tools = [self.make_tool(reserve), self.make_tool(publish), self.make_tool(notify)]
+        err = self.aborted(tools, THREE)
+        assert "do:notify" not in ledger()
+        assert ledger() == ["do:reserve", "do:publish", "undo:publish", "undo:reserve"]
+        assert isinstance(root_cause(err), ToolNotClassified)
+        self.assert_unwound_newest_first(err)
+        assert [(o.tool, o.refused) for o in observations()] == [("notify", True)]
+
+    def test_observe_mode_lets_an_unclassified_tool_run_and_records_it(self) -> None:
+        patch_all({"mode": "observe", "tools": {"reserve": _POLICY_TOOL}})
+        tools = [self.make_tool(reserve), self.make_tool(lookup)]
+        self.run(tools, [Call("reserve", {"amount": 1}), Call("lookup", {"topic": "q3"})], wal=self.wal)
+        assert ledger() == ["do:reserve", "do:lookup"]
+        assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve"]  # not a step
+        assert [(o.tool, o.mode, o.refused) for o in observations()] == [("lookup", "observe", False)]
+        assert self.records("SAGA_COMPLETED")
+
+    def test_outside_a_saga_calls_pass_straight_through(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(whereami, "REVERSIBLE")]
+        self.run_plain(tools, [Call("reserve", {"amount": 1}), Call("whereami", {"note": "x"})])
+        assert ledger() == ["do:reserve"]
+        assert [saga for saga, _ in _seen["where"]] == [None]
+        patch_all({"mode": "enforce", "tools": {}})  # even enforce mode leaves unbounded calls alone
+        self.run_plain([self.make_tool(lookup)], [Call("lookup", {"topic": "q3"})])
+        assert ledger()[-1] == "do:lookup"
+        assert observations() == ()
+        assert list(self.wal.records()) == []
+
+    def test_the_saga_is_visible_on_the_thread_the_framework_uses(self) -> None:
+        tools = [self.wrapped(whereami, "REVERSIBLE"), self.wrapped(awhereami, "REVERSIBLE")]
+        self.run(tools, [Call("whereami", {"note": "a"}), Call("awhereami", {"note": "b"})], wal=self.wal)
+        saga_id = self.records("SAGA_STARTED")[0]["saga"]
+        assert [saga for saga, _ in _seen["where"]] == [saga_id, saga_id]
+
+    def test_sync_and_async_tools_are_both_steps_and_both_undone(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(apublish), self.wrapped(notify, "IRREVERSIBLE")]
+        calls = [Call("reserve", {"amount": 1}), Call("apublish", {"title": "t"}), Call("notify", {"channel": "c"})]
+        err = self.aborted(tools, calls)
+        self.assert_unwound_newest_first(err, "reserve", "apublish")
+
+    def test_the_idempotency_key_reaches_a_tool_that_accepts_it(self) -> None:
+        self.run([self.wrapped(keyed)], [Call("keyed", {"amount": 1})], wal=self.wal)
+        saga_id = self.records("SAGA_STARTED")[0]["saga"]
+        assert _seen["key"] == operation_id(saga_id, 1, "keyed", "forward")
+
+    def test_a_tool_exception_fails_the_step_whatever_the_framework_does_with_it(self) -> None:
+        for as_result in self.error_modes:
+            with _ledger_lock:
+                _ledger.clear()
+            tools = [self.wrapped(reserve), self.wrapped(explode, "IRREVERSIBLE")]
+            err = self.aborted(tools, [Call("reserve", {"amount": 1}), Call("explode", {"channel": "c"})],
+                               errors_as_results=as_result)
+            assert isinstance(root_cause(err), RuntimeError)
+            # The run helper turns a failure the framework swallowed into a failed run.
+            assert isinstance(err.cause, ToolFailed) is as_result
+            assert ledger() == ["do:reserve", "do:explode", "undo:reserve"]
+            outcomes = {s.tool: s.outcome for s in err.report.steps}
+            assert outcomes == {"explode": Outcome.UNRESOLVED, "reserve": Outcome.COMPENSATED}
+            assert not err.report.clean  # an UNKNOWN irreversible step is never clean
+
+    def test_patch_all_is_idempotent_and_unpatch_removes_exactly_what_it_installed(self) -> None:
+        policy = {"mode": "observe", "tools": {"reserve": _POLICY_TOOL}}
+        first = patch_all(policy)
+        second = patch_all(policy)
+        assert first.patched == second.patched
+        assert first.patched[self.framework]
+        self.run([self.make_tool(reserve)], [Call("reserve", {"amount": 1})], wal=self.wal)
+        assert len(self.records("STEP_INTENT")) == 1  # patched twice, still one step
+        removed = unpatch_all()
+        assert sorted(removed[self.framework]) == sorted(first.patched[self.framework])
+        assert unpatch_all() == {}
+        self.run([self.make_tool(reserve)], [Call("reserve", {"amount": 1})], wal=self.wal)
+        assert len(self.records("STEP_INTENT")) == 1  # no longer patched: no new step
+        assert ledger() == ["do:reserve", "do:reserve"]
+
+    def test_an_explicitly_wrapped_tool_is_one_step_under_patch_all(self) -> None:
+        patch_all({"mode": "enforce", "tools": {}})
+        self.run([self.wrapped(reserve)], [Call("reserve", {"amount": 1})], wal=self.wal)
+        assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve"]
+        assert observations() == ()
+
+    def test_semantics_are_never_inferred(self) -> None:
+        assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE
+        with pytest.raises(ValueError, match="never guesses"):
+            self.wrap(self.make_tool(reserve), semantics="PROBABLY_FINE")

@@ -1,0 +1,102 @@
+"""Shared helpers for the gate tests: requests, a clock we move by hand, an approver, Redis access."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agent_saga.engine.ports import StepRequest
+from agent_saga.gate import set_breaker, set_limit_store, set_switch
+from agent_saga.gate.approval import ApprovalDecision, ApprovalRequest
+from agent_saga.semantics import ActionSemantics
+
+DEFAULT_REDIS = "redis://127.0.0.1:6399/0"
+
+
+def req(
+    tool: str = "stripe.charge",
+    semantics: ActionSemantics | str = "COMPENSABLE",
+    *,
+    saga: str = "saga-1",
+    step: int = 1,
+    tags: tuple[str, ...] = (),
+    **args: Any,
+) -> StepRequest:
+    return StepRequest(
+        saga, step, tool, ActionSemantics.parse(semantics), dict(args), frozenset(tags),
+        op_id(saga, step),
+    )
+
+
+def op_id(saga: str, step: int) -> str:
+    return f"{saga}/{step}/{uuid.uuid4().hex[:6]}"
+
+
+class Clock:
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Approver:
+    """An approval provider that answers from a function and remembers every request."""
+
+    def __init__(self, answer: bool | Callable[[ApprovalRequest], Any] = True, who: str = "risk@corp") -> None:
+        self.answer = answer
+        self.who = who
+        self.requests: list[ApprovalRequest] = []
+
+    def _decide(self, request: ApprovalRequest) -> Any:
+        self.requests.append(request)
+        if callable(self.answer):
+            return self.answer(request)
+        return ApprovalDecision(self.answer, self.who, "checked by phone" if self.answer else "no")
+
+    def request_approval(self, request: ApprovalRequest) -> Any:
+        return self._decide(request)
+
+    async def request_approval_async(self, request: ApprovalRequest) -> Any:
+        return self._decide(request)
+
+
+def reset_gate_globals() -> None:
+    set_breaker(None)
+    set_limit_store(None)
+    set_switch(None)
+
+
+def redis_url() -> str:
+    """REDIS_URL if set (it must answer), else the scripts/services default (skip if absent)."""
+    explicit = os.environ.get("REDIS_URL")
+    url = explicit or DEFAULT_REDIS
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as err:
+        if explicit:
+            pytest.fail(f"REDIS_URL={url} is set but Redis does not answer ({err}); start it with scripts/services start")
+        pytest.skip(f"no Redis at {url} and REDIS_URL is not set; run scripts/services start")
+    finally:
+        client.close()
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -1,0 +1,152 @@
+"""A worker process for the crash tests: runs sagas against recovery_world, dies where told.
+
+usage: python recovery_worker.py WAL SCENARIO [N]
+       python recovery_worker.py --fork-each POINTS.json   (the crash matrix)
+
+$RECOVERY_CRASH_AT picks where the process dies with os._exit (no atexit, no
+finally): "before:N" / "after:N" around the flush of the N-th record this process
+writes, or "idle:K" while idle between step K and step K+1. The log class below
+flushes one record at a time so that every append is a boundary of its own; the
+production FileWAL is not changed for the test.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import recovery_world as world
+
+from agent_saga import ActionSemantics, FileWAL, SagaAborted, call_with, delete_by, saga_scope
+
+crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
+C, IRR = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE
+
+
+class CrashingWAL(FileWAL):
+    written = 0
+
+    def _write(self, batch: Any) -> None:
+        for entry in batch:
+            number = CrashingWAL.written + 1
+            if crash_at == f"before:{number}":
+                os._exit(137)
+            super()._write([entry])
+            CrashingWAL.written = number
+            if crash_at == f"after:{number}":
+                os._exit(137)
+
+
+def idle(after_step: int) -> None:
+    if crash_at == f"idle:{after_step}":
+        time.sleep(0.05)  # the model is "thinking"; the commit record reaches the disk meanwhile
+        os._exit(137)
+
+
+def four(wal: FileWAL) -> None:
+    """charge A, reserve R1, notify (IRREVERSIBLE), charge B, then the agent fails."""
+    try:
+        with saga_scope(wal, name="four") as s:
+            s.execute(tool="world.charge", semantics=C,
+                      forward=functools.partial(world.charge, ref="A", amount=100),
+                      compensate=call_with(world.refund, ref="A"))
+            idle(1)
+            s.execute(tool="world.reserve", semantics=C,
+                      forward=functools.partial(world.reserve, item="R1"),
+                      compensate=delete_by(world.release, field="id"))
+            idle(2)
+            s.execute(tool="world.notify", semantics=IRR,
+                      forward=functools.partial(world.notify, to="ops"))
+            idle(3)
+            s.execute(tool="world.charge", semantics=C,
+                      forward=functools.partial(world.charge, ref="B", amount=250),
+                      compensate=call_with(world.refund, ref="B"))
+            raise RuntimeError("the agent gave up after step 4")
+    except SagaAborted:
+        pass
+
+
+def three(wal: FileWAL) -> None:
+    """Three charges; $RECOVERY_CRASH_EFFECT kills the process inside the third."""
+    with saga_scope(wal, name="three") as s:
+        # Optionally outlive one lease tick, so that the lease file exists when we die.
+        time.sleep(float(os.environ.get("RECOVERY_SETTLE", "0")))
+        for ref, amount in (("A", 100), ("B", 200), ("C", 300)):
+            s.execute(tool="world.charge", semantics=C,
+                      forward=functools.partial(world.charge, ref=ref, amount=amount),
+                      compensate=call_with(world.refund, ref=ref))
+
+
+def many(wal: FileWAL, count: int) -> None:
+    """``count`` sagas, one committed charge each, all left open when the process dies."""
+    scopes = []
+    for i in range(count):
+        scope = saga_scope(wal, name=f"many-{i}")
+        s = scope.__enter__()
+        s.execute(tool="world.charge", semantics=C,
+                  forward=functools.partial(world.charge, ref=f"M{i}", amount=i + 1),
+                  compensate=call_with(world.refund, ref=f"M{i}"))
+        scopes.append(scope)
+    wal.barrier()
+    os._exit(137)
+
+
+def live(wal: FileWAL, seconds: float) -> None:
+    """One step, then idle (lease renewing) for ``seconds``, then complete."""
+    with saga_scope(wal, name="live") as s:
+        s.execute(tool="world.charge", semantics=C,
+                  forward=functools.partial(world.charge, ref="L", amount=1),
+                  compensate=call_with(world.refund, ref="L"))
+        wal.barrier()
+        print(s.saga_id, flush=True)
+        time.sleep(seconds)
+
+
+def fork_each(spec_file: str) -> None:
+    """Run scenario "four" once per crash point, each in a forked child (a real process
+    killed with os._exit), so the interpreter and the library are imported once."""
+    global crash_at
+    points = json.loads(Path(spec_file).read_text())
+    codes = []
+    for point in points:
+        pid = os.fork()
+        if pid == 0:
+            os.environ.update(point["env"])
+            crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
+            wal = CrashingWAL(point["wal"], linger=0.0)
+            four(wal)
+            wal.close()
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        codes.append(os.waitstatus_to_exitcode(status))
+    print(json.dumps(codes))
+
+
+def main() -> None:
+    if sys.argv[1] == "--fork-each":
+        fork_each(sys.argv[2])
+        return
+    wal = CrashingWAL(sys.argv[1], linger=0.0)
+    scenario = sys.argv[2]
+    if scenario == "four":
+        four(wal)
+    elif scenario == "three":
+        three(wal)
+    elif scenario == "many":
+        many(wal, int(sys.argv[3]))
+    elif scenario == "live":
+        live(wal, float(sys.argv[3]))
+    else:
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    wal.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Every verb of `agent-saga`: help with an example, usage errors, unusable files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_saga.cli.main import build_parser
+
+VERBS = ["certify", "demo", "drain", "escalations", "export", "graph", "halt", "quarantine", "recover",
+         "resume", "status", "verify"]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
+                          timeout=60, check=False, cwd=cwd)
+
+
+def test_every_registered_verb_is_covered_here() -> None:
+    parser = build_parser()
+    (verbs,) = [a for a in parser._actions if a.dest == "verb"]
+    assert sorted(verbs.choices) == VERBS  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_help_shows_an_example(verb: str) -> None:
+    out = cli(verb, "--help")
+    assert out.returncode == 0
+    assert "example" in out.stdout and f"agent-saga {verb}" in out.stdout
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
+    out = cli(verb, "--no-such-flag")
+    assert out.returncode == 2
+    # argparse names the first problem: a missing required flag, or the unknown one
+    assert f"agent-saga {verb}: error:" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_no_verb_is_a_usage_error() -> None:
+    out = cli()
+    assert out.returncode == 2 and "VERB" in out.stderr
+
+
+@pytest.mark.parametrize(("verb", "args"), [
+    ("verify", ["--wal-path", "{missing}"]),
+    ("export", ["--wal-path", "{missing}", "--out", "{tmp}/bundle"]),
+    ("certify", ["--wal-path", "{missing}"]),
+    ("graph", ["--wal", "{missing}"]),
+    ("recover", ["--wal-path", "{missing}"]),
+    ("escalations", ["--wal-path", "{missing}"]),
+    ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be
+    ("halt", ["--scope", "global", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
+    ("drain", ["--reason", "r", "--by", "me", "--store", "{tmp}"]),
+    ("quarantine", ["s1", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
+    ("resume", ["--scope", "global", "--by", "me", "--store", "{tmp}"]),
+    ("demo", ["--dir", "/proc/agent-saga-cannot-write-here"]),
+])
+def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str], tmp_path: Path) -> None:
+    filled = [a.format(missing=tmp_path / "missing.wal", tmp=tmp_path) for a in args]
+    out = cli(verb, *filled)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith(f"agent-saga {verb}:")
+    named = str(tmp_path / "missing.wal") if "{missing}" in " ".join(args) else None
+    if named:
+        assert named in out.stderr

@@ -1,0 +1,148 @@
+"""`agent-saga graph`: real parsers accept the output, and outcomes are drawn apart."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_saga import Compensation, FileWAL, RetryPolicy, SagaAborted, compensator, saga_scope
+from agent_saga.log import read_records
+from agent_saga.recovery.fold import fold
+from agent_saga.registry import unregister
+from agent_saga.viz import build, to_dot, to_mermaid
+
+MERMAID = Path(__file__).parent / "mermaid"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def mixed_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One log with a clean unwind, a failed undo, an orphan, a completed and an open saga."""
+    path = tmp_path_factory.mktemp("graph") / "mixed.wal"
+
+    @compensator("graph.undo")
+    def undo(x: str) -> None: ...
+
+    def broken(x: str) -> None:
+        raise ConnectionError("refund service down")
+
+    ok = lambda r: Compensation(fn=undo, handler="graph.undo", kwargs={"x": "a"})
+    wal = FileWAL(path)
+    try:
+        with pytest.raises(SagaAborted), saga_scope(wal, name="clean-one") as s:
+            s.execute(tool="cloud.create", semantics="COMPENSABLE", forward=lambda: 1, compensate=ok)
+            raise RuntimeError("model said \"no\" <stop>")
+        with pytest.raises(SagaAborted), saga_scope(wal, name="partial", compensation_retry=RetryPolicy(1)) as s:
+            s.execute(tool="pay.charge", semantics="COMPENSABLE", forward=lambda: 1, compensate=ok)
+            s.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=lambda: 1)
+            s.execute(tool="crm.update", semantics="COMPENSABLE", forward=lambda: 1,
+                      compensate=lambda r: Compensation(fn=broken, kwargs={"x": "b"}))
+            raise RuntimeError("late failure")
+        with saga_scope(wal, name="fine") as s:
+            s.execute(tool="read.docs", semantics="REVERSIBLE", forward=lambda: 1)
+        wal.append("SAGA_STARTED", "open-saga-id", {"name": "crashed"})
+        wal.append("STEP_INTENT", "open-saga-id", {"tool": "pay.charge", "semantics": "COMPENSABLE"}, step=1)
+    finally:
+        wal.close()
+        unregister("graph.undo")
+    return path
+
+
+def model(path: Path):  # type: ignore[no-untyped-def]
+    return {s.name: s for s in build(fold(read_records(path)).values())}
+
+
+def test_model_tells_clean_from_partial(mixed_log: Path) -> None:
+    sagas = model(mixed_log)
+    assert sagas["clean-one"].clean and sagas["clean-one"].verdict == "rollback clean"
+    partial = sagas["partial"]
+    assert not partial.clean
+    assert [(s.tool, s.outcome) for s in partial.unwound] == [
+        ("crm.update", "failed"), ("mail.send", "unresolved"), ("pay.charge", "unresolved")]
+    assert partial.verdict.startswith("rollback NOT CLEAN")
+    assert sagas["fine"].status == "completed"
+    assert sagas["crashed"].status == "open" and "1 effect(s) may be standing" in sagas["crashed"].verdict
+
+
+def test_orphans_get_their_own_outcome(tmp_path: Path) -> None:
+    wal = FileWAL(tmp_path / "o.wal")
+    with pytest.raises(SagaAborted), saga_scope(wal, name="orphan") as s:
+        s.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=lambda: 1)
+        raise RuntimeError
+    wal.close()
+    (saga,) = build(fold(read_records(tmp_path / "o.wal")).values())
+    assert [s.outcome for s in saga.unwound] == ["orphaned"] and not saga.clean
+    assert "ORPHANED - no undo exists" in to_mermaid([saga])
+
+
+def test_mermaid_output_parses_with_mermaid_itself(mixed_log: Path, tmp_path: Path) -> None:
+    assert (MERMAID / "node_modules" / "mermaid").is_dir(), (
+        "Mermaid's parser is not installed: run `npm ci --prefix packages/core/tests/mermaid` "
+        "(scripts/test does this)")
+    out = cli("graph", "--wal", str(mixed_log))
+    assert out.returncode == 0, out.stderr
+    (tmp_path / "all.mmd").write_text(out.stdout)
+    one = cli("graph", "--wal", str(mixed_log), "--saga", "open-saga", "-o", str(tmp_path / "one.mmd"))
+    assert one.returncode == 0, one.stderr
+    parsed = subprocess.run(["node", str(MERMAID / "parse.mjs"), str(tmp_path / "all.mmd"),
+                             str(tmp_path / "one.mmd")], capture_output=True, text=True, timeout=120, check=False)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+    # quotes and angle brackets from the cause did not break the label
+    assert "#quot;no#quot; #lt;stop#gt;" in out.stdout
+
+
+def test_mermaid_parser_rejects_a_broken_diagram(tmp_path: Path) -> None:
+    # The check above is only worth something if the parser can say no.
+    (tmp_path / "bad.mmd").write_text('flowchart TD\n  a["unclosed --> b\n')
+    parsed = subprocess.run(["node", str(MERMAID / "parse.mjs"), str(tmp_path / "bad.mmd")],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert parsed.returncode == 1 and "ERR" in parsed.stdout
+
+
+def test_dot_output_renders_with_graphviz(mixed_log: Path) -> None:
+    assert shutil.which("dot"), "Graphviz is not installed: scripts/services installs it"
+    out = cli("graph", "--wal", str(mixed_log), "--format", "dot")
+    assert out.returncode == 0
+    svg = subprocess.run(["dot", "-Tsvg"], input=out.stdout, capture_output=True, text=True, check=False)
+    assert svg.returncode == 0, svg.stderr
+    assert svg.stdout.count("<g id=\"node") >= 12
+
+
+def test_the_three_outcomes_are_styled_apart(mixed_log: Path, tmp_path: Path) -> None:
+    sagas = list(model(mixed_log).values())
+    mermaid = to_mermaid(sagas)
+    styles = {name: re.search(rf"classDef {name} (\S+)", mermaid).group(1)  # type: ignore[union-attr]
+              for name in ("compensated", "failed", "orphaned")}
+    assert len(set(styles.values())) == 3
+    assert "dasharray" in styles["orphaned"] and "stroke-width:4px" in styles["failed"]
+    dot = to_dot(sagas)
+    failed_line = next(x for x in dot.splitlines() if "COMPENSATION FAILED" in x)
+    clean_line = next(x for x in dot.splitlines() if "\\ncompensated" in x)
+    assert "penwidth=4" in failed_line and "penwidth=2" in clean_line
+    # a partial rollback's verdict never wears the clean style
+    verdict = next(x for x in mermaid.splitlines() if "rollback NOT CLEAN" in x)
+    assert verdict.endswith(":::dirty")
+
+
+def test_graph_help_usage_and_missing_file(tmp_path: Path) -> None:
+    help_ = cli("graph", "--help")
+    assert help_.returncode == 0 and "example" in help_.stdout
+    usage = cli("graph")
+    assert usage.returncode == 2 and "--wal" in usage.stderr
+    missing = cli("graph", "--wal", str(tmp_path / "nope.wal"))
+    assert missing.returncode == 3 and "no log at" in missing.stderr and "Traceback" not in missing.stderr
+    assert cli("graph", "--wal", str(tmp_path)).returncode == 3
+
+
+def test_unknown_saga_prefix_is_a_usage_error(mixed_log: Path) -> None:
+    out = cli("graph", "--wal", str(mixed_log), "--saga", "zzzz")
+    assert out.returncode == 2 and "no saga" in out.stderr

@@ -1,0 +1,151 @@
+"""patch_all(): adapters found by entry point, checked from metadata before import.
+
+The adapters here are real installed distributions (a dist-info directory and a
+module on sys.path), each run in a fresh interpreter so that nothing leaks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PLUGIN = '''
+import json, os
+from agent_saga.plugins.hookspecs import hookimpl
+from agent_saga.plugins.patching import Patches
+from agent_saga.plugins.support import patched_sync
+
+class Runtime:
+    def call_tool(self, name, fn, **kw):
+        return fn(**kw)
+
+_patches = Patches()
+
+def _wrap(original):
+    def call_tool(self, name, fn, **kw):
+        return patched_sync(name, "{key}", id(self), lambda: original(self, name, fn, **kw), kw)
+    return call_tool
+
+@hookimpl
+def agent_saga_patch(config):
+    _patches.apply(Runtime, "call_tool", _wrap)
+    return _patches.targets()
+
+@hookimpl
+def agent_saga_unpatch():
+    return _patches.revert()
+'''
+
+
+def _install(site: Path, key: str, requires: str) -> None:
+    """A real (tiny) installed distribution with an agent_saga_adapters entry point."""
+    (site / f"demo_{key}.py").write_text(PLUGIN.replace("{key}", key))
+    info = site / f"agent_saga_{key}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: agent-saga-{key}\nVersion: 0.1\n"
+        f"Provides-Extra: {key}\nRequires-Dist: {requires}; extra == \"{key}\"\n"
+    )
+    (info / "entry_points.txt").write_text(f"[agent_saga_adapters]\n{key} = demo_{key}\n")
+    (info / "RECORD").write_text("")
+
+
+def _run(site: Path, code: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    script = f"import sys; sys.path.insert(0, {str(site)!r})\n" + textwrap.dedent(code)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SAGA")}
+    full_env.update(env or {})
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=full_env, check=False)
+    assert out.returncode == 0, out.stderr
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+REPORT = """
+import json, sys
+import agent_saga
+# Only the adapters made here: others installed in this environment are not the subject.
+report = agent_saga.patch_all(only=["inrange", "missing", "toonew"])
+print(json.dumps({"report": report.to_dict(),
+                  "imported": sorted(m for m in sys.modules if m.startswith("demo_"))}))
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    _install(tmp_path, "inrange", "pluggy>=1.0")
+    _install(tmp_path, "missing", "no-such-framework-agent-saga>=1.0")
+    _install(tmp_path, "toonew", "pluggy>=99")
+    return tmp_path
+
+
+def test_only_adapters_whose_framework_is_installed_in_range_are_imported(site: Path) -> None:
+    out = _run(site, REPORT)
+    report = out["report"]
+    assert isinstance(report, dict)
+    assert list(report["patched"]) == ["inrange"]
+    assert report["patched"]["inrange"] == ["demo_inrange.Runtime.call_tool"]
+    assert report["skipped"]["missing"] == "no-such-framework-agent-saga is not installed"
+    assert "outside the supported range pluggy>=99" in report["skipped"]["toonew"]
+    assert out["imported"] == ["demo_inrange"]  # the others were never imported
+
+
+def test_disabled_adapters_are_neither_imported_nor_patched(site: Path) -> None:
+    out = _run(site, REPORT, {"AGENT_SAGA_DISABLED_ADAPTERS": "inrange, other"})
+    assert out["imported"] == []
+    assert out["report"]["patched"] == {}  # type: ignore[index]
+    assert out["report"]["skipped"]["inrange"] == "disabled by $AGENT_SAGA_DISABLED_ADAPTERS"  # type: ignore[index]
+
+
+def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"mode": "enforce", "tools": {"read": {"semantics": "REVERSIBLE"}}}))
+    out = _run(site, """
+        import json
+        import agent_saga
+        from agent_saga import MemoryWAL, saga_scope
+        from agent_saga.plugins import ToolNotClassified
+        import demo_inrange
+        original = demo_inrange.Runtime.__dict__["call_tool"]
+        first = agent_saga.patch_all(only=["inrange"])
+        again = agent_saga.patch_all(only=["inrange"])
+        rt, wal, ran = demo_inrange.Runtime(), MemoryWAL(), []
+        outside = rt.call_tool("write", lambda: ran.append("outside") or 1)
+        with saga_scope(wal):
+            rt.call_tool("read", lambda q: ran.append("read") or q, q=7)
+            try:
+                rt.call_tool("write", lambda: ran.append("write"))
+            except ToolNotClassified as err:
+                refused = err.rule
+        steps = [r["body"].get("tool") for r in wal.records() if r["type"] == "STEP_COMMITTED"]
+        removed = agent_saga.unpatch_all()
+        print(json.dumps({"same": first.patched == again.patched, "ran": ran, "steps": steps,
+                          "refused": refused, "removed": removed,
+                          "restored": demo_inrange.Runtime.__dict__["call_tool"] is original}))
+    """, {"AGENT_SAGA_POLICY": str(policy)})
+    assert out == {
+        "same": True, "ran": ["outside", "read"], "steps": ["read"], "refused": "policy.unclassified",
+        "removed": {"inrange": ["demo_inrange.Runtime.call_tool"]}, "restored": True,
+    }
+
+
+def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
+    code = """
+        import json, sys
+        import agent_saga, agent_saga.fleet, agent_saga.plugins
+        light = {"pluggy": "pluggy" in sys.modules, "pytest": "pytest" in sys.modules}
+        import agent_saga.testing
+        print(json.dumps({**light, "pytest_after_testing": "pytest" in sys.modules}))
+    """
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"pluggy": False, "pytest": False, "pytest_after_testing": True}
+
+
+def test_a_missing_adapter_names_the_distribution_to_install() -> None:
+    with pytest.raises(ModuleNotFoundError, match="pip install agent-saga-no-such-fw"):
+        __import__("agent_saga.adapters.no_such_fw")

@@ -1,0 +1,217 @@
+"""`agent-saga recover` / `agent-saga escalations` / `saga-recoveryd`, run as real processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import recovery_world as world
+from recovery_checks import chain_ok, env_for, read_log, run_worker, wait_until_expired, world_counts
+
+from agent_saga.ids import operation_id
+from agent_saga.recovery import fold
+
+
+def agent_saga(world_dir: Path, *args: str, role: str = "daemon") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent_saga", *args], env=env_for(world_dir, role=role),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def recoveryd(world_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    code = "import sys; from agent_saga.cli.recover import recoveryd_main; sys.exit(recoveryd_main())"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], env=env_for(world_dir, role="daemon"),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_worker_killed_inside_third_effect_is_unwound_by_the_cli(tmp_path: Path) -> None:
+    wal = tmp_path / "agent.wal"
+    code = run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after")
+    assert code == 137
+    before = read_log(wal)
+    assert [r["type"] for r in before][-1] == "STEP_INTENT"  # the third call never returned
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "charge")] == ["A", "B", "C"]
+    wait_until_expired()
+
+    done = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                      "--lease-grace", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recovered 1" in done.stdout
+
+    items = world.entries(tmp_path)
+    refunds = world.applied(items, "refund")
+    assert [e["ref"] for e in refunds] == ["C", "B", "A"]  # newest first
+    saga = before[0]["saga"]
+    for step, refund in zip((3, 2, 1), refunds, strict=True):
+        assert refund["key"] == operation_id(saga, step, "world.charge", "compensate")
+        assert refund["role"] == "daemon"
+
+    view = fold(read_log(wal))[saga]
+    assert view.ended == "SAGA_ROLLED_BACK"
+    assert view.steps[3].unknown  # the daemon recorded the in-flight step as UNKNOWN first
+    assert all(view.steps[i].compensated for i in (1, 2, 3))
+    assert chain_ok(wal)
+
+    size = wal.stat().st_size
+    again = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                       "--lease-grace", "0")
+    assert again.returncode == 0, again.stderr
+    assert wal.stat().st_size == size
+    assert world_counts(world.entries(tmp_path), "attempt", role="daemon") == world_counts(refunds, "applied")
+
+
+def test_missing_log_is_exit_3_in_one_line(tmp_path: Path) -> None:
+    for args in (["recover", "--wal-path", str(tmp_path / "nope.wal")],
+                 ["escalations", "--wal-path", str(tmp_path / "nope.wal")]):
+        done = agent_saga(tmp_path, *args)
+        assert done.returncode == 3
+        assert "no log at" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_corrupt_log_is_exit_3_and_nothing_is_undone(tmp_path: Path) -> None:
+    wal = tmp_path / "agent.wal"
+    run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after")
+    lines = wal.read_bytes().splitlines(keepends=True)
+    lines[1] = b'{"seq": 2, garbage\n'
+    wal.write_bytes(b"".join(lines))
+    wait_until_expired()
+    done = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                      "--lease-grace", "0")
+    assert done.returncode == 3
+    assert "not a record" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert world.applied(world.entries(tmp_path), "refund") == []
+
+
+def test_bad_import_is_a_usage_error(tmp_path: Path) -> None:
+    wal = tmp_path / "agent.wal"
+    run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:A:after")
+    done = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "no_such_module_xyz")
+    assert done.returncode == 2
+    assert "--import no_such_module_xyz" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_without_the_handlers_every_step_escalates_once_and_nothing_runs(tmp_path: Path) -> None:
+    wal = tmp_path / "agent.wal"
+    run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after")
+    wait_until_expired()
+    for _ in range(3):
+        done = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--lease-grace", "0")
+        assert done.returncode == 1, done.stderr
+    assert world.applied(world.entries(tmp_path), "refund") == []
+    listing = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert listing.returncode == 1
+    assert "handler-missing" in listing.stdout
+    assert "1 open escalation(s)" in listing.stdout  # step 3 blocks; 2 and 1 wait behind it
+    escalated = [r for r in read_log(wal) if r["type"] == "ESCALATED"]
+    assert len(escalated) == 1
+
+    # Started again with the import, the daemon finishes and answers the escalation.
+    done = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                      "--lease-grace", "0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["C", "B", "A"]
+    listing = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert listing.returncode == 0
+    assert "0 open escalation(s)" in listing.stdout
+
+
+def test_escalations_resolve_and_dry_run(tmp_path: Path) -> None:
+    wal = tmp_path / "agent.wal"
+    run_worker(wal, tmp_path, "four", RECOVERY_CRASH_AT="idle:3")
+    wait_until_expired()
+    size = wal.stat().st_size
+    dry = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                     "--lease-grace", "0", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would recover 1" in dry.stdout
+    assert "[irreversible]" in dry.stdout
+    assert wal.stat().st_size == size
+    assert world.applied(world.entries(tmp_path), "refund") == []
+
+    done = recoveryd(tmp_path, "--wal-path", str(wal), "--import", "recovery_world",
+                     "--lease-grace", "0", "--once")
+    assert done.returncode == 1, done.stdout + done.stderr  # the notify is a human's now
+    listing = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert listing.returncode == 1
+    eid = listing.stdout.split()[0]
+    resolved = agent_saga(tmp_path, "escalations", "--wal-path", str(wal), "--resolve", eid,
+                          "--note", "apologised to ops")
+    assert resolved.returncode == 0, resolved.stderr
+    assert any(r["type"] == "ESCALATION_RESOLVED" and r["body"]["note"] == "apologised to ops"
+               for r in read_log(wal))
+    unknown = agent_saga(tmp_path, "escalations", "--wal-path", str(wal), "--resolve", "feedfeed")
+    assert unknown.returncode == 2
+    assert "no escalation 'feedfeed'" in unknown.stderr
+    assert chain_ok(wal)
+
+
+def test_watch_mode_recovers_a_saga_that_dies_while_it_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    wal = tmp_path / "agent.wal"
+    wal.write_bytes(b"")
+    with subprocess.Popen(
+        [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
+         str(wal), "--import", "recovery_world", "--lease-grace", "0"],
+        env=env_for(tmp_path, role="daemon"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as watcher:
+        assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:B:after") == 137
+        deadline = time.monotonic() + 60
+        while len(world.applied(world.entries(tmp_path), "refund")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watcher.send_signal(signal.SIGTERM)
+        out, err = watcher.communicate(timeout=30)
+    assert watcher.returncode == 0, out + err
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["B", "A"]
+    assert "recovered 1" in out
+
+
+def test_an_encrypted_log_is_escalated_without_its_key_and_recovered_with_it(tmp_path: Path) -> None:
+    import pytest
+
+    pytest.importorskip("cryptography")
+    from agent_saga.log.crypto import generate_key
+
+    key = generate_key()
+    wal = tmp_path / "agent.wal"
+    assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after",
+                      AGENT_SAGA_WAL_KEY=key, RECOVERY_SETTLE="0.25") == 137
+    # Without the key the daemon cannot read the lease length in the log; the lease file has it.
+    assert all("enc" in r and "body" not in r for r in _raw(wal))
+    wait_until_expired()
+
+    blind = agent_saga(tmp_path, "recover", "--wal-path", str(wal), "--import", "recovery_world",
+                       "--lease-grace", "0")
+    assert blind.returncode == 1, blind.stdout + blind.stderr
+    assert "[unreadable]" in blind.stdout
+    assert world.applied(world.entries(tmp_path), "refund") == []
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agent_saga", "recover", "--wal-path", str(wal), "--import", "recovery_world",
+         "--lease-grace", "0"], env=env_for(tmp_path, role="daemon", AGENT_SAGA_WAL_KEY=key),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["C", "B", "A"]
+    wrong = subprocess.run(
+        [sys.executable, "-m", "agent_saga", "recover", "--wal-path", str(wal)],
+        env=env_for(tmp_path, role="daemon", AGENT_SAGA_WAL_KEY=generate_key()),
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert wrong.returncode == 3
+    assert "Traceback" not in wrong.stderr
+
+
+def _raw(path: Path) -> list[dict[str, object]]:
+    import json
+
+    return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
