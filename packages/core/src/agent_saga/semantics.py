@@ -6,8 +6,10 @@ Pure data, no I/O. Everything above this layer talks in these terms.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from agent_saga.errors import CompensationError, ConfigurationError
@@ -85,6 +87,13 @@ class Outcome(enum.StrEnum):
 _SCALARS = (str, int, bool, type(None))
 
 
+@functools.cache
+def _registry() -> ModuleType:
+    from agent_saga import registry  # the layer above; imported once, on first use
+
+    return registry
+
+
 def json_roundtrips(value: Any) -> bool:
     """True when ``value`` survives ``json.dumps``/``json.loads`` unchanged.
 
@@ -155,12 +164,10 @@ class Compensation:
     @property
     def recoverable(self) -> bool:
         """Can another process run this undo after this one is dead?"""
-        # The registry sits one layer up; asking it at call time keeps this module pure
-        # data while still answering for handlers registered after construction.
-        from agent_saga.registry import registered
-
-        # A handler-backed undo had its kwargs checked for a JSON round trip when built.
-        return self.handler is not None and registered(self.handler)
+        # A handler-backed undo had its kwargs checked for a JSON round trip when built;
+        # whether its name is registered is asked of the registry (one layer up) now,
+        # so a handler registered after construction counts.
+        return self.handler is not None and _registry().registered(self.handler)
 
     def with_key(self, key: str) -> Compensation:
         """A copy carrying ``key`` as its idempotency key (fields already validated)."""

@@ -38,6 +38,8 @@ __all__ = ["FileWAL", "TornTail", "fsync_dir", "read_records"]
 log = logging.getLogger("agent_saga.wal")
 
 _Entry = tuple[int, int, str, str, "int | None", Mapping[str, Any]]  # ticket, ts, type, saga, step, body
+_Waiter = tuple[int, int, "asyncio.Future[None]", float, float]  # ticket, tiebreak, future, deadline, limit
+_WATCH_INTERVAL = 0.05  # how often an event loop with waiters looks for expired barriers
 _TAIL_WINDOW = 1 << 16
 _open_logs: weakref.WeakSet[FileWAL] = weakref.WeakSet()
 
@@ -209,8 +211,11 @@ class FileWAL(WAL):
         self._last_ticket = 0
         self._durable = 0
         self._wanted = 0
-        self._async_waiters: dict[asyncio.AbstractEventLoop, list[tuple[int, int, asyncio.Future[None]]]] = {}
+        # per event loop: a heap of (ticket, tiebreak, future, deadline, limit)
+        self._async_waiters: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
+        self._watchdogs: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
         self._waiter_ids = itertools.count()
+
         self._broken: WALError | None = None
         self._closing = False
         self._closed = False
@@ -311,29 +316,37 @@ class FileWAL(WAL):
             return
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
+        limit = self.barrier_timeout if timeout is None else timeout
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             if self._durable >= target:
                 return
             heapq.heappush(
-                self._async_waiters.setdefault(loop, []), (target, next(self._waiter_ids), future)
+                self._async_waiters.setdefault(loop, []),
+                (target, next(self._waiter_ids), future, loop.time() + limit, limit),
             )
             if target > self._wanted:
                 self._wanted = target
                 self._work.notify()
-        limit = self.barrier_timeout if timeout is None else timeout
-        # A plain timer, not asyncio.timeout(): this runs once per durable step and
-        # the timeout machinery would cost more than the rest of the barrier.
-        timer = loop.call_later(limit, self._expire, future, target, limit)
-        try:
-            await future
-        finally:
-            timer.cancel()
+        # One watchdog per loop rather than a timer per barrier: this runs once per
+        # durable step, and hundreds of pending timers make every heap push slow.
+        if loop not in self._watchdogs:
+            self._watchdogs[loop] = loop.call_later(_WATCH_INTERVAL, self._watch, loop)
+        await future
 
-    def _expire(self, future: asyncio.Future[None], ticket: int, limit: float) -> None:
-        if not future.done():
-            future.set_exception(self._stalled(ticket, limit))
+    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail this loop's barriers that outlived their limit (runs on that loop)."""
+        now = loop.time()
+        with self._lock:
+            waiting = [w for w in self._async_waiters.get(loop, ()) if not w[2].done()]
+        for ticket, _, future, deadline, limit in waiting:
+            if deadline <= now:
+                future.set_exception(self._stalled(ticket, limit))
+        if any(not w[2].done() for w in waiting):
+            self._watchdogs[loop] = loop.call_later(_WATCH_INTERVAL, self._watch, loop)
+        else:
+            del self._watchdogs[loop]
 
     def _stalled(self, ticket: int, limit: float) -> WALStalled:
         return WALStalled(
@@ -342,6 +355,21 @@ class FileWAL(WAL):
         )
 
     # -- the flusher ----------------------------------------------------------------
+
+    def _flush_queue(self) -> bool:
+        """Write everything queued as one batch. False once the log is broken."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            self._done.notify_all()  # room for 'block' backpressure
+        if not batch:
+            return self._broken is None
+        try:
+            self._write(batch)
+        except BaseException as err:  # noqa: BLE001 - any failure breaks durability
+            self._fail(err)
+            return False
+        self._acknowledge(batch[-1][0])
+        return True
 
     def _run(self) -> None:
         while True:
@@ -353,14 +381,8 @@ class FileWAL(WAL):
                 if self._wanted <= self._durable and not self._closing and self.linger > 0:
                     # Nobody is waiting: give the next step's intent a moment to join.
                     self._work.wait(self.linger)
-                batch, self._pending = self._pending, []
-                self._done.notify_all()  # room for 'block' backpressure
-            try:
-                self._write(batch)
-            except BaseException as err:  # noqa: BLE001 - any failure breaks durability
-                self._fail(err)
+            if not self._flush_queue():
                 return
-            self._acknowledge(batch[-1][0])
 
     def _write(self, batch: list[_Entry]) -> None:
         stat = self._lock_file()
@@ -428,9 +450,9 @@ class FileWAL(WAL):
     def _fail_async(self, loop: asyncio.AbstractEventLoop, err: WALError) -> None:
         with self._lock:
             heap = self._async_waiters.pop(loop, [])
-        for _, _, future in heap:
-            if not future.done():
-                future.set_exception(err)
+        for waiter in heap:
+            if not waiter[2].done():
+                waiter[2].set_exception(err)
 
     # -- reading and closing -------------------------------------------------------
 
