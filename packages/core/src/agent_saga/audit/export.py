@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.audit.verify import VERIFICATION_RULE, VerifyReport, parse_log_bytes, verify_entries
+from agent_saga.audit.verify import (
+    VERIFICATION_RULE,
+    Progress,
+    VerifyReport,
+    parse_log_bytes,
+    verify_entries,
+)
 from agent_saga.errors import WALError
 from agent_saga.log.file import fsync_dir
 
@@ -60,7 +66,11 @@ def _write_readonly(path: Path, data: bytes) -> None:
 
 
 def export_bundle(
-    path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, allow_broken: bool = False
+    path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    allow_broken: bool = False,
+    progress: Progress | None = None,
 ) -> ExportResult:
     """Write the audit bundle of the log at ``path`` into ``out_dir`` (new or empty).
 
@@ -87,7 +97,7 @@ def export_bundle(
             f"{len(data) - len(complete)} bytes after the last newline (a torn final line, never "
             "acknowledged as durable) are not part of the bundle"
         )
-    report = verify_entries(entries, notes=notes)
+    report = verify_entries(entries, notes=notes, progress=progress)
     if report.status == "broken" and not allow_broken:
         raise ChainBroken(
             f"{src}: the chain is {report.label}; refusing to export it as evidence. Pass "

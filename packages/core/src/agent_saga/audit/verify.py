@@ -23,7 +23,7 @@ import bisect
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -177,7 +177,12 @@ def parse_log_bytes(data: bytes) -> tuple[list[Entry], list[str]]:
     return entries, notes
 
 
-def verify_log(path: str | Path, *, expect_head: str | None = None) -> VerifyReport:
+Progress = Callable[[int, int], None]  # (done, total): called now and then during long work
+
+
+def verify_log(
+    path: str | Path, *, expect_head: str | None = None, progress: Progress | None = None
+) -> VerifyReport:
     """Verify the log file at ``path`` (see the module docstring for the rule).
 
     ``expect_head`` is a chain head taken earlier (say, from an export manifest):
@@ -187,7 +192,7 @@ def verify_log(path: str | Path, *, expect_head: str | None = None) -> VerifyRep
     """
     data = Path(path).read_bytes()
     entries, notes = parse_log_bytes(data)
-    return verify_entries(entries, expect_head=expect_head, notes=notes)
+    return verify_entries(entries, expect_head=expect_head, notes=notes, progress=progress)
 
 
 def verify_records(records: Iterable[Mapping[str, Any]], *, expect_head: str | None = None) -> VerifyReport:
@@ -260,7 +265,11 @@ def _collect(entries: Sequence[Entry]) -> _Attested:
 
 
 def verify_entries(
-    entries: Sequence[Entry], *, expect_head: str | None = None, notes: Sequence[str] = ()
+    entries: Sequence[Entry],
+    *,
+    expect_head: str | None = None,
+    notes: Sequence[str] = (),
+    progress: Progress | None = None,
 ) -> VerifyReport:
     """The verifier proper, over parsed lines."""
     att = _collect(entries)
@@ -284,7 +293,10 @@ def verify_entries(
     def broken(e: Entry, seq: int | None, reason: str) -> VerifyReport:
         return report("broken", bad_seq=seq, bad_line=e.line, reason=reason)
 
-    for e in entries:
+    total = len(entries)
+    for done, e in enumerate(entries):
+        if progress is not None and done % 4096 == 0:
+            progress(done, total)
         r = e.record
         if r is None:
             return broken(e, None, f"line {e.line} is not a log record: {e.error}")

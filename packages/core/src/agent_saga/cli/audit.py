@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
+from agent_saga.cli.progress import Progress
 
 __all__ = ["register", "run_certify", "run_export", "run_verify"]
 
@@ -100,7 +101,8 @@ def run_verify(args: argparse.Namespace) -> int:
     try:
         if Path(args.wal_path).is_dir():
             raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
-        report = verify_log(args.wal_path, expect_head=args.expect_head)
+        with Progress("verifying records") as progress:
+            report = verify_log(args.wal_path, expect_head=args.expect_head, progress=progress)
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     if args.json:
@@ -120,7 +122,8 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         if Path(args.wal_path).is_dir():
             raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
-        result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken)
+        with Progress("verifying records") as progress:
+            result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken, progress=progress)
     except ChainBroken as err:
         raise CliError(str(err), EXIT_FINDING) from None
     except FileExistsError as err:

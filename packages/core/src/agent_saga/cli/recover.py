@@ -113,10 +113,12 @@ def _daemon(args: argparse.Namespace) -> Any:
 
 def _sweep(daemon: Any, dry_run: bool) -> Any:
     from agent_saga.cli.main import CliError
+    from agent_saga.cli.progress import Progress
     from agent_saga.errors import WALError
 
     try:
-        return daemon.sweep(dry_run=dry_run)
+        with Progress("sweeping open sagas") as progress:
+            return daemon.sweep(dry_run=dry_run, progress=progress)
     except (OSError, WALError, ImportError) as err:
         raise CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED) from None
 

@@ -144,8 +144,13 @@ class RecoveryDaemon:
 
     # -- public -----------------------------------------------------------------------
 
-    def sweep(self, dry_run: bool = False) -> SweepReport:
-        """One pass over the log. Raises FileNotFoundError / WALCorrupt if it cannot be read."""
+    def sweep(
+        self, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
+    ) -> SweepReport:
+        """One pass over the log. Raises FileNotFoundError / WALCorrupt if it cannot be read.
+
+        ``progress(done, total)`` is called as the open sagas are worked through.
+        """
         if not self.wal_path.is_file():
             raise FileNotFoundError(f"no log at {self.wal_path}")
         if not dry_run and self._wal is None:
@@ -154,7 +159,10 @@ class RecoveryDaemon:
         self._tail.refresh()
         self.ledger.refresh()
         report = SweepReport(dry_run=dry_run)
-        for saga_id in list(self._tail.sagas):
+        sagas = list(self._tail.sagas)
+        for done, saga_id in enumerate(sagas):
+            if progress is not None and done % 64 == 0:
+                progress(done, len(sagas))
             view = self._tail.sagas[saga_id]
             if not view.open:
                 continue
