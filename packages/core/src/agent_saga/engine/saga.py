@@ -367,6 +367,10 @@ class Saga:
                 self._append(R.STEP_NOT_APPLIED, {"op": step.operation_id, "error": _describe_error(err)}, index)
             else:
                 step.state = StepState.UNKNOWN
+                if not durable and compensate is not None:
+                    # Nothing had to reach the disk before the call, so the undo that
+                    # does not need the result is derived only now that it is needed.
+                    prebuilt = self._prebuild(compensate, tool, step.compensation_key)
                 step.compensation = prebuilt
                 self._append(R.STEP_UNKNOWN, {
                     "tool": tool, "semantics": sem, "op": step.operation_id,
