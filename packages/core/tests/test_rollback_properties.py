@@ -17,7 +17,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_saga import Compensation, MemoryWAL, NotApplied, Outcome, RetryPolicy, SagaAborted, compensator, saga_scope
+from agent_saga import (
+    Compensation,
+    MemoryWAL,
+    NotApplied,
+    Outcome,
+    RetryPolicy,
+    SagaAborted,
+    compensator,
+    saga_scope,
+)
 from agent_saga.registry import unregister
 from agent_saga.semantics import StepState
 
@@ -61,8 +70,8 @@ class World:
         self.undone.append(step)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _handler() -> Any:
+@pytest.fixture(scope="module")
+def handler() -> Any:
     world_box: dict[str, World] = {}
 
     @compensator("prop.undo")
@@ -110,9 +119,9 @@ def run(shape_list: list[Shape], halt: bool, world: World) -> tuple[Any, MemoryW
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(shapes(), min_size=1, max_size=6), st.booleans())
-def test_rollback_invariants(_handler: Any, shape_list: list[Shape], halt: bool) -> None:
+def test_rollback_invariants(handler: Any, shape_list: list[Shape], halt: bool) -> None:
     world = World()
-    _handler["world"] = world
+    handler["world"] = world
     report, wal = run(shape_list, halt, world)
     by_step = {o.step: o for o in report.steps}
     ran = [n for n, s in enumerate(shape_list, start=1) if s.forward != "not_applied"]
