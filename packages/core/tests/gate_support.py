@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import socket
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -27,14 +26,7 @@ def req(
     tags: tuple[str, ...] = (),
     **args: Any,
 ) -> StepRequest:
-    return StepRequest(
-        saga, step, tool, ActionSemantics.parse(semantics), dict(args), frozenset(tags),
-        op_id(saga, step),
-    )
-
-
-def op_id(saga: str, step: int) -> str:
-    return f"{saga}/{step}/{uuid.uuid4().hex[:6]}"
+    return StepRequest(saga, step, tool, ActionSemantics.parse(semantics), dict(args), frozenset(tags))
 
 
 class Clock:

@@ -25,6 +25,11 @@ EXPECTED |= {
     "by_arg", "by_tool", "combine", "semantics_is", "set_breaker", "set_limit_store", "set_switch", "tool_is",
 }
 
+# Durable human approvals (issue 9).
+EXPECTED |= {
+    "ApprovalGateway", "ApprovalPolicy", "ConsoleNotifier", "EscalationLevel", "FileApprovalStore",
+    "RedisApprovalStore", "WebhookNotifier",
+}
 # Plugins, patch_all and SagaFleet (issue 5).
 EXPECTED |= {"SagaFleet", "patch_all", "unpatch_all"}
 # The audit tools and log maintenance (issue 3), and recovery (issue 4).

@@ -6,6 +6,15 @@ newest-first, and the report says exactly whether the unwind was clean.
 """
 
 from agent_saga._version import __version__
+from agent_saga.approvals import (
+    ApprovalGateway,
+    ApprovalPolicy,
+    ConsoleNotifier,
+    EscalationLevel,
+    FileApprovalStore,
+    RedisApprovalStore,
+    WebhookNotifier,
+)
 from agent_saga.audit import (
     audit_root,
     build_disclosure,
@@ -99,6 +108,8 @@ __all__ = [
     "ActionSemantics",
     "AgentKit",
     "ApprovalDecision",
+    "ApprovalGateway",
+    "ApprovalPolicy",
     "ApprovalProvider",
     "ApprovalRequest",
     "BoundaryRequired",
@@ -108,6 +119,9 @@ __all__ = [
     "Compensation",
     "CompensationError",
     "ConfigurationError",
+    "ConsoleNotifier",
+    "EscalationLevel",
+    "FileApprovalStore",
     "FileSwitchStore",
     "FileWAL",
     "GatePort",
@@ -120,6 +134,7 @@ __all__ = [
     "PreFlightGate",
     "RateLimit",
     "RecoveryDaemon",
+    "RedisApprovalStore",
     "RedisBreakerStore",
     "RedisLimitStore",
     "RedisSwitchStore",
@@ -142,6 +157,7 @@ __all__ = [
     "WALError",
     "WALFull",
     "WALStalled",
+    "WebhookNotifier",
     "__version__",
     "arg_exceeds",
     "audit_root",

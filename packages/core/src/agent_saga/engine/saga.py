@@ -65,16 +65,35 @@ class SagaStatus(enum.StrEnum):
 class Step:
     """One step of a saga, as the engine tracks it."""
 
+    saga_id: str
     index: int
     tool: str
     semantics: ActionSemantics
-    operation_id: str
-    compensation_key: str
     state: StepState = StepState.PENDING
     compensation: Compensation | None = None
     undo_declared: bool = False  # a compensate= (or pairing) was given
     problem: str = ""  # why the compensation could not be built
     via_fallback: bool = False
+    _ids: tuple[str, str] | None = None
+
+    # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.
+    @property
+    def operation_id(self) -> str:
+        """The forward call's idempotency key."""
+        return self._keys()[0]
+
+    @property
+    def compensation_key(self) -> str:
+        """The undo's idempotency key (unless its Compensation names its own)."""
+        return self._keys()[1]
+
+    def _keys(self) -> tuple[str, str]:
+        if self._ids is None:
+            self._ids = (
+                operation_id(self.saga_id, self.index, self.tool, "forward"),
+                operation_id(self.saga_id, self.index, self.tool, "compensate"),
+            )
+        return self._ids
 
 
 def describe(comp: Compensation | None) -> dict[str, Any] | None:
@@ -193,7 +212,7 @@ class Saga:
         self._append(R.SAGA_STARTED, body)
 
     def _append(self, rtype: R, body: Mapping[str, Any], step: int | None = None) -> int:
-        return self.wal.append(rtype.value, self.saga_id, body, step)
+        return self.wal.append(rtype, self.saga_id, body, step)  # a StrEnum is its own value
 
     def _end(self, rtype: R, body: Mapping[str, Any], status: SagaStatus) -> Protocol[None]:
         ticket = self._append(rtype, body)
@@ -326,15 +345,13 @@ class Saga:
             self._check_open()
             index = len(self._steps) + 1  # steps are numbered from 1, as people count them
             step = Step(
-                index, tool, sem,
-                operation_id(self.saga_id, index, tool, "forward"),
-                operation_id(self.saga_id, index, tool, "compensate") if compensate is not None else "",
+                self.saga_id, index, tool, sem,
                 undo_declared=compensate is not None, via_fallback=via_fallback,
             )
             self._steps.append(step)
         request = None
         if self.gate is not None:
-            request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags, step.operation_id)
+            request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
             try:
                 yield Check(self.gate, request)
             except StepRefused as refused:
@@ -398,11 +415,14 @@ class Saga:
         step.compensation = comp
         step.problem = str(problem) if problem else ""
         step.state = StepState.COMMITTED
-        body: dict[str, Any] = {"op": step.operation_id, "compensation": describe(comp)}
+        if sem is _REVERSIBLE:  # no intent record before it: this one says what ran
+            body: dict[str, Any] = {
+                "tool": tool, "semantics": sem, "args": logged_args, "compensation": describe(comp),
+            }
+        else:
+            body = {"op": step.operation_id, "compensation": describe(comp)}
         if problem is not None:
             body["problem"] = str(problem)
-        if sem is _REVERSIBLE:
-            body.update(tool=tool, semantics=sem, args=logged_args)
         self._append(R.STEP_COMMITTED, body, index)
         if problem is not None:
             raise problem

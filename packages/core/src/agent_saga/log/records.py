@@ -50,6 +50,13 @@ class RecordType(enum.StrEnum):
     SWITCH_DRAINED = "SWITCH_DRAINED"
     SWITCH_QUARANTINED = "SWITCH_QUARANTINED"
     SWITCH_RESUMED = "SWITCH_RESUMED"
+    # Human approvals (agent_saga.approvals), under the saga and step that asked:
+    APPROVAL_REQUESTED = "APPROVAL_REQUESTED"  # written before anyone is notified
+    APPROVAL_ESCALATED = "APPROVAL_ESCALATED"  # the next level was asked; once per level
+    APPROVAL_GRANTED = "APPROVAL_GRANTED"  # names the approver, the note, the args and the time
+    APPROVAL_DENIED = "APPROVAL_DENIED"  # by a person, or by a failure (store, notifier): fail closed
+    APPROVAL_EXPIRED = "APPROVAL_EXPIRED"  # the deadline passed with no decision; denies
+    APPROVAL_BREAK_GLASS = "APPROVAL_BREAK_GLASS"  # an emergency grant, flagged requires_review
     # Written by the log's own maintenance (agent_saga.log.maintenance), never by a saga:
     COMPACTION = "COMPACTION"  # attests which sequences a compaction removed, and what they were
     REDACTION = "REDACTION"  # records that the bodies of some records were erased, by whom, why

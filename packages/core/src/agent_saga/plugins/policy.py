@@ -8,6 +8,10 @@
                                                 "args": {"charge_id": "$.id"}}},
                "search_*": {"semantics": "REVERSIBLE"}}}
 
+Instead of a ``handler``, ``compensate`` may name a ``tool``: another tool of the same
+server, called with the mapped arguments. Only the MCP proxy (``agent-saga mcp``, in
+``agent-saga-mcp``) can make such a call; in-process runtimes refuse the step before it runs.
+
 A name matches exactly, else the first glob (in file order) that matches it. A
 ``compensate.args`` value that is a string starting with ``$`` is a JSON path into the
 forward result (``$.id``, ``$.items[0].id``, ``$['odd key']``); anything else is passed
@@ -46,7 +50,7 @@ __all__ = [
 Mode = Literal["observe", "enforce"]
 _MODES = ("observe", "enforce")
 _ENTRY_KEYS = {"semantics", "compensate", "description", "policy_args"}
-_COMPENSATE_KEYS = {"handler", "args"}
+_COMPENSATE_KEYS = {"handler", "tool", "args"}
 _TOP_KEYS = {"mode", "tools", "$schema", "version"}
 _TOKEN = re.compile(r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<index>\d+)\]|\[(?P<q>['"])(?P<key>.*?)(?P=q)\]""")
 
@@ -109,10 +113,11 @@ class JsonPath:
 
 @dataclass(frozen=True, slots=True)
 class CompensateRule:
-    """The undo of one tool: a registered handler and where its arguments come from."""
+    """The undo of one tool: a registered handler (or a server tool) and where its arguments come from."""
 
     handler: str
     args: Mapping[str, Any] = field(default_factory=dict)
+    tool: str | None = None  # an MCP tool to call instead of a handler (then handler is "")
 
     @property
     def paths(self) -> dict[str, JsonPath]:
@@ -128,8 +133,17 @@ class CompensateRule:
         paths = self.paths
         literals = {k: v for k, v in self.args.items() if k not in paths}
         handler = self.handler
+        undo_tool = self.tool
 
         def build(result: Any) -> dict[str, Any]:
+            if undo_tool is not None:
+                # Raised before the forward call (the engine builds the undo over None first),
+                # so the effect never happens without an undo that can run.
+                raise CompensationError(
+                    f"tool policy entry {tool!r}: compensate.tool = {undo_tool!r} names a server tool, "
+                    "which only the MCP proxy (agent-saga mcp) can call; in process, use "
+                    "compensate.handler with a function registered with @compensator"
+                )
             kwargs = dict(literals)
             if paths and result is None:
                 raise _NeedsResult(f"the undo of {tool!r} needs the forward result")
@@ -168,7 +182,11 @@ class ToolRule:
     def to_dict(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"semantics": self.semantics.value}
         if self.compensate is not None:
-            entry["compensate"] = {"handler": self.compensate.handler, "args": dict(self.compensate.args)}
+            undo = self.compensate
+            entry["compensate"] = (
+                {"tool": undo.tool, "args": dict(undo.args)} if undo.tool is not None
+                else {"handler": undo.handler, "args": dict(undo.args)}
+            )
         if self.description:
             entry["description"] = self.description
         if self.policy_args:
@@ -314,10 +332,21 @@ def _compensate(where: str, value: Any) -> CompensateRule | None:
         raise PolicyError(f"{where}.compensate must be an object {{\"handler\": ..., \"args\": {{...}}}}, got {value!r}")
     unknown = sorted(set(value) - _COMPENSATE_KEYS)
     if unknown:
-        raise PolicyError(f"{where}.compensate: unknown keys {unknown}; allowed: 'handler', 'args'")
+        raise PolicyError(f"{where}.compensate: unknown keys {unknown}; allowed: 'handler', 'tool', 'args'")
     handler = value.get("handler")
-    if not isinstance(handler, str) or not handler.strip():
-        raise PolicyError(f"{where}.compensate needs 'handler': the name of a function registered with @compensator")
+    undo_tool = value.get("tool")
+    if handler is not None and undo_tool is not None:
+        raise PolicyError(
+            f"{where}.compensate has both 'handler' and 'tool': name one undo, a registered handler or a server tool"
+        )
+    if undo_tool is not None:
+        if not isinstance(undo_tool, str) or not undo_tool.strip():
+            raise PolicyError(f"{where}.compensate.tool must be the name of a tool of the same server, got {undo_tool!r}")
+    elif not isinstance(handler, str) or not handler.strip():
+        raise PolicyError(
+            f"{where}.compensate needs 'handler' (the name of a function registered with @compensator) "
+            "or, behind the MCP proxy, 'tool' (a tool of the same server)"
+        )
     args = value.get("args", {})
     if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):
         raise PolicyError(f"{where}.compensate.args must map the handler's parameter names to values or JSON paths")
@@ -326,7 +355,9 @@ def _compensate(where: str, value: Any) -> CompensateRule | None:
             _path(f"{where}.compensate.args[{key!r}]", arg)
         elif not json_roundtrips(arg):
             raise PolicyError(f"{where}.compensate.args[{key!r}] must be JSON data or a '$' path, got {arg!r}")
-    return CompensateRule(handler, dict(args))
+    if undo_tool is not None:
+        return CompensateRule("", dict(args), undo_tool)
+    return CompensateRule(cast(str, handler), dict(args))
 
 
 def _path(where: str, text: str) -> JsonPath:

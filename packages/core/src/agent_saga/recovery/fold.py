@@ -152,6 +152,9 @@ class _Folder:
             view.unreadable = True
             raw = {}
         body: dict[str, Any] = raw
+        if rtype.startswith("APPROVAL_"):
+            # About a step that has not started: its own records (intent, refusal) say if it ever did.
+            return
         index = record.get("step")
         step = view.step(index) if isinstance(index, int) else None
 

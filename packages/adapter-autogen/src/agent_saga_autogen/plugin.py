@@ -1,0 +1,30 @@
+"""The pluggy plugin ``patch_all()`` loads (entry point ``agent_saga_adapters: autogen``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autogen_core.tools import BaseTool
+
+from agent_saga.plugins.hookspecs import hookimpl
+from agent_saga.plugins.patching import PatchConfig
+from agent_saga.toolspec import ToolSpec
+from agent_saga_autogen import patch as _patch
+from agent_saga_autogen.wrapping import wrap_with_spec
+
+__all__ = ["agent_saga_patch", "agent_saga_unpatch", "agent_saga_wrap_tool"]
+
+
+@hookimpl
+def agent_saga_wrap_tool(tool: Any, spec: ToolSpec) -> Any | None:
+    return wrap_with_spec(tool, spec) if isinstance(tool, BaseTool) else None
+
+
+@hookimpl
+def agent_saga_patch(config: PatchConfig) -> list[str]:
+    return _patch.patch()
+
+
+@hookimpl
+def agent_saga_unpatch() -> list[str]:
+    return _patch.unpatch()

@@ -1,0 +1,37 @@
+"""The shared adapter promises, checked through AutoGen's AssistantAgent loop."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from agent_saga_autogen import saga_run, wrap_tool
+from autogen_core.tools import FunctionTool
+from autogen_drive import agent
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestAutoGenConformance(AdapterConformance):
+    framework = "autogen"
+    # AutoGen's workbench always turns a tool exception into an is_error result.
+    error_modes = (True,)
+
+    def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(fn, description=inspect.getdoc(fn) or fn.__name__)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool.schema
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        runner = agent(tools, [(c.tool, c.args) for c in calls])
+        return asyncio.run(saga_run(runner, task="go", wal=wal))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).run(task="go"))

@@ -1,0 +1,170 @@
+"""What the conformance suite does not cover: BaseTool subclasses, akickoff, the hook, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_saga_crewai import saga_kickoff, saga_kickoff_async, wrap_tool
+from crewai.tools import BaseTool, tool
+from crewai_drive import crew
+from pydantic import BaseModel
+
+from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, compensator
+from agent_saga.plugins.manager import plugins
+from agent_saga.toolspec import ToolSpec
+
+WORLD: list[str] = []
+
+
+@compensator("crewai_test.cancel")
+def cancel(ref: str) -> None:
+    WORLD.append(f"cancel {ref}")
+
+
+class BookArgs(BaseModel):
+    room: str
+
+
+class BookRoom(BaseTool):
+    """A hand-written BaseTool subclass: CrewAI calls its _run."""
+
+    name: str = "book_room"
+    description: str = "Book a meeting room."
+    args_schema: type[BaseModel] = BookArgs
+
+    def _run(self, room: str) -> dict[str, Any]:
+        WORLD.append(f"book {room}")
+        return {"ref": f"booking-{room}"}
+
+
+@tool
+def order_lunch(people: int) -> dict[str, Any]:
+    """Order lunch for the meeting."""
+    WORLD.append(f"lunch for {people}")
+    return {"ref": f"lunch-{people}"}
+
+
+@tool
+def send_invites(to: str) -> str:
+    """Send the invitations."""
+    raise NotApplied("mail server refused the batch")
+
+
+def _undo(result: Any) -> Compensation:
+    return Compensation(fn=cancel, handler="crewai_test.cancel", kwargs={"ref": result["ref"]})
+
+
+@pytest.fixture(autouse=True)
+def _world() -> None:
+    WORLD.clear()
+
+
+def test_a_basetool_subclass_keeps_its_class_and_schema_and_is_unwound(tmp_path: Path) -> None:
+    room = BookRoom()
+    safe = wrap_tool(room, semantics="COMPENSABLE", compensate=_undo)
+    assert type(safe) is BookRoom
+    assert (safe.name, safe.description, safe.args_schema) == (room.name, room.description, room.args_schema)
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    invites = wrap_tool(send_invites, semantics="IRREVERSIBLE")
+    wal = FileWAL(tmp_path / "crew.wal")
+    calls = [("book_room", {"room": "4b"}), ("order_lunch", {"people": 6}), ("send_invites", {"to": "team"})]
+    with pytest.raises(SagaAborted) as caught:
+        saga_kickoff(crew([safe, lunch, invites], calls), wal=wal)
+    # the last tool failed: the earlier two are undone, newest first
+    assert WORLD == ["book 4b", "lunch for 6", "cancel lunch-6", "cancel booking-4b"]
+    assert [s.tool for s in caught.value.report.compensated] == ["order_lunch", "book_room"]
+    assert caught.value.report.clean
+    assert len({r["saga"] for r in wal.records()}) == 1
+    wal.close()
+    # the original tool is untouched: outside any saga, and unwrapped, it just runs
+    assert room._run("5c") == {"ref": "booking-5c"}
+
+
+def test_akickoff_runs_as_one_saga_too(tmp_path: Path) -> None:
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    invites = wrap_tool(send_invites, semantics="IRREVERSIBLE")
+    wal = FileWAL(tmp_path / "akick.wal")
+    with pytest.raises(SagaAborted) as caught:
+        asyncio.run(saga_kickoff_async(crew([lunch, invites], [("order_lunch", {"people": 2}),
+                                                               ("send_invites", {"to": "x"})]), wal=wal))
+    assert WORLD == ["lunch for 2", "cancel lunch-2"]
+    assert isinstance(caught.value.cause.cause, NotApplied)  # type: ignore[attr-defined]
+    wal.close()
+
+
+def test_a_successful_kickoff_commits_and_returns_the_crews_output(tmp_path: Path) -> None:
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    wal = FileWAL(tmp_path / "ok.wal")
+    out = saga_kickoff(crew([lunch], [("order_lunch", {"people": 3})]), wal=wal)
+    assert out.raw == "done"
+    assert WORLD == ["lunch for 3"]
+    assert [r["type"] for r in wal.records()][-1] == "SAGA_COMPLETED"
+    wal.close()
+
+
+def test_wrap_tool_names_what_it_needs() -> None:
+    with pytest.raises(TypeError, match=r"crewai\.tools\.tool"):
+        wrap_tool(len, semantics="REVERSIBLE")  # type: ignore[type-var]
+    safe = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(safe, semantics="COMPENSABLE", compensate=_undo)
+
+
+def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
+    import agent_saga_crewai.plugin as plugin
+
+    plugins().register(plugin, "crewai")
+    spec = ToolSpec(name="order_lunch", semantics="REVERSIBLE")
+    wrapped = plugins().wrap_tool(order_lunch, spec)
+    assert type(wrapped) is type(order_lunch)
+    assert wrapped.args_schema is order_lunch.args_schema
+    assert plugins().wrap_tool(object(), spec) is None
+
+
+def test_the_namespace_import_is_the_top_level_module() -> None:
+    import agent_saga_crewai
+
+    from agent_saga.adapters import crewai
+
+    assert crewai is agent_saga_crewai
+
+
+_POLICY = {"mode": "enforce", "tools": {
+    "order_lunch": {"semantics": "COMPENSABLE", "compensate": {"handler": "crewai_test.cancel", "args": {"ref": "$.ref"}}},
+    "send_invites": {"semantics": "IRREVERSIBLE"},
+}}
+
+
+@pytest.mark.parametrize("how", ["wrap_tool", "patch_all"])
+def test_the_react_text_loop_is_covered_too(tmp_path: Path, how: str) -> None:
+    from agent_saga_crewai import saga_kickoff
+    from crewai_drive import react_crew
+
+    from agent_saga.plugins.patching import patch_all, unpatch_all
+
+    if how == "wrap_tool":
+        tools = [wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo),
+                 wrap_tool(send_invites, semantics="IRREVERSIBLE")]
+    else:
+        patch_all(_POLICY)
+        tools = [order_lunch, send_invites]
+    wal = FileWAL(tmp_path / "react.wal")
+    try:
+        with pytest.raises(SagaAborted) as caught:
+            saga_kickoff(react_crew(tools, [("order_lunch", {"people": 4}), ("send_invites", {"to": "all"})]),
+                         wal=wal)
+    finally:
+        unpatch_all()
+    assert WORLD == ["lunch for 4", "cancel lunch-4"]
+    intents = [(r["step"], r["body"]["tool"]) for r in wal.records() if r["type"] == "STEP_INTENT"]
+    assert intents[0] == (1, "order_lunch")
+    # CrewAI's text loop retries a tool that raised: every attempt is a step of its own,
+    # and each one says it did nothing.
+    retried = [step for step, name in intents[1:]]
+    assert retried and all(name == "send_invites" for _, name in intents[1:])
+    assert [r["step"] for r in wal.records() if r["type"] == "STEP_NOT_APPLIED"] == retried
+    assert caught.value.report.clean
+    wal.close()

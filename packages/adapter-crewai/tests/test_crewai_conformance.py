@@ -1,0 +1,36 @@
+"""The shared adapter promises, checked through CrewAI's real agent loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent_saga_crewai import saga_kickoff, wrap_tool
+from crewai.tools import BaseTool, tool
+from crewai_drive import crew
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestCrewAIConformance(AdapterConformance):
+    framework = "crewai"
+    # CrewAI's default policy ("warn") hands a tool exception to the model as text;
+    # tool_failure_policy="raise" ends the run with ToolExecutionFailedError.
+    error_modes = (False, True)
+
+    def make_tool(self, fn: Callable[..., Any]) -> BaseTool:
+        return tool(fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool.args_schema.model_json_schema()
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        policy = None if errors_as_results is None else ("warn" if errors_as_results else "raise")
+        return saga_kickoff(crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy), wal=wal)
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return crew(tools, [(c.tool, c.args) for c in calls]).kickoff()

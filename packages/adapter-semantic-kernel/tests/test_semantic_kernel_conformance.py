@@ -1,0 +1,34 @@
+"""The shared adapter promises, checked through Semantic Kernel's ChatCompletionAgent loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from agent_saga_semantic_kernel import saga_run, wrap_tool
+from sk_drive import agent, kernel_tool
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestSemanticKernelConformance(AdapterConformance):
+    framework = "semantic_kernel"
+    # Auto function calling turns a function's exception into a result for the model.
+    error_modes = (True,)
+
+    def make_tool(self, fn: Callable[..., Any]) -> Any:
+        return kernel_tool(fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, [(p.name, p.schema_data, p.is_required) for p in tool.parameters]
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        return asyncio.run(saga_run(agent(tools, [(c.tool, c.args) for c in calls]), messages="go", wal=wal))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).get_response(messages="go"))

@@ -1,0 +1,53 @@
+"""Durable human approvals: the gate's approval provider, with a shared store, the log, and a CLI.
+
+``ApprovalGateway`` writes each request to a store and to the log before anyone
+is notified, waits for the decision by polling the store (no connection into
+the agent), escalates through the policy's levels, expires at a mandatory
+deadline, and records the decision -- with the approver, the note, the step's
+arguments and the time -- in the hash-chained log. Every failure denies.
+``RedisApprovalStore`` imports redis-py only when created.
+"""
+
+from __future__ import annotations
+
+from agent_saga.approvals.decide import decide
+from agent_saga.approvals.entry import ApprovalEntry, Status, request_id
+from agent_saga.approvals.errors import (
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalNotFound,
+    ApprovalNotPending,
+    ApprovalUnavailable,
+    NotificationFailed,
+)
+from agent_saga.approvals.gateway import ApprovalGateway
+from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier, WebhookNotifier
+from agent_saga.approvals.policy import ApprovalPolicy, EscalationLevel
+from agent_saga.approvals.redis_store import RedisApprovalStore
+from agent_saga.approvals.store import ApprovalStore, FileApprovalStore, find, open_store
+
+__all__ = [
+    "ApprovalEntry",
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalGateway",
+    "ApprovalNotFound",
+    "ApprovalNotPending",
+    "ApprovalPolicy",
+    "ApprovalStore",
+    "ApprovalUnavailable",
+    "ConsoleNotifier",
+    "EscalationLevel",
+    "FileApprovalStore",
+    "Notification",
+    "NotificationFailed",
+    "Notifier",
+    "RedisApprovalStore",
+    "Status",
+    "WebhookNotifier",
+    "decide",
+    "find",
+    "open_store",
+    "request_id",
+]
+

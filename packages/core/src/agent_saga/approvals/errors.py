@@ -1,0 +1,42 @@
+"""Why an approval did not come back as a person's yes or no.
+
+Each of these refuses the step (the gate turns any exception from a provider
+into a refusal): an approval path that broke must never let the action through.
+"""
+
+from __future__ import annotations
+
+from agent_saga.errors import SagaError
+
+__all__ = [
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalNotFound",
+    "ApprovalNotPending",
+    "ApprovalUnavailable",
+    "NotificationFailed",
+]
+
+
+class ApprovalError(SagaError):
+    """Base class of the approval workflow's errors."""
+
+
+class ApprovalExpired(ApprovalError):
+    """The deadline passed with no decision; expiry denies."""
+
+
+class ApprovalUnavailable(ApprovalError):
+    """The approval could not be asked or observed (store unreachable, notifier broken): denied."""
+
+
+class NotificationFailed(ApprovalError):
+    """A notifier could not deliver a request (connection error, non-2xx answer)."""
+
+
+class ApprovalNotFound(ApprovalError, LookupError):
+    """No request matches the id or prefix given, or the prefix matches several."""
+
+
+class ApprovalNotPending(ApprovalError):
+    """The request was already decided, or its deadline passed: it cannot be decided again."""

@@ -1,0 +1,325 @@
+"""ApprovalGateway: the gate's approval provider, backed by a shared store and the log.
+
+For one request it (1) creates the request in the store, or finds the one a
+previous attempt created (the id is derived from saga, step, tool and rule);
+(2) writes APPROVAL_REQUESTED to the log and waits for it to be durable;
+(3) notifies the first level; then (4) polls the store until someone decides,
+notifying each later level when its delay has passed (APPROVAL_ESCALATED, once
+per level) and expiring the request at its deadline. The decision is written to
+the log before the gate hears it.
+
+Every failure denies: an unreachable store, a notification that did not go out,
+a request that vanished, the deadline. The wait is written once, as a generator
+of operations, and run by a blocking driver (``time.sleep``) or an awaiting one
+(``asyncio.sleep``, store and webhook I/O in a worker thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from agent_saga.approvals.entry import ApprovalEntry, Status, new_entry
+from agent_saga.approvals.errors import ApprovalError, ApprovalExpired, ApprovalNotFound, ApprovalUnavailable
+from agent_saga.approvals.evidence import (
+    decision_body,
+    decision_type,
+    escalation_body,
+    log_key,
+    mark_logged,
+    request_body,
+)
+from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier
+from agent_saga.approvals.policy import ApprovalPolicy
+from agent_saga.approvals.store import ApprovalStore, FileApprovalStore
+from agent_saga.errors import ConfigurationError
+from agent_saga.gate.approval import ApprovalDecision, ApprovalRequest
+from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.log.base import WAL
+from agent_saga.log.default import default_wal
+from agent_saga.log.records import RecordType
+
+__all__ = ["CLAIM_GRACE", "ApprovalGateway"]
+
+#: How long a gateway lets a decider (the CLI with --wal-path) finish writing the
+#: decision into the same log before writing it itself: a decider that died
+#: must not leave the log without the decision.
+CLAIM_GRACE = 10.0
+_MIN_SLEEP = 0.005
+
+
+@dataclass(frozen=True, slots=True)
+class _Io:
+    fn: Callable[[], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Durable:
+    wal: WAL
+    ticket: int
+
+
+_Op = _Io | _Sleep | _Durable
+_Flow = Generator[_Op, Any, ApprovalDecision]
+
+
+def _run_sync(flow: _Flow) -> ApprovalDecision:
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: ApprovalDecision = stop.value
+            return result
+        value, error = None, None
+        try:
+            if isinstance(op, _Io):
+                value = op.fn()
+            elif isinstance(op, _Sleep):
+                time.sleep(op.seconds)
+            else:
+                op.wal.barrier(op.ticket)
+        except Exception as err:  # noqa: BLE001 - handed to the flow, which decides (and denies)
+            error = err
+
+
+async def _run_async(flow: _Flow) -> ApprovalDecision:
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.send(value) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            result: ApprovalDecision = stop.value
+            return result
+        value, error = None, None
+        try:
+            if isinstance(op, _Io):
+                # File and socket I/O (the store, the webhook) never runs on the event loop.
+                value = await asyncio.to_thread(op.fn)
+            elif isinstance(op, _Sleep):
+                await asyncio.sleep(op.seconds)
+            else:
+                await op.wal.barrier_async(op.ticket)
+        except Exception as err:  # noqa: BLE001 - handed to the flow, which decides (and denies)
+            error = err
+
+
+class ApprovalGateway:
+    """A durable approval provider for ``PreFlightGate(approval_provider=...)``.
+
+    ``store``: where requests and decisions live (default: ``FileApprovalStore()``);
+    ``notifier``: how people hear of a request (default: ``ConsoleNotifier()``);
+    ``wal``: the log the approval records go to (default: ``default_wal()`` at
+    each request -- give the saga's own log); ``policy``: the mandatory deadline
+    and the escalation chain.
+    """
+
+    def __init__(
+        self,
+        *,
+        store: ApprovalStore | None = None,
+        notifier: Notifier | None = None,
+        wal: WAL | None = None,
+        policy: ApprovalPolicy,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not isinstance(policy, ApprovalPolicy):
+            raise ConfigurationError(
+                "policy= must be an ApprovalPolicy with a deadline, e.g. ApprovalPolicy(timeout=900), "
+                f"got {policy!r}"
+            )
+        self.store: ApprovalStore = store if store is not None else FileApprovalStore()
+        if not isinstance(self.store, ApprovalStore):
+            raise ConfigurationError(
+                f"store= must be an approval store (FileApprovalStore, RedisApprovalStore), got {store!r}"
+            )
+        self.notifier: Notifier = notifier if notifier is not None else ConsoleNotifier()
+        if not isinstance(self.notifier, Notifier):
+            raise ConfigurationError(f"notifier= must have a notify(notification) method, got {notifier!r}")
+        if wal is not None and not isinstance(wal, WAL):
+            raise ConfigurationError(f"wal= must be a log (FileWAL, ...), got {wal!r}")
+        self.wal = wal
+        self.policy = policy
+        self.clock = clock
+        self._levels = tuple((lvl.targets, lvl.after_seconds) for lvl in policy.levels)
+
+    # -- ApprovalProvider ---------------------------------------------------------------
+
+    def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        return _run_sync(self._flow(request))
+
+    async def request_approval_async(self, request: ApprovalRequest) -> ApprovalDecision:
+        return await _run_async(self._flow(request))
+
+    # -- the wait, written once -------------------------------------------------------
+
+    def _flow(self, request: ApprovalRequest) -> _Flow:
+        wal = self.wal if self.wal is not None else default_wal()
+        store = self.store
+        fresh = new_entry(request, self.clock(), self.policy.timeout, self._levels)
+        entry = fresh
+        try:
+            entry, created = yield _Io(partial(store.create, fresh))
+            # In the log, durably, before anyone is told: a crash after this point
+            # cannot strand an approver's answer, and a restart finds the request.
+            entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
+                                              request_body(entry, store.location))
+            resumed = not created
+            while True:
+                if entry.decided:
+                    decision = yield from self._conclude(wal, entry)
+                    if decision is not None:
+                        return decision
+                else:
+                    now = self.clock()
+                    if now >= entry.deadline:
+                        entry = yield _Io(partial(store.update, fresh.id, _expire(now)))
+                        continue
+                    entry = yield from self._announce(wal, entry, now, resumed)
+                    if entry.decided:
+                        continue
+                yield _Sleep(self._pause(entry))
+                seen = yield _Io(partial(store.get, fresh.id))
+                if seen is None:
+                    raise ApprovalNotFound(f"request {fresh.id} disappeared from the approval store {store.location}")
+                entry = seen
+        except (StoreUnavailable, ApprovalNotFound) as err:
+            reason = f"approval store {store.location} failed: {err}"
+            yield from self._log_system_denial(wal, entry, reason)
+            raise ApprovalUnavailable(f"{reason} -- denied, since a decision that cannot be read was not given") from err
+
+    def _pause(self, entry: ApprovalEntry) -> float:
+        now = self.clock()
+        upcoming = [entry.deadline] + [
+            entry.created_at + after for i, (_, after) in enumerate(entry.levels) if i not in entry.notified
+        ]
+        soonest = min(t for t in upcoming if t > now) if any(t > now for t in upcoming) else now
+        return max(_MIN_SLEEP, min(self.policy.poll_interval, soonest - now))
+
+    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool) -> Generator[_Op, Any, ApprovalEntry]:
+        """Ask every level whose time has come and that nobody has asked yet."""
+        store, rid = self.store, entry.id
+        for level, (targets, after) in enumerate(entry.levels):
+            if now < entry.created_at + after:
+                break
+            if level in entry.notified:
+                continue
+            if level not in entry.escalated:
+                claim = _Claim(level)
+                entry = yield _Io(partial(store.update, rid, claim))
+                if not claim.won:
+                    continue  # another process took this level's turn
+            elif not resumed:
+                continue  # claimed by another live caller, who is telling them
+            # else: claimed by an earlier attempt that died before it told anyone: tell them now
+            if entry.decided:
+                break
+            if level > 0:
+                entry = yield from self._log_once(wal, entry, f"escalated:{level}", RecordType.APPROVAL_ESCALATED,
+                                                  escalation_body(entry, level))
+            notice = Notification(entry, level, targets)
+            try:
+                yield _Io(partial(self.notifier.notify, notice))
+            except Exception as err:  # noqa: BLE001 - any failure to tell a person denies
+                # Nobody was asked, so nobody can say yes: deny, and say why.
+                why = f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}"
+                entry = yield _Io(partial(store.update, rid, _deny_system(self.clock(), why)))
+                break
+            entry = yield _Io(partial(store.update, rid, _notified(level)))
+        return entry
+
+    def _log_once(self, wal: WAL, entry: ApprovalEntry, event: str, rtype: RecordType,
+                  body: dict[str, Any]) -> Generator[_Op, Any, ApprovalEntry]:
+        key = log_key(event, wal)
+        if key in entry.logged:
+            return entry
+        yield _Durable(wal, wal.append(rtype.value, entry.saga_id, body, entry.step))
+        updated: ApprovalEntry = yield _Io(partial(self.store.update, entry.id, mark_logged(key)))
+        return updated
+
+    def _conclude(self, wal: WAL, entry: ApprovalEntry) -> Generator[_Op, Any, ApprovalDecision | None]:
+        """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
+        key = log_key("decided", wal)
+        if key not in entry.logged:
+            claimed = entry.claims.get(key)
+            if claimed is not None and self.clock() - claimed < CLAIM_GRACE:
+                return None  # the decider is writing this very record into this log
+            yield _Durable(wal, wal.append(decision_type(entry).value, entry.saga_id,
+                                           decision_body(entry, "gateway"), entry.step))
+            try:
+                yield _Io(partial(self.store.update, entry.id, mark_logged(key)))
+            except (StoreUnavailable, ApprovalError):
+                pass  # the record is durable; forgetting that costs a duplicate record later, not a missing one
+        if entry.granted:
+            return ApprovalDecision(True, entry.approver, entry.note)
+        if entry.status is Status.EXPIRED:
+            raise ApprovalExpired(f"request {entry.id[:8]} for {entry.tool!r}: {entry.note}; expiry denies")
+        if entry.approver is None:
+            raise ApprovalUnavailable(entry.note)
+        return ApprovalDecision(False, entry.approver, entry.note)
+
+    def _log_system_denial(self, wal: WAL, entry: ApprovalEntry, reason: str) -> Generator[_Op, Any, None]:
+        now = self.clock()
+        denied = entry.replace(status=Status.DENIED, approver=None, note=reason, decided_at=now,
+                               decided_via="agent-saga")
+        yield _Durable(wal, wal.append(RecordType.APPROVAL_DENIED.value, entry.saga_id,
+                                       decision_body(denied, "gateway"), entry.step))
+
+    def __repr__(self) -> str:
+        return (f"ApprovalGateway(store={self.store!r}, notifier={self.notifier!r}, "
+                f"timeout={self.policy.timeout:g}s, levels={len(self.policy.levels)})")
+
+
+class _Claim:
+    """A store change taking one level's turn; ``won`` says whether this caller took it."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+        self.won = False
+
+    def __call__(self, entry: ApprovalEntry) -> ApprovalEntry:
+        # Reset on every call: an optimistic store may run the change more than once.
+        self.won = False
+        if entry.decided or self.level in entry.escalated:
+            return entry
+        self.won = True
+        return entry.replace(escalated=(*entry.escalated, self.level))
+
+
+def _notified(level: int) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    def change(entry: ApprovalEntry) -> ApprovalEntry:
+        return entry if level in entry.notified else entry.replace(notified=(*entry.notified, level))
+
+    return change
+
+
+def _expire(now: float) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    def change(entry: ApprovalEntry) -> ApprovalEntry:
+        if entry.decided or now < entry.deadline:
+            return entry
+        timeout = entry.deadline - entry.created_at
+        return entry.replace(status=Status.EXPIRED, approver=None, note=f"no decision within {timeout:g}s",
+                             decided_at=now, decided_via="deadline")
+
+    return change
+
+
+def _deny_system(now: float, reason: str) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    def change(entry: ApprovalEntry) -> ApprovalEntry:
+        if entry.decided:
+            return entry  # somebody decided first (from the list): theirs stands
+        return entry.replace(status=Status.DENIED, approver=None, note=reason, decided_at=now,
+                             decided_via="agent-saga")
+
+    return change

@@ -1,0 +1,71 @@
+"""Shared helpers for the approval tests: a real local webhook server, waiting, the agent script."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+AGENT = Path(__file__).with_name("approval_agent.py")
+
+
+class Hook:
+    """An HTTP server on 127.0.0.1 that records every POSTed JSON body and answers ``status``."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        self.bodies: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(size) or b"{}")
+                with hook._lock:
+                    hook.bodies.append(body)
+                self.send_response(hook.status)
+                self.end_headers()
+                self.wfile.write(b"ok" if hook.status < 300 else b"broken")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/services/T000/B000/secret"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.bodies)
+
+    def requests(self) -> list[str]:
+        """The request id of every notification, in order."""
+        with self._lock:
+            return [b["agent_saga"]["request"] for b in self.bodies]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll until ``condition()`` is truthy; fail naming ``what`` (a bound on a hang, not a timing claim)."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def of_type(records: list[dict[str, Any]], rtype: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["type"] == rtype]

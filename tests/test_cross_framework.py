@@ -1,0 +1,65 @@
+"""examples/cross_framework.py: CrewAI, LangGraph and AutoGen agents, one saga (tox env cross_framework)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from agent_saga.log import read_records
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cross_framework.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cross_framework_example", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# CrewAI warns from its own modules on import and on every Agent it builds.
+@pytest.mark.filterwarnings(r"ignore:Cannot set an attribute on 'crewai:ImportWarning")
+@pytest.mark.filterwarnings(r"ignore::DeprecationWarning:crewai\..*")
+def test_one_boundary_unwinds_three_frameworks_last_in_first_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = _load()
+    world = example.main(tmp_path)
+    out = capsys.readouterr().out
+
+    # the world: the budget was reserved and the draft published, and both are undone
+    assert "reserved budget    -> res_1" in out and "published draft    -> doc_1" in out
+    assert world == {"reservations": {}, "published": {}}
+    assert "FAILED: notification service unreachable" in out
+    lines = [line.strip() for line in out.splitlines()]
+    assert lines.index("<- writer.publish_draft") < lines.index("<- research.reserve_budget")
+    assert "rollback reported: clean" in out
+    assert "distinct saga ids : 1" in out
+
+    # the log: one saga, three steps from three frameworks, undone newest first
+    records = list(read_records(tmp_path / "cross-framework.wal"))
+    assert len({r["saga"] for r in records}) == 1
+    assert [r["body"]["tool"] for r in records if r["type"] == "STEP_INTENT"] == [
+        "reserve_budget", "publish_draft", "notify"]
+    assert [r["step"] for r in records if r["type"] == "STEP_COMPENSATED"] == [2, 1]
+    assert [r["step"] for r in records if r["type"] == "STEP_NOT_APPLIED"] == [3]
+    assert records[-1]["type"] == "SAGA_ROLLED_BACK" and records[-1]["body"]["clean"] is True
+
+
+def test_the_readme_framework_table_states_each_adapters_declared_range() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    table = readme.split("## Does it support my framework?", 1)[1].split("\n## ", 1)[0]
+    for adapter in ("langgraph", "openai-agents", "llamaindex", "crewai", "autogen", "semantic-kernel"):
+        project = tomllib.loads((root / "packages" / f"adapter-{adapter}" / "pyproject.toml").read_text())["project"]
+        extra = next(iter(project["entry-points"]["agent_saga_adapters"]))
+        row = next(line for line in table.splitlines() if f"`{project['name']}[{extra}]`" in line)
+        for requirement in project["optional-dependencies"][extra]:
+            assert f"`{requirement}`" in row or requirement in row, (adapter, requirement)
+    assert "MCP" in table and "docs/MCP.md" in table
