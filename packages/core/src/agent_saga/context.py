@@ -23,7 +23,7 @@ from agent_saga.log.default import default_wal
 from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["SyncSaga", "current_saga", "saga_scope", "set_default_gate", "use_saga"]
+__all__ = ["SyncSaga", "current_saga", "default_gate", "saga_scope", "set_default_gate", "use_saga"]
 
 _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_saga", default=None)
 _gate_lock = threading.Lock()
@@ -50,7 +50,8 @@ def set_default_gate(gate: GatePort | Callable[[], GatePort | None] | None) -> N
         _default_gate = gate
 
 
-def _resolve_gate() -> GatePort | None:
+def default_gate() -> GatePort | None:
+    """The gate a saga started now gets when it is not given one (a fresh one per call)."""
     with _gate_lock:
         gate = _default_gate
     if gate is None or isinstance(gate, GatePort):
@@ -134,7 +135,7 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
             raise RuntimeError("a saga_scope can be entered only once; create a new one")
         options = dict(self._options)
         if options["gate"] is None:
-            options["gate"] = _resolve_gate()
+            options["gate"] = default_gate()
         saga = Saga(self._wal or default_wal(), **options)
         saga.start()
         self.saga = saga

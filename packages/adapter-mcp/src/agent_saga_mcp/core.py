@@ -1,0 +1,653 @@
+"""The proxy's message handling, apart from any pipe: lines in, lines out.
+
+:class:`ProxyCore` is fed every line the client sends (``from_client``) and every line
+the server sends (``from_server``) and writes lines through two callbacks. It interprets
+exactly two methods:
+
+* ``tools/list`` results: read to learn the tool surface (observe: build the skeleton;
+  enforce: check the policy against it; ``--boundary explicit``: add the saga tools).
+* ``tools/call`` requests: a declared tool runs as a saga step, the original request line
+  forwarded byte for byte and its response held until the step's outcome is in the log;
+  an undeclared one is answered with a JSON-RPC error and never reaches the server.
+
+Everything else is forwarded as the exact bytes received. What is *not* forwarded, and
+why: a line that is not JSON, or a JSON object with a duplicated key (the proxy and the
+server could read different methods out of it), is answered with the standard JSON-RPC
+error; a ``tools/call`` without an ``id`` (a notification cannot return a result, and a
+server might still act on it) is dropped; a batch that carries a ``tools/call`` or
+``tools/list`` is split and its members handled one by one (their responses come back
+unbatched).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_saga.engine.ports import GatePort
+from agent_saga.engine.saga import Saga, SagaStatus
+from agent_saga.errors import NotApplied, StepRefused
+from agent_saga.log.base import WAL
+from agent_saga.plugins.policy import PolicyError, ToolPolicy, ToolRule
+from agent_saga_mcp.compat import ToolInfo, call_params, is_error_result, list_tools_result, validate_message
+from agent_saga_mcp.handler import add_route, remove_route
+from agent_saga_mcp.policy import McpPolicy
+
+__all__ = [
+    "COMMIT_TOOL",
+    "ROLLBACK_TOOL",
+    "Boundary",
+    "CallCancelled",
+    "ErrorCode",
+    "ProxyConfig",
+    "ProxyCore",
+    "ServerGone",
+    "ToolCallFailed",
+    "merge_skeleton",
+]
+
+Send = Callable[[bytes], Awaitable[None]]
+
+COMMIT_TOOL = "saga_commit"
+ROLLBACK_TOOL = "saga_rollback"
+_OWN_PREFIX = "agent-saga:"
+_METHODS_OF_INTEREST = ("tools/call", "tools/list")
+
+
+class Boundary(enum.StrEnum):
+    SESSION = "session"
+    EXPLICIT = "explicit"
+    NONE = "none"
+
+
+class ErrorCode(enum.IntEnum):
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    INVALID_PARAMS = -32602
+    TOOL_NOT_DECLARED = -32001
+    STEP_REFUSED = -32002
+    PROXY_ERROR = -32003
+
+
+class ToolCallFailed(Exception):
+    """The server answered a tools/call with an error result or a JSON-RPC error."""
+
+
+class ServerGone(ConnectionError):
+    """The server closed its output before answering."""
+
+
+class CallCancelled(Exception):
+    """The client cancelled a tools/call in flight (``notifications/cancelled``): no answer is due."""
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _parse(line: bytes) -> Any:
+    return json.loads(line, object_pairs_hook=_no_duplicates)
+
+
+def _id_key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def _dump(message: Mapping[str, Any] | list[Any]) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _text_result(text: str, *, error: bool = False) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": error}
+
+
+_SAGA_TOOLS: list[dict[str, Any]] = [
+    {
+        "name": COMMIT_TOOL,
+        "description": "Commit the current transaction: every tool call since the last commit or "
+        "rollback stays done.",
+        "inputSchema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": ROLLBACK_TOOL,
+        "description": "Roll back the current transaction: undo every tool call since the last "
+        "commit or rollback, newest first.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "why the work is being undone"}},
+        },
+    },
+]
+
+
+def merge_skeleton(existing: Mapping[str, Any] | None, names: list[str]) -> dict[str, Any]:
+    """``existing`` with every new name added IRREVERSIBLE + TODO; reviewed entries untouched."""
+    merged: dict[str, Any] = dict(existing or ToolPolicy.skeleton([]))
+    tools = dict(merged.get("tools") or {})
+    known = ToolPolicy.from_dict({"tools": tools}) if tools else ToolPolicy()
+    fresh = [n for n in names if n not in tools and known.rule_for(n) is None]
+    tools.update(ToolPolicy.skeleton(fresh)["tools"])
+    merged["tools"] = tools
+    return merged
+
+
+@dataclass
+class ProxyConfig:
+    """How one proxy session behaves. ``policy=None`` is observe mode."""
+
+    server: dict[str, Any]
+    policy: McpPolicy | None = None
+    boundary: Boundary = Boundary.SESSION
+    emit_policy: Path | None = None
+    wal: WAL | None = None
+    gate: GatePort | None = None
+    name: str = "mcp"
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+
+class ProxyCore:
+    """The message-handling core (see the module doc). Not thread-safe: one event loop."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        to_server: Send,
+        to_client: Send,
+        note: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._to_server = to_server
+        self._to_client = to_client
+        self._note = note or (lambda text: print(f"agent-saga mcp: {text}", file=sys.stderr, flush=True))
+        self.fatal: str | None = None
+        self.stopped = asyncio.Event()
+        self.saga: Saga | None = None
+        self.sagas: list[Saga] = []
+        self.observed: dict[str, ToolInfo | None] = {}
+        self.surface: dict[str, ToolInfo] | None = None
+        self._surface_pages: dict[str, ToolInfo] = {}
+        self._lists: set[str] = set()  # ids of the client's pending tools/list requests
+        self._calls: dict[str, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
+        self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._own_seq = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._step_tasks: set[asyncio.Task[None]] = set()
+        self._boundary_lock = asyncio.Lock()
+        self._saga_lock = asyncio.Lock()
+        self._surface_lock = asyncio.Lock()
+        self._emitted: dict[str, Any] | None = None
+        if config.policy is None and config.emit_policy is not None and config.emit_policy.exists():
+            # Refuse a broken file up front rather than overwrite a reviewer's work later.
+            ToolPolicy.from_file(config.emit_policy)
+            self._emitted = json.loads(config.emit_policy.read_text("utf-8"))
+
+    # -- small helpers ----------------------------------------------------------------
+
+    @property
+    def observing(self) -> bool:
+        return self.config.policy is None
+
+    async def _reply_error(self, id_: Any, code: ErrorCode, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": int(code), "message": message}
+        if data is not None:
+            error["data"] = data
+        await self._to_client(_dump({"jsonrpc": "2.0", "id": id_ if _valid_id(id_) else None, "error": error}) + b"\n")
+
+    async def _reply_result(self, id_: Any, result: Mapping[str, Any]) -> None:
+        await self._to_client(_dump({"jsonrpc": "2.0", "id": id_, "result": dict(result)}) + b"\n")
+
+    def _fail(self, message: str) -> None:
+        # The caller answers the pending request first, then sets ``stopped``: stopping
+        # before the answer is written would close the pipes on it.
+        if self.fatal is None:
+            self.fatal = message
+            self._note(message)
+
+    def _spawn(self, coro: Awaitable[None], *, step: bool = False) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        if step:
+            self._step_tasks.add(task)
+            task.add_done_callback(self._step_tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for every tool call in flight to settle."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- client -> server -------------------------------------------------------------
+
+    async def from_client(self, line: bytes) -> None:
+        """Handle one line from the client (without its newline)."""
+        if not line.strip():
+            return
+        try:
+            message = _parse(line)
+        except _DuplicateKey as dup:
+            await self._reply_error(None, ErrorCode.INVALID_REQUEST, f"duplicate key {dup.args[0]!r} in message")
+            return
+        except (ValueError, RecursionError) as err:
+            await self._reply_error(None, ErrorCode.PARSE_ERROR, f"not JSON: {str(err)[:200]}")
+            return
+        if isinstance(message, list):
+            if not any(isinstance(m, dict) and m.get("method") in _METHODS_OF_INTEREST for m in message):
+                await self._to_server(line + b"\n")
+                return
+            for member in message:
+                await self._client_message(member, _dump(member) if isinstance(member, (dict, list)) else None)
+            return
+        await self._client_message(message, line)
+
+    async def _client_message(self, message: Any, raw: bytes | None) -> None:
+        if not isinstance(message, dict):
+            if raw is not None and not isinstance(message, list):
+                await self._to_server(raw + b"\n")
+            else:  # a nested batch or a scalar inside a batch: not a message
+                await self._reply_error(None, ErrorCode.INVALID_REQUEST, "a batch member must be an object")
+            return
+        method = message.get("method")
+        if method == "tools/call":
+            await self._client_call(message, raw if raw is not None else _dump(message))
+            return
+        if method == "tools/list" and _valid_id(message.get("id")):
+            self._lists.add(_id_key(message["id"]))
+        await self._to_server((raw if raw is not None else _dump(message)) + b"\n")
+        if method == "notifications/cancelled":
+            # The server will not answer a cancelled request, so its step would wait forever;
+            # whether the tool ran is unknown, which is what the step records.
+            params = message.get("params")
+            request = params.get("requestId") if isinstance(params, dict) else None
+            pending = self._calls.get(_id_key(request)) if _valid_id(request) else None
+            if pending is not None and not pending.done():
+                pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
+
+    async def _client_call(self, message: dict[str, Any], raw: bytes) -> None:
+        id_ = message.get("id")
+        if "id" not in message:
+            self._note("dropped a tools/call sent as a notification (no id): it could not return a result")
+            return
+        try:
+            validate_message(message)
+            if not _valid_id(id_):
+                raise ValueError("id must be a string or an integer")
+        except (ValidationError, ValueError) as err:
+            await self._reply_error(id_, ErrorCode.INVALID_REQUEST, f"invalid tools/call request: {_short(err)}")
+            return
+        try:
+            name, arguments = call_params(message.get("params"))
+        except ValidationError as err:
+            await self._reply_error(id_, ErrorCode.INVALID_PARAMS, f"invalid tools/call params: {_short(err)}")
+            return
+        key = _id_key(id_)
+        if key in self._calls or key.startswith(json.dumps(_OWN_PREFIX)[:-1]):
+            await self._reply_error(id_, ErrorCode.INVALID_REQUEST, f"request id {id_!r} is already in use")
+            return
+        if self.observing:
+            self._observe([name], None)
+            await self._to_server(raw + b"\n")
+            return
+        policy = self.config.policy
+        assert policy is not None
+        if self.config.boundary is Boundary.EXPLICIT and name in (COMMIT_TOOL, ROLLBACK_TOOL):
+            self._spawn(self._explicit(id_, name, arguments))
+            return
+        rule = policy.rule_for(name)
+        if rule is None:
+            if policy.enforce:
+                await self._reply_error(
+                    id_, ErrorCode.TOOL_NOT_DECLARED,
+                    f"tool {name!r} is not declared in the tool policy {policy.policy.source}, so it was not "
+                    "called; add it to the policy with its semantics (REVERSIBLE, COMPENSABLE or IRREVERSIBLE)",
+                    {"tool": name},
+                )
+                return
+            self._note(f"tool {name!r} is not in the policy (observe mode): forwarded without a saga step")
+            await self._to_server(raw + b"\n")
+            return
+        self._calls[key] = asyncio.get_running_loop().create_future()
+        self._spawn(self._step(id_, key, raw, name, arguments, rule), step=True)
+
+    async def _step(
+        self, id_: Any, key: str, raw: bytes, name: str, arguments: dict[str, Any], rule: ToolRule
+    ) -> None:
+        policy = self.config.policy
+        assert policy is not None
+        future = self._calls[key]
+        try:
+            if not await self._check_surface():
+                await self._reply_error(id_, ErrorCode.PROXY_ERROR, self.fatal or "tool policy check failed")
+                self.stopped.set()
+                return
+            try:
+                gate_args = policy.gate_args(name, rule, arguments)
+            except StepRefused as refused:
+                await self._reply_error(id_, ErrorCode.STEP_REFUSED, str(refused), {"tool": name, "rule": refused.rule})
+                return
+
+            async def forward() -> dict[str, Any]:
+                await self._to_server(raw + b"\n")
+                response, _ = await future
+                if "error" in response:
+                    raise ToolCallFailed(f"{name}: JSON-RPC error {response['error']!r}")
+                result = response.get("result")
+                if not isinstance(result, dict):
+                    raise ToolCallFailed(f"{name}: response has no result object")
+                if is_error_result(result):
+                    # The tool said it failed; whether it changed anything first is not known.
+                    raise ToolCallFailed(f"{name} returned an error result")
+                return result
+
+            server = self.config.server
+
+            def undo(result: Any) -> Any:
+                return policy.undo(name, rule, result, server)
+
+            saga, single = await self._saga_for_call()
+            try:
+                await saga.execute(
+                    tool=name, semantics=rule.semantics, forward=forward,
+                    compensate=undo if rule.compensate is not None else None,
+                    args=gate_args, inline=True,
+                )
+            finally:
+                if single and saga.status is SagaStatus.OPEN:
+                    await saga.complete()
+        except StepRefused as refused:
+            await self._reply_error(id_, ErrorCode.STEP_REFUSED, str(refused), {"tool": name, "rule": refused.rule})
+            return
+        except Exception as err:  # noqa: BLE001 - answered to the client below, never swallowed silently
+            if isinstance(err, CallCancelled):
+                return  # a cancelled request gets no answer (MCP's cancellation rule)
+            if not _answered(future):
+                kind = ErrorCode.STEP_REFUSED if isinstance(err, NotApplied) else ErrorCode.PROXY_ERROR
+                await self._reply_error(id_, kind, f"{name}: {type(err).__name__}: {err}", {"tool": name})
+                return
+            if not isinstance(err, ToolCallFailed):
+                self._note(f"{name}: {type(err).__name__}: {err}")
+        finally:
+            self._calls.pop(key, None)
+            if not future.done():
+                future.cancel()
+        if _answered(future):
+            _, line = future.result()
+            try:
+                # The client must not see an effect whose undo could still be lost: the
+                # step's outcome (and its compensation) is durable before the answer goes out.
+                await self._wal().barrier_async()
+            except Exception as err:  # noqa: BLE001 - the effect happened; the client still hears of it
+                self._note(f"{name}: the log could not confirm the step's outcome: {type(err).__name__}: {err}")
+            await self._to_client(line + b"\n")
+
+    async def _saga_for_call(self) -> tuple[Saga, bool]:
+        config = self.config
+        if config.boundary is Boundary.NONE:
+            saga = Saga(self._wal(), name=config.name, gate=config.gate, tags=config.tags)
+            saga.start()
+            self.sagas.append(saga)
+            return saga, True
+        async with self._saga_lock:
+            if self.saga is None or self.saga.status is not SagaStatus.OPEN:
+                self.saga = Saga(self._wal(), name=config.name, gate=config.gate, tags=config.tags)
+                self.saga.start()
+                self.sagas.append(self.saga)
+            return self.saga, False
+
+    def _wal(self) -> WAL:
+        if self.config.wal is None:
+            from agent_saga.log.default import default_wal
+
+            self.config.wal = default_wal()
+        return self.config.wal
+
+    async def _explicit(self, id_: Any, name: str, arguments: dict[str, Any]) -> None:
+        # One commit/rollback at a time; each waits for the tool calls already in flight
+        # (never for another commit/rollback, which could wait for it in turn).
+        async with self._boundary_lock:
+            while self._step_tasks:
+                await asyncio.gather(*list(self._step_tasks), return_exceptions=True)
+            async with self._saga_lock:
+                saga, self.saga = self.saga, None
+            if saga is None or saga.status is not SagaStatus.OPEN:
+                await self._reply_result(id_, _text_result("no open transaction: nothing to do"))
+                return
+            if name == COMMIT_TOOL:
+                await saga.complete()
+                await self._reply_result(id_, _text_result(f"committed {saga.saga_id}: {len(saga.steps)} step(s)"))
+                return
+            reason = str(arguments.get("reason") or "saga_rollback called")
+            report = await saga.rollback(RollbackRequested(reason))
+        text = (f"rolled back {saga.saga_id}: {len(report.compensated)} compensated, "
+                f"{len(report.failed)} failed, {len(report.orphaned)} orphaned, "
+                f"{len(report.unresolved)} unresolved; clean={report.clean}")
+        await self._reply_result(id_, _text_result(text, error=not report.clean))
+
+    # -- the tool surface ----------------------------------------------------------------
+
+    async def _check_surface(self) -> bool:
+        """Make sure the policy was checked against the server's tools (listing them if needed)."""
+        if self.fatal is not None:
+            return False
+        if self.surface is not None:
+            return True
+        async with self._surface_lock:
+            if self.surface is None and self.fatal is None:
+                tools: dict[str, ToolInfo] = {}
+                cursor: str | None = None
+                while True:
+                    try:
+                        result = await self.request("tools/list", {"cursor": cursor} if cursor else None)
+                        page, cursor = list_tools_result(result)
+                    except (ValidationError, ToolCallFailed, ServerGone) as err:
+                        self._fail(f"could not list the server's tools to check the policy: {_short(err)}")
+                        return False
+                    tools.update((t.name, t) for t in page)
+                    if cursor is None:
+                        break
+                self._accept_surface(tools)
+        return self.fatal is None
+
+    def _accept_surface(self, tools: dict[str, ToolInfo]) -> None:
+        policy = self.config.policy
+        if policy is None:
+            return
+        reserved = (COMMIT_TOOL, ROLLBACK_TOOL) if self.config.boundary is Boundary.EXPLICIT else ()
+        try:
+            for warning in policy.check_surface(tools, reserved):
+                self._note(warning)
+        except PolicyError as err:
+            self._fail(f"tool policy refused: {err}")
+            return
+        self.surface = tools
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send the proxy's own request to the server and return its result."""
+        self._own_seq += 1
+        id_ = f"{_OWN_PREFIX}{os.getpid()}:{self._own_seq}"
+        key = _id_key(id_)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._own[key] = future
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        try:
+            await self._to_server(_dump(message) + b"\n")
+            response = await future
+        finally:
+            self._own.pop(key, None)
+        if "error" in response:
+            raise ToolCallFailed(f"{method}: JSON-RPC error {response['error']!r}")
+        result = response.get("result")
+        if not isinstance(result, dict):
+            raise ToolCallFailed(f"{method}: response has no result object")
+        return result
+
+    async def call_route(self, tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+        """The live route of the ``mcp.call_tool`` handler: a compensating call on this connection."""
+        params: dict[str, Any] = {"name": tool, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        return await self.request("tools/call", params)
+
+    # -- server -> client -----------------------------------------------------------------
+
+    async def from_server(self, line: bytes) -> None:
+        """Handle one line from the server (without its newline)."""
+        if not line.strip():
+            return  # an empty line carries no message, in either direction
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            message = None
+        if isinstance(message, list):
+            ours = [m for m in message if isinstance(m, dict) and self._is_ours(m)]
+            if not ours:
+                await self._to_client(line + b"\n")
+                return
+            rest = [m for m in message if not (isinstance(m, dict) and self._is_ours(m))]
+            if rest:
+                await self._to_client(_dump(rest) + b"\n")
+            for member in ours:
+                await self._server_response(member, _dump(member))
+            return
+        if isinstance(message, dict) and self._is_ours(message):
+            await self._server_response(message, line)
+            return
+        if isinstance(message, dict) and message.get("method") == "notifications/tools/list_changed":
+            self.surface = None  # check the policy against the new list before the next call
+        await self._to_client(line + b"\n")
+
+    def _is_ours(self, message: dict[str, Any]) -> bool:
+        if "method" in message or not ("result" in message or "error" in message):
+            return False
+        id_ = message.get("id")
+        if not _valid_id(id_):
+            return False
+        key = _id_key(id_)
+        return key in self._own or key in self._calls or key in self._lists
+
+    async def _server_response(self, message: dict[str, Any], raw: bytes) -> None:
+        key = _id_key(message.get("id"))
+        own = self._own.get(key)
+        if own is not None:
+            if not own.done():
+                own.set_result(message)
+            return
+        call = self._calls.get(key)
+        if call is not None:
+            if not call.done():
+                call.set_result((message, raw))
+            return
+        self._lists.discard(key)
+        result = message.get("result")
+        try:
+            page, cursor = list_tools_result(result)
+        except ValidationError:
+            await self._to_client(raw + b"\n")
+            return
+        if self.observing:
+            self._observe([t.name for t in page], page)
+            await self._to_client(raw + b"\n")
+            return
+        self._surface_pages.update((t.name, t) for t in page)
+        if cursor is None:
+            pages, self._surface_pages = self._surface_pages, {}
+            if self.surface is None:
+                self._accept_surface(pages)
+            if self.fatal is not None:
+                await self._reply_error(message.get("id"), ErrorCode.PROXY_ERROR, self.fatal)
+                self.stopped.set()
+                return
+            if self.config.boundary is Boundary.EXPLICIT:
+                assert isinstance(result, dict)
+                patched = dict(message)
+                patched["result"] = {**result, "tools": [*result.get("tools", []), *_SAGA_TOOLS]}
+                await self._to_client(_dump(patched) + b"\n")
+                return
+        await self._to_client(raw + b"\n")
+
+    # -- observe mode ---------------------------------------------------------------------
+
+    def _observe(self, names: list[str], page: list[ToolInfo] | None) -> None:
+        infos = {t.name: t for t in page or []}
+        fresh = [n for n in names if n not in self.observed]
+        for name in names:
+            if self.observed.get(name) is None:
+                self.observed[name] = infos.get(name)
+        if fresh and self.config.emit_policy is not None:
+            self.write_skeleton()
+
+    def write_skeleton(self) -> None:
+        """Merge what was seen into the policy file (atomically; reviewed entries untouched)."""
+        target = self.config.emit_policy
+        if target is None:
+            return
+        merged = merge_skeleton(self._emitted, sorted(self.observed))
+        if merged == self._emitted:
+            return
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(merged, indent=2) + "\n", "utf-8")
+        os.replace(tmp, target)
+        self._emitted = merged
+
+    # -- the end --------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Route ``mcp.call_tool`` compensations for this server through this connection."""
+        add_route(self.config.server, self.call_route)
+
+    def detach(self) -> None:
+        remove_route(self.config.server)
+
+    async def close(self) -> None:
+        """The client closed its side cleanly: settle calls in flight and commit what is open."""
+        await self.drain()
+        async with self._saga_lock:
+            saga, self.saga = self.saga, None
+        if saga is not None and saga.status is SagaStatus.OPEN:
+            await saga.complete()
+
+    def server_gone(self) -> None:
+        """The server closed its output: calls waiting for an answer fail (their steps UNKNOWN)."""
+        gone = "the server closed the connection before answering"
+        for call in self._calls.values():
+            if not call.done():
+                call.set_exception(ServerGone(gone))
+        for own in self._own.values():
+            if not own.done():
+                own.set_exception(ServerGone(gone))
+
+
+class RollbackRequested(Exception):
+    """The cause recorded when the client calls ``saga_rollback``."""
+
+
+def _answered(future: asyncio.Future[Any]) -> bool:
+    return future.done() and not future.cancelled() and future.exception() is None
+
+
+def _short(err: BaseException) -> str:
+    text = str(err).replace("\n", " ")
+    return text[:300]

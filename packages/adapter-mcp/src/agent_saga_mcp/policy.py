@@ -1,0 +1,153 @@
+"""The tool policy as the MCP proxy reads it: the core's format, checked against a real server.
+
+The file is the core's tool policy (``agent_saga.plugins.policy``, same JSON Schema). What
+the proxy adds is checking it against the tool surface the server actually lists: a
+compensating tool must exist and accept the mapped arguments, and ``policy_args`` paths
+must be able to resolve in a call's arguments. Errors name the entry and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent_saga.errors import CompensationError, StepRefused
+from agent_saga.plugins.policy import JsonPath, PolicyError, ToolPolicy, ToolRule
+from agent_saga.registry import registered
+from agent_saga.semantics import ActionSemantics, Compensation
+from agent_saga_mcp.compat import ToolInfo
+from agent_saga_mcp.document import result_document, schema_misses
+
+__all__ = ["CALL_TOOL_HANDLER", "McpPolicy", "PolicyError"]
+
+# The registered handler every compensating tool call is recorded under (see handler.py).
+CALL_TOOL_HANDLER = "mcp.call_tool"
+
+
+@dataclass(frozen=True)
+class McpPolicy:
+    """A validated tool policy plus the MCP-specific checks and builders."""
+
+    policy: ToolPolicy
+
+    @classmethod
+    def load(cls, source: str | os.PathLike[str] | Mapping[str, Any] | ToolPolicy) -> McpPolicy:
+        """Read and check what can be checked without the server (PolicyError names the entry)."""
+        policy = ToolPolicy.load(source)
+        for rule in policy.rules:
+            undo = rule.compensate
+            if undo is not None and undo.tool is None and not registered(undo.handler):
+                raise PolicyError(
+                    f"{policy.source}: tools[{rule.pattern!r}].compensate.handler {undo.handler!r} is not "
+                    "registered in this process; pass --import MODULE naming the module that declares it "
+                    "with @compensator, or use compensate.tool to call a tool of the server"
+                )
+        return cls(policy)
+
+    @property
+    def enforce(self) -> bool:
+        return self.policy.mode == "enforce"
+
+    def rule_for(self, tool: str) -> ToolRule | None:
+        return self.policy.rule_for(tool)
+
+    def check_surface(self, tools: Mapping[str, ToolInfo], reserved: Iterable[str] = ()) -> list[str]:
+        """Check the policy against the server's tools; return warnings, raise PolicyError on errors."""
+        src = self.policy.source
+        for name in reserved:
+            if name in tools:
+                raise PolicyError(
+                    f"the server lists a tool named {name!r}, which --boundary explicit reserves for the "
+                    "proxy; run with another --boundary"
+                )
+        warnings = []
+        for rule in self.policy.rules:
+            if not rule.is_glob and rule.pattern not in tools:
+                warnings.append(f"{src}: tools[{rule.pattern!r}] names no tool this server lists")
+        for info in tools.values():
+            found = self.rule_for(info.name)
+            if found is None:
+                continue
+            rule = found
+            where = f"{src}: tools[{rule.pattern!r}]" + ("" if rule.pattern == info.name else f" (for {info.name!r})")
+            for key, text in rule.policy_args.items():
+                miss = schema_misses(info.input_schema, JsonPath.parse(text))
+                if miss is not None:
+                    raise PolicyError(
+                        f"{where}.policy_args[{key!r}] cannot resolve in the tool's arguments: {miss}; "
+                        "policy_args paths read the call's arguments"
+                    )
+            undo = rule.compensate
+            if undo is None or undo.tool is None:
+                continue
+            target = tools.get(undo.tool)
+            if target is None:
+                known = ", ".join(sorted(tools)) or "none"
+                raise PolicyError(
+                    f"{where}.compensate.tool {undo.tool!r} is not a tool of this server (it lists: {known}); "
+                    "fix the name, or the undo could never run"
+                )
+            props = (target.input_schema or {}).get("properties")
+            if isinstance(props, Mapping):
+                unknown = sorted(set(undo.args) - set(props))
+                if unknown:
+                    raise PolicyError(
+                        f"{where}.compensate.args names {unknown}, which {undo.tool!r} does not take "
+                        f"(it takes: {', '.join(sorted(props)) or 'nothing'})"
+                    )
+            required = (target.input_schema or {}).get("required") or []
+            missing = sorted(str(r) for r in required if r not in undo.args)
+            if missing:
+                raise PolicyError(f"{where}.compensate.args does not give {undo.tool!r} its required {missing}")
+            for key, path in undo.paths.items():
+                miss = schema_misses(info.output_schema, path)
+                if miss is not None:
+                    raise PolicyError(
+                        f"{where}.compensate.args[{key!r}] cannot resolve in {info.name!r}'s declared output: {miss}"
+                    )
+        return warnings
+
+    def gate_args(self, tool: str, rule: ToolRule, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The arguments the gate polices and the log records: the call's, plus ``policy_args``."""
+        args = dict(arguments)
+        for key, text in rule.policy_args.items():
+            try:
+                args[key] = JsonPath.parse(text).find(arguments)
+            except KeyError as err:
+                raise StepRefused(
+                    tool,
+                    f"policy_args[{key!r}] = {text!r} does not resolve in the call's arguments ({err.args[0]}), "
+                    "so the gate cannot check it",
+                    "policy_args",
+                ) from None
+        return args
+
+    def undo(
+        self, tool: str, rule: ToolRule, result: Mapping[str, Any] | None, server: Mapping[str, Any]
+    ) -> Compensation | None:
+        """The undo of one successful call, from its wire result (None before the result exists)."""
+        undo = rule.compensate
+        if undo is None or rule.semantics is ActionSemantics.IRREVERSIBLE:
+            return None
+        paths = undo.paths
+        if paths and result is None:
+            return None
+        doc = result_document(result) if result is not None else None
+        mapped: dict[str, Any] = {k: v for k, v in undo.args.items() if k not in paths}
+        for key, path in paths.items():
+            try:
+                mapped[key] = path.find(doc)
+            except KeyError as err:
+                raise CompensationError(
+                    f"tool policy entry {rule.pattern!r}: compensate.args[{key!r}] = {path.text!r} does not "
+                    f"resolve in the result of {tool!r} ({err.args[0]}); fix the path or the tool"
+                ) from None
+        if undo.tool is None:
+            return Compensation(handler=undo.handler, kwargs=mapped)
+        return Compensation(
+            handler=CALL_TOOL_HANDLER,
+            kwargs={"server": dict(server), "tool": undo.tool, "arguments": mapped},
+            description=f"{undo.tool}({', '.join(f'{k}={v!r}' for k, v in mapped.items())})",
+        )

@@ -1,0 +1,152 @@
+"""The policy format as MCP extends it, the result document, the skeleton merge, the line splitter."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from typing import Any
+
+import jsonschema
+import pytest
+from agent_saga_mcp.compat import ToolInfo
+from agent_saga_mcp.core import merge_skeleton
+from agent_saga_mcp.document import result_document, schema_misses
+from agent_saga_mcp.policy import McpPolicy
+from agent_saga_mcp.proxy import lines
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_saga.errors import CompensationError
+from agent_saga.plugins import PolicyError, ToolPolicy, policy_schema
+from agent_saga.plugins.policy import JsonPath
+
+CHARGE = {"semantics": "COMPENSABLE", "compensate": {"tool": "create_refund", "args": {"charge": "$.id"}},
+          "policy_args": {"amount": "$.amount"}}
+
+
+def test_the_shared_schema_accepts_a_compensating_tool_and_refuses_two_undos() -> None:
+    schema = policy_schema()
+    jsonschema.validate({"mode": "enforce", "tools": {"create_charge": CHARGE}}, schema)
+    both = {"tools": {"t": {"semantics": "COMPENSABLE", "compensate": {"tool": "a", "handler": "b"}}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(both, schema)
+    with pytest.raises(PolicyError, match="both 'handler' and 'tool'"):
+        ToolPolicy.from_dict(both)
+
+
+def test_a_compensating_tool_round_trips_through_the_core_policy() -> None:
+    policy = ToolPolicy.from_dict({"mode": "enforce", "tools": {"create_charge": CHARGE}})
+    assert policy.to_dict()["tools"]["create_charge"] == CHARGE
+
+
+def test_in_process_runtimes_refuse_a_tool_undo_before_the_call() -> None:
+    spec = ToolPolicy.from_dict({"tools": {"create_charge": CHARGE}}).spec_for("create_charge")
+    assert spec is not None and spec.compensate is not None
+    with pytest.raises(CompensationError, match="only the MCP proxy"):
+        spec.compensate(None)  # what the engine asks before the forward call runs
+
+
+def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolve() -> None:
+    policy = McpPolicy.load({"tools": {"create_charge": CHARGE}})
+    rule = policy.rule_for("create_charge")
+    assert rule is not None
+    server = {"command": ["python", "-m", "s"], "cwd": "/srv"}
+    result = {"content": [{"type": "text", "text": '{"id": "ch_9"}'}], "isError": False}
+    comp = policy.undo("create_charge", rule, result, server)
+    assert comp is not None and comp.handler == "mcp.call_tool"
+    assert dict(comp.kwargs) == {"server": server, "tool": "create_refund", "arguments": {"charge": "ch_9"}}
+    assert policy.undo("create_charge", rule, None, server) is None  # unknown before the result exists
+    with pytest.raises(CompensationError, match=r"compensate.args\['charge'\] = '\$.id'"):
+        policy.undo("create_charge", rule, {"content": [{"type": "text", "text": "done"}]}, server)
+
+
+def test_policy_args_feed_the_gate_from_the_call_arguments() -> None:
+    policy = McpPolicy.load({"tools": {"create_charge": CHARGE}})
+    rule = policy.rule_for("create_charge")
+    assert rule is not None
+    assert policy.gate_args("create_charge", rule, {"amount": 5, "c": "x"}) == {"amount": 5, "c": "x"}
+    spending = McpPolicy.load({"tools": {"t": {"semantics": "IRREVERSIBLE", "policy_args": {"spent": "$.a.b"}}}})
+    spent_rule = spending.rule_for("t")
+    assert spent_rule is not None
+    assert spending.gate_args("t", spent_rule, {"a": {"b": 3}})["spent"] == 3
+    with pytest.raises(Exception, match=r"policy_args\['spent'\]"):
+        spending.gate_args("t", spent_rule, {"a": 3})
+
+
+def test_an_unregistered_handler_is_refused_at_load() -> None:
+    with pytest.raises(PolicyError, match=r"tools\['t'\].compensate.handler 'nobody.home'"):
+        McpPolicy.load({"tools": {"t": {"semantics": "COMPENSABLE", "compensate": {"handler": "nobody.home"}}}})
+
+
+def test_the_surface_check_reserves_the_explicit_tools_and_warns_about_missing_names() -> None:
+    policy = McpPolicy.load({"tools": {"ghost": {"semantics": "REVERSIBLE"}}})
+    tools = {"saga_commit": ToolInfo("saga_commit", None, None)}
+    with pytest.raises(PolicyError, match="reserves"):
+        policy.check_surface(tools, reserved=("saga_commit", "saga_rollback"))
+    assert any("ghost" in w for w in policy.check_surface(tools))
+
+
+@pytest.mark.parametrize(("result", "document"), [
+    ({"structuredContent": {"id": 1}, "content": [{"type": "text", "text": "{\"id\": 2}"}]}, {"id": 1}),
+    ({"content": [{"type": "text", "text": "{\"id\": 2}"}]}, {"id": 2}),
+    ({"content": [{"type": "text", "text": "plain"}]}, {"content": [{"type": "text", "text": "plain"}]}),
+    ({"content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]},
+     {"content": [{"type": "text", "text": "1"}, {"type": "text", "text": "2"}]}),
+])
+def test_the_result_document(result: dict[str, Any], document: Any) -> None:
+    assert result_document(result) == document
+
+
+@pytest.mark.parametrize(("schema", "path", "misses"), [
+    ({"type": "object", "properties": {"amount": {"type": "integer"}}}, "$.amount", False),
+    ({"type": "object", "properties": {"amount": {"type": "integer"}}}, "$.amont", True),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}}, "$.a.b", True),
+    ({"type": "object", "additionalProperties": True}, "$.anything", False),
+    ({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object"}}}}, "$.xs[0].id", False),
+    ({"type": "object", "properties": {"xs": {"type": "string"}}}, "$.xs[0]", True),
+    (None, "$.whatever", False),
+])
+def test_schema_misses(schema: Any, path: str, misses: bool) -> None:
+    assert (schema_misses(schema, JsonPath.parse(path)) is not None) == misses
+
+
+entries = st.sampled_from([
+    {"semantics": "REVERSIBLE"},
+    {"semantics": "IRREVERSIBLE", "description": "reviewed"},
+    CHARGE,
+])
+tool_names = st.text(alphabet="abcdefgh_", min_size=1, max_size=6)
+
+
+@given(reviewed=st.dictionaries(tool_names, entries, max_size=5), seen=st.lists(tool_names, max_size=8))
+def test_merging_a_skeleton_never_touches_or_upgrades_reviewed_entries(reviewed: dict[str, Any],
+                                                                       seen: list[str]) -> None:
+    existing = {"mode": "enforce", "tools": reviewed}
+    merged = merge_skeleton(existing, seen)
+    for name, entry in reviewed.items():
+        assert merged["tools"][name] == entry
+    for name in set(seen) - set(reviewed):
+        assert merged["tools"][name]["semantics"] == "IRREVERSIBLE"
+        assert "TODO" in merged["tools"][name]["description"]
+    assert set(merged["tools"]) == set(reviewed) | set(seen)
+    assert merge_skeleton(merged, seen) == merged  # observing the same surface again changes nothing
+    ToolPolicy.from_dict(merged)  # and the result is a valid policy
+
+
+@given(data=st.binary(max_size=3000), cuts=st.lists(st.integers(0, 3000), max_size=10))
+def test_the_line_splitter_matches_split_whatever_the_chunking(data: bytes, cuts: list[int]) -> None:
+    bounds = sorted({0, len(data), *(c for c in cuts if c <= len(data))})
+    chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+    async def feed() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    async def collect() -> list[bytes]:
+        return [line async for line in lines(feed())]
+
+    expected = data.split(b"\n")
+    if expected and expected[-1] == b"":
+        expected.pop()
+    assert asyncio.run(collect()) == expected

@@ -1,0 +1,303 @@
+"""Property-based: whatever the client sends, the proxy's message handling does not crash
+and never lets an undeclared tools/call through.
+
+In process, :class:`ProxyCore` is fed generated client lines (malformed JSON, invalid
+UTF-8, wrong types, unknown methods, notifications, batches, duplicated keys, huge
+messages) interleaved with server lines. The server side of these in-process runs is a
+small responder written below that answers tools/list and tools/call the way the real test
+server does; the subprocess test at the end sends the same kind of garbage through the
+real proxy to the real server and reads the server's own call log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from typing import Any
+
+import pytest
+from agent_saga_mcp.core import Boundary, ErrorCode, ProxyConfig, ProxyCore
+from agent_saga_mcp.policy import McpPolicy
+from conftest import World
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_saga.log import MemoryWAL
+
+DECLARED = {"create_charge", "create_refund", "search_docs"}
+UNDECLARED = ["delete_everything", "", "create_charge ", "CREATE_CHARGE", "saga_rollback", "search_docs\x00"]
+POLICY = McpPolicy.load({
+    "mode": "enforce",
+    "tools": {
+        "create_charge": {"semantics": "COMPENSABLE",
+                          "compensate": {"tool": "create_refund", "args": {"charge": "$.id"}},
+                          "policy_args": {"spent": "$.amount"}},
+        "create_refund": {"semantics": "IRREVERSIBLE"},
+        "search_docs": {"semantics": "REVERSIBLE"},
+    },
+})
+TOOLS = [
+    {"name": "create_charge", "inputSchema": {"type": "object", "properties": {
+        "amount": {"type": "integer"}, "customer": {"type": "string"}}}},
+    {"name": "create_refund", "inputSchema": {"type": "object", "properties": {"charge": {"type": "string"}},
+                                              "required": ["charge"]}},
+    {"name": "search_docs", "inputSchema": {"type": "object", "properties": {"query": {"type": "string"}}}},
+    {"name": "delete_everything", "inputSchema": {"type": "object", "properties": {}}},
+]
+
+ids = st.one_of(st.integers(-(2**63), 2**63), st.text(max_size=8), st.booleans(), st.none(),
+                st.floats(allow_nan=False), st.lists(st.integers(), max_size=2))
+names = st.one_of(st.sampled_from(sorted(DECLARED) + UNDECLARED), st.text(max_size=12))
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12,
+)
+arguments = st.one_of(
+    st.fixed_dictionaries({"amount": st.integers(-5, 50), "customer": st.text(max_size=5)}),
+    st.dictionaries(st.text(max_size=6), json_values, max_size=3),
+    json_values,
+)
+params = st.one_of(st.fixed_dictionaries({"name": names, "arguments": arguments}),
+                   st.fixed_dictionaries({"name": json_values}), json_values)
+
+
+@st.composite
+def tool_calls(draw: st.DrawFn) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": draw(st.sampled_from(["2.0", "1.0", 2])), "method": "tools/call",
+                               "params": draw(params)}
+    if draw(st.booleans()):
+        message["id"] = draw(ids)
+    return message
+
+
+others = st.one_of(
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids,
+                           "method": st.sampled_from(["ping", "resources/list", "prompts/get", "x/unknown",
+                                                      "tools/list", "Tools/Call", "tools/call/"])}),
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "method": st.sampled_from(
+        ["notifications/initialized", "notifications/cancelled", "notifications/progress"]),
+        "params": json_values}),
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids, "result": json_values}),  # answers to the server
+    json_values,
+)
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def duplicate_key_call(name: str, tools_call_first: bool = False) -> bytes:
+    methods = b'"method":"tools/call","method":"ping"' if tools_call_first else b'"method":"ping","method":"tools/call"'
+    return b'{"jsonrpc":"2.0","id":7,' + methods + b',"params":{"name":"' + name.encode() + b'","arguments":{}}}'
+
+
+
+client_lines = st.one_of(
+    tool_calls().map(encode),
+    others.map(encode),
+    st.lists(st.one_of(tool_calls(), others), max_size=5).map(encode),  # batches
+    st.binary(max_size=40),
+    st.text(max_size=40).map(str.encode),
+    st.builds(duplicate_key_call, st.sampled_from(UNDECLARED), st.booleans()),
+    st.just(encode({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 300_000}})),  # huge
+    st.just(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"'),  # truncated
+    st.just(b"[" * 5000 + b"]" * 5000),  # deep nesting
+)
+server_lines = st.one_of(
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids, "result": json_values}).map(encode),
+    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids,
+                           "result": st.just({"tools": TOOLS})}).map(encode),
+    st.binary(max_size=20),
+)
+script = st.lists(st.one_of(client_lines.map(lambda b: ("client", b)), server_lines.map(lambda b: ("server", b))),
+                  max_size=25)
+
+
+def tool_calls_in(line: bytes) -> list[dict[str, Any]]:
+    """Every tools/call a server could read out of ``line``, whichever duplicate key it keeps."""
+    found: dict[str, dict[str, Any]] = {}
+    for hook in (None, _first_wins):
+        try:
+            value = json.loads(line, object_pairs_hook=hook)
+        except (ValueError, RecursionError):
+            continue
+        for message in value if isinstance(value, list) else [value]:
+            if isinstance(message, dict) and message.get("method") == "tools/call":
+                found.setdefault(json.dumps(message, sort_keys=True), message)
+    return list(found.values())
+
+
+def _first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        out.setdefault(key, value)
+    return out
+
+
+class Harness:
+    """A ProxyCore with a responder in place of the server and the client's view recorded."""
+
+    def __init__(self, boundary: Boundary = Boundary.SESSION, answer_calls: bool = True) -> None:
+        self.answer_calls = answer_calls
+        self.to_server: list[bytes] = []
+        self.to_client: list[bytes] = []
+        self.notes: list[str] = []
+        self.charges = 0
+        config = ProxyConfig(server={"command": ["my_mcp_server"], "cwd": "/"}, policy=POLICY,
+                             boundary=boundary, wal=MemoryWAL())
+        self.core = ProxyCore(config, self._server_receives, self._client_receives, self.notes.append)
+
+    async def _client_receives(self, data: bytes) -> None:
+        assert data.endswith(b"\n") and b"\n" not in data[:-1]
+        self.to_client.append(data[:-1])
+
+    async def _server_receives(self, data: bytes) -> None:
+        assert data.endswith(b"\n") and b"\n" not in data[:-1]
+        self.to_server.append(data[:-1])
+        try:
+            value = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        for message in value if isinstance(value, list) else [value]:
+            if not isinstance(message, dict) or "id" not in message:
+                continue
+            if message.get("method") == "tools/list":
+                answer: dict[str, Any] = {"tools": TOOLS}
+            elif message.get("method") == "tools/call" and self.answer_calls:
+                self.charges += 1
+                answer = {"content": [], "structuredContent": {"id": f"ch_{self.charges}"}}
+            else:
+                continue
+            reply = encode({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+            asyncio.get_running_loop().call_soon(lambda r=reply: asyncio.ensure_future(self.core.from_server(r)))
+
+    def forwarded_calls(self) -> list[dict[str, Any]]:
+        return [call for line in self.to_server for call in tool_calls_in(line)]
+
+
+async def _run(steps: list[tuple[str, bytes]], boundary: Boundary, answer_calls: bool = True) -> Harness:
+    h = Harness(boundary, answer_calls)
+    h.core.attach()  # compensating calls go through this in-process connection
+    for side, chunk in steps:
+        for line in chunk.split(b"\n"):  # what the pipe reader hands over: lines, never a newline
+            if side == "client":
+                await h.core.from_client(line)
+            else:
+                await h.core.from_server(line)
+            await asyncio.sleep(0)  # let answers and steps interleave with the next line
+    await asyncio.wait_for(h.core.close(), timeout=60)
+    h.core.detach()
+    return h
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(steps=script, boundary=st.sampled_from(list(Boundary)))
+def test_no_input_crashes_the_proxy_or_leaks_an_undeclared_call(steps: list[tuple[str, bytes]],
+                                                                  boundary: Boundary) -> None:
+    h = asyncio.run(_run(steps, boundary))
+    for call in h.forwarded_calls():
+        assert call["params"]["name"] in DECLARED, call
+        assert "id" in call  # a tools/call notification is never forwarded
+    assert h.core.fatal is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(messages=st.lists(others.filter(lambda m: isinstance(m, dict) and m.get("method") not in (
+    "tools/list",)), min_size=1, max_size=6), spaces=st.sampled_from([b"", b" ", b"\r"]))
+def test_other_messages_are_forwarded_byte_for_byte(messages: list[dict[str, Any]], spaces: bytes) -> None:
+    lines = [json.dumps(m, indent=None, separators=(", ", " : ")).encode() + spaces for m in messages]
+    h = asyncio.run(_run([("client", line) for line in lines], Boundary.SESSION))
+    assert h.to_server == lines
+    assert h.to_client == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(names=st.lists(st.sampled_from(UNDECLARED), min_size=1, max_size=5))
+def test_every_undeclared_call_gets_its_own_error_answer(names: list[str]) -> None:
+    calls = [encode({"jsonrpc": "2.0", "id": f"req-{i}", "method": "tools/call",
+                     "params": {"name": n, "arguments": {}}}) for i, n in enumerate(names)]
+    h = asyncio.run(_run([("client", c) for c in calls], Boundary.SESSION))
+    answers = {json.loads(a)["id"]: json.loads(a)["error"] for a in h.to_client}
+    assert sorted(answers) == sorted(f"req-{i}" for i in range(len(names)))
+    assert {e["code"] for e in answers.values()} == {int(ErrorCode.TOOL_NOT_DECLARED)}
+    assert h.to_server == []
+
+
+def test_declared_calls_in_a_batch_are_steps_and_answered_one_by_one() -> None:
+    batch = encode([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+         "params": {"name": "create_charge", "arguments": {"amount": 3, "customer": "a"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "delete_everything"}},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+    ])
+    h = asyncio.run(_run([("client", batch)], Boundary.SESSION))
+    answers = {json.loads(a)["id"]: json.loads(a) for a in h.to_client}
+    assert answers[1]["result"]["structuredContent"] == {"id": "ch_1"}
+    assert answers[2]["error"]["code"] == int(ErrorCode.TOOL_NOT_DECLARED)
+    assert [c["params"]["name"] for c in h.forwarded_calls()] == ["create_charge"]
+    saga = h.core.sagas[0]
+    assert [s.tool for s in saga.steps] == ["create_charge"] and saga.status.value == "COMPLETED"
+
+
+def test_concurrent_commits_and_rollbacks_each_get_one_answer() -> None:
+    charge = encode({"jsonrpc": "2.0", "id": "c", "method": "tools/call",
+                     "params": {"name": "create_charge", "arguments": {"amount": 1, "customer": "a"}}})
+    control = [encode({"jsonrpc": "2.0", "id": f"b{i}", "method": "tools/call", "params": {"name": tool}})
+               for i, tool in enumerate(["saga_rollback", "saga_commit", "saga_rollback"])]
+    h = asyncio.run(_run([("client", line) for line in [charge, *control]], Boundary.EXPLICIT))
+    answers = {json.loads(a)["id"]: json.loads(a) for a in h.to_client}
+    assert sorted(answers) == ["b0", "b1", "b2", "c"]
+    texts = [answers[f"b{i}"]["result"]["content"][0]["text"] for i in range(3)]
+    assert texts[0].startswith("rolled back") and "1 compensated" in texts[0]  # waited for the charge
+    assert "nothing to do" in texts[1] and "nothing to do" in texts[2]
+    refunds = [c for line in h.to_server for c in tool_calls_in(line) if c["params"]["name"] == "create_refund"]
+    assert refunds[0]["params"]["arguments"] == {"charge": "ch_1"}
+
+
+def test_a_cancelled_call_is_an_unknown_step_and_gets_no_answer() -> None:
+    call = encode({"jsonrpc": "2.0", "id": "c1", "method": "tools/call",
+                   "params": {"name": "create_charge", "arguments": {"amount": 1, "customer": "a"}}})
+    cancel = encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c1"}})
+    steps = [("client", call)] + [("server", b"")] * 5 + [("client", cancel)]
+    h = asyncio.run(_run(steps, Boundary.SESSION, answer_calls=False))  # the server never answers
+    assert cancel in h.to_server  # the server hears about the cancellation
+    assert h.to_client == []  # and the client gets no answer to a request it cancelled
+    (step,) = h.core.sagas[0].steps
+    assert step.state.value == "UNKNOWN"
+
+
+@pytest.mark.slow
+def test_garbage_through_the_real_proxy_never_reaches_the_real_server(world: World) -> None:
+    (world.root / "saga-policy.json").write_text(json.dumps(POLICY.policy.to_dict()))
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    lines = [
+        encode(init),
+        encode({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        b"this is not json",
+        b"\xff\xfe\x00garbage",
+        duplicate_key_call("delete_everything"),
+        encode({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "delete_everything"}}),
+        encode([{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "delete_everything"}},
+                {"jsonrpc": "2.0", "id": 6, "method": "ping"}]),
+        encode({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": 42}}),
+        encode({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"pad": "y" * 2_000_000}}),
+        encode({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                "params": {"name": "search_docs", "arguments": {"query": "ok"}}}),
+    ]
+    out = subprocess.run(
+        ["agent-saga", "mcp", "--policy", "saga-policy.json", "--", "python", "-m", "my_mcp_server"],
+        input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120, env=world.env, cwd=world.root, check=False,
+    )
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    answers = [json.loads(line) for line in out.stdout.splitlines()]
+    by_id = {a.get("id"): a for a in answers}
+    assert world.called() == ["search_docs"]  # the only declared call; nothing else reached the server
+    assert by_id[10]["result"]["structuredContent"] == {"hits": ["doc about ok"]}
+    assert by_id[5]["error"]["code"] == int(ErrorCode.TOOL_NOT_DECLARED)
+    assert by_id[8]["error"]["code"] == int(ErrorCode.INVALID_PARAMS)
+    assert "result" in by_id[6] and "result" in by_id[9]  # pings answered by the server itself
+    codes = [a["error"]["code"] for a in answers if a.get("id") is None]
+    assert int(ErrorCode.PARSE_ERROR) in codes and int(ErrorCode.INVALID_REQUEST) in codes
