@@ -6,6 +6,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -221,7 +222,29 @@ def test_the_keeper_writes_renews_and_removes_a_lease(tmp_path: Path) -> None:
     assert renewed is not None
     assert renewed.renewed_at > lease.renewed_at
     keeper.release(wal, "s1")
-    wait_for(lambda: not lease_path(wal, "s1").exists(), "the lease file to be removed")
+    # gone at once, not at the next tick: a process that ends right after its
+    # saga must not leave the lease of a finished saga behind
+    assert not lease_path(wal, "s1").exists()
+
+
+def test_a_lease_released_while_being_written_is_not_left_behind(tmp_path: Path) -> None:
+    keeper = LeaseKeeper(ttl=0.3)
+    wal = tmp_path / "x.wal"
+    real_write = keeper._write
+    entered, finish = threading.Event(), threading.Event()
+
+    def slow_write(path: Path, saga: str) -> None:  # the keeper is mid-write when the saga ends
+        entered.set()
+        finish.wait(5)
+        real_write(path, saga)
+
+    keeper._write = slow_write  # type: ignore[method-assign]
+    keeper.hold(wal, "s1")
+    assert entered.wait(5)
+    keeper.release(wal, "s1")
+    finish.set()
+    wait_for(lambda: keeper.renewals >= 1, "the write to finish")
+    wait_for(lambda: not lease_path(wal, "s1").exists(), "the stale lease to be removed")
 
 
 def test_bad_lease_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

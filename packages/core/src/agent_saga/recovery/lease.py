@@ -116,7 +116,6 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._held: dict[tuple[Path, str], bool] = {}  # -> lease file written yet
-        self._dropped: list[tuple[Path, str]] = []
         self._thread: threading.Thread | None = None
         self.renewals = 0  # lease files touched, for tests and benchmarks
 
@@ -143,10 +142,15 @@ class LeaseKeeper:
         return self.ttl
 
     def release(self, wal_path: Path, saga_id: str) -> None:
-        """Stop renewing; the keeper thread deletes the file (if it wrote one) at its next tick."""
+        """Stop renewing, and delete the lease file if one was written.
+
+        Deleted now rather than at the keeper's next tick: a process that ends
+        before that tick would otherwise leave lease files of finished sagas behind.
+        """
         with self._lock:
-            if self._held.pop((wal_path, saga_id), None):
-                self._dropped.append((wal_path, saga_id))
+            written = self._held.pop((wal_path, saga_id), None)
+        if written:
+            remove_lease(wal_path, saga_id)
 
     def held(self) -> list[tuple[Path, str]]:
         with self._lock:
@@ -158,7 +162,6 @@ class LeaseKeeper:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._held = {}
-        self._dropped = []
         self._thread = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -171,20 +174,17 @@ class LeaseKeeper:
         while True:
             with self._lock:
                 self._wake.wait(self.interval)
-                dropped, self._dropped = self._dropped, []
                 held = list(self._held.items())
-            for wal_path, saga_id in dropped:
-                remove_lease(wal_path, saga_id)
             for key, written in held:
-                if written:
-                    self._touch(*key)
+                if written and self._touch(*key):
                     continue
                 self._write(*key)
                 with self._lock:
-                    if key in self._held:
+                    still_held = key in self._held
+                    if still_held:
                         self._held[key] = True
-                    else:  # ended while we wrote it: delete it on the next tick
-                        self._dropped.append(key)
+                if not still_held:  # the saga ended while we wrote its lease
+                    remove_lease(*key)
 
     def _write(self, wal_path: Path, saga_id: str) -> None:
         path = lease_path(wal_path, saga_id)
@@ -201,14 +201,16 @@ class LeaseKeeper:
             # saga by its last record; a missing lease file never makes it look dead sooner.
             pass
 
-    def _touch(self, wal_path: Path, saga_id: str) -> None:
+    def _touch(self, wal_path: Path, saga_id: str) -> bool:
+        """Renew a written lease; False if its file is gone (then it is written again)."""
         try:
             os.utime(lease_path(wal_path, saga_id))
-            self.renewals += 1
         except FileNotFoundError:
-            self._write(wal_path, saga_id)
+            return False
         except OSError:
-            pass
+            return True  # unrenewable for now; the log's last record still speaks for it
+        self.renewals += 1
+        return True
 
 
 _keeper_lock = threading.Lock()
