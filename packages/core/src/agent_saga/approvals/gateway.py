@@ -10,16 +10,14 @@ the log before the gate hears it.
 
 Every failure denies: an unreachable store, a notification that did not go out,
 a request that vanished, the deadline. The wait is written once, as a generator
-of operations, and run by a blocking driver (``time.sleep``) or an awaiting one
-(``asyncio.sleep``, store and webhook I/O in a worker thread).
+of the engine's operations (``engine.invoke``), and run by its blocking driver or
+its awaiting one (which keeps store and webhook I/O off the event loop).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -36,6 +34,7 @@ from agent_saga.approvals.evidence import (
 from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier
 from agent_saga.approvals.policy import ApprovalPolicy
 from agent_saga.approvals.store import ApprovalStore, FileApprovalStore
+from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, drive_async, drive_sync
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.approval import ApprovalDecision, ApprovalRequest
 from agent_saga.gate.stores import StoreUnavailable
@@ -50,69 +49,6 @@ __all__ = ["CLAIM_GRACE", "ApprovalGateway"]
 #: must not leave the log without the decision.
 CLAIM_GRACE = 10.0
 _MIN_SLEEP = 0.005
-
-
-@dataclass(frozen=True, slots=True)
-class _Io:
-    fn: Callable[[], Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Sleep:
-    seconds: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Durable:
-    wal: WAL
-    ticket: int
-
-
-_Op = _Io | _Sleep | _Durable
-_Flow = Generator[_Op, Any, ApprovalDecision]
-
-
-def _run_sync(flow: _Flow) -> ApprovalDecision:
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            result: ApprovalDecision = stop.value
-            return result
-        value, error = None, None
-        try:
-            if isinstance(op, _Io):
-                value = op.fn()
-            elif isinstance(op, _Sleep):
-                time.sleep(op.seconds)
-            else:
-                op.wal.barrier(op.ticket)
-        except Exception as err:  # noqa: BLE001 - handed to the flow, which decides (and denies)
-            error = err
-
-
-async def _run_async(flow: _Flow) -> ApprovalDecision:
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.send(value) if error is None else flow.throw(error)
-        except StopIteration as stop:
-            result: ApprovalDecision = stop.value
-            return result
-        value, error = None, None
-        try:
-            if isinstance(op, _Io):
-                # File and socket I/O (the store, the webhook) never runs on the event loop.
-                value = await asyncio.to_thread(op.fn)
-            elif isinstance(op, _Sleep):
-                await asyncio.sleep(op.seconds)
-            else:
-                await op.wal.barrier_async(op.ticket)
-        except Exception as err:  # noqa: BLE001 - handed to the flow, which decides (and denies)
-            error = err
 
 
 class ApprovalGateway:
@@ -157,20 +93,20 @@ class ApprovalGateway:
     # -- ApprovalProvider ---------------------------------------------------------------
 
     def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        return _run_sync(self._flow(request))
+        return drive_sync(self._flow(request))
 
     async def request_approval_async(self, request: ApprovalRequest) -> ApprovalDecision:
-        return await _run_async(self._flow(request))
+        return await drive_async(self._flow(request))
 
     # -- the wait, written once -------------------------------------------------------
 
-    def _flow(self, request: ApprovalRequest) -> _Flow:
+    def _flow(self, request: ApprovalRequest) -> Protocol[ApprovalDecision]:
         wal = self.wal if self.wal is not None else default_wal()
         store = self.store
         fresh = new_entry(request, self.clock(), self.policy.timeout, self._levels)
         entry = fresh
         try:
-            entry, created = yield _Io(partial(store.create, fresh))
+            entry, created = yield Call(partial(store.create, fresh), {})
             # In the log, durably, before anyone is told: a crash after this point
             # cannot strand an approver's answer, and a restart finds the request.
             entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
@@ -184,13 +120,13 @@ class ApprovalGateway:
                 else:
                     now = self.clock()
                     if now >= entry.deadline:
-                        entry = yield _Io(partial(store.update, fresh.id, _expire(now)))
+                        entry = yield Call(partial(store.update, fresh.id, _expire(now)), {})
                         continue
                     entry = yield from self._announce(wal, entry, now, resumed)
                     if entry.decided:
                         continue
-                yield _Sleep(self._pause(entry))
-                seen = yield _Io(partial(store.get, fresh.id))
+                yield Sleep(self._pause(entry))
+                seen = yield Call(partial(store.get, fresh.id), {})
                 if seen is None:
                     raise ApprovalNotFound(f"request {fresh.id} disappeared from the approval store {store.location}")
                 entry = seen
@@ -207,7 +143,7 @@ class ApprovalGateway:
         soonest = min(t for t in upcoming if t > now) if any(t > now for t in upcoming) else now
         return max(_MIN_SLEEP, min(self.policy.poll_interval, soonest - now))
 
-    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool) -> Generator[_Op, Any, ApprovalEntry]:
+    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool) -> Protocol[ApprovalEntry]:
         """Ask every level whose time has come and that nobody has asked yet."""
         store, rid = self.store, entry.id
         for level, (targets, after) in enumerate(entry.levels):
@@ -217,7 +153,7 @@ class ApprovalGateway:
                 continue
             if level not in entry.escalated:
                 claim = _Claim(level)
-                entry = yield _Io(partial(store.update, rid, claim))
+                entry = yield Call(partial(store.update, rid, claim), {})
                 if not claim.won:
                     continue  # another process took this level's turn
             elif not resumed:
@@ -230,35 +166,35 @@ class ApprovalGateway:
                                                   escalation_body(entry, level))
             notice = Notification(entry, level, targets)
             try:
-                yield _Io(partial(self.notifier.notify, notice))
+                yield Call(partial(self.notifier.notify, notice), {})
             except Exception as err:  # noqa: BLE001 - any failure to tell a person denies
                 # Nobody was asked, so nobody can say yes: deny, and say why.
                 why = f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}"
-                entry = yield _Io(partial(store.update, rid, _deny_system(self.clock(), why)))
+                entry = yield Call(partial(store.update, rid, _deny_system(self.clock(), why)), {})
                 break
-            entry = yield _Io(partial(store.update, rid, _notified(level)))
+            entry = yield Call(partial(store.update, rid, _notified(level)), {})
         return entry
 
     def _log_once(self, wal: WAL, entry: ApprovalEntry, event: str, rtype: RecordType,
-                  body: dict[str, Any]) -> Generator[_Op, Any, ApprovalEntry]:
+                  body: dict[str, Any]) -> Protocol[ApprovalEntry]:
         key = log_key(event, wal)
         if key in entry.logged:
             return entry
-        yield _Durable(wal, wal.append(rtype.value, entry.saga_id, body, entry.step))
-        updated: ApprovalEntry = yield _Io(partial(self.store.update, entry.id, mark_logged(key)))
+        yield Barrier(wal, wal.append(rtype.value, entry.saga_id, body, entry.step))
+        updated: ApprovalEntry = yield Call(partial(self.store.update, entry.id, mark_logged(key)), {})
         return updated
 
-    def _conclude(self, wal: WAL, entry: ApprovalEntry) -> Generator[_Op, Any, ApprovalDecision | None]:
+    def _conclude(self, wal: WAL, entry: ApprovalEntry) -> Protocol[ApprovalDecision | None]:
         """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
         key = log_key("decided", wal)
         if key not in entry.logged:
             claimed = entry.claims.get(key)
             if claimed is not None and self.clock() - claimed < CLAIM_GRACE:
                 return None  # the decider is writing this very record into this log
-            yield _Durable(wal, wal.append(decision_type(entry).value, entry.saga_id,
+            yield Barrier(wal, wal.append(decision_type(entry).value, entry.saga_id,
                                            decision_body(entry, "gateway"), entry.step))
             try:
-                yield _Io(partial(self.store.update, entry.id, mark_logged(key)))
+                yield Call(partial(self.store.update, entry.id, mark_logged(key)), {})
             except (StoreUnavailable, ApprovalError):
                 pass  # the record is durable; forgetting that costs a duplicate record later, not a missing one
         if entry.granted:
@@ -269,11 +205,11 @@ class ApprovalGateway:
             raise ApprovalUnavailable(entry.note)
         return ApprovalDecision(False, entry.approver, entry.note)
 
-    def _log_system_denial(self, wal: WAL, entry: ApprovalEntry, reason: str) -> Generator[_Op, Any, None]:
+    def _log_system_denial(self, wal: WAL, entry: ApprovalEntry, reason: str) -> Protocol[None]:
         now = self.clock()
         denied = entry.replace(status=Status.DENIED, approver=None, note=reason, decided_at=now,
                                decided_via="agent-saga")
-        yield _Durable(wal, wal.append(RecordType.APPROVAL_DENIED.value, entry.saga_id,
+        yield Barrier(wal, wal.append(RecordType.APPROVAL_DENIED.value, entry.saga_id,
                                        decision_body(denied, "gateway"), entry.step))
 
     def __repr__(self) -> str:
