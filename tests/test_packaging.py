@@ -1,5 +1,5 @@
-"""Wheels, not the work tree: build the core and the three adapters, install them in a
-fresh virtual environment, and check what a user gets.
+"""Wheels, not the work tree: build the core and every adapter, install them in a fresh
+virtual environment, and check what a user gets.
 
 1. Adapters installed, no framework: both import paths fail with an ImportError that
    says what to install, and ``patch_all()`` patches nothing and imports no adapter module.
@@ -25,8 +25,13 @@ DISTRIBUTIONS = {
     "adapter-langgraph": "agent_saga_langgraph",
     "adapter-openai-agents": "agent_saga_openai_agents",
     "adapter-llamaindex": "agent_saga_llamaindex",
+    "adapter-crewai": "agent_saga_crewai",
+    "adapter-autogen": "agent_saga_autogen",
+    "adapter-semantic-kernel": "agent_saga_semantic_kernel",
+    "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
-ADAPTERS = ("agent-saga-langgraph", "agent-saga-openai-agents", "agent-saga-llamaindex")
+# Adapters whose framework is an extra, and so is absent after a plain install.
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel")
 
 pytestmark = pytest.mark.slow
 
@@ -73,7 +78,7 @@ before = set(sys.modules)
 report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
-for name in ("langgraph", "openai_agents", "llamaindex", "crewai"):
+for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "vertex"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -94,10 +99,13 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert isinstance(report, dict)
     assert report["patched"] == {}
     skipped = report["skipped"]
-    assert sorted(skipped) == ["langgraph", "llamaindex", "openai_agents"]
+    assert sorted(skipped) == sorted(WITH_EXTRA)
     assert skipped["langgraph"] in ("langgraph is not installed", "langchain-core is not installed")
     assert skipped["llamaindex"] == "llama-index-core is not installed"
     assert skipped["openai_agents"] == "openai-agents is not installed"
+    assert skipped["crewai"] == "crewai is not installed"
+    assert skipped["autogen"] == "autogen-core is not installed"
+    assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -106,7 +114,10 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-langgraph[langgraph]'" in errors["langgraph"]
     assert "pip install 'agent-saga-openai-agents[openai_agents]'" in errors["openai_agents"]
     assert "pip install 'agent-saga-llamaindex[llamaindex]'" in errors["llamaindex"]
-    assert "pip install agent-saga-crewai" in errors["crewai"]  # not installed at all
+    assert "pip install 'agent-saga-crewai[crewai]'" in errors["crewai"]
+    assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
+    assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
+    assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
 
 
 def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(venv: tuple[Path, Path]) -> None:
@@ -134,3 +145,16 @@ def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(
     assert "langchain_core.tools.structured.StructuredTool._run" in report["patched"]["langgraph"]
     assert out["removed"] == {"langgraph": report["patched"]["langgraph"][::-1]}  # restored newest first
     assert out["others"] == []
+
+
+def test_the_mcp_wheel_provides_its_import_path_and_the_cli_verb(venv: tuple[Path, Path]) -> None:
+    python, _ = venv
+    out = _py(python, """
+        import json
+        import agent_saga_mcp
+        from agent_saga.adapters import mcp
+        print(json.dumps({"same": mcp is agent_saga_mcp}))
+    """)
+    assert out["same"] is True
+    help_text = _sh(str(python.with_name("agent-saga")), "mcp", "--help")
+    assert "--emit-policy" in help_text and "--boundary" in help_text
