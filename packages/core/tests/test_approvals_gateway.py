@@ -12,7 +12,6 @@ import asyncio
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -255,7 +254,9 @@ def test_an_unreachable_store_denies_before_anyone_is_asked(
 def test_a_store_that_breaks_while_waiting_denies(hook: Hook, wal: FileWAL, store: FileApprovalStore) -> None:
     def break_store() -> None:
         wait_for(lambda: hook.count == 1, "the notification")
-        shutil.rmtree(store.path)
+        # One atomic rename, not rmtree: the gateway keeps writing into the store while
+        # it waits, and a tree removed file by file under a writer can fail half-way.
+        store.path.rename(store.path.with_name("gone"))
         store.path.write_text("the disk went away")
 
     t = threading.Thread(target=break_store, daemon=True)
