@@ -158,3 +158,18 @@ def test_the_mcp_wheel_provides_its_import_path_and_the_cli_verb(venv: tuple[Pat
     assert out["same"] is True
     help_text = _sh(str(python.with_name("agent-saga")), "mcp", "--help")
     assert "--emit-policy" in help_text and "--boundary" in help_text
+
+
+def test_the_core_wheel_alone_says_what_to_install_for_mcp(
+    venv: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _, wheels = venv
+    uv = _uv()
+    env = tmp_path_factory.mktemp("core-only") / "env"
+    _sh(uv, "venv", "--python", f"{sys.version_info.major}.{sys.version_info.minor}", str(env))
+    (core,) = wheels.glob("agent_saga-*.whl")
+    _sh(uv, "pip", "install", "--python", str(env / "bin" / "python"), "--find-links", str(wheels), str(core))
+    out = subprocess.run([str(env / "bin" / "agent-saga"), "mcp", "--policy", "p.json", "--", "python", "-m", "s"],
+                         capture_output=True, text=True, timeout=60, check=False, cwd=env)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "pip install agent-saga-mcp" in out.stderr and "Traceback" not in out.stderr

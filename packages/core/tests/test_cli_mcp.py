@@ -1,7 +1,8 @@
 """``agent-saga mcp`` from the core alone: the verb is always there, the proxy is not.
 
 The core never imports the MCP SDK; the verb's flags live in ``agent_saga.cli.mcp`` and the
-proxy in the ``agent-saga-mcp`` distribution. These checks hold with or without it.
+proxy in the ``agent-saga-mcp`` distribution. These checks hold with or without it; what a
+user without it is told is checked from a core-only wheel install (tests/test_packaging.py).
 """
 
 from __future__ import annotations
@@ -12,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-# Makes `import agent_saga_mcp` fail the way a missing distribution does (a None entry in
-# sys.modules is Python's own "not importable" marker), whatever this environment has.
-WITHOUT_ADAPTER = (
-    "import sys; sys.modules['agent_saga_mcp'] = None; "
-    "from agent_saga.cli.main import main; sys.exit(main(sys.argv[1:]))"
-)
-
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", WITHOUT_ADAPTER, *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
                           timeout=60, check=False, cwd=cwd)
 
 
@@ -30,12 +24,6 @@ def test_help_shows_the_observe_and_enforce_command_lines() -> None:
     assert out.returncode == 0
     assert "agent-saga mcp --observe --emit-policy saga-policy.json -- python -m my_mcp_server" in out.stdout
     assert "agent-saga mcp --policy saga-policy.json -- python -m my_mcp_server" in out.stdout
-
-
-def test_without_the_adapter_the_verb_says_what_to_install(tmp_path: Path) -> None:
-    out = run("mcp", "--policy", "p.json", "--", "python", "-m", "my_mcp_server", cwd=tmp_path)
-    assert out.returncode == 3
-    assert "pip install agent-saga-mcp" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize(("args", "message"), [
