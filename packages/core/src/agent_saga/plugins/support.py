@@ -285,17 +285,28 @@ class run_boundary:  # noqa: N801 - used like a function: `async with run_bounda
         self._seen = len(failures(self.saga))
         return self.saga
 
-    def __exit__(
+    def _outcome(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> bool:
+    ) -> tuple[type[BaseException] | None, BaseException | None, TracebackType | None]:
+        """How the run ended, counting a tool failure the framework swallowed.
+
+        Inside a joined saga there is no scope to hand it to: ToolFailed is raised
+        here, for the outer boundary to unwind.
+        """
         if error is None:
             try:
                 self._check()
             except ToolFailed as failed:
                 kind, error, tb = type(failed), failed, failed.__traceback__
+        if self._scope is None and error is not None and kind is ToolFailed:
+            raise error
+        return kind, error, tb
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        kind, error, tb = self._outcome(kind, error, tb)
         if self._scope is None:
-            if error is not None and kind is ToolFailed:
-                raise error
             return False
         try:
             return bool(self._scope.__exit__(kind, error, tb))
@@ -313,14 +324,8 @@ class run_boundary:  # noqa: N801 - used like a function: `async with run_bounda
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> bool:
-        if error is None:
-            try:
-                self._check()
-            except ToolFailed as failed:
-                kind, error, tb = type(failed), failed, failed.__traceback__
+        kind, error, tb = self._outcome(kind, error, tb)
         if self._scope is None:
-            if error is not None and kind is ToolFailed:
-                raise error
             return False
         try:
             return bool(await self._scope.__aexit__(kind, error, tb))

@@ -121,6 +121,23 @@ def build(views: Iterable[SagaView], causes: Mapping[str, str] | None = None) ->
     return sagas
 
 
+# What both renderers decide the same way.
+
+
+def _fork_label(saga: GraphSaga) -> str:
+    if saga.cause:
+        return f"rollback: {_short(saga.cause)}"
+    return "rollback" if saga.status == "rolled back" else "process stopped here"
+
+
+def _forward_style(step: GraphStep) -> str:
+    return "refused" if step.state in ("refused", "not-applied") else "forward"
+
+
+def _verdict_style(saga: GraphSaga) -> str:
+    return "clean" if saga.clean else ("open" if saga.status == "open" else "dirty")
+
+
 # -- Mermaid ------------------------------------------------------------------------------
 
 
@@ -143,7 +160,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         previous = None
         for step in saga.steps:
             node = f"{p}_f{step.index}"
-            css = "refused" if step.state in ("refused", "not-applied") else "forward"
+            css = _forward_style(step)
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
                          f'{_m(f"{step.semantics} - {step.state}")}"]:::{css}')
             if previous is not None:
@@ -151,9 +168,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
             previous = node
         if saga.status != "completed":
             fork = f"{p}_rb"
-            label = f"rollback: {_short(saga.cause)}" if saga.cause else (
-                "rollback" if saga.status == "rolled back" else "process stopped here")
-            lines.append(f'    {fork}{{{{"{_m(label)}"}}}}')
+            lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
             if previous is not None:
                 lines.append(f"    {previous} ==> {fork}")
             chain = fork
@@ -166,7 +181,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
                 lines.append(f"    {node} -.- {p}_f{step.index}")
                 chain = node
             verdict = f"{p}_v"
-            css = "clean" if saga.clean else ("open" if saga.status == "open" else "dirty")
+            css = _verdict_style(saga)
             lines.append(f'    {verdict}(["{_m(saga.verdict)}"]):::{css}')
             lines.append(f"    {chain} --> {verdict}")
         elif previous is not None:
@@ -197,7 +212,7 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
         previous = None
         for step in saga.steps:
             node = f"{p}_f{step.index}"
-            css = "refused" if step.state in ("refused", "not-applied") else "forward"
+            css = _forward_style(step)
             label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
             if previous is not None:
@@ -205,9 +220,7 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             previous = node
         if saga.status != "completed":
             fork = f"{p}_rb"
-            label = f"rollback: {_short(saga.cause)}" if saga.cause else (
-                "rollback" if saga.status == "rolled back" else "process stopped here")
-            lines.append(f'    {fork} [shape=hexagon, label="{_d(label)}"];')
+            lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')
             if previous is not None:
                 lines.append(f"    {previous} -> {fork} [penwidth=2];")
             chain = fork
@@ -219,7 +232,7 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
                 lines.append(f"    {chain} -> {node};")
                 lines.append(f"    {node} -> {p}_f{step.index} [style=dotted, arrowhead=none];")
                 chain = node
-            css = "clean" if saga.clean else ("open" if saga.status == "open" else "dirty")
+            css = _verdict_style(saga)
             lines.append(f'    {p}_v [shape=oval, label="{_d(saga.verdict)}", {_dot_style(css)}];')
             lines.append(f"    {chain} -> {p}_v;")
         elif previous is not None:
