@@ -37,6 +37,8 @@ EXPECTED |= {
     "audit_root", "build_disclosure", "certify", "compact", "export_bundle", "redact_record",
     "redact_where", "verify_disclosure", "verify_log", "RecoveryDaemon",
 }
+# Reconciliation: asking the outside system what really happened.
+EXPECTED |= {"Observation", "reconciler"}
 
 
 def test_all_is_pinned() -> None:

@@ -199,3 +199,25 @@ async def test_explicit_compensate_wins_over_a_pairing() -> None:
             )
             raise RuntimeError("fail")
     assert undone == ["explicit ch_1", "paired ch_1"]
+
+
+def test_reconciler_registers_once_per_name_and_observation_is_tri_state() -> None:
+    from agent_saga import Observation, reconciler
+    from agent_saga.registry import reconciler_for, unregister_reconciler
+
+    @reconciler("test.recon.charge")
+    def observe(*, idempotency_key: str, **args: object) -> Observation:
+        return Observation(exists=None, detail="provider could not tell")
+
+    try:
+        assert reconciler_for("test.recon.charge") is observe
+        assert reconciler_for("test.recon.other") is None
+        with pytest.raises(ConfigurationError, match="already registered"):
+            reconciler("test.recon.charge")(lambda **kw: Observation())
+        seen = observe(idempotency_key="k")
+        assert seen.exists is None and seen.reversed_ is None  # "could not tell" survives
+        with pytest.raises(ConfigurationError, match="True, False or None"):
+            Observation(exists="yes")  # type: ignore[arg-type]
+    finally:
+        unregister_reconciler("test.recon.charge")
+    assert reconciler_for("test.recon.charge") is None

@@ -89,10 +89,11 @@ from agent_saga.registry import (
     compensator,
     delete_by,
     inverse_of,
+    reconciler,
     registered,
     resolve,
 )
-from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
+from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
@@ -130,6 +131,7 @@ __all__ = [
     "MemoryWAL",
     "NonDeterminismError",
     "NotApplied",
+    "Observation",
     "Outcome",
     "PreFlightGate",
     "RateLimit",
@@ -176,6 +178,7 @@ __all__ = [
     "guard",
     "inverse_of",
     "patch_all",
+    "reconciler",
     "redact_record",
     "redact_where",
     "registered",

@@ -24,9 +24,12 @@ __all__ = [
     "handler_name",
     "inverse_for",
     "inverse_of",
+    "reconciler",
+    "reconciler_for",
     "registered",
     "resolve",
     "unregister",
+    "unregister_reconciler",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,6 +39,7 @@ _lock = threading.Lock()
 _handlers: dict[str, Callable[..., Any]] = {}
 _names: dict[int, str] = {}  # id(fn) -> name, to find a function's handler name
 _pairings: dict[int, CompensationFactory] = {}  # id(forward fn) -> factory
+_reconcilers: dict[str, Callable[..., Any]] = {}  # tool or compensator name -> observer
 
 
 def _identity(fn: Callable[..., Any]) -> str:
@@ -238,3 +242,43 @@ def call_with(fn: Callable[..., Any], **kwargs: Any) -> CompensationFactory:
 def is_prebound(factory: object) -> bool:
     """Whether ``factory`` builds its Compensation without needing the result."""
     return isinstance(factory, _Prebound)
+
+
+def reconciler(name: str) -> Callable[[F], F]:
+    """Register ``fn`` as the way to ask the outside system what ``name`` really did.
+
+    ``name`` is a forward tool's name (then ``fn`` is called with the step's logged
+    arguments and its ``idempotency_key`` and answers whether that effect landed)
+    or a compensator's name, the same as its ``@compensator`` (then it is called
+    with the compensation's kwargs and answers whether the undo is in effect).
+    ``fn`` may be sync or async and returns an :class:`~agent_saga.Observation`.
+    One reconciler per name, for the same reason as compensators.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"@reconciler needs a non-empty name, got {name!r}")
+
+    def register(fn: F) -> F:
+        if not callable(fn):
+            raise ConfigurationError(f"@reconciler({name!r}) must decorate a callable")
+        with _lock:
+            existing = _reconcilers.get(name)
+            if existing is not None and existing is not fn and _identity(existing) != _identity(fn):
+                raise ConfigurationError(
+                    f"reconciler name {name!r} is already registered to {_identity(existing)}; "
+                    f"{_identity(fn)} cannot reuse it"
+                )
+            _reconcilers[name] = fn
+        return fn
+
+    return register
+
+
+def reconciler_for(name: str) -> Callable[..., Any] | None:
+    """The reconciler registered under ``name`` (a tool's or a compensator's), if any."""
+    return _reconcilers.get(name)
+
+
+def unregister_reconciler(name: str) -> None:
+    """Forget a reconciler (for tests and reloads)."""
+    with _lock:
+        _reconcilers.pop(name, None)

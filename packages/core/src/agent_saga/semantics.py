@@ -17,6 +17,7 @@ from agent_saga.errors import CompensationError, ConfigurationError
 __all__ = [
     "ActionSemantics",
     "Compensation",
+    "Observation",
     "Outcome",
     "StepState",
     "json_roundtrips",
@@ -185,3 +186,33 @@ class Compensation:
         name = self.handler or getattr(self.fn, "__qualname__", repr(self.fn))
         args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
         return f"{name}({args})"
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a reconciler saw when it asked the outside system, in three states.
+
+    ``exists`` — did the forward effect land (True), certainly not (False), or
+    could the system not tell (None)? ``reversed_`` — is the undo really in
+    effect, same three states. ``None`` is "unverifiable" and is never read as
+    either answer: an observation that cannot say is not a clean bill of health.
+    ``result`` is what the forward call returned, as the provider reports it
+    (it feeds the compensate factory of a step whose response was lost);
+    ``amount`` and ``detail`` are for reports.
+    """
+
+    exists: bool | None = None
+    reversed_: bool | None = None
+    detail: str = ""
+    amount: Any = None
+    result: Any = None
+
+    def __post_init__(self) -> None:
+        for name in ("exists", "reversed_"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise ConfigurationError(
+                    f"Observation.{name} must be True, False or None (could not tell), got {value!r}"
+                )
+        if not isinstance(self.detail, str):
+            raise ConfigurationError(f"Observation.detail must be a string, got {type(self.detail).__name__}")
