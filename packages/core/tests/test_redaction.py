@@ -1,0 +1,45 @@
+"""Secret-looking argument names are redacted; look-alikes and references are not."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_saga.redaction import REDACTED, looks_secret, redact_args
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["api_key", "apiKey", "X-Api-Key", "password", "db_password", "auth_token", "token", "secret",
+     "client_secret", "Authorization", "private_key", "aws_access_key_id", "refresh_token", "auth",
+     "session_id", "cookie", "stripeSecretKey"],
+)
+def test_secret_names_are_recognised(name: str) -> None:
+    assert looks_secret(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["amount", "max_tokens", "tokenizer", "credential_ref", "api_key_ref", "author", "customer_id",
+     "key", "keyword", "authority", "secretary_name_ref", "passenger"],
+)
+def test_look_alikes_and_references_stay_visible(name: str) -> None:
+    assert not looks_secret(name)
+
+
+def test_redaction_is_marked_nested_and_honours_reveal() -> None:
+    args = {"amount": 42, "api_key": "sk_live_1", "headers": {"Authorization": "Bearer x", "Accept": "json"}}
+    assert redact_args(args) == {
+        "amount": 42, "api_key": REDACTED, "headers": {"Authorization": REDACTED, "Accept": "json"},
+    }
+    assert redact_args(args, reveal={"api_key"})["api_key"] == "sk_live_1"
+    assert args["api_key"] == "sk_live_1"  # the caller's mapping is not changed
+
+
+@given(st.dictionaries(st.text(max_size=20), st.integers() | st.text(max_size=5), max_size=8))
+def test_redaction_keeps_every_name_and_only_changes_secret_values(args: dict[str, object]) -> None:
+    out = redact_args(args)
+    assert list(out) == list(args)
+    for name, value in args.items():
+        assert out[name] == (REDACTED if looks_secret(name) else value)
