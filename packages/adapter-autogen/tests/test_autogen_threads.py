@@ -173,9 +173,9 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     assert autogen is agent_saga_autogen
     plugins().register(plugin, "autogen")
     tool = FunctionTool(probe, description="probe")
-    wrapped = plugins().wrap_tool(tool, ToolSpec(name="probe", semantics="REVERSIBLE"))
+    wrapped = plugins().wrap_tool(tool, ToolSpec.of("probe", semantics="REVERSIBLE"))
     assert type(wrapped) is FunctionTool and wrapped.schema == tool.schema
-    assert plugins().wrap_tool(object(), ToolSpec(name="x", semantics="REVERSIBLE")) is None
+    assert plugins().wrap_tool(object(), ToolSpec.of("x", semantics="REVERSIBLE")) is None
 
 
 def cancellable_hold(slot: str, cancellation_token: CancellationToken) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
     import agent_saga_crewai.plugin as plugin
 
     plugins().register(plugin, "crewai")
-    spec = ToolSpec(name="order_lunch", semantics="REVERSIBLE")
+    spec = ToolSpec.of("order_lunch", semantics="REVERSIBLE")
     wrapped = plugins().wrap_tool(order_lunch, spec)
     assert type(wrapped) is type(order_lunch)
     assert wrapped.args_schema is order_lunch.args_schema

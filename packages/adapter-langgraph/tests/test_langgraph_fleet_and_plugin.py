@@ -80,7 +80,7 @@ def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
 
     plugins().register(plugin, "langgraph")
     tool = StructuredTool.from_function(publish_draft)
-    spec = ToolSpec(name=tool.name, semantics="REVERSIBLE")
+    spec = ToolSpec.of(tool.name, semantics="REVERSIBLE")
     wrapped = plugins().wrap_tool(tool, spec)
     assert type(wrapped) is StructuredTool
     assert wrapped.args_schema is tool.args_schema

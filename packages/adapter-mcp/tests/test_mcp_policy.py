@@ -17,7 +17,7 @@ from agent_saga_mcp.proxy import lines
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_saga.errors import CompensationError
+from agent_saga.errors import CompensationError, StepRefused
 from agent_saga.plugins import PolicyError, ToolPolicy, policy_schema
 from agent_saga.plugins.policy import JsonPath
 
@@ -41,10 +41,9 @@ def test_a_compensating_tool_round_trips_through_the_core_policy() -> None:
 
 
 def test_in_process_runtimes_refuse_a_tool_undo_before_the_call() -> None:
-    spec = ToolPolicy.from_dict({"tools": {"create_charge": CHARGE}}).spec_for("create_charge")
-    assert spec is not None and spec.compensate is not None
-    with pytest.raises(CompensationError, match="only the MCP proxy"):
-        spec.compensate(None)  # what the engine asks before the forward call runs
+    policy = ToolPolicy.from_dict({"tools": {"create_charge": CHARGE}})
+    with pytest.raises(StepRefused, match="only the MCP proxy"):
+        policy.spec_for("create_charge")  # asked before the forward call runs: it never does
 
 
 def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolve() -> None:

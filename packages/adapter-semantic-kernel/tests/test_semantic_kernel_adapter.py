@@ -128,6 +128,6 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     assert semantic_kernel is agent_saga_semantic_kernel
     plugins().register(plugin, "semantic_kernel")
     function = KernelPlugin.from_object(PLUGIN, Warehouse()).functions["charge"]
-    wrapped = plugins().wrap_tool(function, ToolSpec(name="charge", semantics="IRREVERSIBLE"))
+    wrapped = plugins().wrap_tool(function, ToolSpec.of("charge", semantics="IRREVERSIBLE"))
     assert type(wrapped) is type(function) and wrapped.metadata == function.metadata
-    assert plugins().wrap_tool(object(), ToolSpec(name="x", semantics="REVERSIBLE")) is None
+    assert plugins().wrap_tool(object(), ToolSpec.of("x", semantics="REVERSIBLE")) is None

@@ -19,6 +19,17 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENT_SAGA_SWITCH", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_plugins() -> Iterator[None]:
+    # Every test starts with no plugin registered and no observer in the engine's chain.
+    yield
+    from agent_saga.engine.observe import interceptors
+    from agent_saga.plugins.manager import reset_plugins
+
+    reset_plugins()
+    assert interceptors() == (), f"a test left interceptors installed: {interceptors()}"
+
+
 @pytest.fixture
 def mem() -> MemoryWAL:
     return MemoryWAL()

@@ -31,9 +31,11 @@ def test_tool_refuses_irreversible_with_compensate() -> None:
         tool(semantics="IRREVERSIBLE", compensate=lambda r: None)(print)
 
 
-def test_tool_refuses_a_non_factory_compensate() -> None:
+def test_tool_refuses_a_compensate_that_is_neither_a_factory_nor_a_compensation() -> None:
     with pytest.raises(CompensationError, match="factory"):
-        tool(semantics="COMPENSABLE", compensate=Compensation(fn=print))(print)  # type: ignore[arg-type]
+        tool(semantics="COMPENSABLE", compensate=42)(print)  # type: ignore[arg-type]
+    # A Compensation given directly is an undo known before the call: accepted.
+    tool(semantics="COMPENSABLE", compensate=Compensation(fn=print))(print)
 
 
 def test_tool_keeps_name_signature_and_sync_nature() -> None:

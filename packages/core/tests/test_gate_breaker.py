@@ -183,7 +183,7 @@ def test_the_breaker_never_blocks_a_rollback_and_failing_refunds_do_not_feed_it(
         s.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=lambda: {"id": "ch_1"},
                   compensate=lambda r: Compensation(fn=refund_ok, kwargs={"charge_id": r["id"]}))
         s.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=charge_fails,
-                  compensate=lambda r: Compensation(fn=refund_ok, kwargs={"charge_id": "never"}))
+                  compensate=Compensation(fn=refund_ok, kwargs={"charge_id": "never"}))
     # The second charge tripped the breaker for stripe.charge; the refund of the first still ran.
     assert is_open(breaker)
     # Both undos ran with the breaker open: the timed-out charge's (it may have landed) and ch_1's.

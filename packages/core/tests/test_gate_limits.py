@@ -168,7 +168,7 @@ def test_an_authorized_step_keeps_its_budget_when_it_fails_or_is_compensated() -
 
     with pytest.raises(SagaAborted), saga_scope(MemoryWAL(), gate=gate) as s:
         s.execute(tool="stripe.charge", semantics=C, forward=timed_out, args={"amount": 40},
-                  compensate=lambda r: Compensation(fn=lambda: refunds.append("t")))
+                  compensate=Compensation(fn=lambda: refunds.append("t")))
     with pytest.raises(SagaAborted), saga_scope(MemoryWAL(), gate=gate) as s:
         s.execute(tool="stripe.charge", semantics=C, forward=lambda: {"id": "ch_2"}, args={"amount": 40},
                   compensate=lambda r: Compensation(fn=lambda: refunds.append(r["id"])))

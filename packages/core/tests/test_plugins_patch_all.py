@@ -149,3 +149,51 @@ def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
 def test_a_missing_adapter_names_the_distribution_to_install() -> None:
     with pytest.raises(ModuleNotFoundError, match="pip install agent-saga-no-such-fw"):
         __import__("agent_saga.adapters.no_such_fw")
+
+
+BROKEN = '''
+from agent_saga.plugins.hookspecs import hookimpl
+from agent_saga.plugins.patching import Patches
+import demo_inrange
+
+_patches = Patches()
+
+@hookimpl
+def agent_saga_patch(config):
+    # Patches one thing, then fails half-way: that one thing must be taken back.
+    _patches.apply(demo_inrange.Runtime, "call_tool", lambda original: lambda *a, **k: "HIJACKED")
+    raise RuntimeError("framework moved its internals")
+
+@hookimpl
+def agent_saga_unpatch():
+    return _patches.revert()
+'''
+
+
+def test_an_adapter_that_fails_is_reported_and_leaves_no_patch_while_the_others_proceed(site: Path) -> None:
+    (site / "demo_broken.py").write_text(BROKEN)
+    (site / "demo_badimport.py").write_text("raise ImportError('half-installed')\n")
+    for key, module in (("broken", "demo_broken"), ("badimport", "demo_badimport")):
+        info = site / f"agent_saga_{key}-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: agent-saga-{key}\nVersion: 0.1\n"
+            f"Provides-Extra: {key}\nRequires-Dist: pluggy>=1.0; extra == \"{key}\"\n"
+        )
+        (info / "entry_points.txt").write_text(f"[agent_saga_adapters]\n{key} = {module}\n")
+        (info / "RECORD").write_text("")
+    out = _run(site, """
+        import json
+        import agent_saga, demo_inrange
+        original = demo_inrange.Runtime.__dict__["call_tool"]
+        report = agent_saga.patch_all(only=["badimport", "broken", "inrange"])
+        patched = demo_inrange.Runtime.__dict__["call_tool"]
+        print(json.dumps({"report": report.to_dict(), "inrange_is_ours": patched is not original
+                          and patched(demo_inrange.Runtime(), "x", lambda: 5) == 5}))
+    """)
+    report = out["report"]
+    assert isinstance(report, dict)
+    assert list(report["patched"]) == ["inrange"]  # the good adapter still ran
+    assert report["failed"]["broken"] == "RuntimeError: framework moved its internals"
+    assert report["failed"]["badimport"] == "ImportError: half-installed"
+    assert out["inrange_is_ours"]  # broken's half-applied "HIJACKED" patch was taken back

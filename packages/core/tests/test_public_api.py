@@ -39,6 +39,8 @@ EXPECTED |= {
 }
 # Reconciliation: asking the outside system what really happened.
 EXPECTED |= {"Observation", "reconciler"}
+# One step, one boundary, observers in the engine (issue 14).
+EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
 
 
 def test_all_is_pinned() -> None:

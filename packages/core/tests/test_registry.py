@@ -89,9 +89,25 @@ def test_inverse_of_checks_mapped_argument_names() -> None:
         def refund(charge_id: str) -> None: ...
 
 
-def test_inverse_of_needs_maps() -> None:
+def test_inverse_of_needs_maps_of_names() -> None:
     with pytest.raises(ConfigurationError, match="maps="):
-        inverse_of(print, maps={})
+        inverse_of(print, maps={"charge_id": 1})  # type: ignore[dict-item]
+
+
+def test_an_inverse_that_needs_no_result_is_known_before_the_call() -> None:
+    def enable() -> None: ...
+
+    @inverse_of(enable, maps={})
+    @compensator("reg.disable")
+    def disable() -> None: ...
+
+    try:
+        factory = inverse_for(enable)
+        assert factory is not None and getattr(factory, "known_before_call", False)
+        comp = factory(None)
+        assert comp is not None and comp.handler == "reg.disable" and dict(comp.kwargs) == {}
+    finally:
+        unregister("reg.disable")
 
 
 def test_missing_result_field_names_what_was_wanted_and_seen() -> None:
@@ -125,7 +141,8 @@ def test_pairing_reads_attributes_too() -> None:
     assert factory is not None
     comp = factory(Result())
     assert comp is not None and dict(comp.kwargs) == {"charge_id": "ch_9"}
-    assert factory(None) is None  # outcome unknown: nothing to map
+    with pytest.raises(CompensationError, match=r"needs field 'id'.*None"):
+        factory(None)  # a forward that really returned None has no id to refund
 
 
 def test_unregister_drops_pairings() -> None:
@@ -149,7 +166,8 @@ def test_delete_by_takes_a_scalar_or_the_id_field() -> None:
     mapping = factory({"id": "r2"})
     assert scalar is not None and dict(scalar.kwargs) == {"record_id": "r1"}
     assert mapping is not None and dict(mapping.kwargs) == {"record_id": "r2"}
-    assert factory(None) is None
+    with pytest.raises(CompensationError, match="needs field 'id'"):
+        factory(None)
     with pytest.raises(CompensationError, match="'id'"):
         factory({"name": "r3"})
 
@@ -221,3 +239,35 @@ def test_reconciler_registers_once_per_name_and_observation_is_tri_state() -> No
     finally:
         unregister_reconciler("test.recon.charge")
     assert reconciler_for("test.recon.charge") is None
+
+
+def test_a_collected_forward_never_lends_its_undo_to_an_unrelated_function() -> None:
+    import gc
+
+    @compensator("reg.reuse")
+    def undo(ref: str) -> None: ...
+
+    def make() -> Any:
+        def forward() -> dict[str, str]:
+            return {"id": "x"}
+
+        return forward
+
+    try:
+        paired = make()
+        inverse_of(paired, maps={"ref": "id"})(undo)
+        assert inverse_for(paired) is not None
+        old = id(paired)
+        del paired
+        gc.collect()
+        # CPython hands the freed memory to a later function object of the same size: an
+        # id()-keyed registry would give that stranger the collected function's undo.
+        others: list[Any] = []
+        stranger = make()
+        while id(stranger) != old and len(others) < 10_000:
+            others.append(stranger)  # kept alive, so each new function takes a fresh slot
+            stranger = make()
+        assert id(stranger) == old, "the interpreter did not reuse the id; the scenario did not happen"
+        assert inverse_for(stranger) is None
+    finally:
+        unregister("reg.reuse")

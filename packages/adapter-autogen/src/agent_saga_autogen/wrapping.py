@@ -137,8 +137,8 @@ def wrap_tool(
             f"wrap_tool takes an AutoGen tool (autogen_core.tools.FunctionTool or BaseTool), got "
             f"{type(tool).__name__}; make one with FunctionTool(fn, description=...)"
         )
-    spec = ToolSpec(
-        name=tool.name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        tool.name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
         signature=_signature(tool),
     )

@@ -8,26 +8,27 @@ from typing import Any
 
 from crewai.tools.tool_failure import ToolExecutionFailedError
 
+from agent_saga.context import SyncSaga
 from agent_saga.engine.saga import Saga
 from agent_saga.log.base import WAL
-from agent_saga.plugins.support import failures, run_boundary
+from agent_saga.plugins.support import run_boundary
 
 __all__ = ["saga_kickoff", "saga_kickoff_async"]
 
 
 @contextmanager
-def _chained(saga: Saga) -> Iterator[None]:
+def _chained(saga: Saga | SyncSaga) -> Iterator[None]:
     """Chain CrewAI's ``ToolExecutionFailedError`` to the tool's own exception.
 
     Under ``tool_failure_policy="raise"`` CrewAI raises a summary of the failure that
     does not carry the exception the tool raised; the step saw it, so the rollback's
     cause can name it.
     """
-    seen = len(failures(saga))
+    seen = len(saga.failures)
     try:
         yield
     except ToolExecutionFailedError as err:
-        failed = failures(saga)[seen:]
+        failed = saga.failures[seen:]
         if failed and err.__cause__ is None:
             err.__cause__ = failed[-1][1]
         raise

@@ -114,8 +114,8 @@ def wrap_tool(
             f"wrap_tool takes a CrewAI tool (crewai.tools.BaseTool, or what @tool makes), got "
             f"{type(tool).__name__}; wrap the function with crewai.tools.tool first"
         )
-    spec = ToolSpec(
-        name=tool.name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        tool.name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
         signature=_signature(tool),
     )

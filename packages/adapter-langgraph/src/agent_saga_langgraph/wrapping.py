@@ -87,8 +87,8 @@ def wrap_tool(
         signature = inspect.signature(fn) if fn is not None else None
     except (TypeError, ValueError):
         signature = None
-    spec = ToolSpec(
-        name=tool.name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        tool.name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
         signature=signature,
     )

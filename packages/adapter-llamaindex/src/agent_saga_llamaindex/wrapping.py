@@ -102,8 +102,8 @@ def wrap_tool(
     except (TypeError, ValueError):
         signature = None
     name = str(tool.metadata.name or getattr(tool.real_fn, "__name__", "tool"))
-    spec = ToolSpec(
-        name=name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
         signature=signature,
     )

@@ -139,8 +139,8 @@ def wrap_tool(
         signature = inspect.signature(fn)
         if _takes_context(fn):
             signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-    spec = ToolSpec(
-        name=tool.name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        tool.name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
         signature=signature,
     )

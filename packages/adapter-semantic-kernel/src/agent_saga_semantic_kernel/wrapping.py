@@ -102,8 +102,8 @@ def wrap_tool(
         signature: inspect.Signature | None = inspect.signature(function.method)
     except (TypeError, ValueError):
         signature = None
-    spec = ToolSpec(
-        name=function.name, semantics=ActionSemantics.parse(semantics), compensate=compensate, retry=retry,
+    spec = ToolSpec.of(
+        function.name, semantics=semantics, compensate=compensate, retry=retry,
         timeout=timeout, require_boundary=require_boundary, signature=signature,
     )
     return wrap_with_spec(function, spec)

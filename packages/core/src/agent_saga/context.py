@@ -1,8 +1,14 @@
-"""The current saga, and the boundary that opens one.
+"""The current saga, and the one boundary type that opens (or joins) one.
 
 One ContextVar holds the current saga for the whole run. Frameworks copy
 contexts (so a ``set()`` inside a tool never reaches its caller); what travels is
 a reference to one mutable Saga, which every copy shares.
+
+:class:`Boundary` is behind every way of making a transaction: ``saga_scope``,
+``@guard``, ``AgentKit.transaction``, ``SagaFleet.transaction``, the adapters' run
+helpers and the MCP proxy. ``with`` yields the blocking face (:class:`SyncSaga`),
+``async with`` the awaiting one (:class:`Saga`): a ``with`` block never hands out
+an object whose ``execute`` returns a coroutine nobody awaits.
 """
 
 from __future__ import annotations
@@ -11,19 +17,28 @@ import contextvars
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, Unpack
 
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.engine.saga import COMPENSATION_RETRY, Saga, Step
-from agent_saga.errors import SagaAborted, SagaQuarantined
+from agent_saga.engine.saga import COMPENSATION_RETRY, Saga, SagaStatus, Step
+from agent_saga.errors import SagaAborted, SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["SyncSaga", "current_saga", "default_gate", "saga_scope", "set_default_gate", "use_saga"]
+__all__ = [
+    "Boundary",
+    "BoundaryOwner",
+    "SyncSaga",
+    "current_saga",
+    "default_gate",
+    "saga_scope",
+    "set_default_gate",
+    "use_saga",
+]
 
 _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_saga", default=None)
 _gate_lock = threading.Lock()
@@ -41,9 +56,11 @@ def use_saga(saga: Saga | None) -> contextvars.Token[Saga | None]:
 
 
 def set_default_gate(gate: GatePort | Callable[[], GatePort | None] | None) -> None:
-    """The gate every saga uses when ``saga_scope`` is not given one.
+    """The gate every saga uses when its boundary is not given one.
 
-    Pass a gate, or a zero-argument factory called once per saga.
+    Pass a gate, or a zero-argument factory called once per saga. Passing None
+    turns off even the kill switch; every saga started so records ``"gate": null``
+    in its start record, so the opt-out is visible in the log.
     """
     global _default_gate
     with _gate_lock:
@@ -77,26 +94,35 @@ class SyncSaga:
     def steps(self) -> tuple[Step, ...]:
         return self.saga.steps
 
+    @property
+    def failures(self) -> tuple[tuple[str, BaseException], ...]:
+        return self.saga.failures
+
     def execute(
         self,
         *,
         tool: str,
-        semantics: ActionSemantics | str,
         forward: Callable[..., Any],
-        compensate: CompensationFactory | None = None,
+        semantics: ActionSemantics | str | None = None,
         args: Mapping[str, Any] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        fallback_action: Callable[..., Any] | None = None,
+        options: StepOptions | None = None,
+        **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step, blocking; see :meth:`Saga.execute`."""
         return self.saga.execute_sync(
-            tool=tool, semantics=semantics, forward=forward, compensate=compensate, args=args,
-            retry=retry, timeout=timeout, fallback_action=fallback_action,
+            tool=tool, forward=forward, semantics=semantics, args=args, options=options, **more
         )
 
 
-class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope() as s`
+class BoundaryOwner(Protocol):
+    """Something that wants to know which sagas a boundary opened (``SagaFleet``)."""
+
+    def boundary_opened(self, saga: Saga) -> None: ...
+
+    def boundary_closed(self, saga: Saga) -> None: ...
+
+
+class Boundary:
     """A saga boundary: everything executed inside is one transaction.
 
     Use ``async with`` (yields a :class:`Saga`) or ``with`` (yields a
@@ -106,8 +132,15 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
     cancellation is unwound too, then re-raised as is). ``SagaQuarantined`` stops
     the saga without unwinding.
 
+    ``join=True`` joins the saga already current instead of opening one inside it
+    (the outer boundary owns the commit or rollback). ``fail_on_swallowed=True``
+    treats a step that failed inside the block while the block still returned
+    normally (a framework turned the exception into a message) as a failure of
+    the block: :class:`ToolFailed` is raised inside, so the run is unwound.
+    ``wait_for_commit=True`` makes every durable step wait for its commit record.
+
     With no ``wal=``, the saga writes to the default FileWAL (``./agent-saga.wal``
-    or ``$AGENT_SAGA_WAL``).
+    or ``$AGENT_SAGA_WAL``); with no ``gate=``, the default gate (the kill switch).
     """
 
     def __init__(
@@ -120,33 +153,72 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
         saga_id: str | None = None,
         halt_on_compensation_failure: bool = True,
         compensation_retry: RetryPolicy = COMPENSATION_RETRY,
+        wait_for_commit: bool = False,
+        join: bool = False,
+        fail_on_swallowed: bool = False,
+        owner: BoundaryOwner | None = None,
     ) -> None:
         self._wal = wal
-        self._options: dict[str, Any] = {
-            "name": name, "gate": gate, "tags": frozenset(tags), "saga_id": saga_id,
+        self._gate = gate
+        self._saga_options: dict[str, Any] = {
+            "name": name, "tags": frozenset(tags), "saga_id": saga_id,
             "halt_on_compensation_failure": halt_on_compensation_failure,
-            "compensation_retry": compensation_retry,
+            "compensation_retry": compensation_retry, "wait_for_commit": wait_for_commit,
         }
-        self.saga: Saga | None = None
+        self._join = join
+        self._fail_on_swallowed = fail_on_swallowed
+        self._owner = owner
+        self._entered = False
+        self._seen = 0
         self._token: contextvars.Token[Saga | None] | None = None
+        self.saga: Saga | None = None
+        #: True when this boundary joined a saga opened outside it.
+        self.joined = False
 
     def _open(self) -> Saga:
-        if self.saga is not None:
-            raise RuntimeError("a saga_scope can be entered only once; create a new one")
-        options = dict(self._options)
-        if options["gate"] is None:
-            options["gate"] = default_gate()
-        saga = Saga(self._wal or default_wal(), **options)
-        saga.start()
+        if self._entered:
+            raise RuntimeError("a saga boundary can be entered only once; create a new one")
+        self._entered = True
+        outer = _current.get() if self._join else None
+        if outer is not None and outer.status is SagaStatus.OPEN:
+            saga = outer
+            self.joined = True
+        else:
+            gate = self._gate if self._gate is not None else default_gate()
+            saga = Saga(self._wal or default_wal(), gate=gate, **self._saga_options)
+            saga.start()
+            self._token = _current.set(saga)
         self.saga = saga
-        self._token = _current.set(saga)
+        self._seen = len(saga.failures)
+        if self._owner is not None:
+            self._owner.boundary_opened(saga)
         return saga
 
-    def _close(self) -> Saga:
-        assert self.saga is not None
-        assert self._token is not None
-        _current.reset(self._token)
-        return self.saga
+    def _close(self, error: BaseException | None) -> tuple[Saga, BaseException | None]:
+        """Leave the block: restore the context and say how the block ended.
+
+        A step that failed inside while the block returned normally counts as the
+        block's failure when ``fail_on_swallowed`` (see the class docstring).
+        """
+        saga = self.saga
+        assert saga is not None
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
+        if self._owner is not None:
+            self._owner.boundary_closed(saga)
+        if error is None and self._fail_on_swallowed:
+            failures = saga.failures
+            if len(failures) > self._seen:
+                tool, cause = failures[self._seen]
+                error = ToolFailed(tool, cause)
+                error.__cause__ = cause
+        return saga, error
+
+    def _joined_exit(self, original: BaseException | None, error: BaseException | None) -> Literal[False]:
+        if error is not None and error is not original:
+            raise error  # the outer boundary unwinds the run that swallowed a failure
+        return False
 
     def __enter__(self) -> SyncSaga:
         return SyncSaga(self._open())
@@ -154,16 +226,18 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        saga = self._close()
-        if error is None:
+        saga, outcome = self._close(error)
+        if self.joined:
+            return self._joined_exit(error, outcome)
+        if outcome is None:
             saga.complete_sync()
             return False
-        if isinstance(error, SagaQuarantined):
+        if isinstance(outcome, SagaQuarantined):
             saga.freeze()
             return False
-        report = saga.rollback_sync(error)
-        if isinstance(error, Exception):
-            raise SagaAborted(error, report) from error
+        report = saga.rollback_sync(outcome)
+        if isinstance(outcome, Exception):
+            raise SagaAborted(outcome, report) from outcome
         return False
 
     async def __aenter__(self) -> Saga:
@@ -172,14 +246,39 @@ class saga_scope:  # noqa: N801 - used like a function: `async with saga_scope()
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        saga = self._close()
-        if error is None:
+        saga, outcome = self._close(error)
+        if self.joined:
+            return self._joined_exit(error, outcome)
+        if outcome is None:
             await saga.complete()
             return False
-        if isinstance(error, SagaQuarantined):
+        if isinstance(outcome, SagaQuarantined):
             saga.freeze()
             return False
-        report = await saga.rollback(error)
-        if isinstance(error, Exception):
-            raise SagaAborted(error, report) from error
+        report = await saga.rollback(outcome)
+        if isinstance(outcome, Exception):
+            raise SagaAborted(outcome, report) from outcome
         return False
+
+
+def saga_scope(
+    wal: WAL | None = None,
+    *,
+    name: str = "saga",
+    gate: GatePort | None = None,
+    tags: Iterable[str] = (),
+    saga_id: str | None = None,
+    halt_on_compensation_failure: bool = True,
+    compensation_retry: RetryPolicy = COMPENSATION_RETRY,
+    wait_for_commit: bool = False,
+) -> Boundary:
+    """A new saga boundary (``async with saga_scope() as s`` / ``with saga_scope() as s``).
+
+    Always a saga of its own, even inside another one; ``@guard`` and the run
+    helpers join an open saga instead. See :class:`Boundary`.
+    """
+    return Boundary(
+        wal, name=name, gate=gate, tags=tags, saga_id=saga_id,
+        halt_on_compensation_failure=halt_on_compensation_failure,
+        compensation_retry=compensation_retry, wait_for_commit=wait_for_commit,
+    )

@@ -5,14 +5,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar, Unpack, overload
 
-from agent_saga.context import current_saga, saga_scope
+from agent_saga.context import Boundary
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 
@@ -25,32 +24,28 @@ def tool(
     fn: Callable[..., Any] | None = None,
     *,
     semantics: ActionSemantics | str | None = None,
-    compensate: CompensationFactory | None = None,
     name: str | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    fallback_action: Callable[..., Any] | None = None,
-    require_boundary: bool = False,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> Any:
     """Declare a function as a saga step: ``@tool(semantics="COMPENSABLE", compensate=...)``.
 
     Inside a saga each call is a step (gated, logged, undone on failure); outside
     one it calls straight through, unless ``require_boundary=True``. The wrapper
-    keeps the function's name, signature and sync/async nature.
+    keeps the function's name, signature and sync/async nature. Every step option
+    (see :class:`~agent_saga.StepOptions`) is accepted as a keyword.
     """
 
-    def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
-        if semantics is None:
-            raise ConfigurationError(
-                f"@tool on {getattr(target, '__qualname__', target)!r} needs semantics= "
-                "(REVERSIBLE, COMPENSABLE or IRREVERSIBLE); agent-saga never guesses whether an "
-                "effect can be undone"
-            )
-        spec = ToolSpec.for_function(
-            target, semantics=semantics, name=name, compensate=compensate, retry=retry,
-            timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
+    if semantics is None and options is None:
+        where = f" on {getattr(fn, '__qualname__', fn)!r}" if fn is not None else ""
+        raise ConfigurationError(
+            f"@tool{where} needs semantics= (REVERSIBLE, COMPENSABLE or IRREVERSIBLE); agent-saga "
+            "never guesses whether an effect can be undone"
         )
-        return spec.wrap(target)
+    step_options = StepOptions.build(options, semantics, more)  # a bad option fails at decoration
+
+    def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
+        return ToolSpec.for_function(target, name=name, options=step_options).wrap(target)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -88,24 +83,24 @@ def guard(
 
     def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
         label: str = name or getattr(target, "__qualname__", None) or "saga"
+
+        def boundary() -> Boundary:
+            return Boundary(wal, name=label, gate=gate, tags=tag_set, join=True)
+
         if inspect.iscoroutinefunction(target):
 
             @functools.wraps(target)
-            async def async_boundary(*args: Any, **kwargs: Any) -> Any:
-                if current_saga() is not None:
-                    return await target(*args, **kwargs)
-                async with saga_scope(wal, name=label, gate=gate, tags=tag_set):
+            async def async_guarded(*args: Any, **kwargs: Any) -> Any:
+                async with boundary():
                     return await target(*args, **kwargs)
 
-            return async_boundary
+            return async_guarded
 
         @functools.wraps(target)
-        def boundary(*args: Any, **kwargs: Any) -> Any:
-            if current_saga() is not None:
-                return target(*args, **kwargs)
-            with saga_scope(wal, name=label, gate=gate, tags=tag_set):
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with boundary():
                 return target(*args, **kwargs)
 
-        return boundary
+        return guarded
 
     return decorate(fn) if fn is not None else decorate

@@ -22,6 +22,7 @@ __all__ = [
     "SagaError",
     "SagaQuarantined",
     "StepRefused",
+    "ToolFailed",
     "WALClosed",
     "WALCorrupt",
     "WALError",
@@ -99,6 +100,28 @@ class SagaAborted(SagaError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.cause, self.report))
+
+
+class ToolFailed(SagaError):
+    """A step failed inside a run, and the code around it carried on as if it had not.
+
+    Frameworks often turn a tool's exception into a message for the model. A run
+    boundary that sees such a step when the run returns raises this inside itself,
+    so the run is unwound instead of committed: a failed step is UNKNOWN, and a run
+    standing on one is never committed. ``cause`` is the step's own exception.
+    """
+
+    def __init__(self, tool: str, cause: BaseException) -> None:
+        self.tool = tool
+        self.cause = cause
+        super().__init__(
+            f"tool {tool!r} failed inside the run ({type(cause).__name__}: {cause}) and the run carried "
+            "on (the framework turned the exception into a result for the model); the step may have "
+            "landed, so the run is unwound"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.tool, self.cause))
 
 
 class WALError(SagaError):

@@ -27,18 +27,17 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
-from agent_saga.context import current_saga, saga_scope, use_saga
+from agent_saga.context import Boundary, current_saga, use_saga
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import BoundaryRequired, CompensationError, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import CompensationFactory, handler_name, inverse_for, is_prebound, registered
 from agent_saga.semantics import ActionSemantics, Compensation
-from agent_saga.toolspec import ToolSpec
+from agent_saga.toolspec import SPEC_ATTR, ToolSpec
 
 __all__ = ["CoverageError", "SagaFleet"]
 
@@ -73,8 +72,6 @@ def _from_registered(inverse: Callable[..., Any], handler: str, tool: str) -> Co
     params = _params(inverse)
 
     def build(result: Any) -> Compensation:
-        if result is None:
-            raise KeyError("the undo needs the forward result")
         if isinstance(result, Mapping):
             kwargs = {p.name: result[p.name] for p in params if p.name in result}
             missing = [p.name for p in params if p.name not in kwargs and p.default is p.empty]
@@ -116,28 +113,29 @@ class SagaFleet:
         call: Callable[..., Any],
         *,
         framework: str,
-        semantics: ActionSemantics | str,
+        semantics: ActionSemantics | str | None = None,
         name: str | None = None,
-        compensate: CompensationFactory | Callable[..., Any] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        options: StepOptions | None = None,
+        **more: Unpack[StepKwargs],
     ) -> Callable[..., Any]:
         """Protect ``call``; returns a callable of the same shape (sync or async).
 
         ``compensate`` is a factory ``(result) -> Compensation``, or a function
         registered with ``@compensator`` (called with the result's fields it names).
         Left out on a COMPENSABLE tool, an ``@inverse_of`` pairing of ``call`` is used.
+        Every other step option is accepted too; a fleet tool always requires a boundary.
         """
         if not callable(call):
             raise ConfigurationError(f"SagaFleet.register needs a callable, got {type(call).__name__}")
         if not isinstance(framework, str) or not framework:
             raise ConfigurationError("SagaFleet.register needs framework= (e.g. 'langgraph', 'crewai')")
         tool = name or getattr(call, "__name__", None) or type(call).__name__
-        factory, undo, handler, recoverable = self._undo(call, tool, compensate)
-        spec = ToolSpec.for_function(
-            call, semantics=semantics, name=tool, compensate=factory, retry=retry, timeout=timeout,
-            require_boundary=True,
-        )
+        given = more.get("compensate", options.compensate if options is not None else None)
+        factory, undo, handler, recoverable = self._undo(call, tool, given)
+        more["compensate"] = factory
+        more["require_boundary"] = True
+        more.setdefault("origin", framework)
+        spec = ToolSpec.for_function(call, name=tool, semantics=semantics, options=options, **more)
         if spec.semantics is ActionSemantics.COMPENSABLE and factory is None:
             raise CompensationError(
                 f"fleet {self.name!r}: {tool!r} is COMPENSABLE but has no undo; pass compensate= or "
@@ -147,18 +145,21 @@ class SagaFleet:
             if tool in self._entries:
                 raise ConfigurationError(f"fleet {self.name!r} already has a tool named {tool!r}")
             self._entries[tool] = _Entry(tool, framework, spec, undo, handler, recoverable)
-        return self._protect(spec, call, framework)
+        return self._protect(spec, call)
 
     @staticmethod
     def _undo(
         call: Callable[..., Any], tool: str, compensate: Any
-    ) -> tuple[CompensationFactory | None, str | None, str | None, bool | None]:
+    ) -> tuple[CompensationFactory | Compensation | None, str | None, str | None, bool | None]:
         if compensate is None:
             paired = inverse_for(call)
             if paired is None:
                 return None, None, None, None
             handler = getattr(paired, "handler", None)
             return paired, "paired", handler, bool(handler and registered(handler))
+        if isinstance(compensate, Compensation):  # known before the call
+            handler = compensate.handler
+            return compensate, "prebound", handler, bool(handler and registered(handler))
         if not callable(compensate):
             raise CompensationError(f"compensate= for {tool!r} must be callable, got {compensate!r}")
         handler = handler_name(compensate)
@@ -172,15 +173,13 @@ class SagaFleet:
             return compensate, "paired", handler, registered(handler)
         return compensate, "factory", None, None
 
-    def _protect(self, spec: ToolSpec, call: Callable[..., Any], framework: str) -> Callable[..., Any]:
-        from agent_saga.plugins.support import step_async, step_sync
-
+    def _protect(self, spec: ToolSpec, call: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(call):
 
             @functools.wraps(call)
             async def async_tool(*args: Any, **kwargs: Any) -> Any:
                 with self._attached():
-                    return await step_async(spec, call, args, kwargs, framework)
+                    return await spec.call_async(call, args, kwargs)
 
             wrapper: Callable[..., Any] = async_tool
         else:
@@ -188,10 +187,10 @@ class SagaFleet:
             @functools.wraps(call)
             def sync_tool(*args: Any, **kwargs: Any) -> Any:
                 with self._attached():
-                    return step_sync(spec, call, args, kwargs, framework)
+                    return spec.call_sync(call, args, kwargs)
 
             wrapper = sync_tool
-        wrapper.__saga_spec__ = spec  # type: ignore[attr-defined]
+        setattr(wrapper, SPEC_ATTR, spec)
         return wrapper
 
     # -- the saga on foreign threads ----------------------------------------------------
@@ -224,38 +223,34 @@ class SagaFleet:
 
     def bind_saga(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         """``fn`` carrying the current saga onto whatever thread later calls it."""
+        from agent_saga.plugins.propagation import carry
+
         saga = current_saga() or self._fallback()
         if saga is None:
             raise BoundaryRequired(
                 f"fleet {self.name!r}: bind_saga() needs an open transaction to bind; call it inside "
                 "fleet.transaction()"
             )
-
-        @functools.wraps(fn)
-        def bound(*args: Any, **kwargs: Any) -> Any:
-            previous = current_saga()
-            use_saga(saga)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                use_saga(previous)
-
-        return bound
+        token = use_saga(saga)  # carry() captures what is current
+        try:
+            return carry(fn)
+        finally:
+            token.var.reset(token)
 
     # -- boundaries -----------------------------------------------------------------------
 
     def transaction(
         self, *, wal: WAL | None = None, name: str | None = None, tags: Iterable[str] = ()
-    ) -> _FleetTransaction:
+    ) -> Boundary:
         """One saga for every registered tool called inside (``with`` or ``async with``)."""
-        return _FleetTransaction(self, saga_scope(wal or self.wal, name=name or self.name, gate=self.gate, tags=tags))
+        return Boundary(wal or self.wal, name=name or self.name, gate=self.gate, tags=tags, owner=self)
 
-    def _opened(self, saga: Saga) -> None:
+    def boundary_opened(self, saga: Saga) -> None:
         with self._lock:
             self._active.append(saga)
             self._saga_ids.add(saga.saga_id)
 
-    def _closed(self, saga: Saga) -> None:
+    def boundary_closed(self, saga: Saga) -> None:
         with self._lock:
             if saga in self._active:
                 self._active.remove(saga)
@@ -264,19 +259,19 @@ class SagaFleet:
 
     def coverage(self) -> dict[str, Any]:
         """A machine-readable manifest: every tool, its framework, and whether its undo survives a crash."""
-        from agent_saga.plugins.patching import observations
+        from agent_saga.plugins.patching import unclassified_calls
 
         with self._lock:
             entries = list(self._entries.values())
             ids = set(self._saga_ids)
-        unprotected = sorted({o.tool for o in observations() if o.saga_id in ids})
+        unprotected = sorted({o.tool for o in unclassified_calls() if o.saga_id in ids})
         tools = [
             {
                 "name": e.name,
                 "framework": e.framework,
                 "semantics": e.spec.semantics.value,
                 "protected": True,
-                "boundary_required": e.spec.require_boundary,
+                "boundary_required": e.spec.options.require_boundary,
                 "undo": e.undo,
                 "handler": e.handler,
                 "recoverable_after_crash": (
@@ -317,50 +312,3 @@ class SagaFleet:
         problems += [f"{n!r} ran unprotected inside a transaction" for n in report["unprotected_calls"]]
         if problems:
             raise CoverageError(f"fleet {self.name!r} is not fully covered: " + "; ".join(problems))
-
-
-def _finished(saga: Saga) -> None:
-    from agent_saga.plugins import manager  # observers only if a plugin manager exists already
-
-    observers = manager.active()
-    if observers is not None:
-        observers.saga_finished(saga, saga.report)
-
-
-class _FleetTransaction:
-    """A saga_scope that also tells its fleet which saga is active."""
-
-    def __init__(self, fleet: SagaFleet, scope: saga_scope) -> None:
-        self._fleet = fleet
-        self._scope = scope
-        self.saga: Saga | None = None
-
-    def __enter__(self) -> Saga:
-        self.saga = self._scope.__enter__().saga
-        self._fleet._opened(self.saga)
-        return self.saga
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        assert self.saga is not None
-        self._fleet._closed(self.saga)
-        try:
-            return bool(self._scope.__exit__(kind, error, tb))
-        finally:
-            _finished(self.saga)
-
-    async def __aenter__(self) -> Saga:
-        self.saga = await self._scope.__aenter__()
-        self._fleet._opened(self.saga)
-        return self.saga
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        assert self.saga is not None
-        self._fleet._closed(self.saga)
-        try:
-            return bool(await self._scope.__aexit__(kind, error, tb))
-        finally:
-            _finished(self.saga)

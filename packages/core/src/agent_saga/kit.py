@@ -8,15 +8,15 @@ be read makes the kit report itself not ok rather than assume the best.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Unpack
 
 from agent_saga._version import __version__
-from agent_saga.context import saga_scope
+from agent_saga.context import Boundary
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.retry import RetryPolicy
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
-from agent_saga.registry import CompensationFactory, inverse_for
+from agent_saga.registry import inverse_for
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 
@@ -61,29 +61,29 @@ class AgentKit:
         self,
         fn: Callable[..., Any],
         *,
-        semantics: ActionSemantics | str,
-        compensate: CompensationFactory | None = None,
+        semantics: ActionSemantics | str | None = None,
         name: str | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        fallback_action: Callable[..., Any] | None = None,
+        options: StepOptions | None = None,
+        **more: Unpack[StepKwargs],
     ) -> Callable[..., Any]:
         """Wrap ``fn`` as a step; outside a transaction the wrapper calls ``fn`` untouched.
 
         ``compensate`` maps the result to a Compensation, or to a dict
         ``{"handler": "registered.name", "kwargs": {...}}``. Left out on a
-        COMPENSABLE tool, the ``@inverse_of`` pairing of ``fn`` is used.
+        COMPENSABLE tool, the ``@inverse_of`` pairing of ``fn`` is used. Every
+        step option (see :class:`~agent_saga.StepOptions`) is accepted as a keyword.
         """
-        spec = ToolSpec.for_function(
-            fn, semantics=semantics, name=name, compensate=compensate, retry=retry,
-            timeout=timeout, fallback_action=fallback_action,
-        )
+        spec = ToolSpec.for_function(fn, name=name, semantics=semantics, options=options, **more)
         self._tools[spec.name] = (spec, fn)
         return spec.wrap(fn)
 
-    def transaction(self, *, name: str | None = None, tags: Iterable[str] = ()) -> saga_scope:
+    def transaction(
+        self, *, name: str | None = None, tags: Iterable[str] = (), wait_for_commit: bool = False
+    ) -> Boundary:
         """A saga boundary using this kit's log and gate (``async with`` or ``with``)."""
-        return saga_scope(self._wal, name=name or self.name, gate=self.gate, tags=tags)
+        return Boundary(
+            self._wal, name=name or self.name, gate=self.gate, tags=tags, wait_for_commit=wait_for_commit
+        )
 
     def guarantees(self) -> dict[str, Any]:
         """A machine-readable manifest of what this kit enforces, and what it does not claim."""
@@ -102,7 +102,7 @@ class AgentKit:
 
     @staticmethod
     def _describe(spec: ToolSpec, fn: Callable[..., Any]) -> dict[str, Any]:
-        if spec.compensate is not None:
+        if spec.options.compensate is not None:
             undo = "explicit"
         elif inverse_for(fn) is not None:
             undo = "paired"

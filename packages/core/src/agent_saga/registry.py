@@ -7,8 +7,10 @@ another process run it after this one has died.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -33,12 +35,18 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-CompensationFactory = Callable[[Any], "Compensation | None"]
+CompensationFactory = Callable[[Any], "Compensation | Mapping[str, Any] | None"]
 
 _lock = threading.Lock()
 _handlers: dict[str, Callable[..., Any]] = {}
 _names: dict[int, str] = {}  # id(fn) -> name, to find a function's handler name
-_pairings: dict[int, CompensationFactory] = {}  # id(forward fn) -> factory
+# Pairings live on the forward function itself (attribute _PAIRED), like DBOS keeps its
+# registrations: a dict keyed by id() would hand a collected function's undo to whatever
+# unrelated function later gets the same id. Callables that take no attribute are kept
+# in a weak mapping; the set of paired functions is only for unregister().
+_PAIRED = "__saga_inverse__"
+_pairings_fallback: weakref.WeakKeyDictionary[Any, CompensationFactory] = weakref.WeakKeyDictionary()
+_paired: weakref.WeakSet[Any] = weakref.WeakSet()
 _reconcilers: dict[str, Callable[..., Any]] = {}  # tool or compensator name -> observer
 
 
@@ -105,9 +113,10 @@ def unregister(name: str) -> None:
         fn = _handlers.pop(name, None)
         if fn is not None:
             _names.pop(id(fn), None)
-        for forward, factory in list(_pairings.items()):
+        for forward in list(_paired):
+            factory = _paired_factory(forward)
             if isinstance(factory, _FieldMap) and factory.handler == name:
-                del _pairings[forward]
+                _unpair(forward)
 
 
 def _require_registered(fn: Callable[..., Any], what: str) -> str:
@@ -130,9 +139,12 @@ class _FieldMap:
     maps: Mapping[str, str]
     what: str
 
+    @property
+    def known_before_call(self) -> bool:
+        """An inverse that takes nothing from the result is known before the forward call."""
+        return not self.maps
+
     def __call__(self, result: Any) -> Compensation | None:
-        if result is None:
-            return None  # outcome unknown: the fields we need were never seen
         kwargs: dict[str, Any] = {}
         for param, source in self.maps.items():
             try:
@@ -141,7 +153,7 @@ class _FieldMap:
                 try:
                     kwargs[param] = getattr(result, source)
                 except AttributeError:
-                    seen = sorted(result) if isinstance(result, Mapping) else type(result).__name__
+                    seen = sorted(result) if isinstance(result, Mapping) else repr(result)[:80]
                     raise CompensationError(
                         f"{self.what} needs field {source!r} of the forward result for argument "
                         f"{param!r} of {self.handler!r}, but the result has {seen}"
@@ -160,6 +172,7 @@ class _Prebound:
     fn: Callable[..., Any]
     handler: str
     kwargs: Mapping[str, Any]
+    known_before_call = True
 
     def __call__(self, result: Any) -> Compensation:
         return Compensation(fn=self.fn, handler=self.handler, kwargs=dict(self.kwargs))
@@ -170,14 +183,19 @@ def inverse_of(forward: Callable[..., Any], *, maps: Mapping[str, str]) -> Calla
 
     ``maps`` says where each argument of the inverse comes from in the forward
     result: ``{"charge_id": "id"}`` calls ``refund(charge_id=result["id"])``.
+    ``maps={}`` declares an inverse that needs nothing from the result: it is known
+    before the call, so it can also undo a step whose outcome is UNKNOWN.
     A tool over ``forward`` declared COMPENSABLE without ``compensate=`` then finds
     this pairing. It raises here, at import time, if the inverse is not registered.
     """
     if not callable(forward):
         raise ConfigurationError(f"inverse_of needs the forward function, got {forward!r}")
-    if not isinstance(maps, Mapping) or not maps:
+    if not isinstance(maps, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in maps.items()
+    ):
         raise ConfigurationError(
-            "inverse_of needs maps={inverse_arg: result_field, ...} naming at least one argument"
+            "inverse_of needs maps={inverse_arg: result_field, ...} (strings; {} for an inverse that "
+            "takes nothing from the result)"
         )
 
     def pair(fn: F) -> F:
@@ -191,15 +209,56 @@ def inverse_of(forward: Callable[..., Any], *, maps: Mapping[str, str]) -> Calla
                 f"{what}: maps names {unknown} but {name!r} takes {list(params)}"
             )
         with _lock:
-            _pairings[id(forward)] = _FieldMap(fn, name, dict(maps), what)
+            _pair(forward, _FieldMap(fn, name, dict(maps), what))
         return fn
 
     return pair
 
 
+def _pair(forward: Any, factory: CompensationFactory) -> None:
+    try:
+        setattr(forward, _PAIRED, factory)
+    except (AttributeError, TypeError):
+        _pairings_fallback[forward] = factory  # TypeError here: not weakly referenceable
+    _paired.add(forward)
+
+
+def _unpair(forward: Any) -> None:
+    try:
+        delattr(forward, _PAIRED)
+    except (AttributeError, TypeError):
+        _pairings_fallback.pop(forward, None)
+    _paired.discard(forward)
+
+
+def _paired_factory(fn: Any) -> CompensationFactory | None:
+    factory = getattr(fn, _PAIRED, None)
+    if factory is None:
+        try:
+            factory = _pairings_fallback.get(fn)
+        except TypeError:  # not weakly referenceable: it cannot have been paired
+            return None
+    return factory if callable(factory) else None
+
+
 def inverse_for(forward: Callable[..., Any]) -> CompensationFactory | None:
-    """The factory paired with ``forward`` by ``@inverse_of``, if any."""
-    return _pairings.get(id(inspect.unwrap(forward))) or _pairings.get(id(forward))
+    """The factory paired with ``forward`` by ``@inverse_of``, if any.
+
+    Found on the function itself or on what it wraps (``functools.wraps``'s
+    ``__wrapped__``, a ``partial``'s ``func``, a bound method's ``__func__``).
+    """
+    seen: set[int] = set()
+    target: Any = forward
+    while target is not None and id(target) not in seen:
+        seen.add(id(target))
+        factory = _paired_factory(target)
+        if factory is not None:
+            return factory
+        if isinstance(target, functools.partial):
+            target = target.func
+        else:
+            target = getattr(target, "__wrapped__", None) or getattr(target, "__func__", None)
+    return None
 
 
 def delete_by(fn: Callable[..., Any], *, field: str = "id") -> CompensationFactory:
@@ -219,8 +278,6 @@ def delete_by(fn: Callable[..., Any], *, field: str = "id") -> CompensationFacto
     target = params[0]
 
     def factory(result: Any) -> Compensation | None:
-        if result is None:
-            return None
         if isinstance(result, (str, int)) and not isinstance(result, bool):
             return Compensation(fn=fn, handler=name, kwargs={target: result})
         return _FieldMap(fn, name, {target: field}, "delete_by")(result)
@@ -240,8 +297,8 @@ def call_with(fn: Callable[..., Any], **kwargs: Any) -> CompensationFactory:
 
 
 def is_prebound(factory: object) -> bool:
-    """Whether ``factory`` builds its Compensation without needing the result."""
-    return isinstance(factory, _Prebound)
+    """Whether ``factory`` is declared to build its Compensation without the result."""
+    return bool(getattr(factory, "known_before_call", False))
 
 
 def reconciler(name: str) -> Callable[[F], F]:

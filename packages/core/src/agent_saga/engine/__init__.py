@@ -1,5 +1,16 @@
 """The saga engine: one state machine, a sync and an async face."""
 
+from agent_saga.engine.observe import (
+    Interceptor,
+    RollbackEvent,
+    SagaEnd,
+    SagaEvent,
+    StepEnd,
+    StepEvent,
+    add_interceptor,
+    remove_interceptor,
+)
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
@@ -7,12 +18,22 @@ from agent_saga.engine.saga import Saga, SagaStatus, Step
 
 __all__ = [
     "GatePort",
+    "Interceptor",
     "RetryPolicy",
+    "RollbackEvent",
     "RollbackReport",
     "Saga",
+    "SagaEnd",
+    "SagaEvent",
     "SagaInfo",
     "SagaStatus",
     "Step",
+    "StepEnd",
+    "StepEvent",
+    "StepKwargs",
+    "StepOptions",
     "StepOutcome",
     "StepRequest",
+    "add_interceptor",
+    "remove_interceptor",
 ]

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from agent_saga.ids import operation_id
 from agent_saga.semantics import ActionSemantics
+
+if TYPE_CHECKING:
+    from agent_saga.engine.report import RollbackReport
 
 __all__ = ["GatePort", "Lifecycle", "SagaInfo", "StepRequest", "add_lifecycle", "lifecycles"]
 
@@ -71,13 +74,19 @@ class Lifecycle(Protocol):
     """Something that takes part in every saga's start and end (recovery's leases).
 
     ``started`` runs before the start record is written and may return fields to
-    add to it; ``ended`` runs once the end record is durable. Both run on the
-    caller's thread and must not block.
+    add to it. ``ended`` runs once the end record is durable, with the rollback's
+    report (None when the saga committed). ``abandoned`` runs when a rollback could
+    not finish, or a commit could not be made durable (the log broke, the task was
+    cancelled): the saga is left for the recovery daemon, with the report of what
+    the rollback did (None for a failed commit). All run on the caller's
+    thread and must not block.
     """
 
     def started(self, saga_id: str, wal: Any) -> Mapping[str, Any] | None: ...
 
-    def ended(self, saga_id: str, wal: Any) -> None: ...
+    def ended(self, saga_id: str, wal: Any, report: RollbackReport | None) -> None: ...
+
+    def abandoned(self, saga_id: str, wal: Any, report: RollbackReport | None) -> None: ...
 
 
 _lifecycles: list[Lifecycle] = []

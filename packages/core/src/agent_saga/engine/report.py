@@ -38,6 +38,12 @@ class RollbackReport:
     cause: str
     steps: tuple[StepOutcome, ...]
     halted: bool = False
+    #: Why the unwind stopped before it finished (the log broke, the task was cancelled);
+    #: the steps it did not reach are UNRESOLVED and the recovery daemon finishes them.
+    interrupted: str | None = None
+    #: Tools that ran inside the saga with no declared semantics (``patch_all`` in observe
+    #: mode): their effects were not protected, so the saga can never be clean.
+    unprotected: tuple[str, ...] = ()
 
     def with_outcome(self, outcome: Outcome) -> tuple[StepOutcome, ...]:
         return tuple(s for s in self.steps if s.outcome is outcome)
@@ -65,8 +71,11 @@ class RollbackReport:
     @property
     def clean(self) -> bool:
         """True only if nothing the saga did is still standing unaccounted for."""
-        return not self.halted and all(
-            s.outcome in (Outcome.COMPENSATED, Outcome.KEPT) for s in self.steps
+        return (
+            not self.halted
+            and self.interrupted is None
+            and not self.unprotected
+            and all(s.outcome in (Outcome.COMPENSATED, Outcome.KEPT) for s in self.steps)
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +85,8 @@ class RollbackReport:
             "cause": self.cause,
             "clean": self.clean,
             "halted": self.halted,
+            "interrupted": self.interrupted,
+            "unprotected": list(self.unprotected),
             "steps": [
                 {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(s).items()}
                 for s in self.steps
@@ -99,6 +110,10 @@ class RollbackReport:
             lines.append(f"  {marks[s.outcome]} step {s.step} {s.tool} [{s.state.value}]{how}{extra}")
         if self.halted:
             lines.append("  rollback halted after a failed compensation; older steps were not touched")
+        if self.interrupted is not None:
+            lines.append(f"  rollback interrupted ({self.interrupted}); the recovery daemon finishes it")
+        for tool in self.unprotected:
+            lines.append(f"  !! UNPROTECTED {tool}: ran with no declared semantics, so nothing undid it")
         counts = ", ".join(f"{len(self.with_outcome(o))} {o.value}" for o in Outcome if self.with_outcome(o))
         lines.append(f"  {counts or 'no steps'}")
         return "\n".join(lines)

@@ -3,13 +3,18 @@
 Write-ahead protocol for a non-REVERSIBLE step:
 
 1. ask the gate (nothing has happened yet, so refusing is free);
-2. append STEP_INTENT, carrying the undo if it is known before the call, and
-   wait until it is durable;
+2. append STEP_INTENT, carrying the undo if it is declared known before the call,
+   and wait until it is durable;
 3. call the tool (each attempt under its own timeout, same idempotency key);
 4. append STEP_COMMITTED with the undo derived from the result, and do *not*
-   wait: the next step's intent barrier, or the saga's end, covers it.
+   wait (unless ``wait_for_commit``): the next step's intent barrier, or the
+   saga's end, covers it.
 
 REVERSIBLE steps skip (2) and never wait on the disk.
+
+A compensate factory is only ever called with the forward's actual result. An undo
+is "known before the call" only when declared so (a ``Compensation`` given
+directly, ``call_with``, an ``@inverse_of`` that needs no result field).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from agent_saga.engine.invoke import (
     Barrier,
@@ -32,6 +37,16 @@ from agent_saga.engine.invoke import (
     drive_async,
     drive_sync,
 )
+from agent_saga.engine.observe import (
+    RollbackEvent,
+    SagaEnd,
+    SagaEvent,
+    StepEnd,
+    StepEvent,
+    Wrappers,
+    interceptors,
+)
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
@@ -39,7 +54,8 @@ from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRef
 from agent_saga.ids import new_saga_id, operation_id
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.registry import CompensationFactory, inverse_for, is_prebound, resolve
+from agent_saga.redaction import redact_args
+from agent_saga.registry import CompensationFactory, inverse_for, resolve
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
 
 __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
@@ -49,8 +65,7 @@ COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_del
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _COMPENSABLE = ActionSemantics.COMPENSABLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
-# What a factory raises when it needs a result it was not given (outcome unknown).
-_NEEDS_RESULT = (TypeError, KeyError, AttributeError, IndexError)
+_SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 
 
 class SagaStatus(enum.StrEnum):
@@ -59,6 +74,8 @@ class SagaStatus(enum.StrEnum):
     COMPLETED = "COMPLETED"
     ROLLED_BACK = "ROLLED_BACK"
     FROZEN = "FROZEN"
+    #: A rollback that could not finish here (broken log, cancellation): left to the daemon.
+    ABANDONED = "ABANDONED"
 
 
 @dataclass(slots=True)
@@ -153,10 +170,10 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
 
 
 class Saga:
-    """One transaction. Thread-safe; use it from the scope that created it.
+    """One transaction. Thread-safe; use it from the boundary that created it.
 
     ``execute`` is the async face, ``execute_sync`` the blocking one; both run the
-    same protocol. Created by ``saga_scope`` (which also starts and ends it).
+    same protocol. Created by a boundary (``saga_scope``), which also starts and ends it.
     """
 
     def __init__(
@@ -169,6 +186,7 @@ class Saga:
         saga_id: str | None = None,
         halt_on_compensation_failure: bool = True,
         compensation_retry: RetryPolicy = COMPENSATION_RETRY,
+        wait_for_commit: bool = False,
     ) -> None:
         self.saga_id = saga_id or new_saga_id()
         self.name = name
@@ -177,11 +195,15 @@ class Saga:
         self.tags = tags
         self.halt_on_compensation_failure = halt_on_compensation_failure
         self.compensation_retry = compensation_retry
+        self.wait_for_commit = wait_for_commit
         self.status = SagaStatus.OPEN
         self.report: RollbackReport | None = None
         self._steps: list[Step] = []
+        self._failures: list[tuple[str, BaseException]] = []
+        self._unprotected: list[str] = []
         self._lock = threading.Lock()
         self._started = False
+        self._observed: Wrappers | None = None
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -193,6 +215,23 @@ class Saga:
     def steps(self) -> tuple[Step, ...]:
         with self._lock:
             return tuple(self._steps)
+
+    @property
+    def failures(self) -> tuple[tuple[str, BaseException], ...]:
+        """Every step that failed or was refused here (tool, exception), oldest first.
+
+        A framework may turn a tool's exception into a message for the model; the
+        saga still knows, and a run boundary uses this to unwind a run that stands
+        on a failed step instead of committing it.
+        """
+        with self._lock:
+            return tuple(self._failures)
+
+    @property
+    def unprotected(self) -> tuple[str, ...]:
+        """Tools that ran inside this saga with no declared semantics (see :meth:`note_unprotected`)."""
+        with self._lock:
+            return tuple(self._unprotected)
 
     def start(self) -> None:
         """Admit the saga through the gate and record its start (no disk wait)."""
@@ -206,20 +245,29 @@ class Saga:
             "tags": sorted(self.tags),
             "owner": f"{socket.gethostname()}:{os.getpid()}",
             "durable_log": self.wal.durable,
+            "gate": _posture(self.gate),
         }
         for hook in lifecycles():  # recovery's lease, installed from above this layer
             body.update(hook.started(self.saga_id, self.wal) or {})
         self._append(R.SAGA_STARTED, body)
+        if interceptors():
+            self._observed = Wrappers.start("saga", SagaEvent(self.saga_id, self.name, self.tags))
 
     def _append(self, rtype: R, body: Mapping[str, Any], step: int | None = None) -> int:
         return self.wal.append(rtype, self.saga_id, body, step)  # a StrEnum is its own value
 
     def _end(self, rtype: R, body: Mapping[str, Any], status: SagaStatus) -> Protocol[None]:
         ticket = self._append(rtype, body)
-        self.status = status
         yield Barrier(self.wal, ticket)
-        for hook in lifecycles():  # only once the end record is durable
-            hook.ended(self.saga_id, self.wal)
+        self.status = status  # only once the end record is durable
+        for hook in lifecycles():
+            hook.ended(self.saga_id, self.wal, self.report)
+        self._finish_observers(status)
+
+    def _finish_observers(self, status: SagaStatus) -> None:
+        observed, self._observed = self._observed, None
+        if observed is not None:
+            observed.end(SagaEnd(status.value, self.report))
 
     def complete_sync(self) -> None:
         drive_sync(self._complete())
@@ -232,12 +280,23 @@ class Saga:
             self._check_open()
             unknown = [s.index for s in self._steps if s.state is StepState.UNKNOWN]
             steps = len(self._steps)
-        yield from self._end(R.SAGA_COMPLETED, {"steps": steps, "unknown": unknown}, SagaStatus.COMPLETED)
+            unprotected = list(self._unprotected)
+        body: dict[str, Any] = {"steps": steps, "unknown": unknown}
+        if unprotected:
+            body["unprotected"] = unprotected
+        try:
+            yield from self._end(R.SAGA_COMPLETED, body, SagaStatus.COMPLETED)
+        except BaseException:
+            # The commit is not durable: it did not happen. Hand the saga to the daemon
+            # (its lease stops now) rather than keep it looking alive.
+            self._hand_over(None)
+            raise
 
     def freeze(self) -> None:
         """Stop without unwinding (quarantine): the saga stays open for a human."""
         with self._lock:
             self.status = SagaStatus.FROZEN
+        self._finish_observers(SagaStatus.FROZEN)
 
     def _check_open(self) -> None:
         if self.status is not SagaStatus.OPEN:
@@ -251,96 +310,111 @@ class Saga:
                 "start (and lease) is recorded before any step"
             )
 
+    def note_unprotected(self, tool: str, args: Mapping[str, Any], origin: str | None = None) -> None:
+        """Record that ``tool`` ran here with no declared semantics (observe mode).
+
+        Its effect stands unprotected: nothing will undo it, so this saga's rollback
+        is never reported clean and ``certify`` counts it as unaccounted.
+        """
+        with self._lock:
+            self._unprotected.append(tool)
+        body: dict[str, Any] = {"tool": tool, "args": redact_args(args)}
+        if origin is not None:
+            body["origin"] = origin
+        self._append(R.STEP_UNPROTECTED, body)
+
+    def refuse(
+        self, tool: str, args: Mapping[str, Any], refused: StepRefused, origin: str | None = None
+    ) -> None:
+        """Record a call refused before it became a step (an unclassified tool in enforce mode).
+
+        Nothing ran, so there is nothing to undo; the refusal is evidence, and it
+        counts as a failure of the run (a run boundary will not commit over it).
+        """
+        self._failed(tool, refused)
+        body: dict[str, Any] = {
+            "tool": tool, "semantics": None, "args": redact_args(args),
+            "reason": refused.reason, "rule": refused.rule,
+        }
+        if origin is not None:
+            body["origin"] = origin
+        self._append(R.STEP_REFUSED, body)
+
     # -- forward ------------------------------------------------------------------------
 
     async def execute(
         self,
         *,
         tool: str,
-        semantics: ActionSemantics | str,
         forward: Callable[..., Any],
-        compensate: CompensationFactory | None = None,
+        semantics: ActionSemantics | str | None = None,
         args: Mapping[str, Any] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        fallback_action: Callable[..., Any] | None = None,
-        inline: bool = False,
+        options: StepOptions | None = None,
+        **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result (async face).
 
         ``forward`` is called with no arguments (plus ``idempotency_key`` if it
         names that parameter); sync callables run on a worker thread unless
-        ``inline=True``. ``compensate`` maps the forward result to its undo.
-        ``args`` are what the gate polices and the log records.
+        ``inline=True``. ``args`` are what the gate polices and the log records
+        (secret-looking names redacted). The step's options come from ``options``
+        and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
         """
-        return await drive_async(self._step(
-            tool, semantics, forward, compensate, args, retry, timeout, fallback_action, inline
-        ))
+        return await drive_async(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
 
     def execute_sync(
         self,
         *,
         tool: str,
-        semantics: ActionSemantics | str,
         forward: Callable[..., Any],
-        compensate: CompensationFactory | None = None,
+        semantics: ActionSemantics | str | None = None,
         args: Mapping[str, Any] | None = None,
-        retry: RetryPolicy | None = None,
-        timeout: float | None = None,
-        fallback_action: Callable[..., Any] | None = None,
+        options: StepOptions | None = None,
+        **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
-        return drive_sync(self._step(
-            tool, semantics, forward, compensate, args, retry, timeout, fallback_action, False
-        ))
+        return drive_sync(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
 
-    def _declare(
-        self,
-        tool: str,
-        semantics: ActionSemantics | str,
-        forward: Callable[..., Any],
-        compensate: CompensationFactory | None,
-    ) -> tuple[ActionSemantics, CompensationFactory | None]:
+    @staticmethod
+    def _undo_for(tool: str, forward: Callable[..., Any], opts: StepOptions) -> CompensationFactory | Compensation | None:
         if not isinstance(tool, str) or not tool:
             raise CompensationError(f"tool= must be a non-empty name, got {tool!r}")
         if not callable(forward):
             raise CompensationError(f"forward= for {tool!r} must be callable, got {forward!r}")
-        sem = ActionSemantics.parse(semantics)
-        if compensate is not None and not callable(compensate):
-            raise CompensationError(
-                f"compensate= for {tool!r} must be a factory (forward_result) -> Compensation, "
-                f"got {type(compensate).__name__}; wrap a fixed undo as `lambda r: Compensation(...)` "
-                "or use call_with(fn, ...)"
-            )
-        if sem is _IRREVERSIBLE and compensate is not None:
-            raise CompensationError(
-                f"{tool!r} is declared IRREVERSIBLE but was given compensate=: an effect that can be "
-                "undone is COMPENSABLE. Change the semantics, or drop compensate="
-            )
-        if sem is _COMPENSABLE and compensate is None:
+        compensate = opts.compensate
+        if compensate is None and opts.semantics is not _IRREVERSIBLE:
             compensate = inverse_for(forward)
-            if compensate is None:
+            if compensate is None and opts.semantics is _COMPENSABLE:
                 raise CompensationError(
                     f"{tool!r} is declared COMPENSABLE but has no undo: pass compensate= (a factory "
                     "over the forward result), or pair an inverse with @inverse_of"
                 )
-        return sem, compensate
+        return compensate
+
+    @staticmethod
+    def _policed(tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> dict[str, Any]:
+        """What the gate sees and the log records: the arguments (plus policy_args), redacted."""
+        if opts.policy_args:
+            try:
+                args = opts.policed(args or {})
+            except KeyError as err:
+                # A control that cannot read the value it was told to police refuses (fail closed).
+                raise StepRefused(
+                    tool, f"a policy_args path does not resolve in the call's arguments: {err.args[0]}",
+                    "policy_args",
+                ) from None
+        return redact_args(args, opts.reveal) if args else {}
 
     def _step(
         self,
         tool: str,
-        semantics: ActionSemantics | str,
         forward: Callable[..., Any],
-        compensate: CompensationFactory | None,
         args: Mapping[str, Any] | None,
-        retry: RetryPolicy | None,
-        timeout: float | None,
-        fallback: Callable[..., Any] | None,
-        inline: bool,
+        opts: StepOptions,
         via_fallback: bool = False,
     ) -> Protocol[Any]:
-        sem, compensate = self._declare(tool, semantics, forward, compensate)
-        logged_args = dict(args) if args else {}
+        compensate = self._undo_for(tool, forward, opts)
+        sem = opts.semantics
         with self._lock:
             self._check_open()
             index = len(self._steps) + 1  # steps are numbered from 1, as people count them
@@ -350,59 +424,81 @@ class Saga:
             )
             self._steps.append(step)
         request = None
-        if self.gate is not None:
-            request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
-            try:
+        logged_args: dict[str, Any] = {}
+        try:
+            logged_args = self._policed(tool, args, opts)
+            if self.gate is not None:
+                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
                 yield Check(self.gate, request)
-            except StepRefused as refused:
-                step.state = StepState.NOT_APPLIED
-                self._append(R.STEP_REFUSED, {
-                    "tool": tool, "semantics": sem, "args": logged_args,
-                    "reason": refused.reason, "rule": refused.rule,
-                }, index)
-                raise
+        except StepRefused as refused:
+            step.state = StepState.NOT_APPLIED
+            self._failed(tool, refused)
+            self._append(R.STEP_REFUSED, {
+                "tool": tool, "semantics": sem, "args": logged_args,
+                "reason": refused.reason, "rule": refused.rule,
+            }, index)
+            raise
 
-        # The undo known before the call is what rescues an UNKNOWN outcome.
+        observed = None
+        if interceptors():
+            observed = Wrappers.start("step", StepEvent(
+                self.saga_id, self.name, index, tool, sem, logged_args, opts.origin, via_fallback,
+            ))
+
+        # The undo declared known before the call is what rescues an UNKNOWN outcome.
         durable = sem is not _REVERSIBLE
-        prebuilt = self._prebuild(compensate, tool, step.compensation_key) if durable else None
+        prebuilt = self._prebuild(compensate, opts, tool, step.compensation_key) if durable else None
         if durable:
-            ticket = self._append(R.STEP_INTENT, {
+            intent: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "op": step.operation_id, "args": logged_args,
                 "compensation": describe(prebuilt), "fallback": via_fallback,
-            }, index)
-            yield Barrier(self.wal, ticket)
+            }
+            if opts.origin is not None:
+                intent["origin"] = opts.origin
+            ticket = self._append(R.STEP_INTENT, intent, index)
+            try:
+                yield Barrier(self.wal, ticket)
+            except BaseException as err:
+                # The intent never became durable, so the effect never started.
+                step.state = StepState.NOT_APPLIED
+                self._failed(tool, err)
+                if observed is not None:
+                    observed.end(StepEnd(StepState.NOT_APPLIED, err))
+                raise
 
         try:
-            if retry is None:  # the common case, without a nested generator
+            if opts.retry is None:  # the common case, without a nested generator
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
-                result = yield Call(forward, kwargs, timeout, inline)
+                result = yield Call(forward, kwargs, opts.timeout, opts.inline)
             else:
-                result = yield from self._attempts(forward, step.operation_id, retry, timeout, inline)
+                result = yield from self._attempts(forward, step.operation_id, opts)
         except BaseException as err:
             if isinstance(err, NotApplied):
                 step.state = StepState.NOT_APPLIED
                 self._append(R.STEP_NOT_APPLIED, {"op": step.operation_id, "error": _describe_error(err)}, index)
             else:
                 step.state = StepState.UNKNOWN
-                if not durable and compensate is not None:
-                    # Nothing had to reach the disk before the call, so the undo that
-                    # does not need the result is derived only now that it is needed.
-                    prebuilt = self._prebuild(compensate, tool, step.compensation_key)
+                if not durable:
+                    # Nothing had to reach the disk before the call, so a declared
+                    # known-before undo is built only now that it is needed.
+                    prebuilt = self._prebuild(compensate, opts, tool, step.compensation_key)
                 step.compensation = prebuilt
                 self._append(R.STEP_UNKNOWN, {
                     "tool": tool, "semantics": sem, "op": step.operation_id,
                     "error": _describe_error(err), "compensation": describe(prebuilt),
                 }, index)
+            self._failed(tool, err)
+            if observed is not None:
+                observed.end(StepEnd(step.state, err))
             if not isinstance(err, Exception):
                 raise
             self._observe(request, err)
-            if fallback is None:
+            if opts.fallback_action is None:
                 raise
             # A failed primary that may have landed stays on the stack as UNKNOWN;
             # the fallback is a step of its own, undone like any other.
-            return (yield from self._step(
-                tool, sem, fallback, compensate, args, None, timeout, None, inline, True
-            ))
+            fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
+            return (yield from self._step(tool, opts.fallback_action, args, fallback_opts, True))
         self._observe(request, None)
 
         problem: CompensationError | None = None
@@ -419,34 +515,39 @@ class Saga:
             body: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "args": logged_args, "compensation": describe(comp),
             }
+            if opts.origin is not None:
+                body["origin"] = opts.origin
         else:
             body = {"op": step.operation_id, "compensation": describe(comp)}
         if problem is not None:
             body["problem"] = str(problem)
-        self._append(R.STEP_COMMITTED, body, index)
+        ticket = self._append(R.STEP_COMMITTED, body, index)
+        if observed is not None:
+            observed.end(StepEnd(StepState.COMMITTED, problem, result))
         if problem is not None:
+            self._failed(tool, problem)
             raise problem
+        if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
+            yield Barrier(self.wal, ticket)
         return result
+
+    def _failed(self, tool: str, err: BaseException) -> None:
+        with self._lock:
+            self._failures.append((tool, err))
 
     def _observe(self, request: StepRequest | None, error: BaseException | None) -> None:
         if self.gate is not None and request is not None:
             self.gate.observe(request, error)
 
-    def _attempts(
-        self,
-        forward: Callable[..., Any],
-        key: str,
-        retry: RetryPolicy,
-        timeout: float | None,
-        inline: bool,
-    ) -> Protocol[Any]:
-        policy = retry
+    def _attempts(self, forward: Callable[..., Any], key: str, opts: StepOptions) -> Protocol[Any]:
+        policy = opts.retry
+        assert policy is not None
         kwargs = {"idempotency_key": key} if accepts_idempotency_key(forward) else {}
         attempt = 0
         while True:
             attempt += 1
             try:
-                return (yield Call(forward, kwargs, timeout, inline))
+                return (yield Call(forward, kwargs, opts.timeout, opts.inline))
             except Exception as err:
                 if not policy.should_retry(err, attempt):
                     raise
@@ -454,23 +555,23 @@ class Saga:
 
     @staticmethod
     def _prebuild(
-        compensate: CompensationFactory | None, tool: str, key: str
+        compensate: CompensationFactory | Compensation | None, opts: StepOptions, tool: str, key: str
     ) -> Compensation | None:
-        """The undo as far as it is known before the call (factory over ``None``)."""
+        """The undo when it is declared known before the call; None otherwise (never a probe)."""
         if compensate is None:
             return None
-        if is_prebound(compensate):
+        if isinstance(compensate, Compensation):
+            return _normalize(compensate, tool, key)
+        if opts.known_before_call or getattr(compensate, "known_before_call", False):
             return _normalize(compensate(None), tool, key)
-        try:
-            value: Any = compensate(None)
-        except _NEEDS_RESULT:
-            return None  # it needs the result; nothing is known before the call
-        return _normalize(value, tool, key)
+        return None
 
     @staticmethod
     def _build(
-        compensate: CompensationFactory, result: Any, tool: str, key: str, sem: ActionSemantics
+        compensate: CompensationFactory | Compensation, result: Any, tool: str, key: str, sem: ActionSemantics
     ) -> Compensation | None:
+        if isinstance(compensate, Compensation):
+            return _normalize(compensate, tool, key)
         try:
             value = compensate(result)
         except CompensationError:
@@ -501,34 +602,81 @@ class Saga:
             if self.status is not SagaStatus.OPEN:
                 raise SagaClosed(f"saga {self.saga_id} is already {self.status.value.lower()}")
             self.status = SagaStatus.ROLLING_BACK
-            stack = list(reversed(self._steps))
+            stack = [s for s in reversed(self._steps) if s.state is not StepState.NOT_APPLIED]
+            unprotected = tuple(self._unprotected)
         cause_text = _describe_error(cause)
-        self._append(R.ROLLBACK_STARTED, {"cause": cause_text})
         outcomes: list[StepOutcome] = []
         halted_at: int | None = None
-        for step in stack:
-            if step.state is StepState.NOT_APPLIED:
-                continue
-            if halted_at is not None:
-                outcomes.append(self._settle(
-                    step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
-                    f"not attempted: rollback halted at step {halted_at}",
-                ))
-                continue
-            if step.compensation is not None:
-                outcome = yield from self._compensate(step)
-                outcomes.append(outcome)
-                if outcome.outcome is Outcome.FAILED and self.halt_on_compensation_failure:
-                    halted_at = step.index
-                continue
-            outcomes.append(self._settle_without_undo(step))
-        report = RollbackReport(self.saga_id, cause_text, tuple(outcomes), halted_at is not None)
-        self.report = report
-        yield from self._end(R.SAGA_ROLLED_BACK, {
-            "clean": report.clean, "halted": report.halted,
-            "outcomes": {o.value: len(report.with_outcome(o)) for o in Outcome},
-        }, SagaStatus.ROLLED_BACK)
+        try:
+            self._append(R.ROLLBACK_STARTED, {"cause": cause_text})
+            for step in stack:
+                if halted_at is not None:
+                    outcomes.append(self._settle(
+                        step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
+                        f"not attempted: rollback halted at step {halted_at}",
+                    ))
+                    continue
+                if step.compensation is not None:
+                    outcome = yield from self._compensate(step)
+                    outcomes.append(outcome)
+                    if outcome.outcome is Outcome.FAILED and self.halt_on_compensation_failure:
+                        halted_at = step.index
+                    continue
+                outcomes.append(self._settle_without_undo(step))
+            report = RollbackReport(
+                self.saga_id, cause_text, tuple(outcomes), halted_at is not None, unprotected=unprotected
+            )
+            self.report = report
+            yield from self._end(R.SAGA_ROLLED_BACK, {
+                "clean": report.clean, "halted": report.halted,
+                "outcomes": {o.value: len(report.with_outcome(o)) for o in Outcome},
+                **({"unprotected": list(unprotected)} if unprotected else {}),
+            }, SagaStatus.ROLLED_BACK)
+        except BaseException as err:
+            report = self._abandon(cause_text, outcomes, stack, halted_at, unprotected, err)
+            if not isinstance(err, Exception):
+                raise  # cancellation: the caller's task is being stopped; the daemon finishes
         return report
+
+    def _abandon(
+        self,
+        cause_text: str,
+        outcomes: list[StepOutcome],
+        stack: list[Step],
+        halted_at: int | None,
+        unprotected: tuple[str, ...],
+        err: BaseException,
+    ) -> RollbackReport:
+        """The unwind could not finish here: report what happened and hand the saga over.
+
+        No record is written (the log may be what broke); the lease stops being renewed
+        at once, so a recovery daemon takes the saga over once it expires.
+        """
+        why = _describe_error(err)
+        done = {o.step for o in outcomes}
+        for step in stack:
+            if step.index not in done:
+                outcomes.append(StepOutcome(
+                    step.index, step.tool, step.semantics, step.state, Outcome.UNRESOLVED,
+                    step.compensation.label if step.compensation else None, 0,
+                    step.compensation.idempotency_key if step.compensation else None,
+                    f"rollback interrupted before this step was settled: {why}", step.via_fallback,
+                ))
+        report = RollbackReport(
+            self.saga_id, cause_text, tuple(outcomes), halted_at is not None, why, unprotected
+        )
+        self.report = report
+        self._hand_over(report)
+        return report
+
+    def _hand_over(self, report: RollbackReport | None) -> None:
+        self.status = SagaStatus.ABANDONED
+        for hook in lifecycles():
+            try:
+                hook.abandoned(self.saga_id, self.wal, report)
+            except Exception:  # noqa: BLE001 - handing over must not hide the original failure
+                pass
+        self._finish_observers(SagaStatus.ABANDONED)
 
     def _settle_without_undo(self, step: Step) -> StepOutcome:
         if step.semantics is _REVERSIBLE and not step.undo_declared:
@@ -544,17 +692,31 @@ class Saga:
         )
 
     def _settle(self, step: Step, outcome: Outcome, rtype: R, detail: str) -> StepOutcome:
+        observed = self._observe_rollback(step)
         self._append(rtype, {"op": step.operation_id, "detail": detail}, step.index)
-        return StepOutcome(
+        result = StepOutcome(
             step.index, step.tool, step.semantics, step.state, outcome,
             step.compensation.label if step.compensation else None, 0,
             step.compensation.idempotency_key if step.compensation else None,
             detail, step.via_fallback,
         )
+        if observed is not None:
+            observed.end(result)
+        return result
+
+    def _observe_rollback(self, step: Step) -> Wrappers | None:
+        if not interceptors():
+            return None
+        comp = step.compensation
+        return Wrappers.start("rollback_step", RollbackEvent(
+            self.saga_id, step.index, step.tool, step.semantics,
+            comp.label if comp else None, comp.idempotency_key if comp else None,
+        ))
 
     def _compensate(self, step: Step) -> Protocol[StepOutcome]:
         comp = step.compensation
         assert comp is not None
+        observed = self._observe_rollback(step)
         self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler}, step.index)
         policy = self.compensation_retry
         attempt = 0
@@ -580,10 +742,26 @@ class Saga:
             self._append(R.STEP_COMPENSATED, {"key": comp.idempotency_key, "attempts": attempt}, step.index)
             outcome, detail = Outcome.COMPENSATED, ""
             break
-        return StepOutcome(
+        result = StepOutcome(
             step.index, step.tool, step.semantics, step.state, outcome, comp.label, attempt,
             comp.idempotency_key, detail, step.via_fallback,
         )
+        if observed is not None:
+            observed.end(result)
+        return result
+
+
+def _posture(gate: GatePort | None) -> Any:
+    """What the start record says about the gate, so an opt-out is visible in the log."""
+    if gate is None:
+        return None  # no gate at all: not even the kill switch was consulted
+    posture = getattr(gate, "posture", None)
+    if callable(posture):
+        try:
+            return posture()
+        except Exception as err:  # noqa: BLE001 - recorded, not fatal
+            return {"type": type(gate).__name__, "posture_unreadable": _describe_error(err)}
+    return {"type": type(gate).__name__}
 
 
 def _describe_error(err: BaseException) -> str:

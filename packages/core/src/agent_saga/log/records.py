@@ -40,6 +40,7 @@ class RecordType(enum.StrEnum):
     STEP_ORPHANED = "STEP_ORPHANED"
     STEP_UNRESOLVED = "STEP_UNRESOLVED"
     STEP_KEPT = "STEP_KEPT"
+    STEP_UNPROTECTED = "STEP_UNPROTECTED"  # a tool ran with no declared semantics (observe mode)
     SAGA_COMPLETED = "SAGA_COMPLETED"
     SAGA_ROLLED_BACK = "SAGA_ROLLED_BACK"
     # The pre-flight gate (agent_saga.gate): breaker transitions and operator switches.

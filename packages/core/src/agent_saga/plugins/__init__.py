@@ -4,30 +4,30 @@ Importing this package does not import pluggy; :mod:`agent_saga.plugins.hookspec
 and :mod:`agent_saga.plugins.manager` do, and only ``patch_all`` and adapters load them.
 """
 
+from agent_saga.errors import ToolFailed
 from agent_saga.plugins.patching import (
-    Observation,
     PatchConfig,
     PatchReport,
     ToolNotClassified,
-    clear_observations,
-    observations,
+    UnclassifiedCall,
+    clear_unclassified_calls,
     patch_all,
+    unclassified_calls,
     unpatch_all,
 )
 from agent_saga.plugins.policy import PolicyError, ToolPolicy, policy_schema
-from agent_saga.plugins.support import ToolFailed
 
 __all__ = [
-    "Observation",
     "PatchConfig",
     "PatchReport",
     "PolicyError",
     "ToolFailed",
     "ToolNotClassified",
     "ToolPolicy",
-    "clear_observations",
-    "observations",
+    "UnclassifiedCall",
+    "clear_unclassified_calls",
     "patch_all",
     "policy_schema",
+    "unclassified_calls",
     "unpatch_all",
 ]

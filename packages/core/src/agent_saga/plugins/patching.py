@@ -13,6 +13,7 @@ This module does not import pluggy until ``patch_all`` runs.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -26,20 +27,21 @@ from agent_saga.toolspec import ToolSpec
 
 __all__ = [
     "POLICY_ENV",
-    "Observation",
     "PatchConfig",
     "PatchReport",
     "Patches",
     "ToolNotClassified",
+    "UnclassifiedCall",
     "classify",
-    "clear_observations",
+    "clear_unclassified_calls",
     "current_config",
-    "observations",
     "patch_all",
+    "unclassified_calls",
     "unpatch_all",
 ]
 
 POLICY_ENV = "AGENT_SAGA_POLICY"
+log = logging.getLogger("agent_saga.plugins")
 
 
 class ToolNotClassified(StepRefused):
@@ -64,22 +66,26 @@ class PatchConfig:
 
 @dataclass(frozen=True)
 class PatchReport:
-    """What ``patch_all`` did: adapter -> patched targets, and adapter -> why skipped."""
+    """What ``patch_all`` did: adapter -> patched targets, adapter -> why skipped, and
+    adapter -> why it failed (an adapter that raised while loading or patching leaves
+    no patch of its own behind; the others still ran)."""
 
     patched: Mapping[str, tuple[str, ...]]
     skipped: Mapping[str, str]
     mode: str
+    failed: Mapping[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
             "patched": {k: list(v) for k, v in self.patched.items()},
             "skipped": dict(self.skipped),
+            "failed": dict(self.failed),
         }
 
 
 @dataclass(frozen=True)
-class Observation:
+class UnclassifiedCall:
     """A call of a tool that no policy entry and no wrap_tool classified."""
 
     tool: str
@@ -135,7 +141,7 @@ class Patches:
 _lock = threading.RLock()
 _config: PatchConfig | None = None
 _patched: dict[str, tuple[str, ...]] = {}
-_observed: list[Observation] = []
+_observed: list[UnclassifiedCall] = []
 
 
 def current_config() -> PatchConfig | None:
@@ -143,36 +149,46 @@ def current_config() -> PatchConfig | None:
     return _config
 
 
-def observations() -> tuple[Observation, ...]:
+def unclassified_calls() -> tuple[UnclassifiedCall, ...]:
     """Unclassified tool calls seen inside saga boundaries since the last clear."""
     with _lock:
         return tuple(_observed)
 
 
-def clear_observations() -> None:
+def clear_unclassified_calls() -> None:
     with _lock:
         _observed.clear()
 
 
-def classify(tool: str, framework: str) -> ToolSpec | None:
+def classify(tool: str, framework: str, tool_args: Mapping[str, Any] | None = None) -> ToolSpec | None:
     """What a patched runtime should do with a call of ``tool`` right now.
 
     Returns the policy's ToolSpec; None to pass the call straight through (outside a
-    boundary, nothing patched, or unclassified in observe mode, which is recorded);
-    raises :class:`ToolNotClassified` for an unclassified tool in enforce mode.
+    boundary, or nothing patched). An unclassified tool inside a saga is recorded in
+    the saga's log either way: in observe mode it runs and the saga notes it as
+    unprotected (so it can never be reported clean); in enforce mode it is refused
+    before it runs (:class:`ToolNotClassified`).
     """
     config = _config
     saga = current_saga()
     if config is None or saga is None:
         return None
-    spec = config.policy.spec_for(tool)
+    args = tool_args or {}
+    try:
+        spec = config.policy.spec_for(tool)
+    except StepRefused as refusal:
+        saga.refuse(tool, args, refusal, origin=framework)
+        raise
     if spec is not None:
         return spec
     refused = config.policy.mode == "enforce"
     with _lock:
-        _observed.append(Observation(tool, framework, saga.saga_id, config.policy.mode, refused))
+        _observed.append(UnclassifiedCall(tool, framework, saga.saga_id, config.policy.mode, refused))
     if refused:
-        raise ToolNotClassified(tool, framework)
+        error = ToolNotClassified(tool, framework)
+        saga.refuse(tool, args, error, origin=framework)
+        raise error
+    saga.note_unprotected(tool, args, origin=framework)
     return None
 
 
@@ -198,6 +214,7 @@ def patch_all(
     wanted = None if only is None else {name.replace("-", "_").lower() for name in only}
     disabled = disabled_adapters()
     skipped: dict[str, str] = {}
+    failed: dict[str, str] = {}
     with _lock:
         _config = config
         manager = plugins()
@@ -212,15 +229,29 @@ def patch_all(
             if not ok:
                 skipped[adapter.key] = reason
                 continue
-            manager.register(adapter.entry_point.load(), adapter.key)
-            targets = manager.patch(adapter.key, config)
+            try:
+                manager.register(adapter.entry_point.load(), adapter.key)
+                targets = manager.patch(adapter.key, config)
+            except Exception as err:  # noqa: BLE001 - one adapter's failure must not stop the others
+                failed[adapter.key] = f"{type(err).__name__}: {err}"
+                _withdraw(manager, adapter.key)
+                continue
             if targets:
                 _patched[adapter.key] = tuple(targets)
             else:
                 skipped[adapter.key] = "adapter patched nothing"
         if not _patched:
             _config = None
-        return PatchReport(dict(_patched), skipped, config.policy.mode)
+        return PatchReport(dict(_patched), skipped, config.policy.mode, failed)
+
+
+def _withdraw(manager: Any, key: str) -> None:
+    """Undo whatever a failed adapter managed to patch, and forget it."""
+    try:
+        manager.unpatch(key)
+    except Exception:
+        log.exception("agent-saga: unpatching the failed adapter %r also failed", key)
+    manager.unregister(key)
 
 
 def unpatch_all() -> dict[str, tuple[str, ...]]:

@@ -27,14 +27,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.errors import CompensationError, ConfigurationError, StepRefused
+from agent_saga.jsonpath import JsonPath, is_path
 from agent_saga.semantics import ActionSemantics, json_roundtrips
 from agent_saga.toolspec import ToolSpec
 
@@ -52,63 +52,10 @@ _MODES = ("observe", "enforce")
 _ENTRY_KEYS = {"semantics", "compensate", "description", "policy_args"}
 _COMPENSATE_KEYS = {"handler", "tool", "args"}
 _TOP_KEYS = {"mode", "tools", "$schema", "version"}
-_TOKEN = re.compile(r"""\.(?P<name>[A-Za-z_][A-Za-z0-9_-]*)|\[(?P<index>\d+)\]|\[(?P<q>['"])(?P<key>.*?)(?P=q)\]""")
 
 
 class PolicyError(ConfigurationError):
     """A tool policy is malformed; the message names the entry and how to fix it."""
-
-
-class _NeedsResult(KeyError):
-    """Raised when the undo is asked for before the result exists (outcome unknown)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JsonPath:
-    """A small JSONPath subset: ``$``, ``.name``, ``['name']``, ``[0]``."""
-
-    text: str
-    steps: tuple[str | int, ...]
-
-    @classmethod
-    def parse(cls, text: str) -> JsonPath:
-        if not text.startswith("$"):
-            raise ValueError(f"a JSON path starts with '$', got {text!r}")
-        steps: list[str | int] = []
-        pos = 1
-        while pos < len(text):
-            match = _TOKEN.match(text, pos)
-            if match is None:
-                raise ValueError(
-                    f"cannot read JSON path {text!r} at position {pos} ({text[pos:]!r}); use "
-                    "$.field, $['field'] or $.list[0]"
-                )
-            if match["name"] is not None:
-                steps.append(match["name"])
-            elif match["index"] is not None:
-                steps.append(int(match["index"]))
-            else:
-                steps.append(match["key"])
-            pos = match.end()
-        return cls(text, tuple(steps))
-
-    def find(self, value: Any) -> Any:
-        """The value at this path; KeyError naming the missing step otherwise."""
-        current: Any = value
-        for step in self.steps:
-            try:
-                indexable = (isinstance(step, int) and isinstance(current, (list, tuple))) or isinstance(
-                    current, Mapping
-                )
-                if indexable:
-                    current = cast(Any, current)[step]
-                elif isinstance(step, str) and hasattr(current, step):
-                    current = getattr(current, step)
-                else:
-                    raise KeyError(step)
-            except (KeyError, IndexError, TypeError):
-                raise KeyError(f"{self.text}: no {step!r} in {type(current).__name__} {current!r:.200}") from None
-        return current
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,48 +68,48 @@ class CompensateRule:
 
     @property
     def paths(self) -> dict[str, JsonPath]:
-        return {k: JsonPath.parse(v) for k, v in self.args.items() if _is_path(v)}
+        return {k: JsonPath.parse(v) for k, v in self.args.items() if is_path(v)}
 
     @property
     def prebound(self) -> bool:
         """True when no argument needs the forward result (the undo is known up front)."""
         return not self.paths
 
-    def factory(self, tool: str) -> Any:
+    def factory(self, tool: str) -> _PolicyUndo:
         """A compensate= factory for the engine: result -> {handler, kwargs}."""
         paths = self.paths
         literals = {k: v for k, v in self.args.items() if k not in paths}
-        handler = self.handler
-        undo_tool = self.tool
+        return _PolicyUndo(tool, self.handler, literals, paths)
 
-        def build(result: Any) -> dict[str, Any]:
-            if undo_tool is not None:
-                # Raised before the forward call (the engine builds the undo over None first),
-                # so the effect never happens without an undo that can run.
+
+@dataclass(frozen=True, slots=True)
+class _PolicyUndo:
+    """The undo a policy entry declares, built from the forward result's fields.
+
+    With no JSON path among its arguments it needs nothing from the result, so it is
+    known before the call (and can undo a step whose outcome is UNKNOWN).
+    """
+
+    tool: str
+    handler: str
+    literals: Mapping[str, Any]
+    paths: Mapping[str, JsonPath]
+
+    @property
+    def known_before_call(self) -> bool:
+        return not self.paths
+
+    def __call__(self, result: Any) -> dict[str, Any]:
+        kwargs = dict(self.literals)
+        for name, path in self.paths.items():
+            try:
+                kwargs[name] = path.find(result)
+            except KeyError as err:
                 raise CompensationError(
-                    f"tool policy entry {tool!r}: compensate.tool = {undo_tool!r} names a server tool, "
-                    "which only the MCP proxy (agent-saga mcp) can call; in process, use "
-                    "compensate.handler with a function registered with @compensator"
-                )
-            kwargs = dict(literals)
-            if paths and result is None:
-                raise _NeedsResult(f"the undo of {tool!r} needs the forward result")
-            for name, path in paths.items():
-                try:
-                    kwargs[name] = path.find(result)
-                except KeyError as err:
-                    raise CompensationError(
-                        f"tool policy entry {tool!r}: compensate.args[{name!r}] = {path.text!r} does "
-                        f"not resolve in the forward result ({err.args[0]}); fix the path or the tool"
-                    ) from None
-            return {"handler": handler, "kwargs": kwargs}
-
-        build.__qualname__ = f"policy_undo[{tool}]"
-        return build
-
-
-def _is_path(value: Any) -> bool:
-    return isinstance(value, str) and value.startswith("$")
+                    f"tool policy entry {self.tool!r}: compensate.args[{name!r}] = {path.text!r} does "
+                    f"not resolve in the forward result ({err.args[0]}); fix the path or the tool"
+                ) from None
+        return {"handler": self.handler, "kwargs": kwargs}
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,12 +209,27 @@ class ToolPolicy:
         return None
 
     def spec_for(self, tool: str) -> ToolSpec | None:
-        """The ToolSpec the policy gives ``tool``, or None when it is unclassified."""
+        """The ToolSpec the policy gives ``tool``, or None when it is unclassified.
+
+        Raises StepRefused for an entry whose undo is a server tool (``compensate.tool``):
+        only the MCP proxy can call one, so in process the effect would have no undo.
+        """
         rule = self.rule_for(tool)
         if rule is None:
             return None
-        compensate = rule.compensate.factory(tool) if rule.compensate is not None else None
-        return ToolSpec(name=tool, semantics=rule.semantics, compensate=compensate)
+        undo = rule.compensate
+        if undo is not None and undo.tool is not None:
+            raise StepRefused(
+                tool,
+                f"tool policy entry {tool!r}: compensate.tool = {undo.tool!r} names a server tool, which only "
+                "the MCP proxy (agent-saga mcp) can call; in process, use compensate.handler with a function "
+                "registered with @compensator",
+                rule="policy.compensate.tool",
+            )
+        return ToolSpec.of(
+            tool, semantics=rule.semantics, compensate=undo.factory(tool) if undo is not None else None,
+            policy_args=dict(rule.policy_args),
+        )
 
     @staticmethod
     def skeleton(tools: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -351,7 +313,7 @@ def _compensate(where: str, value: Any) -> CompensateRule | None:
     if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):
         raise PolicyError(f"{where}.compensate.args must map the handler's parameter names to values or JSON paths")
     for key, arg in args.items():
-        if _is_path(arg):
+        if is_path(arg):
             _path(f"{where}.compensate.args[{key!r}]", arg)
         elif not json_roundtrips(arg):
             raise PolicyError(f"{where}.compensate.args[{key!r}] must be JSON data or a '$' path, got {arg!r}")

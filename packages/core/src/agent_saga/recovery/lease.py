@@ -152,6 +152,11 @@ class LeaseKeeper:
         if written:
             remove_lease(wal_path, saga_id)
 
+    def abandon(self, wal_path: Path, saga_id: str) -> None:
+        """Stop renewing now but keep the lease file: the saga expires and a daemon takes it over."""
+        with self._lock:
+            self._held.pop((wal_path, saga_id), None)
+
     def held(self) -> list[tuple[Path, str]]:
         with self._lock:
             return list(self._held)
@@ -261,8 +266,13 @@ class LeaseLifecycle:
         ttl = hold_lease(wal, saga_id)
         return {"lease_ttl": ttl} if ttl is not None else None
 
-    def ended(self, saga_id: str, wal: object) -> None:
+    def ended(self, saga_id: str, wal: object, report: object = None) -> None:
         release_lease(wal, saga_id)
+
+    def abandoned(self, saga_id: str, wal: object, report: object) -> None:
+        path = _file_path(wal)
+        if path is not None:
+            lease_keeper().abandon(path, saga_id)
 
 
 def install_leases() -> None:

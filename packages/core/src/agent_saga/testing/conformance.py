@@ -29,17 +29,16 @@ from typing import Any, ClassVar
 import pytest
 
 from agent_saga.context import current_saga
-from agent_saga.errors import NotApplied, SagaAborted
+from agent_saga.errors import NotApplied, SagaAborted, ToolFailed
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
 from agent_saga.plugins.patching import (
     ToolNotClassified,
-    clear_observations,
-    observations,
+    clear_unclassified_calls,
     patch_all,
+    unclassified_calls,
     unpatch_all,
 )
-from agent_saga.plugins.support import ToolFailed
 from agent_saga.registry import compensator
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome
 
@@ -69,6 +68,18 @@ def undo(ref: str, idempotency_key: str | None = None) -> None:
 
 
 def _undo(result: Any) -> Compensation:
+    return Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": result["ref"]})
+
+
+class StrictResultError(Exception):
+    """A user's own exception: what a factory that validates its input might raise."""
+
+
+def _strict_undo(result: Any) -> Compensation:
+    """A factory that rejects anything but a real result the way user code does (not with KeyError)."""
+    if not isinstance(result, dict):
+        raise StrictResultError(f"expected the tool's result dict, got {result!r}")
+    assert "ref" in result, result
     return Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": result["ref"]})
 
 
@@ -198,7 +209,7 @@ class AdapterConformance:
         with _ledger_lock:
             _ledger.clear()
         _seen.clear()
-        clear_observations()
+        clear_unclassified_calls()
         unpatch_all()
         self.wal = FileWAL(tmp_path / "conformance.wal")
         try:
@@ -262,7 +273,10 @@ class AdapterConformance:
         assert ledger() == ["do:reserve", "do:publish", "undo:publish", "undo:reserve"]
         assert isinstance(root_cause(err), ToolNotClassified)
         self.assert_unwound_newest_first(err)
-        assert [(o.tool, o.refused) for o in observations()] == [("notify", True)]
+        assert [(o.tool, o.refused) for o in unclassified_calls()] == [("notify", True)]
+        assert [(r["body"]["tool"], r["body"]["rule"]) for r in self.records("STEP_REFUSED")] == [
+            ("notify", "policy.unclassified")
+        ]
 
     def test_observe_mode_lets_an_unclassified_tool_run_and_records_it(self) -> None:
         patch_all({"mode": "observe", "tools": {"reserve": _POLICY_TOOL}})
@@ -270,8 +284,32 @@ class AdapterConformance:
         self.run(tools, [Call("reserve", {"amount": 1}), Call("lookup", {"topic": "q3"})], wal=self.wal)
         assert ledger() == ["do:reserve", "do:lookup"]
         assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve"]  # not a step
-        assert [(o.tool, o.mode, o.refused) for o in observations()] == [("lookup", "observe", False)]
-        assert self.records("SAGA_COMPLETED")
+        assert [(o.tool, o.mode, o.refused) for o in unclassified_calls()] == [("lookup", "observe", False)]
+        # ... but the saga's own log says an unprotected effect ran inside it.
+        assert [r["body"]["tool"] for r in self.records("STEP_UNPROTECTED")] == ["lookup"]
+        assert self.records("SAGA_COMPLETED")[0]["body"]["unprotected"] == ["lookup"]
+
+    def test_observe_mode_never_reports_a_rollback_clean_over_an_unprotected_call(self) -> None:
+        patch_all({"mode": "observe", "tools": {"reserve": _POLICY_TOOL, "notify": {"semantics": "IRREVERSIBLE"}}})
+        tools = [self.make_tool(reserve), self.make_tool(lookup), self.make_tool(notify)]
+        calls = [Call("reserve", {"amount": 1}), Call("lookup", {"topic": "q3"}), Call("notify", {"channel": "c"})]
+        err = self.aborted(tools, calls)
+        assert ledger() == ["do:reserve", "do:lookup", "do:notify", "undo:reserve"]
+        assert err.report.unprotected == ("lookup",)
+        assert not err.report.clean  # every declared step was undone, but lookup's effect stands
+
+    def test_a_factory_is_only_ever_called_with_the_real_result(self) -> None:
+        # A factory that rejects a missing result with its own exception (not KeyError) used
+        # to be probed with None before the call, and that failed the step for every framework.
+        tools = [
+            self.wrap(self.make_tool(reserve), semantics="COMPENSABLE", compensate=_strict_undo),
+            self.wrap(self.make_tool(publish), semantics="COMPENSABLE", compensate=_strict_undo),
+            self.wrapped(notify, "IRREVERSIBLE"),
+        ]
+        err = self.aborted(tools, THREE)
+        assert ledger() == ["do:reserve", "do:publish", "do:notify", "undo:publish", "undo:reserve"]
+        self.assert_unwound_newest_first(err)
+        assert err.report.clean
 
     def test_outside_a_saga_calls_pass_straight_through(self) -> None:
         tools = [self.wrapped(reserve), self.wrapped(whereami, "REVERSIBLE")]
@@ -281,7 +319,7 @@ class AdapterConformance:
         patch_all({"mode": "enforce", "tools": {}})  # even enforce mode leaves unbounded calls alone
         self.run_plain([self.make_tool(lookup)], [Call("lookup", {"topic": "q3"})])
         assert ledger()[-1] == "do:lookup"
-        assert observations() == ()
+        assert unclassified_calls() == ()
         assert list(self.wal.records()) == []
 
     def test_the_saga_is_visible_on_the_thread_the_framework_uses(self) -> None:
@@ -335,7 +373,7 @@ class AdapterConformance:
         patch_all({"mode": "enforce", "tools": {}})
         self.run([self.wrapped(reserve)], [Call("reserve", {"amount": 1})], wal=self.wal)
         assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve"]
-        assert observations() == ()
+        assert unclassified_calls() == ()
 
     def test_semantics_are_never_inferred(self) -> None:
         assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE
