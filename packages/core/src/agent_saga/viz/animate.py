@@ -122,8 +122,7 @@ def render_animation(saga: GraphSaga, theme: Theme = LIGHT, *, loop: bool = True
     undone = ", ".join(f"{s.index}. {s.tool} {s.outcome}" for s in saga.unwound)
     desc = f"Steps: {steps_text}." + (f" Undone newest first: {undone}." if undone else "") + f" {counts}."
     svg = Svg(theme, title, desc, kind="animate")
-    svg.root.set("data-saga", saga.saga_id)
-    svg.root.set("data-verdict", saga.verdict_kind)
+    svg.mark(data_saga=saga.saga_id, data_verdict=saga.verdict_kind)
     script = _Script()
 
     svg.text(svg.root, _PAD, 30, fit(f"saga {saga.name or '(unnamed)'}  {saga.saga_id[:8]}", WIDTH - 2 * _PAD, 18),

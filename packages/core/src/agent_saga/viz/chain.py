@@ -16,6 +16,7 @@ is said to be unchained, never intact, and a partly chained one says so too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -48,6 +49,7 @@ class Link:
     hash: str
     status: LinkStatus
     reason: str = ""  # why it is broken, or what the gap before it was
+    what: str = ""  # the step and tool the record is about, when the log says
 
 
 def _judge(
@@ -80,6 +82,7 @@ def check_links(entries: Sequence[Entry], report: VerifyReport) -> list[Link]:
     links: list[Link] = []
     prev_seq = 0
     prev_hash: str | None = None
+    tools: dict[tuple[str, int], str] = {}  # only intents (and reversible commits) name the tool
     for entry in entries:
         r = entry.record
         if r is None:
@@ -90,8 +93,13 @@ def check_links(entries: Sequence[Entry], report: VerifyReport) -> list[Link]:
         seq = raw if isinstance(raw, int) and not isinstance(raw, bool) else None
         own = r.get("hash") if isinstance(r.get("hash"), str) else None
         status, reason = _judge(r, seq, prev_seq, prev_hash, report.compacted)
-        links.append(Link(entry.line, seq, str(r.get("type", "?")), str(r.get("saga", "")), own or "", status,
-                          reason))
+        saga, step, body = str(r.get("saga", "")), r.get("step"), r.get("body")
+        what = ""
+        if isinstance(step, int):
+            if isinstance(body, dict) and isinstance(body.get("tool"), str):
+                tools[saga, step] = body["tool"]
+            what = f"step {step} {tools.get((saga, step), '')}".rstrip()
+        links.append(Link(entry.line, seq, str(r.get("type", "?")), saga, own or "", status, reason, what))
         if seq is not None:
             prev_seq = max(prev_seq, seq)
         prev_hash = own
@@ -99,7 +107,7 @@ def check_links(entries: Sequence[Entry], report: VerifyReport) -> list[Link]:
         # The verifier's verdict is the authority: the record it names is drawn broken.
         for n, link in enumerate(links):
             if link.line == report.bad_line and link.status != "broken":
-                links[n] = Link(link.line, link.seq, link.type, link.saga, link.hash, "broken", report.reason)
+                links[n] = dataclasses.replace(link, status="broken", reason=report.reason)
     return links
 
 
@@ -138,8 +146,7 @@ def render_chain(entries: Sequence[Entry], report: VerifyReport, theme: Theme = 
     broken = [link for link in links if link.status == "broken"]
     desc = counts + "".join(f"; BROKEN at line {b.line}: {b.reason}" for b in broken)
     svg = Svg(theme, head, desc, kind="chain")
-    svg.root.set("data-status", report.status)
-    svg.root.set("data-broken", str(len(broken)))
+    svg.mark(data_status=report.status, data_broken=str(len(broken)))
     title_look = "broken" if broken or report.status in ("broken", "unchained", "partial") else "clean"
     svg.rect(svg.root, 12, 10, WIDTH - 24, 48, rx="5", **style_attrs(theme.looks[title_look]))
     svg.text(svg.root, 24, 31, fit(head, WIDTH - 48, 15), 15, **{"class": "b"})
@@ -180,7 +187,7 @@ def render_chain(entries: Sequence[Entry], report: VerifyReport, theme: Theme = 
         seq = "?" if link.seq is None else str(link.seq)
         mark = {"ok": "", "redacted": " (body redacted)", "compacted": f" ({link.reason})",
                 "unchained": " unchained", "broken": ""}[link.status]
-        svg.text(row, gutter + 14, y + 13, fit(f"seq {seq}  {link.type}  {link.saga[:8]}{mark}", 430, 11), 11,
+        svg.text(row, gutter + 14, y + 13, fit(f"seq {seq}  {link.saga[:8]}  {link.type}  {link.what}{mark}", 430, 11), 11,
                  **{"class": "mono"})
         if bad:
             svg.text(row, gutter + 450, y + 13, fit(f"BROKEN: {link.reason}", WIDTH - gutter - 480, 11), 11,

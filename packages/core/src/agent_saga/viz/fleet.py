@@ -105,6 +105,8 @@ def render_fleet(sagas: Sequence[GraphSaga], theme: Theme = LIGHT) -> str:
         y = top + n * _ROW
         row = svg.group(svg.root, data_saga=saga.saga_id, data_status=saga.status,
                         data_verdict=saga.verdict_kind)
+        steps = ", ".join(f"{s.index}. {s.tool}" for s in saga.steps) or "no steps"
+        svg.tooltip(row, f"{saga.name or '(unnamed)'} {saga.saga_id}: {saga.verdict}; steps: {steps}")
         svg.text(row, 16, y + 12, fit(f"{saga.name or '(unnamed)'} {saga.saga_id[:8]}", _LABEL_W - 24, 12), 12)
         left, right = x(saga.started_us), max(x(saga.ended_us), x(saga.started_us) + 3)
         kind = saga.verdict_kind

@@ -42,6 +42,11 @@ def style_attrs(look: Look) -> dict[str, str]:
     return attrs
 
 
+def _attrs(attrs: dict[str, str]) -> dict[str, str]:
+    """Keyword arguments as SVG attributes: ``stroke_width`` is ``stroke-width``; values made XML-safe."""
+    return {k.replace("_", "-"): clean_text(v) for k, v in attrs.items()}
+
+
 def _num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") if isinstance(value, float) else str(value)
 
@@ -65,6 +70,11 @@ class Svg:
         self.defs = ET.SubElement(self.root, "defs")
         self.background = self.rect(self.root, 0, 0, 0, 0, fill=theme.background)
 
+    def mark(self, **attrs: str) -> None:
+        """Attributes of the document itself (``data_*``: what tests and tools read back)."""
+        for key, value in _attrs(attrs).items():
+            self.root.set(key, value)
+
     def css(self, text: str) -> None:
         self.style.text = (self.style.text or "") + text
 
@@ -80,28 +90,33 @@ class Svg:
 
     @staticmethod
     def group(parent: ET.Element, **attrs: str) -> ET.Element:
-        return ET.SubElement(parent, "g", {k.replace("_", "-"): v for k, v in attrs.items()})
+        return ET.SubElement(parent, "g", _attrs(attrs))
+
+    @staticmethod
+    def tooltip(parent: ET.Element, content: str) -> None:
+        """A ``<title>`` child: the text a pointer or a screen reader gets for ``parent``."""
+        ET.SubElement(parent, "title").text = clean_text(content)
 
     @staticmethod
     def rect(parent: ET.Element, x: float, y: float, w: float, h: float, **attrs: str) -> ET.Element:
         base = {"x": _num(x), "y": _num(y), "width": _num(w), "height": _num(h)}
-        return ET.SubElement(parent, "rect", base | {k.replace("_", "-"): v for k, v in attrs.items()})
+        return ET.SubElement(parent, "rect", base | _attrs(attrs))
 
     @staticmethod
     def line(parent: ET.Element, x1: float, y1: float, x2: float, y2: float, **attrs: str) -> ET.Element:
         base = {"x1": _num(x1), "y1": _num(y1), "x2": _num(x2), "y2": _num(y2)}
-        return ET.SubElement(parent, "line", base | {k.replace("_", "-"): v for k, v in attrs.items()})
+        return ET.SubElement(parent, "line", base | _attrs(attrs))
 
     @staticmethod
     def path(parent: ET.Element, d: str, **attrs: str) -> ET.Element:
-        return ET.SubElement(parent, "path", {"d": d} | {k.replace("_", "-"): v for k, v in attrs.items()})
+        return ET.SubElement(parent, "path", {"d": d} | _attrs(attrs))
 
     @staticmethod
     def text(
         parent: ET.Element, x: float, y: float, content: str, size: float = 13, **attrs: str
     ) -> ET.Element:
         el = ET.SubElement(parent, "text", {"x": _num(x), "y": _num(y), "font-size": _num(size)}
-                           | {k.replace("_", "-"): v for k, v in attrs.items()})
+                           | _attrs(attrs))
         el.text = clean_text(content)
         return el
 
