@@ -300,7 +300,7 @@ def test_outcomes_grey_out_tools_seen_fewer_than_five_times(demo_log: Path) -> N
         row = rows[tool]
         assert int(row.get("data-calls", 0)) < MIN_OBSERVATIONS and row.get("data-sparse") == "true"
         assert "%" not in all_text(row)
-        rects = [r for r in row.iter(f"{SVG}rect")]
+        rects = list(row.iter(f"{SVG}rect"))
         assert {r.get("fill") for r in rects} == {THEMES["light"].looks["sparse"].fill}
     assert "1" in all_text(rows["bank.wire"])
 

@@ -34,7 +34,7 @@ def write_mixed_log(path: Path) -> Path:
     def refund_down(x: str) -> None:
         raise ConnectionError("refund service down")
 
-    ok = lambda r: Compensation(fn=undo, handler="viz.undo", kwargs={"x": "a"})  # noqa: E731
+    ok = lambda r: Compensation(fn=undo, handler="viz.undo", kwargs={"x": "a"})
     wal = FileWAL(path)
     try:
         try:
