@@ -20,7 +20,7 @@ def register(verbs: Any) -> None:
             "Draw one saga as an animated SVG: the forward steps build down, the compensations fire "
             "back up newest first, and a verdict banner closes it. CSS only: it renders in <img>, a "
             "GitHub comment or a PDF, and shows the final frame to viewers who asked for less motion. "
-            "Without --saga, the most recent saga that unwound is drawn (else the most recent one)."
+            "Without --saga, the most recent saga that did not complete is drawn (else the most recent one)."
         ),
         epilog=(
             "examples:\n  agent-saga animate --wal ./agent-saga.wal -o rollback.svg\n"
