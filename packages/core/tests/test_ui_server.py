@@ -54,8 +54,8 @@ def serving(source: Any, **kw: Any) -> Iterator[UiServer]:
 
 
 @contextmanager
-def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = False) -> Iterator[tuple[str, int]]:
-    """`agent-saga ui ...` (or `python -m agent_saga.ui ...`) as a real process: (url, pid)."""
+def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = False) -> Iterator[str]:
+    """`agent-saga ui ...` (or `python -m agent_saga.ui ...`) as a real process; yields the URL it prints."""
     cmd = [sys.executable, "-m", "agent_saga.ui", *args] if module else [
         sys.executable, "-m", "agent_saga", "ui", *args]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -64,7 +64,7 @@ def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = Fal
             assert proc.stdout is not None and proc.stderr is not None
             line = proc.stdout.readline()
             assert " at http://" in line, line + proc.stderr.read()
-            yield line.split(" at ")[1].split()[0], proc.pid
+            yield line.split(" at ")[1].split()[0]
         finally:
             proc.send_signal(signal.SIGINT)  # what Ctrl+C sends: a clean stop, exit 0
             assert proc.wait(timeout=20) == 0
@@ -85,7 +85,7 @@ def listening_addresses(port: int) -> set[str]:
 
 
 def test_agent_saga_ui_listens_on_127_0_0_1_only(demo_log: Path) -> None:
-    with ui_process("--wal-path", str(demo_log), "--port", "0") as (url, _):
+    with ui_process("--wal-path", str(demo_log), "--port", "0") as url:
         assert url.startswith("http://127.0.0.1:")
         port = int(url.rsplit(":", 1)[1].strip("/"))
         assert listening_addresses(port) == {"0100007F"}  # 127.0.0.1, and nothing else
@@ -95,7 +95,7 @@ def test_agent_saga_ui_listens_on_127_0_0_1_only(demo_log: Path) -> None:
 
 
 def test_python_dash_m_agent_saga_ui_serves_the_same(demo_log: Path) -> None:
-    with ui_process("--wal-path", str(demo_log), "--port", "0", module=True) as (url, _):
+    with ui_process("--wal-path", str(demo_log), "--port", "0", module=True) as url:
         status, headers, body = get(url)
         assert status == 200 and b"flight recorder" in body
         assert "script-src 'self'" in headers["Content-Security-Policy"]
@@ -116,7 +116,7 @@ def test_binding_elsewhere_needs_a_token(demo_log: Path) -> None:
 
     token = "t0ken-" + "x" * 24
     with ui_process("--wal-path", str(demo_log), "--host", "0.0.0.0", "--port", "0",
-                    env={"AGENT_SAGA_UI_TOKEN": token}) as (url, _):
+                    env={"AGENT_SAGA_UI_TOKEN": token}) as url:
         assert url.endswith(f"#token={token}")
         base = url.split("#")[0]
         assert get(base + "api/runs")[0] == 401
@@ -250,6 +250,17 @@ def test_any_wal_plugs_in_through_its_records(tmp_path: Path) -> None:
         with saga_scope(mem, name="later") as s:
             s.execute(tool="m.read", semantics="REVERSIBLE", forward=lambda: 1)
         assert [r["name"] for r in api(server, "api/runs")["runs"]] == ["later", "in-memory"]
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("credential_ref", "reference"), ("apiKeyRef", "reference"), ("vault-reference", "reference"),
+    ("REF", "reference"), ("href", "value"), ("prefix", "value"), ("refund_id", "value"),
+    ("password", "redacted"), ("X-Api-Key", "redacted"),
+])
+def test_argument_kinds(name: str, kind: str) -> None:
+    from agent_saga.ui.runs import _arguments
+
+    assert _arguments({name: "v"})[0]["kind"] == kind
 
 
 def test_ui_bad_input_is_one_line(tmp_path: Path, demo_log: Path) -> None:

@@ -27,7 +27,8 @@ from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, reconstruct
 
 __all__ = ["RunStore"]
 
-_REFERENCE = re.compile(r"(?:^|[_\-.]|(?<=[a-z0-9]))(?:ref|reference|Ref|Reference|REF)$")
+# A last word "ref"/"reference" (credential_ref, apiKeyRef, vault-reference), as in redaction.
+_REFERENCE = re.compile(r"(?:^|[_\-.])(?i:ref|reference)$|(?<=[a-z0-9])(?:Ref|Reference)$")
 _COMPENSATION_RECORDS = (R.COMPENSATION_STARTED, R.COMPENSATION_FAILED, R.STEP_COMPENSATED, R.STEP_ORPHANED,
                          R.STEP_UNRESOLVED, R.STEP_KEPT, R.ESCALATED)
 
