@@ -18,7 +18,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from agent_saga.viz.model import LABELS, GraphSaga, GraphStep
-from agent_saga.viz.svg import Svg, fit, style_attrs
+from agent_saga.viz.svg import CHAR_WIDTH, Svg, fit, style_attrs
 from agent_saga.viz.theme import LIGHT, Theme
 
 __all__ = ["OUTCOME_ORDER", "render_animation"]
@@ -71,11 +71,6 @@ class _Script:
         # The final frame is every element's own style; less motion means that frame, at once.
         parts.append("@media (prefers-reduced-motion: reduce){.a{animation:none!important}}")
         return "".join(parts)
-
-
-def _verdict_look(saga: GraphSaga) -> str:
-    kind = saga.verdict_kind
-    return "clean" if kind == "completed" else kind
 
 
 def _fork_text(saga: GraphSaga) -> str:
@@ -144,8 +139,7 @@ def render_animation(saga: GraphSaga, theme: Theme = LIGHT, *, loop: bool = True
 
     if saga.status != "completed":
         t += _FORK_PAUSE - _STEP
-        fork_look = theme.looks["dirty" if saga.status == "rolled back" and not saga.clean else "open"
-                                 if saga.status == "open" else "clean"]
+        fork_look = theme.looks[saga.verdict_kind]
         fork = svg.group(svg.root, data_role="fork")
         svg.path(fork, f"M{_PAD + 12} {y} H{WIDTH - _PAD - 12} l12 17 l-12 17 H{_PAD + 12} l-12 -17 Z",
                  fill=theme.background, stroke=fork_look.stroke, stroke_width="2")
@@ -167,7 +161,7 @@ def render_animation(saga: GraphSaga, theme: Theme = LIGHT, *, loop: bool = True
     else:
         t += _VERDICT_PAUSE - _STEP
 
-    look = theme.looks[_verdict_look(saga)]
+    look = theme.looks[saga.verdict_kind]
     banner = svg.group(svg.root, data_role="verdict")
     svg.rect(banner, _PAD, y, WIDTH - 2 * _PAD, 54, rx="6", **style_attrs(look))
     svg.text(banner, _PAD + 14, y + 23, fit(saga.verdict, WIDTH - 2 * _PAD - 28, 16), 16, **{"class": "b"})
@@ -182,7 +176,7 @@ def render_animation(saga: GraphSaga, theme: Theme = LIGHT, *, loop: bool = True
         svg.rect(svg.root, x, y, 16, 12, **style_attrs(theme.looks[outcome]))
         label = outcome.upper() if outcome in ("failed", "orphaned", "unresolved") else outcome
         svg.text(svg.root, x + 21, y + 11, label, 11)
-        x += 21 + len(label) * 11 * 0.62 + 18
+        x += 21 + len(label) * 11 * CHAR_WIDTH + 18
     y += 30
 
     total = t + _FADE + _HOLD

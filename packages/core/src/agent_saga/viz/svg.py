@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
 
 from agent_saga.viz.theme import Look, Theme
 
@@ -119,16 +118,6 @@ class Svg:
                            | _attrs(attrs))
         el.text = clean_text(content)
         return el
-
-    @staticmethod
-    def lines(
-        parent: ET.Element, x: float, y: float, rows: Iterable[str], size: float = 13, **attrs: str
-    ) -> float:
-        """Several lines of text from ``y`` down; returns the y below the last."""
-        for row in rows:
-            Svg.text(parent, x, y, row, size, **attrs)
-            y += size * 1.45
-        return y
 
     def finish(self, width: float, height: float) -> str:
         self.root.set("width", _num(width))
