@@ -52,3 +52,11 @@ def types(wal: object) -> list[str]:
 
 
 os.environ.setdefault("AGENT_SAGA_TEST", "1")
+
+
+@pytest.fixture(scope="session")
+def demo_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The log of one real `agent-saga demo` run. Shared: copy it before changing it."""
+    from viz_logs import run_demo
+
+    return run_demo(tmp_path_factory.mktemp("demo"))

@@ -10,8 +10,8 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
-VERBS = ["approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "mcp", "quarantine",
-         "recover", "resume", "status", "verify"]
+VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "mcp",
+         "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

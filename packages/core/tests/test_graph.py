@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from viz_logs import write_mixed_log
 
-from agent_saga import Compensation, FileWAL, RetryPolicy, SagaAborted, compensator, saga_scope
+from agent_saga import FileWAL, SagaAborted, saga_scope
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
-from agent_saga.registry import unregister
 from agent_saga.viz import build, to_dot, to_mermaid
 
 MERMAID = Path(__file__).parent / "mermaid"
@@ -27,34 +27,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def mixed_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One log with a clean unwind, a failed undo, an orphan, a completed and an open saga."""
-    path = tmp_path_factory.mktemp("graph") / "mixed.wal"
-
-    @compensator("graph.undo")
-    def undo(x: str) -> None: ...
-
-    def broken(x: str) -> None:
-        raise ConnectionError("refund service down")
-
-    ok = lambda r: Compensation(fn=undo, handler="graph.undo", kwargs={"x": "a"})
-    wal = FileWAL(path)
-    try:
-        with pytest.raises(SagaAborted), saga_scope(wal, name="clean-one") as s:
-            s.execute(tool="cloud.create", semantics="COMPENSABLE", forward=lambda: 1, compensate=ok)
-            raise RuntimeError("model said \"no\" <stop>")
-        with pytest.raises(SagaAborted), saga_scope(wal, name="partial", compensation_retry=RetryPolicy(1)) as s:
-            s.execute(tool="pay.charge", semantics="COMPENSABLE", forward=lambda: 1, compensate=ok)
-            s.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=lambda: 1)
-            s.execute(tool="crm.update", semantics="COMPENSABLE", forward=lambda: 1,
-                      compensate=lambda r: Compensation(fn=broken, kwargs={"x": "b"}))
-            raise RuntimeError("late failure")
-        with saga_scope(wal, name="fine") as s:
-            s.execute(tool="read.docs", semantics="REVERSIBLE", forward=lambda: 1)
-        wal.append("SAGA_STARTED", "open-saga-id", {"name": "crashed"})
-        wal.append("STEP_INTENT", "open-saga-id", {"tool": "pay.charge", "semantics": "COMPENSABLE"}, step=1)
-    finally:
-        wal.close()
-        unregister("graph.undo")
-    return path
+    return write_mixed_log(tmp_path_factory.mktemp("graph") / "mixed.wal")
 
 
 def model(path: Path):  # type: ignore[no-untyped-def]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.main import EXIT_OK
 
 __all__ = ["register", "run_graph"]
 
@@ -34,33 +33,13 @@ def register(verbs: Any) -> None:
 
 
 def run_graph(args: argparse.Namespace) -> int:
-    from agent_saga.errors import WALCorrupt
-    from agent_saga.log import read_records
-    from agent_saga.recovery.fold import fold
-    from agent_saga.viz.graph import build, to_dot, to_mermaid
+    from agent_saga.cli.logfile import choose_saga, read_log, write_output
+    from agent_saga.viz.graph import to_dot, to_mermaid
+    from agent_saga.viz.model import reconstruct
 
     path = Path(args.wal)
-    try:
-        records = list(read_records(path))
-    except FileNotFoundError:
-        raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
-    except IsADirectoryError:
-        raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
-    except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
-        raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
-    causes = {r["saga"]: str(r.get("body", {}).get("cause", "")) for r in records
-              if r.get("type") == "ROLLBACK_STARTED" and isinstance(r.get("body"), dict)}
-    sagas = build(fold(records).values(), causes)
+    sagas = reconstruct(read_log(path))
     if args.saga:
-        chosen = [s for s in sagas if s.saga_id.startswith(args.saga)]
-        if not chosen:
-            raise CliError(f"no saga in {path} has an id starting with {args.saga!r}", EXIT_USAGE)
-        if len(chosen) > 1:
-            raise CliError(f"{args.saga!r} matches {len(chosen)} sagas; give more of the id", EXIT_USAGE)
-        sagas = chosen
-    text = to_dot(sagas) if args.format == "dot" else to_mermaid(sagas)
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+        sagas = [choose_saga(sagas, args.saga, path)]
+    write_output(args.out, to_dot(sagas) if args.format == "dot" else to_mermaid(sagas))
     return EXIT_OK

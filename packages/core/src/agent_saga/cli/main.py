@@ -17,7 +17,7 @@ __all__ = ["EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "CliError"
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
-VERB_MODULES = ("approvals", "audit", "demo", "graph", "mcp", "recover", "switch")
+VERB_MODULES = ("animate", "approvals", "audit", "demo", "graph", "mcp", "recover", "switch", "ui", "viz")
 
 
 class CliError(Exception):

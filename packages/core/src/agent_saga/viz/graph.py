@@ -1,8 +1,8 @@
 """Draw what a log says happened: each saga's steps, and the fork where it unwound.
 
-Both formats (Mermaid and Graphviz DOT) are rendered from one model built from
+Both formats (Mermaid and Graphviz DOT) are rendered from ``viz.model``, built on
 ``recovery.fold``, the same reconstruction the recovery daemon acts on, so a
-drawing cannot disagree with what recovery would do.
+drawing cannot disagree with what recovery would do (nor with ``animate``).
 
 The three outcomes that matter are three different shapes *and* colours *and*
 words, so they survive greyscale and colour blindness: compensated (solid,
@@ -13,112 +13,20 @@ when every step that may have landed was undone or needed no undo.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Iterable
 
-from agent_saga.recovery.fold import SagaView, StepView
+from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, build, short
+from agent_saga.viz.theme import LIGHT
 
 __all__ = ["GraphSaga", "GraphStep", "build", "to_dot", "to_mermaid"]
 
-Outcome = Literal["compensated", "failed", "orphaned", "unresolved", "kept"]
-
-_LABELS: Mapping[str, str] = {
-    "compensated": "compensated",
-    "failed": "COMPENSATION FAILED - needs a human",
-    "orphaned": "ORPHANED - no undo exists",
-    "unresolved": "UNRESOLVED - not undone",
-    "kept": "kept - nothing to undo",
+# fill, border, border width, dash pattern ("" = solid), for every style a node can wear
+_STYLE = {
+    name: (look.fill, look.stroke, look.width, look.dash)
+    for name, look in LIGHT.looks.items()
+    if name in ("compensated", "failed", "orphaned", "unresolved", "kept", "forward", "refused", "clean",
+                "dirty", "open")
 }
-# fill, border, border width, dash pattern ("" = solid)
-_STYLE: Mapping[str, tuple[str, str, int, str]] = {
-    "compensated": ("#d8f3dc", "#1b5e20", 2, ""),
-    "failed": ("#ffd6d6", "#b71c1c", 4, ""),
-    "orphaned": ("#ffe8cc", "#e65100", 2, "6 3"),
-    "unresolved": ("#eeeeee", "#424242", 2, "2 2"),
-    "kept": ("#f5f5f5", "#9e9e9e", 1, ""),
-    "forward": ("#e3f2fd", "#0d47a1", 1, ""),
-    "refused": ("#fafafa", "#757575", 1, "4 2"),
-    "clean": ("#c8e6c9", "#1b5e20", 3, ""),
-    "dirty": ("#ffcdd2", "#b71c1c", 4, ""),
-    "open": ("#fff9c4", "#f57f17", 3, "6 3"),
-}
-
-
-def _short(text: str, limit: int = 72) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-@dataclass(frozen=True, slots=True)
-class GraphStep:
-    index: int
-    tool: str
-    semantics: str
-    state: str  # committed | unknown | in-flight | not-applied | refused
-    outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
-
-
-@dataclass(frozen=True, slots=True)
-class GraphSaga:
-    saga_id: str
-    name: str
-    status: Literal["completed", "rolled back", "open"]
-    cause: str
-    steps: tuple[GraphStep, ...]
-
-    @property
-    def unwound(self) -> tuple[GraphStep, ...]:
-        """The steps the rollback dealt with, newest first."""
-        return tuple(s for s in sorted(self.steps, key=lambda s: -s.index) if s.outcome is not None)
-
-    @property
-    def clean(self) -> bool:
-        return self.status == "rolled back" and all(s.outcome in ("compensated", "kept") for s in self.unwound)
-
-    @property
-    def verdict(self) -> str:
-        if self.status == "completed":
-            return "completed"
-        if self.status == "open":
-            pending = sum(1 for s in self.steps if s.state in ("committed", "unknown", "in-flight"))
-            return f"OPEN - no end record ({pending} effect(s) may be standing)"
-        if self.clean:
-            return "rollback clean"
-        counts: dict[str, int] = {}
-        for s in self.unwound:
-            if s.outcome not in ("compensated", "kept"):
-                counts[str(s.outcome)] = counts.get(str(s.outcome), 0) + 1
-        detail = ", ".join(f"{n} {what}" for what, n in sorted(counts.items()))
-        return f"rollback NOT CLEAN: {detail}"
-
-
-def _outcome(step: StepView, unwinding: bool) -> Outcome | None:
-    if not step.applied or not unwinding:
-        return None
-    if step.settled in ("compensated", "orphaned", "unresolved", "kept"):
-        return step.settled  # type: ignore[return-value]
-    if step.compensation_failed:
-        return "failed"
-    return "unresolved"  # the unwind reached no verdict on it (yet)
-
-
-def build(views: Iterable[SagaView], causes: Mapping[str, str] | None = None) -> list[GraphSaga]:
-    """The drawable model of each saga, in log order."""
-    sagas = []
-    for view in views:
-        if not view.started:
-            continue
-        unwinding = view.rollback_started or view.ended == "SAGA_ROLLED_BACK"
-        status: Literal["completed", "rolled back", "open"] = (
-            "completed" if view.ended == "SAGA_COMPLETED"
-            else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
-        )
-        steps = tuple(
-            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding))
-            for s in (view.steps[i] for i in sorted(view.steps))
-        )
-        sagas.append(GraphSaga(view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps))
-    return sagas
 
 
 # What both renderers decide the same way.
@@ -126,7 +34,7 @@ def build(views: Iterable[SagaView], causes: Mapping[str, str] | None = None) ->
 
 def _fork_label(saga: GraphSaga) -> str:
     if saga.cause:
-        return f"rollback: {_short(saga.cause)}"
+        return f"rollback: {short(saga.cause)}"
     return "rollback" if saga.status == "rolled back" else "process stopped here"
 
 
@@ -135,7 +43,8 @@ def _forward_style(step: GraphStep) -> str:
 
 
 def _verdict_style(saga: GraphSaga) -> str:
-    return "clean" if saga.clean else ("open" if saga.status == "open" else "dirty")
+    kind = saga.verdict_kind
+    return "clean" if kind == "completed" else kind
 
 
 # -- Mermaid ------------------------------------------------------------------------------
@@ -176,7 +85,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
                 node = f"{p}_u{step.index}"
                 outcome = str(step.outcome)
                 lines.append(f'    {node}["{_m(f"undo {step.index}. {step.tool}")}<br/>'
-                             f'{_m(_LABELS[outcome])}"]:::{outcome}')
+                             f'{_m(LABELS[outcome])}"]:::{outcome}')
                 lines.append(f"    {chain} --> {node}")
                 lines.append(f"    {node} -.- {p}_f{step.index}")
                 chain = node
@@ -227,7 +136,7 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             for step in saga.unwound:
                 node = f"{p}_u{step.index}"
                 outcome = str(step.outcome)
-                label = _d(f"undo {step.index}. {step.tool}") + "\\n" + _d(_LABELS[outcome])
+                label = _d(f"undo {step.index}. {step.tool}") + "\\n" + _d(LABELS[outcome])
                 lines.append(f'    {node} [label="{label}", {_dot_style(outcome)}];')
                 lines.append(f"    {chain} -> {node};")
                 lines.append(f"    {node} -> {p}_f{step.index} [style=dotted, arrowhead=none];")

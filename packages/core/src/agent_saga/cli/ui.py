@@ -1,0 +1,65 @@
+"""``agent-saga ui``: serve the time-travel debugger for one log."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+
+__all__ = ["TOKEN_ENV", "register", "run_ui"]
+
+TOKEN_ENV = "AGENT_SAGA_UI_TOKEN"
+
+
+def register(verbs: Any) -> None:
+    p = verbs.add_parser(
+        "ui",
+        help="serve the time-travel debugger for a log (127.0.0.1 by default)",
+        description=(
+            "Serve a page that lists the runs of a log, shows each run's steps newest-first by outcome, "
+            "inspects a step's arguments and the compensation that ran, replays a run from its start, "
+            "and follows the log as it grows. Binds 127.0.0.1; any other address needs a bearer token."
+        ),
+        epilog=(
+            "examples:\n  agent-saga ui --wal-path ./agent-saga.wal --port 8080\n"
+            "  python -m agent_saga.ui --wal-path ./agent-saga.wal\n"
+            f"  {TOKEN_ENV}=$(openssl rand -hex 24) agent-saga ui --wal-path ./prod.wal --host 0.0.0.0"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--wal-path", "--wal", dest="wal", required=True, metavar="PATH", help="the log to show")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0 picks a free one)")
+    p.add_argument("--token", help=f"require this bearer token for the API (better: ${TOKEN_ENV}, which "
+                                   "other users cannot read from the process list)")
+    p.set_defaults(run=run_ui)
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    from agent_saga.errors import SagaError
+    from agent_saga.ui import FileSource, make_server
+
+    path = Path(args.wal)
+    if not path.is_file():
+        what = "is a directory, not a log file" if path.is_dir() else "does not exist"
+        raise CliError(f"{path} {what} (check --wal-path)", EXIT_UNCHECKED)
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+    try:
+        server = make_server(FileSource(path), args.host, args.port, token)
+    except ValueError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    except SagaError as err:  # a line that is not a record, an encrypted log with the wrong key
+        raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
+    with server:
+        where = server.url + (f"#token={token}" if token else "")
+        print(f"agent-saga ui: {path} at {where}  (Ctrl+C stops it)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+    return EXIT_OK

@@ -1,0 +1,70 @@
+"""``agent-saga viz``: pictures of a whole log (fleet, chain, outcomes)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
+
+__all__ = ["register", "run_viz"]
+
+
+def register(verbs: Any) -> None:
+    p = verbs.add_parser(
+        "viz",
+        help="draw a whole log as SVG: every saga on a timeline, the hash chain, or tool x outcome",
+        description=(
+            "fleet: every saga as a bar on real elapsed time, unwinds striped as well as coloured. "
+            "chain: the hash chain verified while drawing; a bad link is red and labelled BROKEN, and "
+            "cropping keeps every break (exit 1 when the chain is broken, as 'verify'). outcomes: "
+            "tool x outcome; tools seen fewer than five times show greyed raw counts."
+        ),
+        epilog=(
+            "examples:\n  agent-saga viz --wal ./prod.wal --kind fleet    -o fleet.svg\n"
+            "  agent-saga viz --wal ./prod.wal --kind chain    -o chain.svg\n"
+            "  agent-saga viz --wal ./prod.wal --kind outcomes -o outcomes.svg"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read")
+    p.add_argument("--kind", required=True, choices=("fleet", "chain", "outcomes"), help="which picture")
+    p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
+    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
+    p.set_defaults(run=run_viz)
+
+
+def run_viz(args: argparse.Namespace) -> int:
+    from agent_saga.cli.logfile import read_log, write_output
+    from agent_saga.viz.theme import THEMES
+
+    path = Path(args.wal)
+    theme = THEMES[args.theme]
+    if args.kind == "chain":
+        from agent_saga.audit.verify import parse_log_bytes, verify_entries
+        from agent_saga.viz.chain import render_chain
+
+        # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
+        if path.is_dir():
+            raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
+        entries, notes = parse_log_bytes(data)
+        report = verify_entries(entries, notes=notes)
+        write_output(args.out, render_chain(entries, report, theme))
+        if report.status == "broken":
+            print(f"agent-saga viz: chain {report.label}", file=sys.stderr)
+            return EXIT_FINDING
+        return EXIT_OK
+
+    from agent_saga.viz.fleet import render_fleet
+    from agent_saga.viz.model import reconstruct
+    from agent_saga.viz.outcomes import render_outcomes
+
+    sagas = reconstruct(read_log(path))
+    write_output(args.out, (render_fleet if args.kind == "fleet" else render_outcomes)(sagas, theme))
+    return EXIT_OK

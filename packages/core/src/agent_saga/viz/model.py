@@ -1,0 +1,183 @@
+"""The one reconstruction every picture is drawn from.
+
+``graph``, ``animate``, ``viz`` and the web debugger all draw this model, and it is
+built on ``recovery.fold`` (what the recovery daemon acts on), so no two pictures of
+one log can disagree with each other or with what recovery would do.
+
+Each step that a rollback dealt with has exactly one outcome: compensated, failed
+(the undo kept failing: a human must act), orphaned (no undo exists), unresolved (the
+unwind reached no verdict on it) or kept (nothing to undo). A rollback is *clean*
+only when every one of them was compensated or kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_saga.log.records import Record
+from agent_saga.log.records import RecordType as R
+from agent_saga.recovery.fold import SagaView, StepView, fold
+
+__all__ = [
+    "LABELS",
+    "FinalOutcome",
+    "GraphSaga",
+    "GraphStep",
+    "Outcome",
+    "build",
+    "reconstruct",
+    "short",
+]
+
+Outcome = Literal["compensated", "failed", "orphaned", "unresolved", "kept"]
+Status = Literal["completed", "rolled back", "open"]
+#: Where a step ended up, whether or not its saga unwound (the ``outcomes`` picture's columns).
+FinalOutcome = Literal[
+    "committed", "compensated", "kept", "failed", "orphaned", "unresolved", "refused", "not applied",
+    "in flight",
+]
+
+LABELS: Mapping[str, str] = {
+    "compensated": "compensated",
+    "failed": "COMPENSATION FAILED - needs a human",
+    "orphaned": "ORPHANED - no undo exists",
+    "unresolved": "UNRESOLVED - not undone",
+    "kept": "kept - nothing to undo",
+}
+
+
+def short(text: str, limit: int = 72) -> str:
+    """``text`` cut to ``limit`` characters, marked with '...' when cut."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class GraphStep:
+    index: int
+    tool: str
+    semantics: str
+    state: str  # committed | unknown | in-flight | not-applied | refused
+    outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
+    undo: str = ""  # the compensation the log names for this step ("" if none)
+
+    def final(self, status: Status) -> FinalOutcome:
+        """Where this step ended up in a saga that ended with ``status``."""
+        if self.outcome is not None:
+            return self.outcome
+        if self.state == "refused":
+            return "refused"
+        if self.state == "not-applied":
+            return "not applied"
+        return "committed" if status == "completed" else "in flight"
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSaga:
+    saga_id: str
+    name: str
+    status: Status
+    cause: str
+    steps: tuple[GraphStep, ...]
+    started_us: int = 0  # timestamps of the saga's first and last records, microseconds
+    ended_us: int = 0
+    rollback_us: int | None = None  # when its rollback started, if it did
+    recovered: bool = False  # a recovery daemon took it over
+
+    @property
+    def unwound(self) -> tuple[GraphStep, ...]:
+        """The steps the rollback dealt with, newest first."""
+        return tuple(s for s in sorted(self.steps, key=lambda s: -s.index) if s.outcome is not None)
+
+    @property
+    def clean(self) -> bool:
+        return self.status == "rolled back" and all(s.outcome in ("compensated", "kept") for s in self.unwound)
+
+    def tally(self) -> dict[str, int]:
+        """How many unwound steps ended in each outcome (outcomes that occurred only)."""
+        counts: dict[str, int] = {}
+        for s in self.unwound:
+            counts[str(s.outcome)] = counts.get(str(s.outcome), 0) + 1
+        return counts
+
+    @property
+    def verdict(self) -> str:
+        if self.status == "completed":
+            return "completed"
+        if self.status == "open":
+            pending = sum(1 for s in self.steps if s.state in ("committed", "unknown", "in-flight"))
+            return f"OPEN - no end record ({pending} effect(s) may be standing)"
+        if self.clean:
+            return "rollback clean"
+        bad = {what: n for what, n in self.tally().items() if what not in ("compensated", "kept")}
+        detail = ", ".join(f"{n} {what}" for what, n in sorted(bad.items()))
+        return f"rollback NOT CLEAN: {detail}"
+
+    @property
+    def verdict_kind(self) -> Literal["completed", "clean", "dirty", "open"]:
+        """The verdict as a style: a partial rollback is never styled as clean."""
+        if self.status == "completed":
+            return "completed"
+        if self.status == "open":
+            return "open"
+        return "clean" if self.clean else "dirty"
+
+
+def _outcome(step: StepView, unwinding: bool) -> Outcome | None:
+    if not step.applied or not unwinding:
+        return None
+    if step.settled in ("compensated", "orphaned", "unresolved", "kept"):
+        return step.settled  # type: ignore[return-value]
+    if step.compensation_failed:
+        return "failed"
+    return "unresolved"  # the unwind reached no verdict on it (yet)
+
+
+def _undo(step: StepView) -> str:
+    comp = step.compensation
+    if not comp:
+        return ""
+    return str(comp.get("description") or comp.get("handler") or "")
+
+
+def build(
+    views: Iterable[SagaView],
+    causes: Mapping[str, str] | None = None,
+    rollbacks: Mapping[str, int] | None = None,
+) -> list[GraphSaga]:
+    """The drawable model of each saga, in log order."""
+    sagas = []
+    for view in views:
+        if not view.started:
+            continue
+        unwinding = view.rollback_started or view.ended == "SAGA_ROLLED_BACK"
+        status: Status = (
+            "completed" if view.ended == "SAGA_COMPLETED"
+            else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
+        )
+        steps = tuple(
+            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s))
+            for s in (view.steps[i] for i in sorted(view.steps))
+        )
+        sagas.append(GraphSaga(
+            view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
+            view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
+        ))
+    return sagas
+
+
+def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
+    """Fold ``records`` (oldest first) and build the model, with each rollback's cause and time."""
+    records = list(records)
+    causes: dict[str, str] = {}
+    rollbacks: dict[str, int] = {}
+    for r in records:
+        if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
+            continue
+        body: Any = r.get("body")
+        if isinstance(body, dict) and "cause" in body:
+            causes[r["saga"]] = str(body["cause"])
+        if isinstance(r.get("ts"), int):
+            rollbacks.setdefault(r["saga"], r["ts"])
+    return build(fold(records).values(), causes, rollbacks)

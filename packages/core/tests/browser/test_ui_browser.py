@@ -1,0 +1,268 @@
+"""The flight recorder in headless Chromium: it renders, lists, filters, inspects, replays, follows."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+from viz_logs import DEMO_TOOLS, write_mixed_log
+
+from agent_saga import FileWAL, saga_scope
+from agent_saga.log import read_records
+from agent_saga.ui import UiServer
+
+Shot = Callable[[Page, str], Path]
+Serve = Callable[..., UiServer]
+
+
+@pytest.fixture
+def demo_copy(demo_log: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copy(demo_log, tmp_path / "demo.wal"))
+
+
+def open_run(page: Page, name: str) -> None:
+    page.locator("#runs button", has_text=name).click()
+    expect(page.locator("#run-title")).to_contain_text(name)
+
+
+def test_the_page_lists_the_demo_runs_and_names_its_tools(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
+    server = serve(demo_copy)
+    page.goto(server.url)
+    expect(page.locator("#runs button")).to_have_count(4)
+    expect(page.locator("#chain")).to_have_text("chain: intact")
+    text = page.locator("body").inner_text()
+    for tool in DEMO_TOOLS:
+        assert tool in text, tool
+    for name in ("onboard-acme", "pay-supplier", "runaway-agent", "checkout-worker"):
+        assert name in text
+    shot(page, "runs")
+
+
+def test_filters_show_runs_by_status(page: Page, serve: Serve, tmp_path: Path) -> None:
+    log = write_mixed_log(tmp_path / "mixed.wal")
+    server = serve(log)
+    page.goto(server.url)
+    expect(page.locator("#runs button")).to_have_count(5)
+    expected = {"dirty": ["orphan", "partial"], "open": ["crashed"], "clean": ["clean-one"],
+                "completed": ["fine"], "all": ["crashed", "fine", "orphan", "partial", "clean-one"]}
+    for status, names in expected.items():
+        page.locator(f"input[name=filter][value={status}]").check()
+        buttons = page.locator("#runs button .name")
+        expect(buttons).to_have_count(len(names))
+        assert buttons.all_inner_texts() == names
+        expect(page.locator("#run-count")).to_have_text(f"{len(names)} of 5 run(s) shown")
+
+
+def test_opening_a_step_shows_the_compensation_that_ran(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
+    key = next(r["body"]["key"] for r in read_records(demo_copy)
+               if r["type"] == "STEP_COMPENSATED" and r["step"] == 3)
+    server = serve(demo_copy)
+    page.goto(server.url)
+    open_run(page, "onboard-acme")
+    unwind = page.locator("#unwind button")
+    assert unwind.evaluate_all("bs => bs.map(b => b.dataset.step)") == ["3", "2", "1"]  # LIFO
+    for button in unwind.all():
+        assert button.get_attribute("data-outcome") == "compensated"
+        expect(button).to_contain_text("compensated")  # the colour is never the only cue
+    unwind.first.click()
+    inspector = page.locator("#inspect")
+    expect(inspector).to_contain_text("Step 3: jira.create_issue")
+    expect(inspector).to_contain_text("COMPENSABLE")
+    expect(inspector).to_contain_text("demo.undo(target='ticket ONB-7')")
+    expect(inspector).to_contain_text(key)
+    expect(inspector).to_contain_text("seq 12 STEP_COMPENSATED")
+    shot(page, "inspector")
+
+
+def test_arguments_show_references_and_redactions_never_secrets(page: Page, serve: Serve, tmp_path: Path) -> None:
+    wal = FileWAL(tmp_path / "s.wal")
+    with saga_scope(wal, name="with-secrets") as s:
+        s.execute(tool="pay.charge", semantics="IRREVERSIBLE", forward=lambda: 1,
+                  args={"amount": 5, "api_key": "sk-live-SECRET1", "credential_ref": "vault://stripe/prod"})
+    wal.close()
+    server = serve(tmp_path / "s.wal")
+    page.goto(server.url)
+    open_run(page, "with-secrets")
+    page.locator("#forward button").first.click()
+    rows = page.locator("#inspect table.args tr[data-kind]")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#inspect tr[data-kind=redacted]")).to_contain_text("api_key")
+    expect(page.locator("#inspect tr[data-kind=redacted] .badge")).to_have_text("redacted")
+    expect(page.locator("#inspect tr[data-kind=reference]")).to_contain_text("vault://stripe/prod")
+    expect(page.locator("#inspect tr[data-kind=reference] .badge")).to_have_text("reference")
+    assert "SECRET1" not in page.content()
+
+
+def test_watch_from_start_replays_the_run_to_its_verdict(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
+    server = serve(demo_copy)
+    page.goto(server.url)
+    open_run(page, "onboard-acme")
+    expect(page.locator("#verdict-text")).to_have_text("rollback clean")
+    page.locator("#watch").click()
+    page.locator("#pause").click()
+    # stopped near the start: the run has not ended yet, and the page says so
+    expect(page.locator("#verdict-text")).to_contain_text("OPEN - no end record")
+    expect(page.locator("#replay-status")).to_contain_text(" of 17: seq ")
+    assert page.locator("#unwind button").count() == 0
+    page.locator("#step-fwd").click()
+    page.locator("#to-end").click()
+    expect(page.locator("#replay-status")).to_contain_text("record 17 of 17")
+    expect(page.locator("#replay-status")).to_contain_text("end of the run: rollback clean")
+    expect(page.locator("#verdict-text")).to_have_text("rollback clean")
+    # and played through, unattended, from the first record to the verdict
+    page.locator("#speed").select_option("4")
+    page.locator("#watch").click()
+    expect(page.locator("#replay-status")).to_contain_text("record 1 of 17")
+    expect(page.locator("#replay-status")).to_contain_text("end of the run: rollback clean", timeout=30_000)
+    expect(page.locator("#verdict-text")).to_have_text("rollback clean")
+    expect(page.locator("#unwind button")).to_have_count(3)
+    shot(page, "replayed")
+
+
+def test_new_runs_appear_while_the_log_grows(page: Page, serve: Serve, tmp_path: Path) -> None:
+    path = tmp_path / "live.wal"
+    wal = FileWAL(path)
+    try:
+        with saga_scope(wal, name="first") as s:
+            s.execute(tool="a.read", semantics="REVERSIBLE", forward=lambda: 1)
+        wal.barrier()
+        server = serve(path)
+        page.goto(server.url)
+        expect(page.locator("#runs button")).to_have_count(1)
+        open_run(page, "first")
+        with saga_scope(wal, name="arrived-later") as s:
+            s.execute(tool="b.write", semantics="REVERSIBLE", forward=lambda: 1)
+        wal.barrier()
+        expect(page.locator("#runs button")).to_have_count(2)
+        expect(page.locator("#runs button").first).to_contain_text("arrived-later")
+        expect(page.locator("#run-title")).to_contain_text("first")  # the open run stays open
+    finally:
+        wal.close()
+
+
+def test_everything_works_from_the_keyboard(page: Page, serve: Serve, demo_copy: Path) -> None:
+    server = serve(demo_copy)
+    page.goto(server.url)
+    expect(page.locator("#runs button")).to_have_count(4)
+    page.locator("#runs button").first.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")  # the oldest run: Act I
+    expect(page.locator("#run-title")).to_contain_text("onboard-acme")
+    page.locator("#unwind button").first.focus()
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+    expect(page.locator("#inspect")).to_contain_text("Step 2: pinecone.create_namespace")
+    outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
+    assert outline not in ("", "none")  # where the focus is can be seen
+    page.keyboard.press("Shift+Tab")  # Tab order reaches the replay controls
+    for _ in range(12):
+        if page.evaluate("() => document.activeElement.id") == "watch":
+            break
+        page.keyboard.press("Shift+Tab")
+    assert page.evaluate("() => document.activeElement.id") == "watch"
+    page.keyboard.press("Enter")
+    expect(page.locator("#replay-status")).to_contain_text(" of 17")
+
+
+CONTRAST = """() => {
+  const lum = (c) => { const v = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map((x) => x / 255)
+      .map((x) => x <= 0.04045 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4);
+    return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+  const background = (el) => { for (; el; el = el.parentElement) { const c = getComputedStyle(el).backgroundColor;
+      if (c && !c.startsWith("rgba(0, 0, 0, 0)") && c !== "transparent") return c; } return "rgb(255, 255, 255)"; };
+  const worst = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el.offsetParent && el.tagName !== "BODY") continue;
+    const a = lum(getComputedStyle(el).color), b = lum(background(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) worst.push([n.textContent.trim().slice(0, 40), ratio]);
+  }
+  return worst;
+}"""
+
+
+def test_every_text_meets_wcag_aa_contrast(page: Page, serve: Serve, tmp_path: Path) -> None:
+    log = write_mixed_log(tmp_path / "mixed.wal")
+    server = serve(log)
+    page.goto(server.url)
+    for name in ("partial", "orphan", "crashed", "clean-one", "fine"):
+        open_run(page, name)
+        page.locator("#forward button").first.click()
+        assert page.evaluate(CONTRAST) == [], name
+
+
+def test_log_text_is_shown_as_text_never_run_as_markup(page: Page, serve: Serve, tmp_path: Path) -> None:
+    wal = FileWAL(tmp_path / "x.wal")
+    hostile = "<img src=x onerror=\"document.title='pwned'\">"
+    with saga_scope(wal, name="<b>bold</b>") as s:
+        s.execute(tool=hostile, semantics="REVERSIBLE", forward=lambda: 1)
+    wal.close()
+    server = serve(tmp_path / "x.wal")
+    page.goto(server.url)
+    expect(page.locator("#runs button")).to_contain_text("<b>bold</b>")
+    open_run(page, "<b>bold</b>")
+    expect(page.locator("#forward")).to_contain_text(hostile)
+    assert page.locator("img").count() == 0 and page.locator("#runs b").count() == 0
+    assert page.title() == "agent-saga flight recorder"
+
+
+def test_a_token_protected_server_works_from_its_printed_url(browser, page: Page, serve: Serve,  # type: ignore[no-untyped-def]
+                                                             demo_copy: Path) -> None:
+    token = "browser-" + "k" * 24
+    server = serve(demo_copy, token=token)
+    stranger = browser.new_context().new_page()  # without the token (its 401s are expected here)
+    stranger.goto(server.url)
+    expect(stranger.locator("#error")).to_contain_text("needs its bearer token")
+    expect(stranger.locator("#runs button")).to_have_count(0)
+    stranger.context.close()
+    page.goto(server.url + f"#token={token}")
+    expect(page.locator("#runs button")).to_have_count(4)
+    assert "token" not in page.url  # taken out of the address bar at once
+    expect(page.locator("#error")).to_be_hidden()
+
+
+def test_the_animation_fires_newest_first_and_respects_reduced_motion(browser, demo_log: Path,  # type: ignore[no-untyped-def]
+                                                                     tmp_path: Path) -> None:
+    from agent_saga.viz import reconstruct, render_animation
+
+    saga = next(s for s in reconstruct(read_records(demo_log)) if s.name == "runaway-agent")
+    svg = tmp_path / "a.svg"
+    svg.write_text(render_animation(saga))
+    visible = """(t) => { for (const a of document.getAnimations()) { a.pause(); a.currentTime = t; }
+      return [...document.querySelectorAll('g[data-outcome]')]
+        .filter((g) => Number(getComputedStyle(g).opacity) > 0.5).map((g) => g.dataset.step); }"""
+    context = browser.new_context()
+    try:
+        pg = context.new_page()
+        pg.goto(svg.as_uri())
+        total = pg.evaluate("() => document.getAnimations()[0].effect.getTiming().duration")
+        seen = [pg.evaluate(visible, total * f / 100) for f in (*range(0, 100, 2), 99.9)]
+        order = []
+        for frame in seen:
+            order.extend(s for s in frame if s not in order)
+        assert order == ["5", "4", "3", "2", "1"]
+        assert seen[0] == [] and sorted(seen[-1]) == ["1", "2", "3", "4", "5"]
+        calm = browser.new_context(reduced_motion="reduce").new_page()
+        calm.goto(svg.as_uri())
+        assert calm.evaluate("() => document.getAnimations().length") == 0
+        shown = calm.evaluate("() => [...document.querySelectorAll('g[data-outcome]')]"
+                              ".filter((g) => getComputedStyle(g).opacity === '1').length")
+        assert shown == 5  # the final frame, at once
+        calm.context.close()
+    finally:
+        context.close()
+
+
+def test_the_api_answers_the_page_as_json(page: Page, serve: Serve, demo_copy: Path) -> None:
+    server = serve(demo_copy)
+    response = page.request.get(server.url + "api/runs")
+    assert response.ok and response.headers["content-type"].startswith("application/json")
+    assert len(json.loads(response.body())["runs"]) == 4
