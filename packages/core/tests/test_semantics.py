@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_saga import ActionSemantics, Compensation, CompensationError, ConfigurationError, compensator
-from agent_saga.registry import unregister
+from agent_saga.registry import recoverable, unregister
 
 
 @pytest.mark.parametrize("text", ["REVERSIBLE", "reversible", "Reversible", " compensable ", "IRREVERSIBLE"])
@@ -50,13 +50,13 @@ def test_recoverable_only_with_a_registered_handler_and_json_kwargs() -> None:
     def undo(order_id: str) -> None: ...
 
     try:
-        assert Compensation(fn=undo, handler="sem.undo", kwargs={"order_id": "o1"}).recoverable
-        assert not Compensation(fn=undo, kwargs={"order_id": "o1"}).recoverable  # closure-style
-        assert not Compensation(handler="sem.unknown", kwargs={}).recoverable  # not registered
+        assert recoverable(Compensation(fn=undo, handler="sem.undo", kwargs={"order_id": "o1"}))
+        assert not recoverable(Compensation(fn=undo, kwargs={"order_id": "o1"}))  # closure-style
+        assert not recoverable(Compensation(handler="sem.unknown", kwargs={}))  # not registered
         # a tuple is not JSON-stable (it comes back as a list), so such kwargs are refused
         with pytest.raises(CompensationError):
             Compensation(fn=undo, handler="sem.undo", kwargs={"ids": (1, 2)})
-        assert not Compensation(fn=undo, kwargs={"ids": (1, 2)}).recoverable
+        assert not recoverable(Compensation(fn=undo, kwargs={"ids": (1, 2)}))
     finally:
         unregister("sem.undo")
 

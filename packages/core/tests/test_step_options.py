@@ -28,6 +28,7 @@ from agent_saga import (
     tool,
 )
 from agent_saga.engine.options import StepKwargs, option_names
+from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.redaction import REDACTED
 from agent_saga.toolspec import ToolSpec
@@ -50,6 +51,7 @@ VALUES: dict[str, Any] = {
     "reveal": frozenset({"api_key"}),
     "wait_for_commit": True,
     "origin": "probe",
+    "reconcile": ReconcilePolicy(delay=0, attempts=1),
 }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.jsonpath import JsonPath
 from agent_saga.semantics import Compensation
 
 __all__ = [
@@ -23,11 +24,13 @@ __all__ = [
     "call_with",
     "compensator",
     "delete_by",
+    "from_recipe",
     "handler_name",
     "inverse_for",
     "inverse_of",
     "reconciler",
     "reconciler_for",
+    "recoverable",
     "registered",
     "resolve",
     "unregister",
@@ -87,6 +90,16 @@ def registered(name: str) -> bool:
     return name in _handlers
 
 
+def recoverable(comp: Compensation) -> bool:
+    """Can another process run this undo after this one is dead?
+
+    Only a named handler with JSON kwargs (checked when the Compensation was built)
+    can be; whether the name is registered is asked now, so a handler registered
+    after the Compensation was built counts.
+    """
+    return comp.handler is not None and comp.handler in _handlers
+
+
 def resolve(name: str) -> Callable[..., Any]:
     """The function registered under ``name``; a clear KeyError otherwise."""
     try:
@@ -143,6 +156,11 @@ class _FieldMap:
     def known_before_call(self) -> bool:
         """An inverse that takes nothing from the result is known before the forward call."""
         return not self.maps
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        """How to build this undo from a result, as data another process can follow."""
+        return {"handler": self.handler, "maps": dict(self.maps)}
 
     def __call__(self, result: Any) -> Compensation | None:
         kwargs: dict[str, Any] = {}
@@ -275,14 +293,54 @@ def delete_by(fn: Callable[..., Any], *, field: str = "id") -> CompensationFacto
     ]
     if not params:
         raise CompensationError(f"delete_by: {name!r} takes no parameter to receive the id")
-    target = params[0]
+    return _DeleteBy(fn, name, params[0], field)
 
-    def factory(result: Any) -> Compensation | None:
+
+@dataclass(frozen=True, slots=True)
+class _DeleteBy:
+    fn: Callable[..., Any]
+    handler: str
+    param: str
+    field: str
+
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return {"handler": self.handler, "delete_by": {"param": self.param, "field": self.field}}
+
+    def __call__(self, result: Any) -> Compensation | None:
         if isinstance(result, (str, int)) and not isinstance(result, bool):
-            return Compensation(fn=fn, handler=name, kwargs={target: result})
-        return _FieldMap(fn, name, {target: field}, "delete_by")(result)
+            return Compensation(fn=self.fn, handler=self.handler, kwargs={self.param: result})
+        return _FieldMap(self.fn, self.handler, {self.param: self.field}, "delete_by")(result)
 
-    return factory
+
+def from_recipe(recipe: Mapping[str, Any], result: Any) -> Compensation:
+    """Build the undo a logged recipe describes from ``result`` (in any process).
+
+    A recipe is what ``@inverse_of`` / ``delete_by`` / a policy entry write into a
+    step's intent record: the handler's name and where its arguments come from. The
+    handler must be registered here; a result that lacks a field raises naming it.
+    """
+    handler = recipe.get("handler")
+    if not isinstance(handler, str):
+        raise CompensationError(f"not an undo recipe (no handler name): {dict(recipe)!r}")
+    fn = resolve(handler)
+    if isinstance(recipe.get("maps"), Mapping):
+        comp = _FieldMap(fn, handler, dict(recipe["maps"]), f"recipe of {handler!r}")(result)
+    elif isinstance(recipe.get("delete_by"), Mapping):
+        spec = recipe["delete_by"]
+        comp = _DeleteBy(fn, handler, str(spec.get("param")), str(spec.get("field", "id")))(result)
+    elif isinstance(recipe.get("paths"), Mapping):
+        kwargs = dict(recipe.get("literals") or {})
+        for param, text in recipe["paths"].items():
+            try:
+                kwargs[param] = JsonPath.parse(str(text)).find(result)
+            except (KeyError, ValueError) as err:
+                raise CompensationError(f"recipe of {handler!r}: {param!r} = {text!r}: {err}") from None
+        comp = Compensation(fn=fn, handler=handler, kwargs=kwargs)
+    else:
+        raise CompensationError(f"recipe of {handler!r} says neither maps, delete_by nor paths: {dict(recipe)!r}")
+    assert comp is not None
+    return comp
 
 
 def call_with(fn: Callable[..., Any], **kwargs: Any) -> CompensationFactory:

@@ -6,12 +6,11 @@ Pure data, no I/O. Everything above this layer talks in these terms.
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
+from agent_saga.credentials import assert_no_secrets
 from agent_saga.errors import CompensationError, ConfigurationError
 
 __all__ = [
@@ -88,13 +87,6 @@ class Outcome(enum.StrEnum):
 _SCALARS = (str, int, bool, type(None))
 
 
-@functools.cache
-def _registry() -> ModuleType:
-    from agent_saga import registry  # the layer above; imported once, on first use
-
-    return registry
-
-
 def json_roundtrips(value: Any) -> bool:
     """True when ``value`` survives ``json.dumps``/``json.loads`` unchanged.
 
@@ -128,7 +120,7 @@ class Compensation:
 
     ``fn`` runs in-process. ``handler`` names a function registered with
     ``@compensator``: only a named handler with JSON kwargs can be run by the
-    recovery daemon after the process is gone (``recoverable``). Give ``handler``
+    recovery daemon after the process is gone (``agent_saga.registry.recoverable``). Give ``handler``
     alone and ``fn`` is looked up in the registry when the undo runs.
     ``idempotency_key`` defaults to the step's deterministic operation id.
     """
@@ -154,6 +146,8 @@ class Compensation:
         if self.handler is not None:
             if not isinstance(self.handler, str) or not self.handler:
                 raise CompensationError(f"handler must be a non-empty name, got {self.handler!r}")
+            # These kwargs are written to the log: a secret belongs there only as a reference.
+            assert_no_secrets(dict(self.kwargs), where=f"kwargs of compensation handler {self.handler!r}")
             if not json_roundtrips(dict(self.kwargs)):
                 raise CompensationError(
                     f"kwargs of compensation handler {self.handler!r} do not survive a JSON round "
@@ -161,14 +155,6 @@ class Compensation:
                     "replay it. Pass plain str/int/float/bool/None/list/dict values, or a "
                     "credential reference instead of a client object"
                 )
-
-    @property
-    def recoverable(self) -> bool:
-        """Can another process run this undo after this one is dead?"""
-        # A handler-backed undo had its kwargs checked for a JSON round trip when built;
-        # whether its name is registered is asked of the registry (one layer up) now,
-        # so a handler registered after construction counts.
-        return self.handler is not None and _registry().registered(self.handler)
 
     def with_key(self, key: str) -> Compensation:
         """A copy carrying ``key`` as its idempotency key (fields already validated)."""

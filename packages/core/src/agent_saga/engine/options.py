@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, TypedDict
 
+from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.jsonpath import JsonPath
@@ -39,6 +40,7 @@ class StepKwargs(TypedDict, total=False):
     reveal: Collection[str]
     wait_for_commit: bool | None
     origin: str | None
+    reconcile: ReconcilePolicy | bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +60,9 @@ class StepOptions:
     * ``wait_for_commit`` — wait until the step's commit record is durable before
       returning (one more flush); None takes the saga's setting.
     * ``origin`` — the framework or front door that made the call (observers, the log).
+    * ``reconcile`` — when the forward raises and a ``@reconciler`` is registered for the
+      tool, ask it before deciding the step is UNKNOWN (True: the default policy; a
+      ``ReconcilePolicy`` to tune it; False: never ask inline).
     """
 
     semantics: ActionSemantics
@@ -71,6 +76,7 @@ class StepOptions:
     reveal: frozenset[str] = frozenset()
     wait_for_commit: bool | None = None
     origin: str | None = None
+    reconcile: ReconcilePolicy | bool = True
     # Parsed from policy_args once, not per call.
     _paths: Mapping[str, JsonPath] = field(default_factory=lambda: _NO_PATHS, init=False, repr=False, compare=False)
 
@@ -101,6 +107,8 @@ class StepOptions:
                 raise ConfigurationError(f"{name}= must be True or False, got {getattr(self, name)!r}")
         if self.wait_for_commit is not None and not isinstance(self.wait_for_commit, bool):
             raise ConfigurationError(f"wait_for_commit= must be True, False or None, got {self.wait_for_commit!r}")
+        if not isinstance(self.reconcile, (bool, ReconcilePolicy)):
+            raise ConfigurationError(f"reconcile= must be True, False or a ReconcilePolicy, got {self.reconcile!r}")
         if self.origin is not None and not isinstance(self.origin, str):
             raise ConfigurationError(f"origin= must be a name, got {self.origin!r}")
         reveal: Any = self.reveal  # callers may pass any collection of names

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Unpack
 
+from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import (
     Barrier,
     Call,
@@ -48,6 +49,7 @@ from agent_saga.engine.observe import (
 )
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
+from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
@@ -55,8 +57,9 @@ from agent_saga.ids import new_saga_id, operation_id
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import redact_args
-from agent_saga.registry import CompensationFactory, inverse_for, resolve
-from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
+from agent_saga.registry import CompensationFactory, inverse_for, reconciler_for, resolve
+from agent_saga.registry import recoverable as is_recoverable
+from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
 
@@ -91,6 +94,7 @@ class Step:
     undo_declared: bool = False  # a compensate= (or pairing) was given
     problem: str = ""  # why the compensation could not be built
     via_fallback: bool = False
+    reconciled: bool | None = None  # what a reconciler answered about a failed call, if asked
     _ids: tuple[str, str] | None = None
 
     # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.
@@ -117,7 +121,7 @@ def describe(comp: Compensation | None) -> dict[str, Any] | None:
     """The log's view of an undo: enough for another process to run it, or to know it can't."""
     if comp is None:
         return None
-    recoverable = comp.recoverable
+    recoverable = is_recoverable(comp)
     return {
         "handler": comp.handler,
         "kwargs": dict(comp.kwargs) if recoverable else None,
@@ -453,6 +457,11 @@ class Saga:
                 "tool": tool, "semantics": sem, "op": step.operation_id, "args": logged_args,
                 "compensation": describe(prebuilt), "fallback": via_fallback,
             }
+            recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
+            if recipe is not None:
+                # How to build the undo from a result, so another process that learns the
+                # result (a reconciler, after a crash) can build it too.
+                intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
             ticket = self._append(R.STEP_INTENT, intent, index)
@@ -469,13 +478,20 @@ class Saga:
         try:
             if opts.retry is None:  # the common case, without a nested generator
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
-                result = yield Call(forward, kwargs, opts.timeout, opts.inline)
+                try:
+                    result = yield Call(forward, kwargs, opts.timeout, opts.inline)
+                except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
+                    # Did it land anyway? Ask, if someone can answer (else this re-raises).
+                    result = yield from self._settle_failure(step, failed, logged_args, opts)
             else:
-                result = yield from self._attempts(forward, step.operation_id, opts)
+                result = yield from self._attempts(forward, step, logged_args, opts)
         except BaseException as err:
             if isinstance(err, NotApplied):
                 step.state = StepState.NOT_APPLIED
-                self._append(R.STEP_NOT_APPLIED, {"op": step.operation_id, "error": _describe_error(err)}, index)
+                not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
+                if step.reconciled is not None:
+                    not_applied["reconciled"] = step.reconciled
+                self._append(R.STEP_NOT_APPLIED, not_applied, index)
             else:
                 step.state = StepState.UNKNOWN
                 if not durable:
@@ -519,6 +535,8 @@ class Saga:
                 body["origin"] = opts.origin
         else:
             body = {"op": step.operation_id, "compensation": describe(comp)}
+        if step.reconciled:
+            body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
             body["problem"] = str(problem)
         ticket = self._append(R.STEP_COMMITTED, body, index)
@@ -539,19 +557,75 @@ class Saga:
         if self.gate is not None and request is not None:
             self.gate.observe(request, error)
 
-    def _attempts(self, forward: Callable[..., Any], key: str, opts: StepOptions) -> Protocol[Any]:
+    def _attempts(
+        self, forward: Callable[..., Any], step: Step, logged_args: Mapping[str, Any], opts: StepOptions
+    ) -> Protocol[Any]:
         policy = opts.retry
         assert policy is not None
-        kwargs = {"idempotency_key": key} if accepts_idempotency_key(forward) else {}
+        kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
         attempt = 0
         while True:
             attempt += 1
             try:
                 return (yield Call(forward, kwargs, opts.timeout, opts.inline))
-            except Exception as err:
-                if not policy.should_retry(err, attempt):
-                    raise
+            except Exception as err:  # noqa: BLE001 - re-raised unless settled or retried
+                # Landed: its result; certainly not: NotApplied; cannot tell: err itself.
+                try:
+                    return (yield from self._settle_failure(step, err, logged_args, opts))
+                except Exception:
+                    if not policy.should_retry(err, attempt):  # decided on what the tool raised
+                        raise
             yield Sleep(policy.delay(attempt))
+
+    def _settle_failure(
+        self, step: Step, err: Exception, logged_args: Mapping[str, Any], opts: StepOptions
+    ) -> Protocol[Any]:
+        """After a failed forward call: return its result if it landed, else raise.
+
+        Raises ``NotApplied`` (caused by ``err``) when a reconciler says the effect
+        certainly did not happen, and ``err`` itself when nobody can tell.
+        """
+        if isinstance(err, NotApplied) or opts.reconcile is False:
+            raise err
+        reconciler = reconciler_for(step.tool)
+        if reconciler is None:
+            raise err
+        policy = opts.reconcile if isinstance(opts.reconcile, ReconcilePolicy) else DEFAULT_RECONCILE
+        seen = yield from self._ask(step, reconciler, logged_args, policy)
+        step.reconciled = seen.exists
+        if seen.exists is True:
+            return seen.result
+        if seen.exists is False:
+            raise NotApplied(
+                f"{step.tool}: {_describe_error(err)}; the reconciler says it did not happen"
+                + (f" ({seen.detail})" if seen.detail else "")
+            ) from err
+        raise err
+
+    def _ask(
+        self, step: Step, reconciler: Callable[..., Any], logged_args: Mapping[str, Any], policy: ReconcilePolicy
+    ) -> Protocol[Observation]:
+        """Ask ``reconciler`` whether the step's effect landed, until it can tell or the policy is spent."""
+        kwargs = {**logged_args, "idempotency_key": step.operation_id}
+        seen = Observation(None, detail="not asked")
+        for attempt in range(1, policy.attempts + 1):
+            yield Sleep(policy.wait_before(attempt))
+            self._append(R.RECONCILE_ASKED, {"op": step.operation_id, "attempt": attempt, "about": "forward"},
+                         step.index)
+            try:
+                value = yield Call(reconciler, kwargs, policy.timeout)
+                if not isinstance(value, Observation):
+                    raise TypeError(f"a reconciler returns an Observation, got {type(value).__name__}")
+                seen = value
+            except Exception as failed:  # noqa: BLE001 - a reconciler that fails could not tell
+                seen = Observation(None, detail=f"the reconciler failed: {_describe_error(failed)}")
+            self._append(R.RECONCILE_ANSWERED, {
+                "op": step.operation_id, "attempt": attempt, "exists": seen.exists,
+                "detail": seen.detail, "amount": seen.amount,
+            }, step.index)
+            if seen.exists is not None:
+                break
+        return seen
 
     @staticmethod
     def _prebuild(
@@ -720,12 +794,14 @@ class Saga:
         self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler}, step.index)
         policy = self.compensation_retry
         attempt = 0
+        secrets: list[str] = []
         while True:
             attempt += 1
             try:
                 # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
                 fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
-                kwargs = dict(comp.kwargs)
+                # Credential references become secrets only here, for this call.
+                kwargs, secrets = resolve_credentials(comp.kwargs)
                 if accepts_idempotency_key(fn):
                     kwargs["idempotency_key"] = comp.idempotency_key
                 yield Call(fn, kwargs)
@@ -733,7 +809,7 @@ class Saga:
                 if policy.should_retry(err, attempt):
                     yield Sleep(policy.delay(attempt))
                     continue
-                detail = _describe_error(err)
+                detail = scrub(_describe_error(err), secrets)
                 self._append(R.COMPENSATION_FAILED, {
                     "key": comp.idempotency_key, "attempts": attempt, "error": detail,
                 }, step.index)

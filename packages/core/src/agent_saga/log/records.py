@@ -41,6 +41,9 @@ class RecordType(enum.StrEnum):
     STEP_UNRESOLVED = "STEP_UNRESOLVED"
     STEP_KEPT = "STEP_KEPT"
     STEP_UNPROTECTED = "STEP_UNPROTECTED"  # a tool ran with no declared semantics (observe mode)
+    # Reconciliation (agent_saga.registry.reconciler): a question to the outside system and its answer.
+    RECONCILE_ASKED = "RECONCILE_ASKED"
+    RECONCILE_ANSWERED = "RECONCILE_ANSWERED"
     SAGA_COMPLETED = "SAGA_COMPLETED"
     SAGA_ROLLED_BACK = "SAGA_ROLLED_BACK"
     # The pre-flight gate (agent_saga.gate): breaker transitions and operator switches.

@@ -99,6 +99,13 @@ class _PolicyUndo:
     def known_before_call(self) -> bool:
         return not self.paths
 
+    @property
+    def recipe(self) -> dict[str, Any]:
+        return {
+            "handler": self.handler, "literals": dict(self.literals),
+            "paths": {name: path.text for name, path in self.paths.items()},
+        }
+
     def __call__(self, result: Any) -> dict[str, Any]:
         kwargs = dict(self.literals)
         for name, path in self.paths.items():
