@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -36,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.errors import WALError
+from agent_saga.log.chain import Attestations, ChainChecker, read_line
 from agent_saga.log.codec import BodyCipher, canonical, seal
-from agent_saga.log.file import _set_aside_torn_tail, fsync_dir
+from agent_saga.log.file import _set_aside_torn_tail
+from agent_saga.log.fs import fsync_dir
+from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
 
 __all__ = [
@@ -113,34 +115,29 @@ class _Line:
 
 
 class _Log:
-    """A locked log's complete lines, already verified."""
+    """A locked log's lines up to its last record, already verified."""
 
     def __init__(self, fd: int, path: Path, action: str) -> None:
-        # The verifier lives with the audit tools; imported here, on use, so that the
-        # log layer does not load the audit package for an ordinary append.
-        from agent_saga.audit.verify import Entry, verify_entries
-
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
-        good_end = data.rfind(b"\n") + 1
-        if good_end < size:
-            _set_aside_torn_tail(fd, path, good_end, size)
-            data = data[:good_end]
-        self.size = good_end
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            lines = list(iter_lines(fh, 0, size))
+        if lines and not lines[-1].terminated and is_torn(lines[-1].raw):
+            _set_aside_torn_tail(fd, path, lines[-1].offset, size)
+            size = lines.pop().offset
+        self.size = size
         self.lines: list[_Line] = []
-        entries: list[Entry] = []
-        for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
-            if not raw.strip():
+        checker = ChainChecker(Attestations.scan(lines))
+        for line in lines:
+            if not line.raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except ValueError as err:
+            record, error = read_line(line)
+            if record is None:
                 raise LogMaintenanceError(
-                    f"{path}: refusing to {action}: line {number} is not a record ({err})"
-                ) from None
-            entries.append(Entry(number, record))
-            self.lines.append(_Line(raw, record))
-        self.report = verify_entries(entries)
+                    f"{path}: refusing to {action}: line {line.number} is not a record ({error})"
+                )
+            checker.feed(line.number, record)
+            self.lines.append(_Line(line.raw, record))
+        self.report = checker.report()
         if self.report.status == "broken":
             raise LogMaintenanceError(
                 f"{path}: refusing to {action}: the chain is {self.report.label}. Rewriting a damaged "
