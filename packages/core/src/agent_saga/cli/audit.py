@@ -123,7 +123,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
     _check_path(args.wal_path)
     try:
-        with Progress("verifying (bytes)") as progress:
+        with Progress("verifying", megabytes=True) as progress:
             report = verify_log(args.wal_path, expect_head=args.expect_head, progress=progress)
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
@@ -142,7 +142,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     _check_path(args.wal_path)
     try:
-        with Progress("exporting (bytes)") as progress:
+        with Progress("verifying", megabytes=True) as progress:
             result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken, progress=progress)
     except ChainUnverified as err:
         raise _refused(args.wal_path, err, "export it as evidence",
