@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
@@ -22,6 +23,7 @@ from small_disk import run_on_small_disk
 from agent_saga import (
     ActionSemantics,
     FileWAL,
+    MemoryWAL,
     RetryPolicy,
     SagaAborted,
     call_with,
@@ -31,6 +33,7 @@ from agent_saga import (
 from agent_saga.cli.main import main
 from agent_saga.cli.recover import recoveryd_main
 from agent_saga.engine.report import RollbackReport
+from agent_saga.semantics import Outcome
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.recovery import EscalationQueue, RecoveryDaemon, read_lease, recovery_dir
 from agent_saga.recovery.escalations import escalate_rollback
@@ -381,6 +384,15 @@ def test_an_unclean_ending_is_escalated_once_across_calls_and_processes(wal: Fil
     assert main(["escalations", "--wal-path", str(wal.path)]) == 1
 
 
+def test_an_unclean_ending_no_step_carries_is_filed_once_for_the_saga(wal: FileWAL) -> None:
+    report = RollbackReport("s7", "RuntimeError: boom", (), halted=True)
+    assert not report.clean
+    (filed,) = escalate_rollback(wal, "s7", report)
+    assert (filed.step, filed.kind) == (None, "rollback-not-clean")
+    assert escalate_rollback(wal, "s7", report) == []
+    assert escalate_rollback(MemoryWAL(), "s7", report) == []  # no file, no queue
+
+
 def test_a_clean_ending_files_nothing_and_releases_the_lease(wal: FileWAL) -> None:
     keeper = LeaseKeeper(ttl=30, background=False)
     lifecycle = LeaseLifecycle(keeper)
@@ -406,8 +418,11 @@ def test_an_abandoned_rollback_is_escalated_and_the_daemon_does_not_repeat_it(wa
     lines = wal_path.read_bytes().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if b'"STEP_ORPHANED"' in line) + 1
     wal_path.write_bytes(b"".join(lines[:cut]))
-    partial = RollbackReport(saga_id, full.cause, full.steps[:1], halted=False)
-    assert [o.step for o in partial.steps] == [2]
+    step2, step1 = full.steps
+    # Step 1 was not reached: UNRESOLVED, as the engine reports a step an interrupted unwind left.
+    unreached = dataclasses.replace(step1, outcome=Outcome.UNRESOLVED, attempts=0,
+                                    detail="rollback interrupted before this step was settled")
+    partial = RollbackReport(saga_id, full.cause, (step2, unreached), halted=False)
 
     keeper = LeaseKeeper(ttl=30, background=False)
     keeper.hold(wal_path, saga_id)

@@ -36,7 +36,7 @@ from agent_saga.log.chain import (
     VerifyReport,
     check_lines,
 )
-from agent_saga.log.fs import fsync_dir, open_regular, private_dir
+from agent_saga.log.fs import fsync_dir, open_regular, private_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
 
 __all__ = ["BUNDLE_FORMAT", "ChainBroken", "ExportResult", "export_bundle"]
@@ -61,16 +61,13 @@ class ExportResult:
 def _write_readonly(path: Path, chunks: Iterable[bytes]) -> str:
     """Write ``chunks`` to a new read-only file, synced; return their SHA-256."""
     digest = hashlib.sha256()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, BUNDLE_FILE_MODE)
-    try:
+
+    def hashed() -> Iterator[bytes]:
         for chunk in chunks:
             digest.update(chunk)
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+            yield chunk
+
+    write_new(path, hashed(), BUNDLE_FILE_MODE)
     return digest.hexdigest()
 
 

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher, decode_line, seal
-from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_private
+from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
 
@@ -109,7 +109,7 @@ def _set_aside_torn_tail(fd: int, path: Path, good_end: int, size: int) -> TornT
     for attempt in itertools.count():
         saved = path.with_name(f"{path.name}.torn-{good_end}" + (f".{attempt}" if attempt else ""))
         try:
-            write_private(saved, fragment)
+            write_new(saved, [fragment])
             break
         except FileExistsError:
             continue  # an earlier torn tail at the same offset: keep both

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DIR_MODE", "FILE_MODE", "NotARegularFile", "fsync_dir", "open_regular", "private_dir", "write_private"]
+__all__ = ["DIR_MODE", "FILE_MODE", "NotARegularFile", "fsync_dir", "open_regular", "private_dir", "write_new"]
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -56,22 +57,27 @@ def private_dir(path: Path) -> None:
         raise NotADirectoryError(f"{path} is not a directory")
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Create ``path`` (0600, must not exist) holding ``data``, synced; removed again on failure.
+def write_new(path: Path, chunks: Iterable[bytes], mode: int = FILE_MODE) -> int:
+    """Create ``path`` (which must not exist) with ``mode``, write ``chunks``, sync; return the size.
 
-    A write that fails half-way (a full disk) never leaves an empty or partial file behind.
+    A write that fails half-way (a full disk) removes the file again: never an empty
+    or partial file left behind.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    size = 0
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+            size += len(chunk)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
         path.unlink(missing_ok=True)
         raise
     os.close(fd)
+    return size
 
 
 def _kind(mode: int) -> str:

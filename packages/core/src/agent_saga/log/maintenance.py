@@ -38,7 +38,7 @@ from agent_saga.errors import WALError
 from agent_saga.log.chain import Attestations, ChainChecker, read_line
 from agent_saga.log.codec import BodyCipher, canonical, seal
 from agent_saga.log.file import _set_aside_torn_tail
-from agent_saga.log.fs import fsync_dir
+from agent_saga.log.fs import fsync_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
 
@@ -159,23 +159,13 @@ def _seal_audit(log: _Log, rtype: RecordType, body: dict[str, Any]) -> tuple[byt
 
 
 def _replace(fd: int, path: Path, lines: Iterable[bytes], tail: bytes) -> int:
-    """Write the new content beside ``path``, make it durable, swap it in. Returns its size."""
+    """Write the new content beside ``path`` (same mode), make it durable, swap it in. Returns its size."""
     tmp = path.with_name(f".{path.name}.rewrite-{os.getpid()}")
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.fstat(fd).st_mode & 0o777)
-    try:
-        data = b"".join(line + b"\n" for line in lines) + tail
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view):]
-        os.fsync(out)
-    except BaseException:
-        os.close(out)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(out)
+    tmp.unlink(missing_ok=True)  # left by a rewrite of ours that died
+    size = write_new(tmp, [*(line + b"\n" for line in lines), tail], os.fstat(fd).st_mode & 0o777)
     os.replace(tmp, path)
     fsync_dir(path.parent)
-    return len(data)
+    return size
 
 
 def _check_who(by: str, reason: str) -> None:

@@ -21,7 +21,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType
 from agent_saga.recovery.jsonl import append_entry, entries, open_locked
 from agent_saga.recovery.paths import file_log_path, recovery_dir
-from agent_saga.semantics import ActionSemantics, Outcome
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 __all__ = ["KINDS", "Escalation", "EscalationQueue", "escalate_rollback", "escalation_id", "queue_of"]
 
@@ -36,6 +36,7 @@ KINDS = {
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
     "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
     "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",
+    "rollback-not-clean": "the in-process rollback ended NOT clean for a reason no single step carries",
 }
 
 
@@ -144,14 +145,18 @@ def queue_of(wal_path: str | os.PathLike[str]) -> EscalationQueue:
 
 
 def _kind(outcome: StepOutcome) -> str | None:
-    """The kind the daemon would give this step, so that it finds it already queued; None: not a step's own problem."""
+    """The kind the daemon would give this step (so it finds it already queued); None: nothing to file.
+
+    A step the rollback did not reach (halted behind a failed undo, or interrupted)
+    is not filed: the daemon holds or finishes it, exactly as it would have.
+    """
     if outcome.outcome is Outcome.FAILED:
         return "compensation-failing"
     if outcome.outcome is Outcome.ORPHANED:
         return "irreversible" if outcome.semantics is ActionSemantics.IRREVERSIBLE else "no-undo"
-    if outcome.outcome is Outcome.UNRESOLVED and not outcome.detail.startswith("not attempted"):
+    if outcome.outcome is Outcome.UNRESOLVED and outcome.state is StepState.UNKNOWN and outcome.compensation is None:
         return "unknown-outcome"
-    return None  # compensated, kept, or waiting behind a failed compensation (as the daemon holds it)
+    return None
 
 
 def escalate_rollback(
@@ -165,7 +170,9 @@ def escalate_rollback(
     locked, so calling this again, from any process, files nothing twice, and a
     daemon that later takes the saga over finds the same steps already queued and
     logged. ``abandoned`` (the rollback could not finish) adds one saga-level
-    escalation, which the daemon closes once it has finished the saga.
+    escalation, which the daemon closes once it has finished the saga. A report
+    that is not clean for a reason no step carries (say, tools that ran unprotected)
+    is filed once for the saga.
 
     Only a file log has a queue; for any other log nothing is filed.
     """
@@ -173,17 +180,19 @@ def escalate_rollback(
     if path is None:
         return []
     wanted: list[tuple[int | None, str, str]] = []
-    if abandoned:
-        wanted.append((None, "rollback-abandoned", (
-            "the in-process rollback could not finish "
-            f"({report.cause if report is not None else 'no report'}); the recovery daemon takes "
-            "the saga over once its lease runs out"
-        )))
     for outcome in report.steps if report is not None else ():
         kind = _kind(outcome)
         if kind is not None:
             detail = f"{outcome.tool!r} [{outcome.semantics.value}] {outcome.outcome.value} in-process"
             wanted.append((outcome.step, kind, f"{detail}: {outcome.detail}" if outcome.detail else detail))
+    if abandoned:
+        why = getattr(report, "interrupted", None) or (report.cause if report is not None else "no report")
+        wanted.append((None, "rollback-abandoned", (
+            f"the in-process rollback could not finish ({why}); the recovery daemon takes the saga "
+            "over once its lease runs out"
+        )))
+    elif report is not None and not report.clean and not wanted:
+        wanted.append((None, "rollback-not-clean", report.format_text().replace("\n", "; ")))
     queue = queue_of(path)
     filed: list[Escalation] = []
     for step, kind, detail in wanted:
