@@ -33,11 +33,11 @@ from agent_saga import (
 from agent_saga.cli.main import main
 from agent_saga.cli.recover import recoveryd_main
 from agent_saga.engine.report import RollbackReport
-from agent_saga.semantics import Outcome
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.recovery import EscalationQueue, RecoveryDaemon, read_lease, recovery_dir
 from agent_saga.recovery.escalations import escalate_rollback
 from agent_saga.recovery.lease import LeaseKeeper, LeaseLifecycle, lease_path
+from agent_saga.semantics import Outcome
 
 C, IRR = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE
 LATER = 3600.0  # how far the daemon's clock is set ahead: every lease has long expired
