@@ -2,19 +2,24 @@
 
 Exit codes, the same for every verb: 0 ok; 1 a finding (a broken chain, drift,
 an unaccounted effect); 2 a usage error; 3 could not check (a missing or
-unreadable file, an unreachable store).
+unreadable file, an unreachable store); 141 stdout's reader went away (``| head``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "CliError", "main"]
+__all__ = [
+    "EXIT_BROKEN_PIPE", "EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "CliError", "main",
+    "quiet_broken_pipe",
+]
 
 EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
 VERB_MODULES = ("animate", "approvals", "audit", "demo", "graph", "mcp", "recover", "switch", "ui", "viz")
@@ -55,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         verbs.choices[args.verb].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         code = args.run(args)
+        sys.stdout.flush()  # here, so that a reader gone away (`| head`) is caught below
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except CliError as err:
         print(f"agent-saga {args.verb}: {err}", file=sys.stderr)
         return err.code
@@ -66,6 +74,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return int(code or 0)
+
+
+def quiet_broken_pipe() -> int:
+    """End quietly when stdout's reader has gone (``agent-saga ... | head``), as a shell expects.
+
+    Output already buffered is dropped (pointing stdout at /dev/null, so the flush at
+    exit cannot raise again); the code is the one a shell reports for SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

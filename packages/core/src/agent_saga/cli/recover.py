@@ -1,7 +1,13 @@
 """``agent-saga recover`` / ``agent-saga escalations`` and the ``saga-recoveryd`` command.
 
+Recovery verifies the log's chain before acting; a chain that does not verify
+stops it (exit 1) with the first bad record and ``--trust-unverified``.
+
 Exit codes: 0 nothing left to do; 1 something needs a human (escalations
-pending, a saga held or dead-lettered); 2 usage; 3 the log could not be read.
+pending, a saga held or dead-lettered, a chain that does not verify); 2 usage;
+3 the log, the escalation queue or ``<log>.recovery/`` could not be read or used.
+With ``--watch`` (and ``saga-recoveryd``), a sweep that fails on a full disk is
+retried at the next interval instead.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from agent_saga.cli.main import CliError
+from agent_saga.errors import WALError
 
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
 
@@ -41,6 +50,11 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
                    help="seconds between sweeps with --watch (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument(
+        "--trust-unverified", action="store_true",
+        help="act on a log whose chain does not verify (after you investigated it); records that "
+        "fail their own hash check are still never acted on, and each saga taken over says so in the log",
+    )
 
 
 def register(verbs: Any) -> None:
@@ -70,7 +84,6 @@ def register(verbs: Any) -> None:
 
 
 def _import_handlers(modules: Sequence[str]) -> None:
-    from agent_saga.cli.main import CliError
 
     # A console script does not put the working directory on sys.path; `python -m` does.
     if os.getcwd() not in sys.path:
@@ -95,32 +108,58 @@ def _print_report(report: Any, quiet: bool) -> None:
     print(report.summary())
 
 
+def _log_path(raw: str) -> Path:
+    """The ``--wal-path`` given, checked to name an existing regular file."""
+    if not raw:
+        raise CliError("--wal-path is empty: give the log file's path (or set $AGENT_SAGA_WAL)", _EXIT_USAGE)
+    path = Path(raw)
+    if not path.exists():
+        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
+    if not path.is_file():
+        raise CliError(f"{path} is not a regular file; give the path of the log itself", _EXIT_UNCHECKED)
+    return path
+
+
 def _daemon(args: argparse.Namespace) -> Any:
-    from agent_saga.cli.main import CliError
     from agent_saga.recovery.daemon import RecoveryDaemon
 
     if args.max_attempts < 1:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    path = Path(args.wal_path)
-    if not path.is_file():
-        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
+    path = _log_path(args.wal_path)
     _import_handlers(args.imports)
     return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
-                          retry_delay=args.retry_delay)
+                          retry_delay=args.retry_delay, trust_unverified=args.trust_unverified)
 
 
 def _sweep(daemon: Any, dry_run: bool) -> Any:
-    from agent_saga.cli.main import CliError
     from agent_saga.cli.progress import Progress
-    from agent_saga.errors import WALError
 
-    try:
-        with Progress("sweeping open sagas") as progress:
-            return daemon.sweep(dry_run=dry_run, progress=progress)
-    except (OSError, WALError, ImportError) as err:
-        raise CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED) from None
+    with Progress("sweeping open sagas") as progress:
+        report = daemon.sweep(dry_run=dry_run, progress=progress)
+    if daemon.verdict is not None and not daemon.verdict.ok:
+        print(f"WARNING: acting on a log whose chain does not verify ({daemon.verdict.label}); "
+              "each saga taken over says so in the log", file=sys.stderr)
+    return report
+
+
+_SWEEP_ERRORS = (OSError, WALError, ImportError)  # what a sweep raises about the world, not a bug
+
+
+def _failure(daemon: Any, err: Exception) -> CliError:
+    """The one-line CLI error for a failed sweep."""
+    from agent_saga.log.chain import ChainUnverified
+
+    if isinstance(err, ChainUnverified):
+        refusal = ChainUnverified.refusing(
+            daemon.wal_path, err.report, "recover from it",
+            "investigate, then rerun with --trust-unverified to recover from it anyway (recorded in the log)",
+        )
+        return CliError(str(refusal), _EXIT_FINDING)
+    if isinstance(err, OSError) and err.filename is not None:
+        return CliError(f"cannot use {err.filename}: {err.strerror or err}", _EXIT_UNCHECKED)
+    return CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED)
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
@@ -128,41 +167,77 @@ def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
     watching = args.watch if watch is None else watch
     try:
         if not watching:
-            report = _sweep(daemon, args.dry_run)
+            try:
+                report = _sweep(daemon, args.dry_run)
+            except _SWEEP_ERRORS as err:
+                raise _failure(daemon, err) from None
             _print_report(report, args.quiet)
             return _EXIT_FINDING if report.needs_attention else _EXIT_OK
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: object) -> None:
-            stop.set()
-
-        previous = signal.signal(signal.SIGTERM, on_signal)
-        report = None
-        try:
-            while not stop.is_set():
-                report = _sweep(daemon, args.dry_run)
-                if report.actions or report.new_escalations:
-                    _print_report(report, args.quiet)
-                    sys.stdout.flush()
-                stop.wait(args.interval)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-        return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+        return _watch(daemon, args)
     finally:
         daemon.close()
 
 
-def run_escalations(args: argparse.Namespace) -> int:
-    from agent_saga.cli.main import CliError
-    from agent_saga.recovery.escalations import EscalationQueue
-    from agent_saga.recovery.lease import recovery_dir
+def _watch(daemon: Any, args: argparse.Namespace) -> int:
+    from agent_saga.recovery.daemon import is_transient
 
-    path = Path(args.wal_path)
-    if not path.is_file():
-        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
-    queue = EscalationQueue(recovery_dir(path) / "escalations.jsonl")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    report = None
+    try:
+        while not stop.is_set():
+            try:
+                report = _sweep(daemon, args.dry_run)
+            except _SWEEP_ERRORS as err:
+                if not is_transient(err):
+                    raise _failure(daemon, err) from None
+                # A full disk now may have room at the next sweep: say so, and go on.
+                print(f"{getattr(args, 'prog', 'agent-saga recover')}: sweep failed ({err}); "
+                      f"retrying in {args.interval:g}s", file=sys.stderr, flush=True)
+            else:
+                if report.actions or report.new_escalations:
+                    _print_report(report, args.quiet)
+                    sys.stdout.flush()
+            stop.wait(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+
+
+def _check_is_log(path: Path) -> None:
+    """Refuse a file whose first record is not a log record: its 'queue' would read as empty."""
+    from agent_saga.log.codec import decode_line
+    from agent_saga.log.fs import open_regular
+    from agent_saga.log.lines import is_torn, iter_lines
+
+    with open_regular(path) as fh:
+        for line in iter_lines(fh):
+            if not line.raw.strip():
+                continue
+            if not line.terminated and is_torn(line.raw):
+                return  # a first record still being written
+            try:
+                decode_line(line.raw)
+            except ValueError as err:
+                raise CliError(
+                    f"{path} is not an agent-saga log (line {line.number} is not a record: {err}); "
+                    "give the log's path with --wal-path", _EXIT_UNCHECKED,
+                ) from None
+            return
+
+
+def run_escalations(args: argparse.Namespace) -> int:
+    from agent_saga.recovery.escalations import queue_of
+
+    path = _log_path(args.wal_path)
+    _check_is_log(path)
+    queue = queue_of(path)
     try:
         if args.resolve:
             try:
@@ -172,7 +247,7 @@ def run_escalations(args: argparse.Namespace) -> int:
             _record_resolution(path, found)
             print(f"resolved {found.id}")
         shown = queue.all() if args.all else queue.pending()
-    except OSError as err:
+    except (OSError, WALError) as err:
         raise CliError(f"could not read the escalation queue of {path}: {err}", _EXIT_UNCHECKED) from None
     for escalation in shown:
         print(escalation.line())
@@ -195,7 +270,7 @@ def _record_resolution(path: Path, escalation: Any) -> None:
 
 def recoveryd_main(argv: Sequence[str] | None = None) -> int:
     """``saga-recoveryd``: the daemon; sweeps until stopped (``--once`` for a single pass)."""
-    from agent_saga.cli.main import CliError
+    from agent_saga.cli.main import quiet_broken_pipe
 
     parser = argparse.ArgumentParser(
         prog="saga-recoveryd",
@@ -208,8 +283,13 @@ def recoveryd_main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as done:
         return int(done.code or 0)
+    args.prog = "saga-recoveryd"
     try:
-        return run_recover(args, watch=not args.once)
+        code = run_recover(args, watch=not args.once)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except CliError as err:
         print(f"saga-recoveryd: {err}", file=sys.stderr)
         return err.code

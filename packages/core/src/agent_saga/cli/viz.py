@@ -43,8 +43,7 @@ def run_viz(args: argparse.Namespace) -> int:
     path = Path(args.wal)
     theme = THEMES[args.theme]
     if args.kind == "chain":
-        from agent_saga.audit.verify import parse_log_bytes, verify_entries
-        from agent_saga.viz.chain import render_chain
+        from agent_saga.viz.chain import read_entries, render_chain, verify_entries
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
         if path.is_dir():
@@ -53,8 +52,8 @@ def run_viz(args: argparse.Namespace) -> int:
             data = path.read_bytes()
         except FileNotFoundError:
             raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
-        entries, notes = parse_log_bytes(data)
-        report = verify_entries(entries, notes=notes)
+        entries, notes = read_entries(data)
+        report = verify_entries(entries, notes)
         write_output(args.out, render_chain(entries, report, theme))
         if report.status == "broken":
             print(f"agent-saga viz: chain {report.label}", file=sys.stderr)
