@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, CliError
+from agent_saga.cli.sagaids import pick_saga_id
 
 __all__ = ["register", "run_graph"]
 
@@ -52,12 +53,8 @@ def run_graph(args: argparse.Namespace) -> int:
               if r.get("type") == "ROLLBACK_STARTED" and isinstance(r.get("body"), dict)}
     sagas = build(fold(records).values(), causes)
     if args.saga:
-        chosen = [s for s in sagas if s.saga_id.startswith(args.saga)]
-        if not chosen:
-            raise CliError(f"no saga in {path} has an id starting with {args.saga!r}", EXIT_USAGE)
-        if len(chosen) > 1:
-            raise CliError(f"{args.saga!r} matches {len(chosen)} sagas; give more of the id", EXIT_USAGE)
-        sagas = chosen
+        chosen = pick_saga_id(args.saga, (s.saga_id for s in sagas), str(path))
+        sagas = [s for s in sagas if s.saga_id == chosen]
     text = to_dot(sagas) if args.format == "dot" else to_mermaid(sagas)
     if args.out:
         Path(args.out).write_text(text, encoding="utf-8")
