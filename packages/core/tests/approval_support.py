@@ -13,6 +13,15 @@ from typing import Any
 AGENT = Path(__file__).with_name("approval_agent.py")
 
 
+def trusted_key(name: str = "risk@corp") -> Any:
+    """A fresh approver key, trusted on this test's host (conftest moves the host under tmp_path)."""
+    from agent_saga.approvals.authority import SigningKey, trust_key
+
+    key = SigningKey.generate(name)
+    trust_key(key.public)
+    return key
+
+
 class Hook:
     """An HTTP server on 127.0.0.1 that records every POSTed JSON body and answers ``status``."""
 

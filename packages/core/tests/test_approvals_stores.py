@@ -35,6 +35,7 @@ from agent_saga.approvals import (
     find,
     request_id,
 )
+from agent_saga.approvals.authority import SigningKey
 from agent_saga.approvals.entry import SHORT_ID, new_entry, short_ids
 from agent_saga.gate.approval import ApprovalRequest
 
@@ -152,7 +153,7 @@ def test_a_dead_redis_is_unavailable() -> None:
 def test_an_entry_round_trips_through_json() -> None:
     e = entry(amount=80_000, to="acct_9", blob=object()).replace(
         status=Status.GRANTED, approver="a", note="n", decided_at=1.5, escalated=(0,), notified=(0,),
-        logged=("requested@/x",), claims={"decided@/x": 2.0})
+        logged=("requested@/x",), claims={"decided@/x": 2.0}, signer="a+0011aabb", signature="c2ln")
     assert ApprovalEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
     assert e.args["blob"] == "<object>"  # what the log would write, not a crash
     with pytest.raises(ValueError, match="version-1"):
@@ -205,15 +206,16 @@ def test_decide_refuses_anonymity_a_second_answer_and_a_late_one(tmp_path: Path)
         with pytest.raises(ConfigurationError, match="anonymous approval proves nothing"):
             decide(store, e.id, "approve", approver=nobody)
     with pytest.raises(ConfigurationError, match="break-glass needs"):
-        decide(store, e.id, "break-glass", approver="cto@corp")
-    decided = decide(store, e.id, "approve", approver="risk@corp", note="ok")
+        decide(store, e.id, "break-glass", approver="cto@corp", key=SigningKey.generate("cto@corp"))
+    key = SigningKey.generate("risk@corp")
+    decided = decide(store, e.id, "approve", approver="risk@corp", note="ok", key=key)
     assert decided.status is Status.GRANTED and decided.approver == "risk@corp"
     with pytest.raises(ApprovalNotPending, match="already GRANTED by risk@corp"):
         decide(store, e.id, "deny", approver="someone@corp")
     late, _ = store.create(entry(saga="late", timeout=0.001))
     time.sleep(0.01)
     with pytest.raises(ApprovalNotPending, match="expired"):
-        decide(store, late.id, "approve", approver="risk@corp")
+        decide(store, late.id, "approve", approver="risk@corp", key=key)
     assert store.get(late.id).status is Status.PENDING  # type: ignore[union-attr]
 
 
