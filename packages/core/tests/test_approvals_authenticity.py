@@ -17,14 +17,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, of_type, wait_for
-from gate_support import redis_url, req
+from approval_support import Hook, approval_store, of_type, wait_for
+from gate_support import req
 from host_support import OtherUser, shared_dir
 
 from agent_saga import (
@@ -36,7 +35,6 @@ from agent_saga import (
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
-    RedisApprovalStore,
     SagaAborted,
     StepRefused,
     StoreUnavailable,
@@ -71,15 +69,8 @@ def key() -> SigningKey:
 
 @pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "file":
-        yield FileApprovalStore(tmp_path / "approvals")
-        return
-    s = RedisApprovalStore(redis_url(), prefix=f"agent-saga:test:{uuid.uuid4().hex}")
-    yield s
-    keys = list(s.client.scan_iter(f"{s.prefix}:*"))
-    if keys:
-        s.client.delete(*keys)
-    s.client.close()
+    with approval_store(request.param, tmp_path) as s:
+        yield s
 
 
 def gate_for(store: Any, hook: Hook, wal: FileWAL) -> PreFlightGate:

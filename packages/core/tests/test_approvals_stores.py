@@ -7,13 +7,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import redis_url, req
+from approval_support import approval_store
+from gate_support import req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -49,15 +49,8 @@ def entry(saga: str = "saga-1", step: int = 1, timeout: float = 60.0, **args: An
 
 @pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "file":
-        yield FileApprovalStore(tmp_path / "approvals")
-        return
-    s = RedisApprovalStore(redis_url(), prefix=f"agent-saga:test:{uuid.uuid4().hex}")
-    yield s
-    keys = list(s.client.scan_iter(f"{s.prefix}:*"))
-    if keys:
-        s.client.delete(*keys)
-    s.client.close()
+    with approval_store(request.param, tmp_path) as s:
+        yield s
 
 
 def test_create_is_create_if_absent_and_keeps_the_first(store: Any) -> None:
