@@ -10,8 +10,8 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
-VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "mcp",
-         "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
+VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
+         "mcp", "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -59,7 +59,8 @@ def test_no_verb_is_a_usage_error() -> None:
     ("resume", ["--scope", "global", "--by", "me", "--store", "{tmp}"]),
     ("demo", ["--dir", "/proc/agent-saga-cannot-write-here"]),
     ("approvals", ["list", "--store", "/dev/null"]),  # a device where the requests directory should be
-    ("approvals", ["approve", "af83c011", "--approver", "me", "--store", "/dev/null"]),
+    # (deny: a grant would first be refused for want of a signing key, a usage error)
+    ("approvals", ["deny", "af83c011", "--approver", "me", "--store", "/dev/null"]),
 ])
 def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str], tmp_path: Path) -> None:
     filled = [a.format(missing=tmp_path / "missing.wal", tmp=tmp_path) for a in args]

@@ -32,13 +32,11 @@ def read_log(path: Path) -> list[Record]:
 
 
 def choose_saga(sagas: Sequence[GraphSaga], prefix: str, path: Path) -> GraphSaga:
-    """The one saga whose id starts with ``prefix``; none or several is a usage error."""
-    chosen = [s for s in sagas if s.saga_id.startswith(prefix)]
-    if not chosen:
-        raise CliError(f"no saga in {path} has an id starting with {prefix!r}", EXIT_USAGE)
-    if len(chosen) > 1:
-        raise CliError(f"{prefix!r} matches {len(chosen)} sagas; give more of the id", EXIT_USAGE)
-    return chosen[0]
+    """The one saga ``prefix`` names (the same rule as every verb that takes a saga id)."""
+    from agent_saga.cli.sagaids import pick_saga_id
+
+    chosen = pick_saga_id(prefix, (s.saga_id for s in sagas), str(path))
+    return next(s for s in sagas if s.saga_id == chosen)
 
 
 def write_output(out: str | None, text: str) -> None:
