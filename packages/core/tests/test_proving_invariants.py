@@ -53,6 +53,7 @@ def test_the_shapes_are_distinct_smallest_first_and_counted() -> None:
         assert [s.size for s in every] == sorted(s.size for s in every)
         # at most one committed step without an undo; every refusal subset otherwise
         assert all(s.committed.count(N) <= 1 for s in every)
+    assert (count(8), count(10)) == (12800, 63488)  # the figures docs/PROVING.md states
     assert {s.committed for s in shapes(2) if s.size == 2 and s.failing is Failing.NONE} == {
         (W, W), (W, R), (R, W), (R, R), (N, W), (N, R), (W, N), (R, N)}
 
