@@ -20,7 +20,7 @@ import enum
 import inspect
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent_saga.context import saga_scope
@@ -106,7 +106,7 @@ class RollbackProof:
     steps: tuple[str, ...]
     probes: tuple[Probe, ...] = ()
     problem: str = ""
-    happy_path: tuple[str, ...] = field(default=())  # what the undisturbed run changed
+    happy_path: tuple[str, ...] = ()  # what the undisturbed run changed
 
     @property
     def proven(self) -> bool:
@@ -284,8 +284,7 @@ def _judge(at: int, mode: FailureMode, steps: tuple[str, ...], run: _Run, left: 
         detail = (f"this run called {seen} where the discovery run called {expected}: a scenario that "
                   "does not repeat itself cannot be probed step by step")
         return Probe(at, tool, mode, Verdict.DIVERGED, report, left, detail)
-    if report is None:  # cannot happen with saga_scope: an injected failure always aborts
-        return Probe(at, tool, mode, Verdict.DIVERGED, None, left, "the saga committed despite the failure")
+    assert report is not None, "a probed run always ends in an injected failure, so it always aborts"
     if mode is FailureMode.AFTER and tool is not None and not run.called:
         detail = f"the probed call never ran: the step failed first with {_name(run.cause)}"
         return Probe(at, tool, mode, Verdict.DIVERGED, report, left, detail)
