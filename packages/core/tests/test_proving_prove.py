@@ -36,6 +36,7 @@ from agent_saga import (
     compensator,
 )
 from agent_saga.proving import FailureMode, InjectedFailure, RollbackProof, Verdict, prove_rollback
+from agent_saga.proving.proof import world_changes
 from agent_saga.registry import unregister
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -340,6 +341,53 @@ async def test_a_probe_whose_call_never_ran_proves_nothing() -> None:
     [probe] = proof.probes
     assert probe.verdict is Verdict.DIVERGED
     assert "the probed call never ran" in probe.detail and "forward= for 'billing.charge'" in probe.detail
+
+
+async def test_an_async_tool_and_the_blocking_face_inside_an_async_scenario_are_probed_too() -> None:
+    ids: list[str] = []
+
+    async def activate(idempotency_key: str) -> dict[str, str]:
+        assert idempotency_key  # the engine saw through the probe's wrapper to this signature
+        return await activate_plan("pro")
+
+    async def scenario(saga: Any) -> None:
+        ids.append(saga.saga_id)  # everything but execute reaches the real saga
+        await saga.execute(tool="plans.activate", semantics=C, forward=activate,
+                           compensate=call_with(deactivate_plan, plan="pro"))
+        saga.execute_sync(tool="billing.charge", semantics=C, forward=lambda: charge("ch_1"),
+                          compensate=call_with(refund_that_lies, ref="ch_1"))
+
+    proof = await prove(scenario)
+
+    assert proof.steps == ("plans.activate", "billing.charge")
+    assert len(set(ids)) == 1 + len(proof.probes)  # a fresh saga per run
+    after = {(p.step, p.mode): p for p in proof.probes}
+    assert after[1, FailureMode.AFTER].verdict is Verdict.OK  # the async call landed, then was undone
+    assert "plans.activate" in [o.tool for o in after[1, FailureMode.AFTER].undone]
+    assert [(o.step, o.tool) for o in proof.suspects()] == [(2, "billing.charge")]  # counted via execute_sync
+
+
+async def test_a_failure_the_scenario_turns_into_its_own_is_named() -> None:
+    async def scenario(saga: Any) -> None:
+        try:
+            await onboarding(refund_that_lies)(saga)
+        except InjectedFailure as err:
+            raise RuntimeError("the agent panicked") from err
+
+    proof = await prove(scenario, modes="after")  # a bare string is one mode
+
+    assert {p.mode for p in proof.probes} == {FailureMode.AFTER}
+    lying = proof.failures[0]
+    assert lying.detail == ("the scenario failed with RuntimeError: the agent panicked once the failure "
+                            "was injected")
+    assert lying.detail in proof.format_text()
+
+
+def test_world_changes_are_listed_key_by_key() -> None:
+    assert world_changes({"a": [1], "b": 2}, {"a": [1], "b": 3, "c": 4}) == ("b: 2 -> 3", "c: (absent) -> 4")
+    assert world_changes({"a": 1, "b": 2}, {"b": 2}) == ("a: 1 -> (gone)",)
+    assert world_changes([1, 2], [1]) == ("[1, 2] -> [1]",)
+    assert world_changes({"a": 1}, {"a": 1}) == ()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

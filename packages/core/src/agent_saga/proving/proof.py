@@ -392,7 +392,5 @@ async def _observe(snapshot: Callable[[], Any]) -> Any:
 
 
 def _name(err: BaseException | None) -> str:
-    if err is None:
-        return "no error"
     text = str(err)
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
