@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent_saga.context import saga_scope
 from agent_saga.errors import ConfigurationError
@@ -43,13 +43,8 @@ INVARIANTS = (LIFO, ONCE, BOUNDED, ONE_OUTCOME, HONEST_CLEAN, HALT, ORPHANS)
 
 MAX_STEPS = 10  # shapes grow about 2.2x per step: N = 10 is 63,488 of them
 
-_TERMINAL = {
-    "STEP_COMPENSATED": Outcome.COMPENSATED,
-    "COMPENSATION_FAILED": Outcome.FAILED,
-    "STEP_ORPHANED": Outcome.ORPHANED,
-    "STEP_UNRESOLVED": Outcome.UNRESOLVED,
-    "STEP_KEPT": Outcome.KEPT,
-}
+# The records that settle a step in a rollback: exactly one per step that may have had an effect.
+_SETTLING = frozenset({"STEP_COMPENSATED", "COMPENSATION_FAILED", "STEP_ORPHANED", "STEP_UNRESOLVED", "STEP_KEPT"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +145,7 @@ def check(run: Run) -> list[tuple[str, str]]:
     if sorted(listed) != sorted(want.outcomes):
         found.append((ONE_OUTCOME, f"the report settles steps {sorted(listed)}, expected each of "
                                    f"{sorted(want.outcomes)} exactly once"))
-    logged = sorted(r.get("step") or 0 for r in run.records if r["type"] in _TERMINAL)
+    logged = sorted(r.get("step") or 0 for r in run.records if r["type"] in _SETTLING)
     if logged != sorted(want.outcomes):
         found.append((ONE_OUTCOME, f"the log settles steps {logged}, expected each of "
                                    f"{sorted(want.outcomes)} exactly once"))
@@ -221,7 +216,7 @@ class InvariantReport:
     total: int  # shapes within the bound
     seconds: float
     counterexample: Counterexample | None = None
-    invariants: tuple[str, ...] = field(default=INVARIANTS)
+    invariants: tuple[str, ...] = INVARIANTS
 
     @property
     def ok(self) -> bool:
@@ -251,9 +246,7 @@ async def verify_rollback_invariants(max_steps: int = 6, *, scope: Scope = saga_
     deliberately broken engine there to show that the check catches it.
     """
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or not 1 <= max_steps <= MAX_STEPS:
-        raise ConfigurationError(
-            f"max_steps must be an int from 1 to {MAX_STEPS}, got {max_steps!r}"
-        )
+        raise ConfigurationError(f"max_steps must be an int from 1 to {MAX_STEPS}, got {max_steps!r}")
     began = time.perf_counter()
     explored = 0
     for shape in shapes(max_steps):
