@@ -38,8 +38,8 @@ async def test_the_engine_keeps_every_invariant_over_every_shape_up_to_six_steps
 
 
 def test_the_one_liner_runs_and_reports_no_violation() -> None:
-    # The seed's line, through the module path until agent_saga exports the name.
-    line = ("import asyncio; from agent_saga.proving import verify_rollback_invariants; "
+    # The seed's line, exactly.
+    line = ("import asyncio; from agent_saga import verify_rollback_invariants; "
             "print(asyncio.run(verify_rollback_invariants(max_steps=6)).format_text())")
     out = subprocess.run([sys.executable, "-c", line], capture_output=True, text=True, timeout=300,
                          check=True, env={**os.environ, "PYTHONWARNINGS": "error"}).stdout

@@ -39,6 +39,8 @@ EXPECTED |= {
 }
 # Reconciliation: asking the outside system what really happened.
 EXPECTED |= {"Observation", "reconciler"}
+# Proving the rollback (issue 18).
+EXPECTED |= {"InvariantReport", "RollbackProof", "prove_rollback", "verify_rollback_invariants"}
 # One step, one boundary, observers in the engine (issue 14).
 EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
 

@@ -87,6 +87,7 @@ from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
 from agent_saga.plugins.patching import patch_all, unpatch_all
+from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.registry import (
@@ -133,6 +134,7 @@ __all__ = [
     "FileWAL",
     "GatePort",
     "Interceptor",
+    "InvariantReport",
     "KillSwitch",
     "MemoryLimitStore",
     "MemoryWAL",
@@ -148,6 +150,7 @@ __all__ = [
     "RedisLimitStore",
     "RedisSwitchStore",
     "RetryPolicy",
+    "RollbackProof",
     "RollbackReport",
     "Rule",
     "Saga",
@@ -188,6 +191,7 @@ __all__ = [
     "guard",
     "inverse_of",
     "patch_all",
+    "prove_rollback",
     "reconciler",
     "redact_record",
     "redact_where",
@@ -207,4 +211,5 @@ __all__ = [
     "unpatch_all",
     "verify_disclosure",
     "verify_log",
+    "verify_rollback_invariants",
 ]
