@@ -14,7 +14,6 @@ an object whose ``execute`` returns a coroutine nobody awaits.
 from __future__ import annotations
 
 import contextvars
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
@@ -41,8 +40,9 @@ __all__ = [
 ]
 
 _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_saga", default=None)
-_gate_lock = threading.Lock()
-_default_gate: GatePort | Callable[[], GatePort | None] | None = None
+# (gate, factory): at most one is set, replaced as one tuple. Told apart once, when
+# set: the structural isinstance check against GatePort is too slow for every saga.
+_default_gate: tuple[GatePort | None, Callable[[], GatePort | None] | None] = (None, None)
 
 
 def current_saga() -> Saga | None:
@@ -63,17 +63,13 @@ def set_default_gate(gate: GatePort | Callable[[], GatePort | None] | None) -> N
     in its start record, so the opt-out is visible in the log.
     """
     global _default_gate
-    with _gate_lock:
-        _default_gate = gate
+    _default_gate = (gate, None) if gate is None or isinstance(gate, GatePort) else (None, gate)
 
 
 def default_gate() -> GatePort | None:
     """The gate a saga started now gets when it is not given one (a fresh one per call)."""
-    with _gate_lock:
-        gate = _default_gate
-    if gate is None or isinstance(gate, GatePort):
-        return gate
-    return gate()
+    gate, factory = _default_gate
+    return gate if factory is None else factory()
 
 
 class SyncSaga:
