@@ -190,7 +190,8 @@ def _references(data: dict[str, Any], lines: _Lines) -> Iterator[str]:
                     yield f"{lines.at(['steps', i, 'undo', 'args'])}: steps[{i}].undo.args: {problem}"
     cycle = _cycle(steps)
     if cycle:
-        yield f"{lines.at(['steps'])}: steps: the 'after' orders form a cycle ({' -> '.join(cycle)}), so none can run"
+        first = names[cycle[0]]
+        yield f"{lines.at(['steps', first])}: steps[{first}]: the 'after' orders form a cycle ({' -> '.join(cycle)}), so none can run"
 
 
 def _check_ref(ref: str, sources: dict[str, Any]) -> str:

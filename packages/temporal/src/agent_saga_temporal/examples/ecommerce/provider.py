@@ -67,6 +67,11 @@ class Provider:
             state["orders"][order_id] = {"faults": faults, "stock": 10}
             return True
 
+    def set_faults(self, order_id: str, **faults: Any) -> None:
+        """Change an order's faults (the refund service is repaired, say)."""
+        with self._state() as state:
+            self._faults(state, order_id).update(faults)
+
     def effects(self, order_id: str) -> list[dict[str, Any]]:
         return self._read(lambda s: [e for e in s["effects"] if e["order_id"] == order_id])
 
