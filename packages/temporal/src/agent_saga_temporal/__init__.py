@@ -10,7 +10,15 @@ from agent_saga_temporal.activities import SagaActivities
 from agent_saga_temporal.devserver import DevServer, DevServerError, temporal_binary
 from agent_saga_temporal.drivers import Driver, ModelDriver, ScriptedDriver
 from agent_saga_temporal.export import ExportError, Exported, export_job
-from agent_saga_temporal.jobs import DEFAULT_TASK_QUEUE, report, resolve, saga_worker, settled, start_job
+from agent_saga_temporal.jobs import (
+    DEFAULT_TASK_QUEUE,
+    report,
+    resolve,
+    saga_replayer,
+    saga_worker,
+    settled,
+    start_job,
+)
 from agent_saga_temporal.manifest import ManifestError, load_manifest, parse_manifest, schema
 from agent_saga_temporal.model import (
     FINISH,
@@ -64,6 +72,7 @@ __all__ = [
     "parse_manifest",
     "report",
     "resolve",
+    "saga_replayer",
     "saga_worker",
     "schema",
     "settled",

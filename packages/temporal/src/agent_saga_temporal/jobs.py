@@ -9,7 +9,7 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agent_saga_temporal.activities import SagaActivities
@@ -17,7 +17,7 @@ from agent_saga_temporal.drivers import Driver
 from agent_saga_temporal.model import JobReport, JobSpec, Resolution, Status
 from agent_saga_temporal.workflow import WORKFLOW_NAME, SagaJob
 
-__all__ = ["DEFAULT_TASK_QUEUE", "report", "resolve", "saga_worker", "settled", "start_job"]
+__all__ = ["DEFAULT_TASK_QUEUE", "report", "resolve", "saga_replayer", "saga_worker", "settled", "start_job"]
 
 DEFAULT_TASK_QUEUE = "agent-saga"
 
@@ -37,17 +37,30 @@ def saga_worker(
     :class:`temporalio.worker.Worker` (e.g. ``max_concurrent_activities``).
     """
     activities = SagaActivities(driver, gate=gate)
-    # The core and this package hold no per-workflow state: import them once, outside
-    # the sandbox, instead of again for every workflow run.
-    restrictions = SandboxRestrictions.default.with_passthrough_modules("agent_saga", "agent_saga_temporal")
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[SagaJob],
         activities=activities.all(),
-        workflow_runner=SandboxedWorkflowRunner(restrictions=restrictions),
+        workflow_runner=_runner(),
         **options,
     )
+
+
+def _runner() -> SandboxedWorkflowRunner:
+    # The core and this package hold no per-workflow state: import them once, outside
+    # the sandbox, instead of again for every workflow run.
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("agent_saga", "agent_saga_temporal")
+    return SandboxedWorkflowRunner(restrictions=restrictions)
+
+
+def saga_replayer(**options: Any) -> Replayer:
+    """A replayer that runs the saga workflow exactly as :func:`saga_worker` does.
+
+    ``await saga_replayer().replay_workflow(history)`` raises if today's code would
+    command something other than what the recorded history shows.
+    """
+    return Replayer(workflows=[SagaJob], workflow_runner=_runner(), **options)
 
 
 async def start_job(
