@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
-
 from agent_saga_temporal import DevServer, JobReport, JobSpec, ScriptedDriver, saga_worker, start_job
 from agent_saga_temporal.examples.ecommerce import steps  # registers the checkout's functions
 from agent_saga_temporal.examples.ecommerce.provider import Provider
 from agent_saga_temporal.examples.ecommerce.run import SCENARIOS, checkout_job
+from temporalio.client import Client, WorkflowHandle
 
 EXAMPLE = [sys.executable, "-m", "agent_saga_temporal.examples.ecommerce"]
 

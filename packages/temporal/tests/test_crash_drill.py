@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from agent_saga_temporal.examples.ecommerce import steps
 from agent_saga_temporal.examples.ecommerce.provider import Provider
 from conftest import kinds, lines, run_example

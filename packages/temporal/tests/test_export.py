@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_saga import RecoveryDaemon
-from agent_saga.log import read_records
-from agent_saga.recovery.fold import fold
-
 from agent_saga_temporal import ExportError, export_job, resolve, settled
 from agent_saga_temporal.examples.ecommerce.provider import Provider
 from agent_saga_temporal.examples.ecommerce.run import SCRIPT
 from conftest import kinds, open_order, start, worker
+
+from agent_saga import RecoveryDaemon
+from agent_saga.log import read_records
+from agent_saga.recovery.fold import fold
 
 AGENT_SAGA = [str(Path(sys.executable).with_name("agent-saga"))]
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-
 from agent_saga_temporal import ManifestError, load_manifest, parse_manifest, schema
 from agent_saga_temporal.examples.ecommerce.run import checkout_job
 
@@ -101,7 +100,7 @@ def test_not_yaml_and_not_a_mapping() -> None:
 
 
 def test_load_manifest_names_an_unreadable_file(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="missing.yaml: cannot read it: No such file or directory"):
+    with pytest.raises(ManifestError, match=r"missing\.yaml: cannot read it: No such file or directory"):
         load_manifest(tmp_path / "missing.yaml")
 
 

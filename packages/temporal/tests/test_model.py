@@ -6,21 +6,20 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
+from agent_saga_temporal.examples.ecommerce.run import checkout_job
 from agent_saga_temporal.model import (
     FINISH,
     Limits,
     Proposal,
     StepOption,
-    Unresolvable,
     UndoSpec,
+    Unresolvable,
     allowed_options,
     judge,
     resolve_refs,
 )
-from agent_saga_temporal.examples.ecommerce.run import checkout_job
+from hypothesis import given
+from hypothesis import strategies as st
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from agent_saga import PreFlightGate, Rule, arg_exceeds
-from temporalio.client import WorkflowUpdateFailedError
-
 from agent_saga_temporal import FINISH, Proposal, resolve, settled
 from agent_saga_temporal.examples.ecommerce.provider import Provider
 from agent_saga_temporal.examples.ecommerce.run import checkout_job
 from conftest import kinds, open_order, start, worker
+from temporalio.client import WorkflowUpdateFailedError
+
+from agent_saga import PreFlightGate, Rule, arg_exceeds
 
 FORWARD = ["create reservation", "create charge", "create shipment"]
 RESERVE_ARGS = {"sku": "SKU-42", "quantity": 2}

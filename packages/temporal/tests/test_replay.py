@@ -12,13 +12,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from temporalio import workflow
-from temporalio.client import WorkflowHistory
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
-
 from agent_saga_temporal import WORKFLOW_NAME, JobReport, JobSpec, saga_replayer
 from agent_saga_temporal.model import ACTIVITY, Situation
 from conftest import open_order, start, worker
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

@@ -9,7 +9,7 @@ Temporal workflow whose every effect, decision and question is an activity.
 from agent_saga_temporal.activities import SagaActivities
 from agent_saga_temporal.devserver import DevServer, DevServerError, temporal_binary
 from agent_saga_temporal.drivers import Driver, ModelDriver, ScriptedDriver
-from agent_saga_temporal.export import ExportError, Exported, export_job
+from agent_saga_temporal.export import Exported, ExportError, export_job
 from agent_saga_temporal.jobs import (
     DEFAULT_TASK_QUEUE,
     report,

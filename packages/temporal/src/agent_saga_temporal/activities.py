@@ -14,6 +14,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
 from agent_saga import (
     ActionSemantics,
     GatePort,
@@ -26,19 +29,16 @@ from agent_saga import (
     resolve,
 )
 from agent_saga.registry import reconciler_for
-from temporalio import activity
-from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
-
 from agent_saga_temporal.drivers import Driver
 from agent_saga_temporal.model import (
     ACTIVITY,
+    NOT_APPLIED,
     AdmitCall,
     Answer,
     EffectCall,
     GateVerdict,
     InvariantCall,
     InvariantResult,
-    NOT_APPLIED,
     Proposal,
     Situation,
     UndoCall,
@@ -136,7 +136,7 @@ class SagaActivities:
 
     @activity.defn(name=ACTIVITY.DECIDE)
     async def decide(self, situation: Situation) -> Proposal:
-        proposal = await self.driver.decide(situation)
+        proposal: object = await self.driver.decide(situation)  # a driver may not keep its promise
         if not isinstance(proposal, Proposal):
             # Still recorded and refused by the workflow, never dropped.
             return Proposal(repr(proposal)[:200], {}, 0.0, "the driver did not return a Proposal")

@@ -105,7 +105,7 @@ class DevServer:
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
+                preexec_fn=_die_with_parent if self.die_with_parent else None,
             )
         try:
             self._wait_ready()

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from agent_saga import ConfigurationError
-
 from agent_saga_temporal.model import FINISH, Proposal, Situation, StepOption
 
 __all__ = ["Driver", "ModelDriver", "ScriptedDriver"]
@@ -92,8 +91,9 @@ class ModelDriver:
                     "ModelDriver needs an OpenAI-compatible client: pip install 'agent-saga-temporal[model]' "
                     "or pass client="
                 ) from err
-            client = AsyncOpenAI()
-        self.client = client
+            made: Any = AsyncOpenAI()  # reads OPENAI_API_KEY and OPENAI_BASE_URL
+            client = made
+        self.client: ChatClient = client
         self.model = model
         self.temperature = temperature
 

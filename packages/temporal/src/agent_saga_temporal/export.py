@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_saga import FileWAL
-from agent_saga.ids import operation_id
-from agent_saga.log import RecordType, read_records
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.converter import DataConverter
 
+from agent_saga import FileWAL
+from agent_saga.ids import operation_id
+from agent_saga.log import RecordType, read_records
 from agent_saga_temporal.model import (
     ACTIVITY,
     NOT_APPLIED,
@@ -139,30 +139,30 @@ class _Mapper:
         kind = event.event_type
         at = event.event_time.ToJsonString() if event.HasField("event_time") else ""
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            attrs = event.workflow_execution_started_event_attributes
-            self.job = await self.decode(attrs.input.payloads, JobSpec)
+            started = event.workflow_execution_started_event_attributes
+            self.job = await self.decode(started.input.payloads, JobSpec)
             assert self.job is not None
             self.emit(R.SAGA_STARTED, None, {
                 "name": self.job.name, "tags": sorted(self.job.tags), "goal": self.job.goal,
-                "owner": f"temporal:{attrs.original_execution_run_id}", "durable_log": True,
+                "owner": f"temporal:{started.original_execution_run_id}", "durable_log": True,
                 "engine": "temporal", "at": at,
             })
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            attrs = event.activity_task_scheduled_event_attributes
-            name = attrs.activity_type.name
-            value = await self.decode(attrs.input.payloads, _INPUTS.get(name))
+            scheduled = event.activity_task_scheduled_event_attributes
+            name = scheduled.activity_type.name
+            value = await self.decode(scheduled.input.payloads, _INPUTS.get(name))
             self.scheduled[event.event_id] = (name, value)
             await self._scheduled(name, value, at)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            attrs = event.activity_task_completed_event_attributes
-            name, value = self.scheduled[attrs.scheduled_event_id]
-            result = await self.decode(attrs.result.payloads, _RESULTS.get(name))
+            completed = event.activity_task_completed_event_attributes
+            name, value = self.scheduled[completed.scheduled_event_id]
+            result = await self.decode(completed.result.payloads, _RESULTS.get(name))
             self._completed(name, value, result, at)
         elif kind in (EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED, EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT):
             failed = kind == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
-            attrs = event.activity_task_failed_event_attributes if failed else event.activity_task_timed_out_event_attributes
-            name, value = self.scheduled[attrs.scheduled_event_id]
-            failure = attrs.failure
+            ended = event.activity_task_failed_event_attributes if failed else event.activity_task_timed_out_event_attributes
+            name, value = self.scheduled[ended.scheduled_event_id]
+            failure = ended.failure
             kind_name = failure.application_failure_info.type if failure.HasField("application_failure_info") else ""
             message = failure.message if failed else f"timed out ({failure.message or 'no reply from the worker'})"
             self._failed(name, value, kind_name, message, at)
@@ -171,8 +171,9 @@ class _Mapper:
             for key in memo:
                 self._memo(key, await self.decode([memo[key]]), at)
         elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-            attrs = event.workflow_execution_completed_event_attributes
-            final: JobReport = await self.decode(attrs.result.payloads, JobReport)
+            final: JobReport = await self.decode(
+                event.workflow_execution_completed_event_attributes.result.payloads, JobReport
+            )
             self._end(final, at)
         elif kind in (
             EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
@@ -333,7 +334,7 @@ async def export_job(
     if history is None:
         try:
             history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        except Exception as err:  # noqa: BLE001 - the SDK raises several kinds; all mean "not readable"
+        except Exception as err:
             raise ExportError(f"cannot read the history of workflow {workflow_id!r}: {err}") from err
     records, status = await history_records(history.events, client.data_converter)
     if path.exists() and any(r.get("saga") == workflow_id for r in read_records(path)):

@@ -91,7 +91,8 @@ async def start_job(
 
 async def report(handle: WorkflowHandle[Any, Any]) -> JobReport:
     """The job's current report (a query: it needs a worker for the job's task queue)."""
-    return await handle.query("report", result_type=JobReport)
+    current: JobReport = await handle.query("report", result_type=JobReport)
+    return current
 
 
 async def settled(handle: WorkflowHandle[Any, Any], *, poll: float = 0.2) -> JobReport:
@@ -99,7 +100,8 @@ async def settled(handle: WorkflowHandle[Any, Any], *, poll: float = 0.2) -> Job
     while True:
         description = await handle.describe()
         if description.status is not None and description.status.name != "RUNNING":
-            return await handle.result(rpc_timeout=None)  # type: ignore[no-any-return]
+            final: JobReport = await handle.result(rpc_timeout=None)
+            return final
         current = await report(handle)
         if current.status == Status.WAITING_FOR_PERSON:
             return current
@@ -123,4 +125,5 @@ async def resolve(
     if not wait:
         await handle.signal("resolve", resolution)
         return "sent"
-    return await handle.execute_update("resolve", resolution, result_type=str)
+    status: str = await handle.execute_update("resolve", resolution, result_type=str)
+    return status

@@ -19,7 +19,6 @@ import jsonschema
 import yaml
 
 from agent_saga import ActionSemantics, ConfigurationError
-
 from agent_saga_temporal.model import JobSpec, Limits, StepSpec, UndoSpec, Unresolvable, resolve_refs
 
 __all__ = ["ManifestError", "load_manifest", "parse_manifest", "schema"]
@@ -82,11 +81,10 @@ def _where(path: Any) -> str:
 
 
 def _message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "required" and list(error.absolute_path)[:1] == ["steps"]:
-        if "undo" in error.message:
-            return "a COMPENSABLE step needs undo: {handler: <a @compensator>, args: {...}}"
+    if error.validator == "required" and list(error.absolute_path)[:1] == ["steps"] and "undo" in error.message:
+        return "a COMPENSABLE step needs undo: {handler: <a @compensator>, args: {...}}"
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
+        allowed = sorted(error.schema.get("properties", {})) if isinstance(error.schema, Mapping) else []
         return f"{error.message} (allowed here: {', '.join(allowed)})"
     if error.validator == "not" and list(error.absolute_path)[-1:] == ["name"]:
         return "'finish' is reserved: it is the choice that ends a job"
@@ -243,7 +241,7 @@ def _job(data: dict[str, Any]) -> JobSpec:
             after=list(step.get("after", [])),
             undo=UndoSpec(undo["handler"], dict(undo.get("args", {}))) if undo else None,
         ))
-    limits = Limits(**{k: v for k, v in data.get("limits", {}).items()})
+    limits = Limits(**data.get("limits", {}))
     return JobSpec(
         name=data["name"], goal=data["goal"], steps=steps, invariants=list(data["invariants"]),
         facts=dict(data.get("facts", {})), limits=limits, tags=list(data.get("tags", [])),

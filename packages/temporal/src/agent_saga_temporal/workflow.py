@@ -21,7 +21,6 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agent_saga.ids import operation_id
-
     from agent_saga_temporal.model import (
         ACTIVITY,
         FINISH,
@@ -336,10 +335,10 @@ class SagaJob:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    async def _read(self, name: str, arg: Any, result_type: type[T] | Any) -> tuple[T | None, str]:
+    async def _read(self, name: str, arg: Any, result_type: type[T]) -> tuple[T | None, str]:
         """Run a read-only activity (retried by Temporal); (None, why) if it keeps failing."""
         try:
-            value = await workflow.execute_activity(
+            value: T = await workflow.execute_activity(
                 name, arg, result_type=result_type,
                 start_to_close_timeout=timedelta(seconds=self.job.limits.step_timeout_seconds),
                 retry_policy=_READS,

@@ -18,11 +18,10 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))
 
-from conftest import open_order, start, worker  # noqa: E402
-
 from agent_saga_temporal import DevServer, settled  # noqa: E402
 from agent_saga_temporal.examples.ecommerce import steps  # noqa: E402
 from agent_saga_temporal.examples.ecommerce.run import SCRIPT  # noqa: E402
+from conftest import open_order, start, worker  # noqa: E402
 
 FORGED = ["charge_payment", *SCRIPT]  # a step not allowed yet, refused, then the checkout
 

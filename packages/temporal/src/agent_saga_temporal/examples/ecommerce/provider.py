@@ -76,7 +76,8 @@ class Provider:
         return self._read(lambda s: [e for e in s["effects"] if e["order_id"] == order_id])
 
     def get(self, object_id: str) -> dict[str, Any] | None:
-        return self._read(lambda s: s["objects"].get(object_id))
+        found: dict[str, Any] | None = self._read(lambda s: s["objects"].get(object_id))
+        return found
 
     def find(self, kind: str, key: str) -> dict[str, Any] | None:
         """The object of ``kind`` created under idempotency key ``key`` (what a reconciler asks)."""
@@ -95,7 +96,7 @@ class Provider:
         return obj
 
     def _change(self, state: dict[str, Any], object_id: str, op: str, key: str, **fields: Any) -> dict[str, Any]:
-        obj = state["objects"].get(object_id)
+        obj: dict[str, Any] | None = state["objects"].get(object_id)
         if obj is None:
             raise LookupError(f"no such object {object_id!r}")
         obj.update(fields)

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga import NotApplied, Observation, compensator, reconciler
-
 from agent_saga_temporal.examples.ecommerce.provider import Provider
 from agent_saga_temporal.registry import Verdict, effect, invariant
 
