@@ -9,6 +9,9 @@ the memo Temporal stores in the workflow's history.
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from agent_saga_temporal import FINISH, Proposal, resolve, settled
@@ -131,3 +134,24 @@ async def test_a_person_retries_a_repaired_undo_or_is_refused_with_the_reason(
     assert kinds(provider, order_id) == [
         *FORWARD, "cancel shipment", "refund charge", "release reservation",
     ]
+
+
+async def test_an_operators_halt_reaches_a_job_through_the_default_gate(
+    provider: Provider, temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_SAGA_SWITCH", str(tmp_path / "switch.json"))
+    halted = subprocess.run(
+        [str(Path(sys.executable).with_name("agent-saga")), "halt", "--scope", "tool:charge_payment",
+         "--reason", "card network incident", "--by", "ops", "--wal-path", str(tmp_path / "ops.wal")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert halted.returncode == 0, halted.stderr
+    order_id = open_order(provider)
+    script = ["reserve_inventory", "charge_payment", "charge_payment", "charge_payment"]
+    async with worker(temporal_address, script) as (client, queue):  # no gate given: the core's default
+        report = await (await start(client, queue, order_id)).result()
+
+    assert [p.rule for p in report.proposals if not p.accepted] == ["gate"] * 3
+    assert "card network incident" in report.proposals[1].refusal
+    assert report.status == "compensated_verified"
+    assert kinds(provider, order_id) == ["create reservation", "release reservation"]
