@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -11,8 +12,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from agent_saga_temporal import ManifestError, load_manifest, parse_manifest, schema
+from agent_saga_temporal import Limits, ManifestError, load_manifest, parse_manifest, schema
 from agent_saga_temporal.examples.ecommerce.run import checkout_job
+from agent_saga_temporal.manifest import check_job
 
 GOOD = """\
 version: 1
@@ -119,3 +121,22 @@ def test_the_cli_checks_a_file_and_prints_the_schema(tmp_path: Path) -> None:
     printed = subprocess.run([*cli, "schema"], capture_output=True, text=True, check=False)
     assert json.loads(printed.stdout) == schema()
     assert schema()["$id"] == "urn:agent-saga:temporal:saga-manifest:1"
+
+
+def test_a_job_built_in_code_meets_the_same_rules() -> None:
+    job = parse_manifest(GOOD)
+    assert check_job(job) == job
+    broken = dataclasses.replace(job, steps=[dataclasses.replace(job.steps[0], undo=None), job.steps[1]])
+    with pytest.raises(ManifestError) as caught:
+        check_job(broken)
+    assert caught.value.problems == [
+        "job 'checkout': steps[0]: a COMPENSABLE step needs undo: {handler: <a @compensator>, args: {...}}"
+    ]
+    with pytest.raises(ManifestError, match=r"limits\.undo_attempts: 0 is less than the minimum of 1"):
+        check_job(dataclasses.replace(job, limits=Limits(undo_attempts=0)))
+
+
+def test_not_a_number_is_not_json() -> None:
+    assert "saga.yaml:4: facts.amount: float 'nan' is not JSON: quote it" in problems(
+        GOOD.replace("amount: 5}", "amount: .nan}")
+    )

@@ -14,6 +14,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from agent_saga_temporal.activities import SagaActivities
 from agent_saga_temporal.drivers import Driver
+from agent_saga_temporal.manifest import check_job
 from agent_saga_temporal.model import JobReport, JobSpec, Resolution, Status
 from agent_saga_temporal.workflow import WORKFLOW_NAME, SagaJob
 
@@ -78,6 +79,7 @@ async def start_job(
     """
     if facts:
         job = dataclasses.replace(job, facts={**job.facts, **facts})
+    job = check_job(job)  # a job built in code meets the manifest's rules too
     try:
         return await client.start_workflow(
             WORKFLOW_NAME, job, id=workflow_id, task_queue=task_queue, result_type=JobReport,

@@ -8,7 +8,9 @@ names nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import Iterator, Mapping
 from functools import cache
 from importlib import resources
@@ -21,7 +23,7 @@ import yaml
 from agent_saga import ActionSemantics, ConfigurationError
 from agent_saga_temporal.model import JobSpec, Limits, StepSpec, UndoSpec, Unresolvable, resolve_refs
 
-__all__ = ["ManifestError", "load_manifest", "parse_manifest", "schema"]
+__all__ = ["ManifestError", "check_job", "load_manifest", "parse_manifest", "schema"]
 
 
 class ManifestError(ConfigurationError):
@@ -51,7 +53,7 @@ def load_manifest(path: str | Path) -> JobSpec:
     return parse_manifest(text, source=str(path))
 
 
-def parse_manifest(text: str, *, source: str = "saga.yaml") -> JobSpec:
+def parse_manifest(text: str, *, source: str = "saga.yaml", numbered: bool = True) -> JobSpec:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -61,7 +63,7 @@ def parse_manifest(text: str, *, source: str = "saga.yaml") -> JobSpec:
         raise ManifestError([f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}"]) from None
     if root is None or not isinstance(data, dict):
         raise ManifestError([f"{source}:1: a manifest is a mapping with name, goal, steps and invariants"])
-    lines = _Lines(root, source)
+    lines = _Lines(root, source, numbered)
     problems = [*lines.duplicates(), *_not_json(data, [], lines)]
     validator = jsonschema.Draft202012Validator(schema())
     for error in sorted(validator.iter_errors(data), key=lambda e: (lines.line(e.absolute_path), e.message)):
@@ -71,6 +73,17 @@ def parse_manifest(text: str, *, source: str = "saga.yaml") -> JobSpec:
     if problems:
         raise ManifestError(problems)
     return _job(data)
+
+
+def check_job(job: JobSpec) -> JobSpec:
+    """Hold a job built in code to the manifest's rules (schema and references); return it."""
+    data = dataclasses.asdict(job)
+    for step in data["steps"]:
+        for key in ("tool", "description", "undo"):
+            if not step[key]:
+                del step[key]
+    # JSON is YAML: the same checks, with paths instead of lines.
+    return parse_manifest(json.dumps({"version": 1, **data}), source=f"job {job.name!r}", numbered=False)
 
 
 def _where(path: Any) -> str:
@@ -94,9 +107,10 @@ def _message(error: jsonschema.ValidationError) -> str:
 class _Lines:
     """Where each value of the document is, from PyYAML's node tree."""
 
-    def __init__(self, root: yaml.Node, source: str) -> None:
+    def __init__(self, root: yaml.Node, source: str, numbered: bool = True) -> None:
         self.root = root
         self.source = source
+        self.numbered = numbered
 
     def node(self, path: Any) -> yaml.Node:
         node = self.root
@@ -115,7 +129,7 @@ class _Lines:
         return int(self.node(path).start_mark.line) + 1
 
     def at(self, path: Any) -> str:
-        return f"{self.source}:{self.line(path)}"
+        return f"{self.source}:{self.line(path)}" if self.numbered else self.source
 
     def duplicates(self) -> Iterator[str]:
         stack = [self.root]
@@ -125,7 +139,8 @@ class _Lines:
                 seen: set[str] = set()
                 for key, value in node.value:
                     if key.value in seen:
-                        yield (f"{self.source}:{key.start_mark.line + 1}: key {key.value!r} appears twice "
+                        where = f"{self.source}:{key.start_mark.line + 1}" if self.numbered else self.source
+                        yield (f"{where}: key {key.value!r} appears twice "
                                "in one mapping (YAML would keep only the last)")
                     seen.add(key.value)
                     stack.append(value)
@@ -144,7 +159,9 @@ def _not_json(value: Any, path: list[Any], lines: _Lines) -> Iterator[str]:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _not_json(item, [*path, i], lines)
-    elif not isinstance(value, (str, int, float, bool, type(None))):
+    elif not isinstance(value, (str, int, float, bool, type(None))) or (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
         yield f"{lines.at(path)}: {_where(path)}{type(value).__name__} {str(value)!r} is not JSON: quote it"
 
 
