@@ -155,3 +155,15 @@ async def test_an_operators_halt_reaches_a_job_through_the_default_gate(
     assert "card network incident" in report.proposals[1].refusal
     assert report.status == "compensated_verified"
     assert kinds(provider, order_id) == ["create reservation", "release reservation"]
+
+
+async def test_a_job_whose_every_proposal_is_refused_ends_aborted_clean(
+    provider: Provider, temporal_address: str
+) -> None:
+    order_id = open_order(provider)
+    async with worker(temporal_address, ["schedule_fulfillment"] * 3) as (client, queue):
+        report = await (await start(client, queue, order_id)).result()
+
+    assert report.status == "aborted_clean"
+    assert report.steps == [] and report.undo_order == []
+    assert kinds(provider, order_id) == []
