@@ -21,7 +21,15 @@ import jsonschema
 import yaml
 
 from agent_saga import ActionSemantics, ConfigurationError
-from agent_saga_temporal.model import JobSpec, Limits, StepSpec, UndoSpec, Unresolvable, resolve_refs
+from agent_saga_temporal.model import (
+    JobSpec,
+    Limits,
+    StepSpec,
+    UndoSpec,
+    Unresolvable,
+    references,
+    resolve_refs,
+)
 
 __all__ = ["ManifestError", "check_job", "load_manifest", "parse_manifest", "schema"]
 
@@ -165,17 +173,6 @@ def _not_json(value: Any, path: list[Any], lines: _Lines) -> Iterator[str]:
         yield f"{lines.at(path)}: {_where(path)}{type(value).__name__} {str(value)!r} is not JSON: quote it"
 
 
-def _refs(value: Any) -> Iterator[str]:
-    if isinstance(value, Mapping):
-        for item in value.values():
-            yield from _refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _refs(item)
-    elif isinstance(value, str) and value.startswith("$") and not value.startswith("$$"):
-        yield value
-
-
 def _references(data: dict[str, Any], lines: _Lines) -> Iterator[str]:
     """What the schema cannot say: names that must exist, orders that must be possible."""
     steps = data["steps"]
@@ -191,7 +188,7 @@ def _references(data: dict[str, Any], lines: _Lines) -> Iterator[str]:
                 yield f"{lines.at(['steps', i, 'after', j])}: steps[{i}].after: no step is named {before!r}"
             elif before == step["name"]:
                 yield f"{lines.at(['steps', i, 'after', j])}: steps[{i}].after: a step cannot wait for itself"
-        for ref in _refs(step.get("args", {})):
+        for ref in references(step.get("args", {})):
             problem = _check_ref(ref, {"facts": facts})
             if problem:
                 yield f"{lines.at(['steps', i, 'args'])}: steps[{i}].args: {problem}"
@@ -199,7 +196,7 @@ def _references(data: dict[str, Any], lines: _Lines) -> Iterator[str]:
         if undo:
             # $result is only known at run time; $args and $facts can be checked now.
             sources = {"facts": facts, "args": step.get("args", {})}
-            for ref in _refs(undo.get("args", {})):
+            for ref in references(undo.get("args", {})):
                 problem = "" if ref.startswith("$result.") or ref == "$result" else _check_ref(ref, sources)
                 if problem:
                     yield f"{lines.at(['steps', i, 'undo', 'args'])}: steps[{i}].undo.args: {problem}"

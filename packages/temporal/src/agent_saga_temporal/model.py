@@ -40,6 +40,7 @@ __all__ = [
     "Unresolvable",
     "allowed_options",
     "judge",
+    "references",
     "resolve_refs",
 ]
 
@@ -101,7 +102,7 @@ class UndoSpec:
     @property
     def prebound(self) -> bool:
         """Known before the forward call (no ``$result`` reference): it can undo an UNKNOWN step."""
-        return not any(_is_ref(v, "result") for v in _leaves(self.args))
+        return not any(ref.split(".", 1)[0] == "$result" for ref in references(self.args))
 
 
 @dataclass(frozen=True)
@@ -171,10 +172,13 @@ def _leaves(value: Any) -> Iterable[Any]:
         yield value
 
 
-def _is_ref(value: Any, source: str | None = None) -> bool:
-    if not isinstance(value, str) or not value.startswith("$") or value.startswith("$$"):
-        return False
-    return source is None or value.split(".", 1)[0] == f"${source}"
+def _is_ref(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith("$") and not value.startswith("$$")
+
+
+def references(template: Any) -> list[str]:
+    """Every ``$source.path`` reference in ``template``, in order."""
+    return [v for v in _leaves(template) if _is_ref(v)]
 
 
 def _lookup(root: Any, path: list[str], ref: str) -> Any:
