@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
@@ -116,17 +116,15 @@ def _answer(value: Any, who: str) -> Answer:
 class SagaActivities:
     """The activities of one worker, bound to its decision driver and its pre-flight gate.
 
-    ``gate`` defaults to the core's default gate (an operator's ``agent-saga halt``
-    reaches these jobs too); pass ``gate=None`` explicitly to run without one.
+    ``gate="default"`` is the core's default gate (an operator's ``agent-saga halt``
+    reaches these jobs too); pass a ``GatePort``, or ``None`` to run without one.
     """
 
-    _UNSET: Any = object()
-
-    def __init__(self, driver: Driver, *, gate: GatePort | None = _UNSET) -> None:
+    def __init__(self, driver: Driver, *, gate: GatePort | Literal["default"] | None = "default") -> None:
         if not isinstance(driver, Driver):
             raise TypeError(f"driver must have an async decide(situation) method, got {driver!r}")
         self.driver = driver
-        self.gate = _default_gate() if gate is SagaActivities._UNSET else gate
+        self.gate = _default_gate() if gate == "default" else gate
 
     def all(self) -> list[Callable[..., Any]]:
         return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -12,6 +12,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.worker import Replayer, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from agent_saga import GatePort
 from agent_saga_temporal.activities import SagaActivities
 from agent_saga_temporal.drivers import Driver
 from agent_saga_temporal.manifest import check_job
@@ -28,7 +29,7 @@ def saga_worker(
     *,
     driver: Driver,
     task_queue: str = DEFAULT_TASK_QUEUE,
-    gate: Any = SagaActivities._UNSET,
+    gate: GatePort | Literal["default"] | None = "default",
     **options: Any,
 ) -> Worker:
     """A worker that runs saga jobs on ``task_queue``: the workflow and its activities.

@@ -80,10 +80,6 @@ class Status(enum.StrEnum):
     #: A named person closed a job whose undo could not be proven. Never "verified".
     RESOLVED_BY_PERSON = "resolved_by_person"
 
-    @property
-    def final(self) -> bool:
-        return self not in (Status.RUNNING, Status.COMPENSATING, Status.WAITING_FOR_PERSON)
-
 
 # -- the job ---------------------------------------------------------------------------
 
@@ -445,6 +441,3 @@ class JobReport:
     waiting: str = ""
     resolutions: list[Resolution] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # resolutions that could not be acted on, and why
-
-    def step_named(self, name: str) -> StepReport | None:
-        return next((s for s in reversed(self.steps) if s.name == name), None)
