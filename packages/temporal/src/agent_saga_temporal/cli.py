@@ -71,6 +71,7 @@ def _run(args: argparse.Namespace) -> int:
 
 async def _remote(args: argparse.Namespace) -> int:
     from temporalio.client import Client, WorkflowUpdateFailedError
+    from temporalio.service import RPCError
 
     from agent_saga_temporal.export import ExportError, export_job
     from agent_saga_temporal.jobs import resolve
@@ -89,6 +90,9 @@ async def _remote(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         except ValueError as err:
             print(f"error: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        except RPCError as err:  # no such job, or it has ended
+            print(f"error: cannot resolve {args.workflow_id}: {err.message}", file=sys.stderr)
             return EXIT_USAGE
         print(f"{args.workflow_id}: {status}")
         return EXIT_OK
