@@ -86,13 +86,15 @@ def test_refund_that_cannot_be_proven_waits_then_a_signal_resolves_it(state: Pat
     assert kinds(provider, order_of(out)) == standing  # resolving ran nothing more
 
 
-def test_without_an_address_the_example_starts_its_own_server(state: Path) -> None:
-    done = run_example("happy", state=state, address=None)
+def test_without_an_address_the_example_starts_its_own_server_and_can_resolve(state: Path) -> None:
+    done = run_example("refund-fails", "--resolve-as", "ops@example.com", state=state, address=None)
     assert done.returncode == 0, done.stderr
     out = lines(done)
-    assert out["Outcome"] == "succeeded_verified"
     assert out["Workflow"].split(" on ")[1].startswith("127.0.0.1:")
     assert (state / "temporal.db").exists()  # the server it started kept its state there
+    assert "Resolving as ops@example.com (accept) with the 'resolve' signal" in done.stdout
+    assert out["Outcome"] == "resolved_by_person"
+    assert out["Resolved by ops@example.com"] == "accept (checked by hand in the provider's dashboard)"
 
 
 def test_unknown_scenario_is_a_usage_error(state: Path) -> None:
