@@ -86,6 +86,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
@@ -207,4 +208,5 @@ __all__ = [
     "unpatch_all",
     "verify_disclosure",
     "verify_log",
+    "wrap_tool",
 ]
