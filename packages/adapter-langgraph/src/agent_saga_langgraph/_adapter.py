@@ -66,15 +66,8 @@ adapter = LangGraph()
 
 
 async def saga_run(
-    graph: Any,
-    input: Any,
-    config: Any = None,
-    *,
-    wal: WAL | None = None,
-    gate: GatePort | None = None,
-    name: str = "langgraph",
-    tags: Iterable[str] = (),
-    **invoke: Any,
+    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
 ) -> Any:
     """``await graph.ainvoke(input, config, **invoke)`` as one transaction.
 
@@ -89,15 +82,8 @@ async def saga_run(
 
 
 def saga_run_sync(
-    graph: Any,
-    input: Any,
-    config: Any = None,
-    *,
-    wal: WAL | None = None,
-    gate: GatePort | None = None,
-    name: str = "langgraph",
-    tags: Iterable[str] = (),
-    **invoke: Any,
+    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
 ) -> Any:
     """The blocking form of :func:`saga_run` (``graph.invoke``)."""
     with adapter.boundary(wal, gate=gate, name=name, tags=tags):

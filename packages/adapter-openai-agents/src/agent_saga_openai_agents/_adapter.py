@@ -96,14 +96,8 @@ adapter = OpenAIAgents()
 
 
 async def saga_run(
-    agent: Any,
-    input: Any,
-    *,
-    wal: WAL | None = None,
-    gate: GatePort | None = None,
-    name: str = "openai-agents",
-    tags: Iterable[str] = (),
-    **runner: Any,
+    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
 ) -> Any:
     """``await Runner.run(agent, input, **runner)`` as one transaction.
 
@@ -117,14 +111,8 @@ async def saga_run(
 
 
 def saga_run_sync(
-    agent: Any,
-    input: Any,
-    *,
-    wal: WAL | None = None,
-    gate: GatePort | None = None,
-    name: str = "openai-agents",
-    tags: Iterable[str] = (),
-    **runner: Any,
+    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
 ) -> Any:
     """The blocking form (``Runner.run_sync``)."""
     with adapter.boundary(wal, gate=gate, name=name, tags=tags):
