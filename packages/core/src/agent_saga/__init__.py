@@ -86,6 +86,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
@@ -212,4 +213,5 @@ __all__ = [
     "verify_disclosure",
     "verify_log",
     "verify_rollback_invariants",
+    "wrap_tool",
 ]
