@@ -8,6 +8,7 @@ virtual environment, and check what a user gets.
 3. Our name on the index: ``agent-saga`` 0.x-2.x there is an unrelated project with the same
    import name. pip's own resolver against the index, asked for each adapter of the checkout
    alone, never picks that line (it may find nothing); offered our wheels too, it picks ours.
+4. The README's first lines, as written, make a virtual environment and run the demo in it.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ def test_pips_resolver_never_installs_the_unrelated_2x_core_with_an_adapter_alon
     # asked for agent-saga, offered the other project's 2.x, and pip took none of it.
     refused = re.search(r"requirement (agent-saga[<>=!~.,\w]*) (?:\(from [^)]*\) )?\(from versions: ([^)]*)\)",
                         out.stderr)
-    assert refused, out.stdout + out.stderr
+    assert refused, f"pip did not report asking the index for agent-saga (is the index reachable?):\n{out.stderr}"
     assert sorted(refused[1].removeprefix("agent-saga").split(",")) == ["<4", ">=3.0.0.dev0"]
     assert any(v.startswith("2.") for v in refused[2].split(", ")), refused[0]  # the index was reached
 
@@ -249,3 +250,20 @@ def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None
         assert project["version"] == VERSION, folder
         ours = [d for d in project["dependencies"] if re.match(r"agent-saga(?![-\w])", d)]
         assert ours == [CORE_PIN], (folder, project["dependencies"])
+
+
+def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_path: Path) -> None:
+    """The README's opening lines, as written, in a copy of the core (what they touch)."""
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    assert block, "README.md opens with a ```bash block"
+    venv_line, demo_line, test_line = block[1].splitlines()
+    assert "venv" in venv_line and "agent-saga demo" in demo_line and test_line.startswith("bash scripts/test")
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "packages" / "core", clone / "packages" / "core",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "node_modules", "build", "dist"))
+    out = subprocess.run(["bash", "-ec", f"{venv_line}\n{demo_line}"], cwd=clone, capture_output=True, text=True,
+                         env=_env(), timeout=600, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "world afterwards: nothing left standing" in out.stdout
+    assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
+    assert (clone / "agent-saga-demo" / "demo.wal").exists()
