@@ -38,6 +38,8 @@ DISTRIBUTIONS = {
 }
 # The core's version, read from its source: this test's own environment does not install it.
 VERSION = re.search(r'__version__ = "(.+)"', (ROOT / "packages/core/src/agent_saga/_version.py").read_text())[1]
+# Every distribution of ours besides the core, including any not built into the wheel venv below.
+OURS = tuple(sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core"))
 ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 # The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
@@ -211,8 +213,8 @@ def _chosen(report: Path) -> dict[str, str]:
     return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
 
 
-@pytest.mark.parametrize("folder", ADAPTERS)
-def test_pips_resolver_never_installs_the_unrelated_2x_core_with_an_adapter_alone(
+@pytest.mark.parametrize("folder", OURS)
+def test_pips_resolver_never_installs_the_unrelated_2x_core_with_one_of_ours_alone(
     pip: list[str], folder: str, tmp_path: Path
 ) -> None:
     out = _resolve(pip, tmp_path / "report.json", "-e", str(ROOT / "packages" / folder))
@@ -245,7 +247,7 @@ def test_pips_resolver_prefers_our_core_wheel_to_the_indexs_2x(
 def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None:
     core = tomllib.loads((ROOT / "packages" / "core" / "pyproject.toml").read_text())["project"]
     assert core["name"] == "agent-saga" and VERSION.startswith("3.")
-    for folder in ADAPTERS:
+    for folder in OURS:
         project = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())["project"]
         assert project["version"] == VERSION, folder
         ours = [d for d in project["dependencies"] if re.match(r"agent-saga(?![-\w])", d)]
