@@ -258,12 +258,12 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     """The README's opening lines, as written, in a copy of the core (what they touch)."""
     block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
     assert block, "README.md opens with a ```bash block"
-    venv_line, demo_line, test_line = block[1].splitlines()
-    assert "venv" in venv_line and "agent-saga demo" in demo_line and test_line.startswith("bash scripts/test")
+    demo_line, test_line = block[1].splitlines()  # the two commands: the demo, then every test
+    assert "venv" in demo_line and "agent-saga demo" in demo_line and test_line.startswith("bash scripts/test")
     clone = tmp_path / "clone"
     shutil.copytree(ROOT / "packages" / "core", clone / "packages" / "core",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "node_modules", "build", "dist"))
-    out = subprocess.run(["bash", "-ec", f"{venv_line}\n{demo_line}"], cwd=clone, capture_output=True, text=True,
+    out = subprocess.run(["bash", "-ec", demo_line], cwd=clone, capture_output=True, text=True,
                          env=_env(), timeout=600, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world afterwards: nothing left standing" in out.stdout
