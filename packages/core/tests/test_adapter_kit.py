@@ -171,6 +171,7 @@ def test_wrap_tool_refuses_what_it_cannot_do_and_says_how_to_fix_it(adapter: Gad
         adapter.wrap_tool(gadget, semantics="REVERSIBLE", retries=3)  # type: ignore[call-arg]
 
 
+@pytest.mark.slow
 def test_wrap_tool_takes_every_step_option_and_a_name(adapter: Gadgets) -> None:
     values: dict[str, Any] = {
         "compensate": Compensation(fn=lambda: None), "retry": RetryPolicy(max_attempts=2, base_delay=0),
@@ -278,6 +279,7 @@ def calls(draw: st.DrawFn) -> tuple[str, frozenset[str], tuple[Any, ...], dict[s
     return source, hidden, args, kwargs
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 @settings(max_examples=200, deadline=None)
 @given(calls())
 def test_framework_arguments_reach_the_function_however_passed_and_never_the_log(
@@ -350,6 +352,7 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_top_level_wrap_tool_loads_the_installed_adapter_that_knows_the_tool(site: Path) -> None:
     out = run_with(site, """
         import json, sys

@@ -26,6 +26,7 @@ def test_every_registered_verb_is_covered_here() -> None:
     assert sorted(verbs.choices) == VERBS  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_help_shows_an_example(verb: str) -> None:
     out = cli(verb, "--help")
@@ -33,6 +34,7 @@ def test_help_shows_an_example(verb: str) -> None:
     assert "example" in out.stdout and f"agent-saga {verb}" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     out = cli(verb, "--no-such-flag")
@@ -41,11 +43,13 @@ def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     assert f"agent-saga {verb}: error:" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_no_verb_is_a_usage_error() -> None:
     out = cli()
     assert out.returncode == 2 and "VERB" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("verb", "args"), [
     ("verify", ["--wal-path", "{missing}"]),
     ("export", ["--wal-path", "{missing}", "--out", "{tmp}/bundle"]),
@@ -89,6 +93,7 @@ def test_every_log_reading_verb_takes_wal_path_and_its_alias(verb: str, flag: st
     assert args.wal_path == "some.wal"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", sorted(LOG_READERS))
 def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path) -> None:
     missing = tmp_path / "from-env.wal"
@@ -99,6 +104,7 @@ def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path
     assert str(missing) in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_version_names_the_distribution_and_its_version() -> None:
     from agent_saga import __version__
 

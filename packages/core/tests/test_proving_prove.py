@@ -410,6 +410,7 @@ def test_proven_exactly_when_no_undo_lies_and_the_first_liar_is_named(honest: li
         assert (probe.verdict is Verdict.ENGINE_DISAGREES) is ran_a_liar
 
 
+@pytest.mark.slow
 def test_the_example_proves_the_honest_scenario_and_catches_the_lying_one(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(EXAMPLES / "prove_rollback.py")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120, check=True).stdout

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import agent_saga
 
 EXPECTED = {
@@ -54,6 +56,7 @@ def test_all_is_pinned() -> None:
         assert hasattr(agent_saga, name), name
 
 
+@pytest.mark.slow
 def test_import_loads_no_third_party_module() -> None:
     # Compare before and after the import: site hooks of the environment (setuptools'
     # _distutils_hack, say) are loaded before any of our code runs.
