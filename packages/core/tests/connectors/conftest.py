@@ -4,6 +4,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,3 +38,27 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["AGENT_SAGA_LEASE_TTL"] = "0.3"
     env.update(extra)
     return env
+
+
+@pytest.fixture(scope="session")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from salesforce_server import make_certificate
+
+    return make_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def salesforce_server(certificate: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A local Salesforce over https, trusted by requests, and credential "sf_test" resolving to a session."""
+    from salesforce_server import SalesforceServer
+
+    from agent_saga.connectors import set_credential_resolver
+
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(certificate[0]))
+    with SalesforceServer(*certificate) as server:
+        login = {"instance_url": server.url, "session_id": server.session_id}
+        set_credential_resolver(lambda name: {"sf_test": login}[name])
+        try:
+            yield server
+        finally:
+            set_credential_resolver(None)

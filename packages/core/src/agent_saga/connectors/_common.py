@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from agent_saga.context import current_saga
 from agent_saga.credentials import REF_KEY, CredentialError, assert_no_secrets, credential_ref, resolve_credentials
+from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["ConflictError", "require", "secret"]
+__all__ = ["ConflictError", "PrebuiltUndo", "require", "run_step", "secret"]
 
 
 class ConflictError(RuntimeError):
@@ -46,3 +49,32 @@ def secret(ref: str | Mapping[str, Any]) -> tuple[Any, list[str]]:
         )
     resolved, secrets = resolve_credentials({"value": ref})
     return resolved["value"], secrets
+
+
+@dataclass(frozen=True, slots=True)
+class PrebuiltUndo:
+    """An undo known before the call (built from a snapshot), tightened by what the call returned.
+
+    Declared ``known_before_call``: the engine calls it with None before the call and
+    writes that undo with the step's intent (so a process that dies mid-call leaves an
+    undo the daemon can run), then with the step's result, whose ``from_result`` fields
+    (a row version, the values as stored) replace or add to ``kwargs``.
+    """
+
+    handler: str
+    kwargs: dict[str, Any]
+    from_result: tuple[str, ...] = ()
+    known_before_call = True
+
+    def __call__(self, result: Any) -> Compensation:
+        got = {k: result[k] for k in self.from_result if k in result} if isinstance(result, Mapping) else {}
+        return Compensation(handler=self.handler, kwargs={**self.kwargs, **got})
+
+
+def run_step(tool: str, forward: Callable[[], Any], args: dict[str, Any], undo: PrebuiltUndo) -> Any:
+    """Run ``forward`` as a COMPENSABLE step of the current saga, or plainly outside one."""
+    saga = current_saga()
+    if saga is None:
+        return forward()
+    return saga.execute_sync(tool=tool, semantics=ActionSemantics.COMPENSABLE, forward=forward, args=args,
+                             compensate=undo)

@@ -29,11 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.connectors._common import ConflictError, require, secret
-from agent_saga.context import current_saga
+from agent_saga.connectors._common import ConflictError, PrebuiltUndo, require, run_step, secret
 from agent_saga.errors import ConfigurationError, NotApplied
 from agent_saga.registry import compensator, reconciler
-from agent_saga.semantics import ActionSemantics, Compensation, Observation
+from agent_saga.semantics import Observation
 
 psycopg = require("psycopg", "postgres", "postgres")
 from psycopg import sql  # noqa: E402 - only once the extra is known to be there
@@ -119,32 +118,6 @@ def _snapshot(row: _Row, columns: list[str] | None, credential_ref: str) -> tupl
     return str(found[0]), dict(found[1] or {})
 
 
-def _step(tool: str, forward: Any, args: dict[str, Any], undo: Any) -> Any:
-    """Run ``forward`` as a step of the current saga (or plainly, outside one)."""
-    saga = current_saga()
-    if saga is None:
-        return forward()
-    return saga.execute_sync(tool=tool, semantics=ActionSemantics.COMPENSABLE, forward=forward, args=args,
-                             compensate=undo)
-
-
-@dataclass(frozen=True, slots=True)
-class _Undo:
-    """An undo known before the call (from the snapshot), tightened by the row version the write returns.
-
-    Called with None before the call (the engine writes that undo with the intent), and
-    with the step's result after it.
-    """
-
-    handler: str
-    kwargs: dict[str, Any]
-    known_before_call = True
-
-    def __call__(self, result: Any) -> Compensation:
-        xmin = result.get("xmin") if isinstance(result, Mapping) else None
-        return Compensation(handler=self.handler, kwargs={**self.kwargs, "xmin": xmin})
-
-
 # -- update ---------------------------------------------------------------------------------
 
 
@@ -158,9 +131,9 @@ def update(table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
         raise NotApplied(f"{table}: no row with key {dict(key)}; nothing was updated")
     args = {"table": table, "key": dict(key), "values": dict(values), "before": before, "snapshot_xmin": xmin,
             "credential_ref": credential_ref}
-    undo = _Undo("postgres.revert_update", {"table": table, "key": dict(key), "before": before, "wrote": dict(values),
-                                 "credential_ref": credential_ref})
-    return _step("postgres.update", functools.partial(_apply_update, row, dict(values), xmin, credential_ref), args, undo)  # type: ignore[no-any-return]
+    undo = PrebuiltUndo("postgres.revert_update", {"table": table, "key": dict(key), "before": before, "wrote": dict(values),
+                                 "credential_ref": credential_ref}, ("xmin",))
+    return run_step("postgres.update", functools.partial(_apply_update, row, dict(values), xmin, credential_ref), args, undo)  # type: ignore[no-any-return]
 
 
 def _apply_update(row: _Row, values: dict[str, Any], snapshot_xmin: str, credential_ref: str) -> dict[str, Any]:
@@ -268,8 +241,9 @@ def insert(table: str, row: Mapping[str, Any], *, key: tuple[str, ...] | list[st
     if existing is not None:
         raise NotApplied(f"{table}: a row with key {target.key} already exists; nothing was inserted")
     args = {"table": table, "key": target.key, "row": values, "credential_ref": credential_ref}
-    undo = _Undo("postgres.remove_inserted", {"table": table, "key": target.key, "row": values, "credential_ref": credential_ref})
-    return _step("postgres.insert", functools.partial(_apply_insert, target, values, credential_ref), args, undo)  # type: ignore[no-any-return]
+    undo = PrebuiltUndo("postgres.remove_inserted", {"table": table, "key": target.key, "row": values, "credential_ref": credential_ref},
+                        ("xmin",))
+    return run_step("postgres.insert", functools.partial(_apply_insert, target, values, credential_ref), args, undo)  # type: ignore[no-any-return]
 
 
 def _apply_insert(target: _Row, values: dict[str, Any], credential_ref: str) -> dict[str, Any]:
@@ -328,8 +302,8 @@ def delete(table: str, key: Mapping[str, Any], *, credential_ref: str = DEFAULT_
     if before is None:
         raise NotApplied(f"{table}: no row with key {dict(key)}; nothing was deleted")
     args = {"table": table, "key": dict(key), "before": before, "snapshot_xmin": xmin, "credential_ref": credential_ref}
-    undo = _Undo("postgres.restore_deleted", {"table": table, "key": dict(key), "before": before, "credential_ref": credential_ref})
-    return _step("postgres.delete", functools.partial(_apply_delete, target, xmin, credential_ref), args, undo)  # type: ignore[no-any-return]
+    undo = PrebuiltUndo("postgres.restore_deleted", {"table": table, "key": dict(key), "before": before, "credential_ref": credential_ref})
+    return run_step("postgres.delete", functools.partial(_apply_delete, target, xmin, credential_ref), args, undo)  # type: ignore[no-any-return]
 
 
 def _apply_delete(target: _Row, snapshot_xmin: str, credential_ref: str) -> dict[str, Any]:
