@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reconcile_world import WORLD, Died, charge, refund
 
-from agent_saga import Compensation, FileWAL, Observation, SagaAborted, reconciler, saga_scope
+from agent_saga import Compensation, FileWAL, SagaAborted, reconciler, saga_scope
 from agent_saga.cli.main import main
 from agent_saga.ids import operation_id
 from agent_saga.log.chain import ChainUnverified

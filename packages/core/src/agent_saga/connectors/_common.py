@@ -9,7 +9,13 @@ from types import ModuleType
 from typing import Any
 
 from agent_saga.context import current_saga
-from agent_saga.credentials import REF_KEY, CredentialError, assert_no_secrets, credential_ref, resolve_credentials
+from agent_saga.credentials import (
+    REF_KEY,
+    CredentialError,
+    assert_no_secrets,
+    credential_ref,
+    resolve_credentials,
+)
 from agent_saga.semantics import ActionSemantics, Compensation
 
 __all__ = ["ConflictError", "PrebuiltUndo", "require", "run_step", "secret"]

@@ -93,11 +93,11 @@ def _columns(names: Any) -> list[str]:
     return sorted(names)
 
 
-def _snapshot(row: _Row, columns: list[str] | None, credential_ref: str) -> tuple[str | None, dict[str, str] | None]:
+def _snapshot(row: _Row, columns: list[str] | None, credential_ref: str) -> tuple[str, dict[str, str]] | None:
     """One autocommit round trip: check the key is the primary key, read the row's version and columns.
 
     ``columns`` None snapshots every column. Returns (xmin, {column: JSON text}), or
-    (None, None) when there is no such row.
+    None when there is no such row.
     """
     texts = sql.SQL(_AS_TEXTS).format(filter=sql.SQL("" if columns is None else "WHERE e.key = ANY(%(cols)s)"))
     query = sql.SQL(
@@ -114,7 +114,7 @@ def _snapshot(row: _Row, columns: list[str] | None, credential_ref: str) -> tupl
             "by its whole primary key, so that one step touches one row"
         )
     if found is None:
-        return None, None
+        return None
     return str(found[0]), dict(found[1] or {})
 
 
@@ -126,9 +126,10 @@ def update(table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
     """Set ``values`` on the row ``key`` names: a saga step ``postgres.update``, undone by ``postgres.revert_update``."""
     row = _Row(table, dict(key))
     columns = _columns(list(values))
-    xmin, before = _snapshot(row, columns, credential_ref)
-    if before is None:
+    snapshot = _snapshot(row, columns, credential_ref)
+    if snapshot is None:
         raise NotApplied(f"{table}: no row with key {dict(key)}; nothing was updated")
+    xmin, before = snapshot
     args = {"table": table, "key": dict(key), "values": dict(values), "before": before, "snapshot_xmin": xmin,
             "credential_ref": credential_ref}
     undo = PrebuiltUndo("postgres.revert_update", {"table": table, "key": dict(key), "before": before, "wrote": dict(values),
@@ -237,8 +238,7 @@ def insert(table: str, row: Mapping[str, Any], *, key: tuple[str, ...] | list[st
             f"(got key={key!r}, row columns {sorted(values)}); the undo finds the row by it"
         )
     target = _Row(table, {n: values[n] for n in names})
-    _, existing = _snapshot(target, names, credential_ref)
-    if existing is not None:
+    if _snapshot(target, names, credential_ref) is not None:
         raise NotApplied(f"{table}: a row with key {target.key} already exists; nothing was inserted")
     args = {"table": table, "key": target.key, "row": values, "credential_ref": credential_ref}
     undo = PrebuiltUndo("postgres.remove_inserted", {"table": table, "key": target.key, "row": values, "credential_ref": credential_ref},
@@ -298,9 +298,10 @@ def observe_insert(*, table: str, key: dict[str, Any], row: dict[str, Any],
 def delete(table: str, key: Mapping[str, Any], *, credential_ref: str = DEFAULT_CREDENTIAL) -> dict[str, Any]:
     """Delete the row ``key`` names: a step ``postgres.delete``, undone by ``postgres.restore_deleted``."""
     target = _Row(table, dict(key))
-    xmin, before = _snapshot(target, None, credential_ref)
-    if before is None:
+    snapshot = _snapshot(target, None, credential_ref)
+    if snapshot is None:
         raise NotApplied(f"{table}: no row with key {dict(key)}; nothing was deleted")
+    xmin, before = snapshot
     args = {"table": table, "key": dict(key), "before": before, "snapshot_xmin": xmin, "credential_ref": credential_ref}
     undo = PrebuiltUndo("postgres.restore_deleted", {"table": table, "key": dict(key), "before": before, "credential_ref": credential_ref})
     return run_step("postgres.delete", functools.partial(_apply_delete, target, xmin, credential_ref), args, undo)  # type: ignore[no-any-return]

@@ -558,5 +558,5 @@ def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
                 await result
 
             asyncio.run(wait())
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
         raise _HandlerFailed(scrub(_text(err), secrets)) from None
