@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,3 +325,16 @@ def test_no_effect_is_both_standing_and_reported_clean(tmp_path: Path, sc: dict[
         assert finding is None or finding.status != "confirmed", (sc, report.format_text())
     if report.clean:
         assert completed or not WORLD.standing()
+
+
+def test_the_lost_response_example_runs_offline_and_shows_clean_then_drift(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "lost_response.py"
+    out = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    honest, lying = out.split("== a refund that says yes and does nothing")
+    for part in (honest, lying):
+        assert "charge answered by the reconciler: {'id': 'ch_1', 'amount': 4200}" in part
+        assert "rollback of saga" in part and ": clean" in part  # what the log believes
+    assert "provider: 1 charge(s), refunded: [True]" in honest and honest.rstrip().endswith("; clean")
+    assert "provider: 1 charge(s), refunded: [False]" in lying and lying.rstrip().endswith("; DRIFT")
+    assert "[DRIFT] saga" in lying and "step 1 pay.charge: its undo reported success" in lying
