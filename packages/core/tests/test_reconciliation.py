@@ -338,3 +338,73 @@ def test_the_lost_response_example_runs_offline_and_shows_clean_then_drift(tmp_p
     assert "provider: 1 charge(s), refunded: [True]" in honest and honest.rstrip().endswith("; clean")
     assert "provider: 1 charge(s), refunded: [False]" in lying and lying.rstrip().endswith("; DRIFT")
     assert "[DRIFT] saga" in lying and "step 1 pay.charge: its undo reported success" in lying
+
+
+def test_the_connector_in_connectors_md_works(tmp_path: Path) -> None:
+    """The ~20-line connector of docs/CONNECTORS.md, run as written against a local ticket server."""
+    import re
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlsplit
+
+    from agent_saga.connectors import set_credential_resolver
+    from agent_saga.registry import unregister
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "CONNECTORS.md").read_text()
+    source = re.findall(r"```python\n(.*?)```", doc, re.S)[1]
+    tickets: dict[str, dict[str, Any]] = {}
+    lose = [True]
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None: ...
+
+        def _answer(self, body: Any) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            assert self.headers["Authorization"] == "Bearer tk_secret_value"
+            url = urlsplit(self.path)
+            if url.path == "/tickets":
+                key = parse_qs(url.query)["external_id"][0]
+                self._answer([t for t in tickets.values() if t["external_id"] == key])
+            else:
+                self._answer(tickets[url.path.rsplit("/", 1)[1]])
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
+            if self.path == "/tickets":
+                ticket = {"id": f"T-{len(tickets) + 1}", "status": "open", **body}
+                tickets[ticket["id"]] = ticket
+                if lose.pop() if lose else False:
+                    self.close_connection = True  # it landed; the answer is lost
+                    return
+                self._answer(ticket)
+            else:
+                tickets[self.path.split("/")[2]]["status"] = "closed"
+                self._answer({})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    namespace: dict[str, Any] = {}
+    exec(source.replace("https://tickets.example.com/api", f"http://127.0.0.1:{server.server_address[1]}"),
+         namespace)
+    set_credential_resolver(lambda name: {"tickets": "tk_secret_value"}[name])
+    log = tmp_path / "t.wal"
+    try:
+        with FileWAL(log) as wal, pytest.raises(SagaAborted) as aborted, saga_scope(wal):
+            assert namespace["open_ticket"]("printer on fire")["id"] == "T-1"  # answer lost, then reconciled
+            raise RuntimeError("later failure")
+        assert aborted.value.report.clean and tickets["T-1"]["status"] == "closed" and len(tickets) == 1
+        assert reconcile(log).clean
+        assert "tk_secret_value" not in log.read_text()
+    finally:
+        set_credential_resolver(None)
+        server.shutdown()
+        server.server_close()
+        unregister("tickets.close")
+        unregister_reconciler("tickets.open")
+        unregister_reconciler("tickets.close")

@@ -18,6 +18,19 @@ as the agent (``--import agent_saga.connectors.stripe --import myapp.secrets``).
 See docs/CONNECTORS.md for how to write one.
 """
 
+from typing import Any
+
 from agent_saga.credentials import assert_no_secrets, credential_ref, set_credential_resolver
 
-__all__ = ["assert_no_secrets", "credential_ref", "set_credential_resolver"]
+__all__ = ["assert_no_secrets", "credential_ref", "resolve_credential", "set_credential_resolver"]
+
+
+def resolve_credential(name: str) -> Any:
+    """The credential called ``name``, from this process's resolver, now (for a connector's own calls).
+
+    Never log or return it: keep the *name* in arguments and results, as the shipped
+    connectors do with ``credential_ref``.
+    """
+    from agent_saga.connectors._common import secret
+
+    return secret(name)[0]
