@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import json
 import re
-import ssl
 import subprocess
 import threading
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_http import JsonHandler, LocalServer
 
 __all__ = ["SalesforceServer", "make_certificate"]
 
@@ -42,7 +43,7 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class SalesforceServer:
+class SalesforceServer(LocalServer):
     def __init__(self, cert: Path, key: Path, session_id: str = "00Dlocal!session.token.0001") -> None:
         self.session_id = session_id
         self.lock = threading.Lock()
@@ -53,20 +54,7 @@ class SalesforceServer:
         self.patches: list[dict[str, Any]] = []
         self.flows: dict[str, Any] = {}
         self.lose_patches = 0
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> SalesforceServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(self._handler(), (cert, key))
 
     def write(self, record_id: str, fields: dict[str, Any]) -> None:
         """A write (by anyone): fields set, flows applied, LastModifiedDate moved on."""
@@ -83,32 +71,18 @@ class SalesforceServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: Any = None) -> None:
-                data = b"" if body is None else json.dumps(body).encode()
-                self.send_response(status)
-                if data:
-                    self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def _route(self) -> tuple[str, str] | None:
                 if self.headers.get("Authorization") != f"Bearer {server.session_id}":
-                    self._send(401, [{"errorCode": "INVALID_SESSION_ID", "message": "Session expired or invalid"}])
+                    self.reply(401, [{"errorCode": "INVALID_SESSION_ID", "message": "Session expired or invalid"}])
                     return None
                 found = re.fullmatch(r"/services/data/v[\d.]+/sobjects/(\w+)/(\w+)/?", urlsplit(self.path).path)
                 if found is None:
-                    self._send(404, [{"errorCode": "NOT_FOUND", "message": f"no route {self.path}"}])
+                    self.reply(404, [{"errorCode": "NOT_FOUND", "message": f"no route {self.path}"}])
                     return None
                 return found[1], found[2]
 
-            def do_GET(self) -> None:
+            def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
                 route = self._route()
                 if route is None:
                     return
@@ -116,18 +90,18 @@ class SalesforceServer:
                 with server.lock:
                     if name == "describe":
                         fields = [{"name": f, "updateable": w} for f, w in server.writable.items()]
-                        self._send(200, {"name": sobject, "fields": fields})
+                        self.reply(200, {"name": sobject, "fields": fields})
                         return
                     record = server.records.get(name)
                     if record is None:
-                        self._send(404, [{"errorCode": "NOT_FOUND", "message": "The requested resource does not exist"}])
+                        self.reply(404, [{"errorCode": "NOT_FOUND", "message": "The requested resource does not exist"}])
                         return
                     wanted = parse_qs(urlsplit(self.path).query).get("fields", [""])[0]
                     names = wanted.split(",") if wanted else list(record)
                     body = {"attributes": {"type": sobject}, **{f: record.get(f) for f in names}}
-                    self._send(200, body)
+                    self.reply(200, body)
 
-            def do_PATCH(self) -> None:
+            def do_PATCH(self) -> None:  # noqa: N802 - the http.server hook name
                 length = int(self.headers.get("Content-Length") or 0)
                 data = json.loads(self.rfile.read(length) or b"{}")
                 route = self._route()
@@ -158,6 +132,6 @@ class SalesforceServer:
                 if drop:
                     self.close_connection = True
                     return
-                self._send(status, body)
+                self.reply(status, body)
 
         return Handler

@@ -15,21 +15,22 @@ deduplicated it" from "it was never sent twice".
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from local_http import JsonHandler, LocalServer
 
 __all__ = ["StripeServer"]
 
 _SEARCH = re.compile(r"metadata\['([^']+)'\]:'([^']*)'\Z")
 
 
-class StripeServer:
+class StripeServer(LocalServer):
     def __init__(self, api_key: str = "sk_test_localserver0001") -> None:
         self.api_key = api_key
         self.lock = threading.Lock()
@@ -40,17 +41,7 @@ class StripeServer:
         self.lose_charges = 0
         self.kill_on_charge: int | None = None
         self.lying_refunds = False
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> StripeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(self._handler())
 
     # -- the API ---------------------------------------------------------------------
 
@@ -82,28 +73,14 @@ class StripeServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.send_header("Request-Id", "req_local")
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def _authorized(self) -> bool:
                 if self.headers.get("Authorization") == f"Bearer {server.api_key}":
                     return True
-                self._send(*_error(401, None, "Invalid API Key provided."))
+                self.reply(*_error(401, None, "Invalid API Key provided."))
                 return False
 
-            def do_GET(self) -> None:
+            def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
                 if not self._authorized():
                     return
                 url = urlsplit(self.path)
@@ -112,21 +89,21 @@ class StripeServer:
                         query = parse_qs(url.query).get("query", [""])[0]
                         match = _SEARCH.match(query)
                         if match is None:
-                            self._send(*_error(400, "parameter_invalid", f"unsupported query {query!r}"))
+                            self.reply(*_error(400, "parameter_invalid", f"unsupported query {query!r}"))
                             return
                         hits = [dict(c) for c in server.charges.values()
                                 if c["metadata"].get(match[1]) == match[2]]
-                        self._send(200, {"object": "search_result", "data": hits, "has_more": False,
+                        self.reply(200, {"object": "search_result", "data": hits, "has_more": False,
                                          "url": "/v1/charges/search", "next_page": None})
                         return
                     found = re.fullmatch(r"/v1/charges/([\w]+)", url.path)
                     charge = server.charges.get(found[1]) if found else None
                     if charge is None:
-                        self._send(*_error(404, "resource_missing", f"No such charge: '{url.path}'"))
+                        self.reply(*_error(404, "resource_missing", f"No such charge: '{url.path}'"))
                     else:
-                        self._send(200, dict(charge))
+                        self.reply(200, dict(charge))
 
-            def do_POST(self) -> None:
+            def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
                 length = int(self.headers.get("Content-Length") or 0)
                 form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
                 if not self._authorized():
@@ -156,7 +133,7 @@ class StripeServer:
                 if drop:
                     self.close_connection = True  # the charge landed; its answer never leaves
                     return
-                self._send(status, body)
+                self.reply(status, body)
 
         return Handler
 
