@@ -408,3 +408,39 @@ def test_the_connector_in_connectors_md_works(tmp_path: Path) -> None:
         unregister("tickets.close")
         unregister_reconciler("tickets.open")
         unregister_reconciler("tickets.close")
+
+
+def test_the_daemon_resolves_credential_references_at_use_and_never_records_the_secret(tmp_path: Path) -> None:
+    from agent_saga import compensator
+    from agent_saga.connectors import credential_ref, set_credential_resolver
+    from agent_saga.registry import unregister
+
+    used: list[Any] = []
+
+    @compensator("rw.revoke")
+    def revoke(grant: str, api_key: str) -> None:
+        used.append(api_key)
+        raise PermissionError(f"key {api_key} was rejected for {grant}")
+
+    log = tmp_path / "a.wal"
+    wal = FileWAL(log)
+    boundary = saga_scope(wal)
+    s = boundary.__enter__()
+    s.execute(tool="grant", semantics="COMPENSABLE", forward=lambda: {"id": "g1"},
+              compensate=lambda r: Compensation(fn=revoke, handler="rw.revoke",
+                                                kwargs={"grant": r["id"], "api_key": credential_ref("vault_x")}))
+    wal.barrier()
+    lease_keeper().release(wal.path, s.saga_id)
+    wal.close()  # the agent died with the grant standing
+    set_credential_resolver(lambda name: {"vault_x": "sk_live_resolvedsecret42"}[name])
+    try:
+        with RecoveryDaemon(log, clock=lambda: time.time() + 3600, max_attempts=1) as daemon:
+            daemon.sweep()
+    finally:
+        set_credential_resolver(None)
+        unregister("rw.revoke")
+    assert used == ["sk_live_resolvedsecret42"]  # resolved for the call
+    evidence = log.read_text() + "".join(p.read_text() for p in (tmp_path / "a.wal.recovery").glob("*.jsonl"))
+    assert "resolvedsecret42" not in evidence  # not in the log, the ledger or the escalation queue
+    failed = next(r for r in read_records(log) if r["type"] == "COMPENSATION_FAILED")
+    assert failed["body"]["error"] == "PermissionError: key <redacted: credential> was rejected for g1"
