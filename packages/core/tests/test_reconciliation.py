@@ -173,6 +173,21 @@ def test_an_open_saga_is_skipped_not_confirmed(tmp_path: Path) -> None:
     assert [f.status for f in report.findings] == ["skipped"] and report.exit_code == 3
 
 
+def test_an_effect_whose_records_cannot_be_read_is_unverifiable_not_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_saga.log.crypto import AESGCMEncryptor, generate_key
+
+    log = tmp_path / "a.wal"
+    monkeypatch.delenv("AGENT_SAGA_WAL_KEY", raising=False)
+    with FileWAL(log, encryptor=AESGCMEncryptor.from_base64(generate_key())) as wal, saga_scope(wal) as s:
+        s.execute(tool="rw.charge", semantics="COMPENSABLE", args={"amount": 10, "step": 1},
+                  forward=functools.partial(charge, 10, 1))
+    report = reconcile(log)  # no key here: the bodies (tool, arguments) are unreadable
+    assert [(f.status, f.step) for f in report.findings] == [("unverifiable", 1)]
+    assert "cannot be read here" in report.findings[0].message and report.exit_code == 3
+
+
 def test_a_log_whose_chain_does_not_verify_is_refused(tmp_path: Path) -> None:
     log = tmp_path / "a.wal"
     run_saga(log, 1)

@@ -183,9 +183,7 @@ def reconcile(
 
 def _is_effect(step: StepView) -> bool:
     """A step whose effect may exist outside the process: it had an intent, or a reconciler asks about it."""
-    if step.tool is None:
-        return False
-    return step.intent or (step.committed and reconciler_for(step.tool) is not None)
+    return step.intent or (step.committed and step.tool is not None and reconciler_for(step.tool) is not None)
 
 
 def _expected(view: SagaView, step: StepView) -> str:
@@ -211,6 +209,9 @@ def _judge(view: SagaView, step: StepView, timeout: float) -> Finding:
 
     if view.open:
         return finding(SKIPPED, "its saga has not ended (running, or waiting for recovery): not reconciled")
+    if step.tool is None:
+        return finding(UNVERIFIABLE, "its records cannot be read here (encrypted without the key, or redacted): "
+                                     "there is nothing to ask about", "unknown")
     forward = reconciler_for(tool)
     comp = step.compensation or {}
     handler = comp.get("handler") if isinstance(comp.get("handler"), str) else None
