@@ -18,6 +18,7 @@ from reconcile_world import WORLD, Died, charge, refund
 
 from agent_saga import Compensation, FileWAL, SagaAborted, reconciler, saga_scope
 from agent_saga.cli.main import main
+from agent_saga.engine.saga import Saga
 from agent_saga.ids import operation_id
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.file import read_records
@@ -244,18 +245,28 @@ def recover(log: Path) -> Any:
         return daemon.sweep()
 
 
+def dead_saga(log: Path) -> Saga:
+    """A started saga on ``log`` that will never end, as a killed process leaves one (see ``bury``)."""
+    saga = Saga(FileWAL(log), name="dies")
+    saga.start()
+    return saga
+
+
+def bury(saga: Saga) -> None:
+    """The process is gone: what it wrote is on disk, its lease is no longer renewed."""
+    saga.wal.barrier()
+    lease_keeper().release(saga.wal.path, saga.saga_id)  # type: ignore[attr-defined]
+    saga.wal.close()
+
+
 def orphan_in_flight(log: Path, undo: str = "recipe") -> str:
     """A saga whose process died after the provider took the charge, before the commit record."""
-    wal = FileWAL(log)
-    boundary = saga_scope(wal)
-    s = boundary.__enter__()
-    s.execute(tool="rw.charge", semantics="COMPENSABLE", args={"amount": 10, "step": 1},
-              forward=functools.partial(charge, 10, 1), compensate=closure if undo == "closure" else None)
-    wal.barrier()
-    lease_keeper().release(wal.path, s.saga_id)
-    wal.close()
+    saga = dead_saga(log)
+    saga.execute_sync(tool="rw.charge", semantics="COMPENSABLE", args={"amount": 10, "step": 1},
+                      forward=functools.partial(charge, 10, 1), compensate=closure if undo == "closure" else None)
+    bury(saga)
     cut_after_last_intent(log)
-    return s.saga_id
+    return saga.saga_id
 
 
 def test_the_daemon_refunds_a_landed_in_flight_charge_through_the_intents_recipe(tmp_path: Path) -> None:
@@ -438,15 +449,11 @@ def test_the_daemon_resolves_credential_references_at_use_and_never_records_the_
         raise PermissionError(f"key {api_key} was rejected for {grant}")
 
     log = tmp_path / "a.wal"
-    wal = FileWAL(log)
-    boundary = saga_scope(wal)
-    s = boundary.__enter__()
-    s.execute(tool="grant", semantics="COMPENSABLE", forward=lambda: {"id": "g1"},
-              compensate=lambda r: Compensation(fn=revoke, handler="rw.revoke",
-                                                kwargs={"grant": r["id"], "api_key": credential_ref("vault_x")}))
-    wal.barrier()
-    lease_keeper().release(wal.path, s.saga_id)
-    wal.close()  # the agent died with the grant standing
+    saga = dead_saga(log)
+    saga.execute_sync(tool="grant", semantics="COMPENSABLE", forward=lambda: {"id": "g1"},
+                      compensate=lambda r: Compensation(fn=revoke, handler="rw.revoke", kwargs={
+                          "grant": r["id"], "api_key": credential_ref("vault_x")}))
+    bury(saga)  # the agent died with the grant standing
     set_credential_resolver(lambda name: {"vault_x": "sk_live_resolvedsecret42"}[name])
     try:
         with RecoveryDaemon(log, clock=lambda: time.time() + 3600, max_attempts=1) as daemon:

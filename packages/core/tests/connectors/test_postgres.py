@@ -18,6 +18,8 @@ import pytest
 from agent_saga import FileWAL, NotApplied, SagaAborted, saga_scope
 from agent_saga.connectors import set_credential_resolver
 from agent_saga.connectors.postgres import delete, insert, update
+from agent_saga.context import use_saga
+from agent_saga.engine.saga import Saga
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.file import read_records
 from agent_saga.reconciliation import reconcile
@@ -136,9 +138,13 @@ def test_a_crash_mid_update_is_reverted_by_the_daemon_and_reconciles_clean(db: d
     log = tmp_path / "a.wal"
     original = row(db)
     wal = FileWAL(log)
-    boundary = saga_scope(wal)
-    s = boundary.__enter__()
-    update(db["table"], KEY, {"price": "50.00", "note": "x"}, credential_ref="pg_test")
+    s = Saga(wal, name="dies")  # started, never ended: as a killed process leaves it
+    s.start()
+    use_saga(s)  # the connector finds the current saga, as inside a boundary
+    try:
+        update(db["table"], KEY, {"price": "50.00", "note": "x"}, credential_ref="pg_test")
+    finally:
+        use_saga(None)  # leave no saga behind for the tests that follow
     wal.barrier()
     lease_keeper().release(wal.path, s.saga_id)
     wal.close()
