@@ -71,7 +71,7 @@ class _Row:
         return sql.Identifier(*self.table.split("."))
 
     def where(self) -> sql.Composable:
-        """``t.k1 = %(k_0)s AND t.k2 = %(k_1)s`` (parameters from :meth:`params`)."""
+        """Each key column of ``t`` equal to the key's value, converted by that column's own type."""
         return sql.SQL(" AND ").join(
             sql.SQL("t.{} = (jsonb_populate_record(NULL::{}, %(key)s::jsonb)).{}").format(
                 sql.Identifier(col), self.ident, sql.Identifier(col))

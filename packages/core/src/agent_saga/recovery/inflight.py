@@ -62,7 +62,7 @@ def ask(reconciler: Callable[..., Any], kwargs: Mapping[str, Any], timeout: floa
         return Observation(None, detail=scrub(f"the reconciler failed: {text}", secrets))
 
 
-def facts(seen: Observation) -> str:
+def _facts(seen: Observation) -> str:
     """One line saying what a reconciler answered (for records and escalations)."""
     verdict = {True: "it landed", False: "it did not land", None: "it could not tell"}[seen.exists]
     extra = [seen.detail] if seen.detail else []
@@ -89,18 +89,15 @@ def settle_in_flight(
         return False  # asked once by a daemon: a held saga's later sweeps add nothing to the log
     op = step.op or operation_id(saga_id, step.index, step.tool or "", "forward")
 
-    def record(rtype: R, body: dict[str, Any]) -> None:
-        write(rtype, body, step.index)
-
-    record(R.RECONCILE_ASKED, {"op": op, "attempt": 1, "about": "forward"})
+    write(R.RECONCILE_ASKED, {"op": op, "attempt": 1, "about": "forward"}, step.index)
     seen = ask(reconciler, {**(step.args or {}), "idempotency_key": op}, timeout)
-    record(R.RECONCILE_ANSWERED, {
+    write(R.RECONCILE_ANSWERED, {
         "op": op, "attempt": 1, "exists": seen.exists, "detail": seen.detail, "amount": seen.amount,
-    })
+    }, step.index)
     step.asked_in_recovery = True
-    step.facts = facts(seen)
+    step.facts = _facts(seen)
     if seen.exists is False:
-        record(R.STEP_NOT_APPLIED, {"op": op, "error": f"recovery: {step.facts}", "reconciled": False})
+        write(R.STEP_NOT_APPLIED, {"op": op, "error": f"recovery: {step.facts}", "reconciled": False}, step.index)
         step.not_applied = True
         return True
     if seen.exists is True:
@@ -108,7 +105,7 @@ def settle_in_flight(
         body: dict[str, Any] = {"op": op, "compensation": comp, "reconciled": True}
         if problem:
             body["problem"] = problem
-        record(R.STEP_COMMITTED, body)
+        write(R.STEP_COMMITTED, body, step.index)
         step.committed, step.committed_compensation, step.problem = True, comp, problem
     return False
 
