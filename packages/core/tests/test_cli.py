@@ -12,7 +12,7 @@ import pytest
 from agent_saga.cli.main import build_parser
 
 VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
-         "mcp", "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
+         "mcp", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,6 +56,7 @@ def test_no_verb_is_a_usage_error() -> None:
     ("certify", ["--wal-path", "{missing}"]),
     ("graph", ["--wal", "{missing}"]),
     ("recover", ["--wal-path", "{missing}"]),
+    ("reconcile", ["--wal-path", "{missing}"]),
     ("escalations", ["--wal-path", "{missing}"]),
     ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be
     ("halt", ["--scope", "global", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
@@ -82,6 +83,7 @@ def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str
 LOG_READERS = {
     "verify": [], "export": ["--out", "{tmp}/bundle"], "certify": [], "recover": [], "escalations": [],
     "graph": [], "animate": ["-o", "{tmp}/a.svg"], "viz": ["--kind", "fleet", "-o", "{tmp}/v.svg"], "ui": [],
+    "reconcile": [],
 }
 
 
