@@ -23,7 +23,8 @@ EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
 VERB_MODULES = (
-    "adopt", "animate", "approvals", "audit", "demo", "graph", "mcp", "recover", "switch", "ui", "viz",
+    "adopt", "animate", "approvals", "audit", "demo", "doctor", "graph", "mcp", "new", "recover", "switch", "ui",
+    "viz",
 )
 
 

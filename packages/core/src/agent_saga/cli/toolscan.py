@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["FRAMEWORKS", "Found", "ProjectIndex", "hint", "index_project", "module_files"]
+__all__ = ["FRAMEWORKS", "Found", "ImportNames", "ProjectIndex", "hint", "index_project", "module_files"]
 
 #: Framework key -> (what it is called, top-level import names that mean it is used).
 FRAMEWORKS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -84,7 +84,7 @@ def module_files(root: Path, skip: Path | None = None) -> Iterator[tuple[Path, s
                 yield path, ".".join(parts)
 
 
-class _Names:
+class ImportNames:
     """What each local name of one file refers to, from its imports."""
 
     def __init__(self, tree: ast.Module) -> None:
@@ -155,7 +155,7 @@ class _FileScan:
         self.rel = str(path.relative_to(index.root))
         self.module = module
         self.tree = tree
-        self.names = _Names(tree)
+        self.names = ImportNames(tree)
         self.local = local  # top-level names of the project's own packages
         self.servers: set[str] = set()  # module-level names bound to an MCP server object
 
