@@ -32,6 +32,7 @@ except ImportError as missing:  # pragma: no cover - exercised in an env without
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.log.default import set_default_wal
+from agent_saga.log.file import FileWAL
 from agent_saga.recovery.daemon import RecoveryDaemon
 from agent_saga.recovery.paths import file_log_path
 from agent_saga.service import readiness
@@ -65,10 +66,11 @@ def _open_log(target: WAL | str | os.PathLike[str]) -> tuple[WAL, bool, Any]:
         except ImportError as err:
             raise ConfigurationError(f"{url!r}: {err}") from None
     else:
-        opened = set_default_wal(target)
-        assert opened is not None
-        wal, owned, location = opened, True, file_log_path(opened)
+        wal, owned = FileWAL(os.fspath(target)), True
+        location = file_log_path(wal)
     if not wal.durable:
+        if owned:
+            wal.close()
         raise ConfigurationError(
             f"{wal!r} is not durable: a crash would lose every open saga's undo and the recovery daemon "
             "could never finish them; give a file path (or a durable log)"
@@ -108,6 +110,7 @@ class SagaService:
         self.drain_timeout = drain_timeout
         self.wal: WAL | None = None
         self._owned = False
+        self._default_set = False
         self._drain = Drain()
         self._sweeper: Sweeper | None = None
 
@@ -124,6 +127,7 @@ class SagaService:
             wal, self._owned, location = _open_log(self._target)
             self.wal = wal
             set_default_wal(wal)
+            self._default_set = True
             _import_handlers(self._handlers)
             if self._recovery:
                 try:
@@ -162,7 +166,9 @@ class SagaService:
     def _release(self) -> None:
         self._drain.uninstall()
         wal, self.wal = self.wal, None
-        set_default_wal(None)
+        if self._default_set:
+            set_default_wal(None)  # back to $AGENT_SAGA_WAL or ./agent-saga.wal
+            self._default_set = False
         if wal is None:
             return
         try:
