@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.main import EXIT_UNCHECKED, CliError
 
 if TYPE_CHECKING:
     from agent_saga.log.records import Record
