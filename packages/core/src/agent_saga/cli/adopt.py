@@ -24,7 +24,7 @@ from agent_saga.cli.toolscan import FRAMEWORKS, Found, ProjectIndex, hint, index
 
 __all__ = ["register", "render", "run_adopt"]
 
-# framework -> (module of the adapter, the name imported from it, the local alias)
+# framework -> (the adapter module, the wrapper imported from it as _wrap_<framework>)
 _WRAPPERS = {
     "langchain": ("agent_saga.adapters.langgraph", "wrap_tool"),
     "crewai": ("agent_saga.adapters.crewai", "wrap_tool"),
