@@ -11,8 +11,8 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
-VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
-         "mcp", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
+VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", "escalations", "export", "graph", "halt",
+         "init-host", "mcp", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,6 +64,9 @@ def test_no_verb_is_a_usage_error() -> None:
     ("quarantine", ["s1", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
     ("resume", ["--scope", "global", "--by", "me", "--store", "{tmp}"]),
     ("demo", ["--dir", "/proc/agent-saga-cannot-write-here"]),
+    ("adopt", ["--root", "{missing}", "--out", "{tmp}/saga_tools.py"]),
+    ("doctor", ["--root", "{missing}"]),
+    ("new", ["myagent", "--dir", "/proc/agent-saga-cannot-write-here"]),
     ("approvals", ["list", "--store", "/dev/null"]),  # a device where the requests directory should be
     # (deny: a grant would first be refused for want of a signing key, a usage error)
     ("approvals", ["deny", "af83c011", "--approver", "me", "--store", "/dev/null"]),

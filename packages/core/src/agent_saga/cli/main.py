@@ -24,7 +24,8 @@ EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
 VERB_MODULES = (
-    "animate", "approvals", "audit", "demo", "graph", "mcp", "reconcile", "recover", "switch", "ui", "viz",
+    "adopt", "animate", "approvals", "audit", "demo", "doctor", "graph", "mcp", "new", "reconcile", "recover",
+    "switch", "ui", "viz",
 )
 
 
