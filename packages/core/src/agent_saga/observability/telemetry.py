@@ -146,6 +146,8 @@ class _Spans(Interceptor):
             "saga.step": event.step,
             "saga.semantics": event.semantics.value,
         }
+        if event.handler is not None:
+            attributes["saga.compensation.handler"] = event.handler  # a name: no argument shown
         if event.compensation is not None and self.capture_content:
             attributes["saga.compensation"] = event.compensation  # its label shows the undo's arguments
         if event.idempotency_key is not None:
