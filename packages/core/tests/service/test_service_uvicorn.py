@@ -90,9 +90,9 @@ def test_a_killed_workers_saga_is_compensated_by_the_background_daemon(server: S
 def test_sigterm_drains_running_sagas_and_exits_0_and_the_log_verifies(server: Server) -> None:
     assert server.http.post("/background/bg-1", params={"wait": 1.5}).status_code == 202
     code = server.terminate()
-    # uvicorn (since 0.29) re-raises the signal it handled once its graceful shutdown is
-    # complete, so the status is "ended by SIGTERM" (143 in a shell), never a crash code.
-    assert code == -signal.SIGTERM, server.log()
+    # uvicorn re-raises the SIGTERM it handled once its graceful shutdown is over; run through
+    # `python -m agent_saga.service`, that ends the process with 0 after a complete drain.
+    assert code == 0, server.log()
     assert "Application shutdown complete." in server.log()
     assert "agent-saga service stopped (0 saga(s) left running)" in server.log()
     assert standing(server.world) == {"bg-1"}  # it was let finish, not cut off

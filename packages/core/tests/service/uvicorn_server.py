@@ -30,7 +30,7 @@ class Server:
         }
         with open(self.output, "wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "service_app:app", "--fd", str(listener.fileno())],
+                [sys.executable, "-m", "agent_saga.service", "service_app:app", "--fd", str(listener.fileno())],
                 cwd=tmp_path, env=self.env, stdout=out, stderr=subprocess.STDOUT,
                 pass_fds=[listener.fileno()],
             )

@@ -162,6 +162,8 @@ class SagaService:
             self._sweeper = None
         await asyncio.to_thread(self._release)
         log.info("agent-saga service stopped (%d saga(s) left running)", len(left))
+        global last_drain_left
+        last_drain_left = len(left)
 
     def _release(self) -> None:
         self._drain.uninstall()
@@ -218,6 +220,11 @@ def _seconds(label: str, value: object, *, positive: bool = False) -> None:
         raise ConfigurationError(
             f"saga_lifespan({label}=...) must be a number of seconds {'> 0' if positive else '>= 0'}, got {value!r}"
         )
+
+
+#: How many sagas the last drain in this process left running (None: no drain yet); the
+#: process's exit status after SIGTERM reports it (``python -m agent_saga.service``).
+last_drain_left: int | None = None
 
 
 def saga_lifespan(
