@@ -28,10 +28,11 @@ DISTRIBUTIONS = {
     "adapter-crewai": "agent_saga_crewai",
     "adapter-autogen": "agent_saga_autogen",
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
+    "adapter-ag2": "agent_saga_ag2",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
 # Adapters whose framework is an extra, and so is absent after a plain install.
-WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel")
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +79,7 @@ before = set(sys.modules)
 report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
-for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "vertex"):
+for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -106,6 +107,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["crewai"] == "crewai is not installed"
     assert skipped["autogen"] == "autogen-core is not installed"
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
+    assert skipped["ag2"] == "ag2 is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -117,6 +119,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-crewai[crewai]'" in errors["crewai"]
     assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
     assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
+    assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
     assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
 
 

@@ -4,9 +4,9 @@
 description, parameters, plugin) with its ``method`` made a step, so every call inside a
 saga is a step, whichever kernel makes it. ``saga_filter``, a function-invocation filter,
 is an optimisation on top: on a kernel that has it, the filter takes the step on the
-kernel's own async pipeline (the log is awaited, not blocked on, and the function calls
-of one model turn, which Semantic Kernel runs concurrently, share their log writes) and
-the method then calls straight through. ``saga_run``, ``saga_invoke`` and ``install`` add
+kernel's own async pipeline (a sync function runs on the event loop; the filter awaits
+the log where the method's step would block the loop on it) and the method then calls
+straight through. ``saga_run``, ``saga_invoke`` and ``install`` add
 the filter; ``patch_all()`` puts it innermost in every kernel, where it also classifies
 unwrapped functions by the tool policy.
 """
