@@ -14,6 +14,7 @@ an object whose ``execute`` returns a coroutine nobody awaits.
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
@@ -31,6 +32,7 @@ from agent_saga.semantics import ActionSemantics
 __all__ = [
     "Boundary",
     "BoundaryOwner",
+    "GateSetting",
     "SyncSaga",
     "current_saga",
     "default_gate",
@@ -40,9 +42,13 @@ __all__ = [
 ]
 
 _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_saga", default=None)
-# (gate, factory): at most one is set, replaced as one tuple. Told apart once, when
-# set: the structural isinstance check against GatePort is too slow for every saga.
-_default_gate: tuple[GatePort | None, Callable[[], GatePort | None] | None] = (None, None)
+_gate_lock = threading.Lock()
+#: What ``set_default_gate`` takes: a gate, a zero-argument factory of one, or None.
+GateSetting = GatePort | Callable[[], GatePort | None] | None
+# (setting, gate, factory): gate and factory told apart once, when set (the structural
+# isinstance check against GatePort is too slow for every saga), replaced as one tuple
+# so that a reader needs no lock.
+_default_gate: tuple[GateSetting, GatePort | None, Callable[[], GatePort | None] | None] = (None, None, None)
 
 
 def current_saga() -> Saga | None:
@@ -55,20 +61,24 @@ def use_saga(saga: Saga | None) -> contextvars.Token[Saga | None]:
     return _current.set(saga)
 
 
-def set_default_gate(gate: GatePort | Callable[[], GatePort | None] | None) -> None:
-    """The gate every saga uses when its boundary is not given one.
+def set_default_gate(gate: GateSetting) -> GateSetting:
+    """The gate every saga uses when its boundary is not given one; returns the previous setting.
 
     Pass a gate, or a zero-argument factory called once per saga. Passing None
     turns off even the kill switch; every saga started so records ``"gate": null``
-    in its start record, so the opt-out is visible in the log.
+    in its start record, so the opt-out is visible in the log. The previous
+    setting is returned so that a caller can wrap it and put it back.
     """
     global _default_gate
-    _default_gate = (gate, None) if gate is None or isinstance(gate, GatePort) else (None, gate)
+    told = (gate, gate, None) if gate is None or isinstance(gate, GatePort) else (gate, None, gate)
+    with _gate_lock:
+        previous, _default_gate = _default_gate[0], told
+    return previous
 
 
 def default_gate() -> GatePort | None:
     """The gate a saga started now gets when it is not given one (a fresh one per call)."""
-    gate, factory = _default_gate
+    _, gate, factory = _default_gate
     return gate if factory is None else factory()
 
 

@@ -33,6 +33,7 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
+from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material
 
 __all__ = [
     "ANONYMOUS",
@@ -52,7 +53,6 @@ ANONYMOUS = (
     "about who let the action through, and proving that is the only thing the record is for"
 )
 _DOMAIN = "agent-saga approval decision v1\n"
-_ED25519 = b"\x01"
 _HIDDEN = ("Cc", "Cf")  # control and format characters: zero-width spaces and joiners, BOMs, bidi overrides
 
 
@@ -94,23 +94,16 @@ def default_trust_path() -> Path:
 def require_crypto() -> Any:
     """The Ed25519 module of ``cryptography``; ConfigurationError naming the extra when it is missing."""
     try:
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-    except ImportError:
-        raise ConfigurationError(
-            "approvals are signed and verified with Ed25519, which needs 'cryptography': "
-            "pip install 'agent-saga[approvals]'"
-        ) from None
-    return ed25519
+        return ed25519("approvals")
+    except ImportError as err:
+        raise ConfigurationError(f"approvals are signed and verified with Ed25519. {err}") from None
 
 
 def _material(blob: str, what: str) -> bytes:
     try:
-        raw = base64.b64decode(blob, validate=True)
-    except (binascii.Error, ValueError):
-        raise ConfigurationError(f"{what}: the key material is not base64") from None
-    if len(raw) != 33 or raw[:1] != _ED25519:
-        raise ConfigurationError(f"{what}: not an Ed25519 key (0x01 followed by 32 bytes)")
-    return raw[1:]
+        return key_material(blob, what)
+    except ValueError as err:
+        raise ConfigurationError(str(err)) from None
 
 
 def _payload(decision: ApprovalEntry, request: ApprovalEntry) -> bytes:
@@ -138,16 +131,14 @@ class SigningKey:
         self._private = require_crypto().Ed25519PrivateKey.from_private_bytes(_material(parts[4], "signing key"))
         public = self._private.public_key().public_bytes_raw()
         #: The verifier key to trust: ``<name>+<id>+<base64>``.
-        self.public = f"{self.key_id}+{base64.b64encode(_ED25519 + public).decode()}"
+        self.public = f"{self.key_id}+{base64.b64encode(ED25519 + public).decode()}"
 
     @classmethod
     def generate(cls, name: str) -> SigningKey:
         """A fresh key named ``name`` (an approver handle without spaces or '+', e.g. risk@corp)."""
-        from agent_saga.audit.signing import generate_signer
-
         require_crypto()
         try:
-            private, _public = generate_signer(name)
+            private, _public = generate_signer(name, "approvals")
         except ValueError as err:
             raise ConfigurationError(str(err)) from None
         return cls(private)

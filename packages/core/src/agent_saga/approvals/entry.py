@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.log.codec import canonical
 from agent_saga.redaction import redact_args
 
-__all__ = ["SHORT_ID", "ApprovalEntry", "Status", "new_entry", "request_id", "short_ids"]
+__all__ = ["SHORT_ID", "ApprovalEntry", "Change", "Status", "new_entry", "request_id", "short_ids"]
 
 #: Characters of the id shown to people; ``approve`` accepts any unique prefix.
 SHORT_ID = 8
@@ -169,3 +169,7 @@ def short_ids(ids: list[str]) -> dict[str, str]:
             need = max(need, common + 1)
         out[rid] = rid[:need]
     return out
+
+
+#: A change to one entry, applied under the store's lock (``store.update(request_id, change)``).
+Change = Callable[[ApprovalEntry], ApprovalEntry]

@@ -20,11 +20,11 @@ import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from agent_saga.approvals.entry import ApprovalEntry
+from agent_saga.approvals.entry import ApprovalEntry, Change
 from agent_saga.approvals.errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import group_shared, locked, make_dirs, read_state, replace_file
@@ -39,7 +39,6 @@ __all__ = [
     "open_store",
 ]
 
-Change = Callable[[ApprovalEntry], ApprovalEntry]
 _ID = re.compile(r"[0-9a-f]{32}")
 
 

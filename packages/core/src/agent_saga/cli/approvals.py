@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import LOG_ENV
 
 __all__ = ["register"]
 
@@ -90,7 +91,7 @@ def register(verbs: Any) -> None:
                        "else $AGENT_SAGA_HOME/approver.key, else ~/.agent-saga/approver.key); a grant needs one")
         _store_arg(p)
         p.add_argument(
-            "--wal-path", default=None,
+            "--wal-path", "--wal", dest="wal_path", default=None, metavar="PATH",
             help="also write the decision to this log now (default: $AGENT_SAGA_WAL; without either, the "
             "waiting agent writes it into its own log when it sees it)",
         )
@@ -204,7 +205,7 @@ def _run_decide(args: argparse.Namespace) -> int:
         raise CliError(f"refused: {err}", EXIT_USAGE) from None
     store = _open_store(args)
     wal = None
-    path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or None
+    path = args.wal_path or os.environ.get(LOG_ENV) or None
     if path:
         from agent_saga.log.file import FileWAL
 

@@ -13,27 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option, given_log
 from agent_saga.cli.progress import Progress
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.fs import NotARegularFile
 
 __all__ = ["register", "run_certify", "run_export", "run_verify"]
-
-
-def _default_wal() -> str:
-    return os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
-
-
-def _add_wal(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--wal-path", default=_default_wal(), metavar="P",
-        help="the log file (default: $AGENT_SAGA_WAL or ./agent-saga.wal)",
-    )
 
 
 def register(verbs: Any) -> None:
@@ -52,7 +41,7 @@ def register(verbs: Any) -> None:
             "exit codes: 0 intact or empty, 1 broken/unchained/partial, 2 usage, 3 could not read the log\n"
         ),
     )
-    _add_wal(p)
+    add_log_option(p)
     p.add_argument("--expect-head", metavar="HASH", help="a chain head recorded earlier that the log must still contain")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(run=run_verify)
@@ -73,7 +62,7 @@ def register(verbs: Any) -> None:
             "2 usage, 3 could not read the log or write the bundle\n"
         ),
     )
-    _add_wal(p)
+    add_log_option(p)
     p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) directory for the bundle")
     p.add_argument("--allow-broken", action="store_true",
                    help="export a log whose chain does not verify (broken, unchained, partial), labelled so")
@@ -93,15 +82,16 @@ def register(verbs: Any) -> None:
             "2 usage, 3 could not read the log (missing, unreadable, or encrypted without a key)\n"
         ),
     )
-    _add_wal(p)
+    add_log_option(p)
     p.add_argument("--json", action="store_true", help="print the certificate as JSON")
     p.add_argument("--allow-unverified", action="store_true",
                    help="certify a log whose chain does not verify; a broken chain is still never certified")
     p.set_defaults(run=run_certify)
 
 
-def _check_path(path: str) -> None:
-    if not path:
+def _check_path(args: argparse.Namespace) -> None:
+    args.wal_path = given_log(args)
+    if not args.wal_path.strip():
         raise CliError("--wal-path is empty: give the log file's path (or set $AGENT_SAGA_WAL)", EXIT_USAGE)
 
 
@@ -121,7 +111,7 @@ def _refused(path: str, err: ChainUnverified, what: str, override: str) -> CliEr
 def run_verify(args: argparse.Namespace) -> int:
     from agent_saga.audit.verify import verify_log
 
-    _check_path(args.wal_path)
+    _check_path(args)
     try:
         with Progress("verifying", megabytes=True) as progress:
             report = verify_log(args.wal_path, expect_head=args.expect_head, progress=progress)
@@ -140,7 +130,7 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from agent_saga.audit.export import export_bundle
 
-    _check_path(args.wal_path)
+    _check_path(args)
     try:
         with Progress("verifying", megabytes=True) as progress:
             result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken, progress=progress)
@@ -171,7 +161,7 @@ def run_certify(args: argparse.Namespace) -> int:
     from agent_saga.audit.certify import certify_log
     from agent_saga.log.crypto import EncryptionError
 
-    _check_path(args.wal_path)
+    _check_path(args)
     try:
         cert = certify_log(args.wal_path, allow_unverified=args.allow_unverified)
     except ChainUnverified as err:

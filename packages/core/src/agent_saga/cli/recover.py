@@ -13,7 +13,6 @@ retried at the next interval instead.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import CliError
+from agent_saga.cli.options import add_imports_option, add_log_option, existing_log, import_modules
 from agent_saga.errors import WALError
 
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
@@ -30,16 +30,9 @@ __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
 _EXIT_OK, _EXIT_FINDING, _EXIT_USAGE, _EXIT_UNCHECKED = 0, 1, 2, 3
 
 
-def _default_wal() -> str:
-    return os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
-
-
 def _add_daemon_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wal-path", default=_default_wal(), help="the log to recover (default: %(default)s)")
-    p.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE",
-        help="import MODULE first, so its @compensator handlers are registered (repeatable)",
-    )
+    add_log_option(p, "the log to recover")
+    add_imports_option(p, "@compensator handlers (and @reconciler functions)")
     p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     p.add_argument("--lease-grace", type=float, default=5.0, metavar="SECONDS",
                    help="extra wait beyond a lease's expiry (default: %(default)s)")
@@ -76,27 +69,11 @@ def register(verbs: Any) -> None:
         description="List the escalation queue of a log; exit 1 while any is open.",
         epilog="example: agent-saga escalations --wal-path agent-saga.wal",
     )
-    e.add_argument("--wal-path", default=_default_wal(), help="the log (default: %(default)s)")
+    add_log_option(e, "the log whose escalations to list")
     e.add_argument("--all", action="store_true", help="include resolved escalations")
     e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
     e.add_argument("--note", default="", help="what was done (with --resolve)")
     e.set_defaults(run=run_escalations)
-
-
-def _import_handlers(modules: Sequence[str]) -> None:
-
-    # A console script does not put the working directory on sys.path; `python -m` does.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
-            raise CliError(
-                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
-                "importable module name (not a file path) that declares your @compensator handlers",
-                _EXIT_USAGE,
-            ) from None
 
 
 def _print_report(report: Any, quiet: bool) -> None:
@@ -108,18 +85,6 @@ def _print_report(report: Any, quiet: bool) -> None:
     print(report.summary())
 
 
-def _log_path(raw: str) -> Path:
-    """The ``--wal-path`` given, checked to name an existing regular file."""
-    if not raw:
-        raise CliError("--wal-path is empty: give the log file's path (or set $AGENT_SAGA_WAL)", _EXIT_USAGE)
-    path = Path(raw)
-    if not path.exists():
-        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
-    if not path.is_file():
-        raise CliError(f"{path} is not a regular file; give the path of the log itself", _EXIT_UNCHECKED)
-    return path
-
-
 def _daemon(args: argparse.Namespace) -> Any:
     from agent_saga.recovery.daemon import RecoveryDaemon
 
@@ -127,8 +92,8 @@ def _daemon(args: argparse.Namespace) -> Any:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    path = _log_path(args.wal_path)
-    _import_handlers(args.imports)
+    path = existing_log(args)
+    import_modules(args.imports, "@compensator handlers")
     return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
                           retry_delay=args.retry_delay, trust_unverified=args.trust_unverified)
 
@@ -235,7 +200,7 @@ def _check_is_log(path: Path) -> None:
 def run_escalations(args: argparse.Namespace) -> int:
     from agent_saga.recovery.escalations import queue_of
 
-    path = _log_path(args.wal_path)
+    path = existing_log(args)
     _check_is_log(path)
     queue = queue_of(path)
     try:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import default_log
 
 __all__ = ["default_log_path", "pick_saga_id", "resolve_saga_id", "saga_ids"]
 
@@ -22,7 +23,7 @@ _SHOWN = 5  # candidates named in an "ambiguous" refusal
 
 def default_log_path() -> Path:
     """The log a verb reads without ``--wal-path``: ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``."""
-    return Path(os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal")
+    return Path(default_log())
 
 
 def saga_ids(path: Path) -> set[str]:

@@ -34,7 +34,7 @@ def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
     p.add_argument("--store", default=None, help=_STORE_HELP)
     if log:
         p.add_argument(
-            "--wal-path", default=None,
+            "--wal-path", "--wal", dest="wal_path", default=None, metavar="PATH",
             help="log that records the change, created if missing (default: $AGENT_SAGA_WAL, else "
             "./agent-saga.wal, used only if it exists); saga ids are resolved against it",
         )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option, existing_log
 
 __all__ = ["TOKEN_ENV", "register", "run_ui"]
 
@@ -30,7 +30,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal-path", "--wal", dest="wal", required=True, metavar="PATH", help="the log to show")
+    add_log_option(p, "the log to show")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0 picks a free one)")
     p.add_argument("--token", help=f"require this bearer token for the API (better: ${TOKEN_ENV}, which "
@@ -42,7 +42,7 @@ def run_ui(args: argparse.Namespace) -> int:
     from agent_saga.errors import SagaError
     from agent_saga.ui import FileSource, make_server
 
-    path = Path(args.wal)
+    path = existing_log(args)
     if not path.is_file():
         what = "is a directory, not a log file" if path.is_dir() else "does not exist"
         raise CliError(f"{path} {what} (check --wal-path)", EXIT_UNCHECKED)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
+from agent_saga.cli.options import add_log_option, existing_log
 
 __all__ = ["register", "run_viz"]
 
@@ -29,7 +29,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read")
+    add_log_option(p, "the log to read")
     p.add_argument("--kind", required=True, choices=("fleet", "chain", "outcomes"), help="which picture")
     p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
     p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
@@ -40,7 +40,7 @@ def run_viz(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log, write_output
     from agent_saga.viz.theme import THEMES
 
-    path = Path(args.wal)
+    path = existing_log(args)
     theme = THEMES[args.theme]
     if args.kind == "chain":
         from agent_saga.viz.chain import read_entries, render_chain, verify_entries

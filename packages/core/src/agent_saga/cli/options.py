@@ -1,0 +1,78 @@
+"""Options every verb shares, defined once: which log a verb reads, and how it is checked.
+
+Every verb that reads a log takes ``--wal-path PATH`` (alias ``--wal``); left out, the
+log is ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal`` — read when the verb runs, not when
+the parser is built, so the help text and the behaviour say the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
+
+__all__ = ["LOG_ENV", "add_imports_option", "add_log_option", "default_log", "existing_log", "given_log",
+           "import_modules"]
+
+LOG_ENV = "AGENT_SAGA_WAL"
+_DEFAULT_TEXT = f"${LOG_ENV}, else ./agent-saga.wal"
+
+
+def default_log() -> str:
+    """The log a verb reads when not told: ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``."""
+    return os.environ.get(LOG_ENV) or "agent-saga.wal"
+
+
+def add_log_option(p: argparse.ArgumentParser, what: str = "the log to read", *, optional: bool = False) -> None:
+    """``--wal-path``/``--wal``; ``optional`` for verbs that only write to a log if there is one."""
+    default = f"only a log given here, or an existing {_DEFAULT_TEXT}" if optional else _DEFAULT_TEXT
+    p.add_argument("--wal-path", "--wal", dest="wal_path", metavar="PATH", default=None,
+                   help=f"{what} (default: {default})")
+
+
+def given_log(args: argparse.Namespace) -> str:
+    """The log the command line names, or the default."""
+    raw: str | None = args.wal_path
+    return default_log() if raw is None else raw
+
+
+def existing_log(args: argparse.Namespace) -> Path:
+    """The log to read, checked: an empty path is a usage error, a missing or odd file exit 3."""
+    raw = given_log(args)
+    if not raw.strip():
+        raise CliError(f"--wal-path is empty: give the log file's path (or set ${LOG_ENV})", EXIT_USAGE)
+    path = Path(raw)
+    if not path.exists():
+        raise CliError(f"no log at {path} (give --wal-path, or set ${LOG_ENV})", EXIT_UNCHECKED)
+    if path.is_dir():
+        raise CliError(f"{path} is a directory, not a log file (check --wal-path)", EXIT_UNCHECKED)
+    if not path.is_file():
+        raise CliError(f"{path} is not a regular file (a FIFO or a device?): give the log itself", EXIT_UNCHECKED)
+    return path
+
+
+def add_imports_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--import MODULE`` (repeatable): modules that register what the verb needs (``what``)."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help=f"import MODULE first, so its {what} are registered (repeatable)")
+
+
+def import_modules(modules: Sequence[str], what: str) -> None:
+    """Import each ``--import`` module; one that fails is a usage error naming it."""
+    # A console script does not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
+            raise CliError(
+                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
+                f"importable module name (not a file path) that declares your {what}",
+                EXIT_USAGE,
+            ) from None
