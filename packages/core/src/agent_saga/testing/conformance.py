@@ -418,6 +418,7 @@ class AdapterConformance:
             "reveal": frozenset({"token"}),
             "wait_for_commit": True,
             "origin": "conformance",
+            "reconcile": False,  # the default is True: a lost option shows
         }
         assert set(values) == option_names(), "a new step option needs a value here"
         wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
