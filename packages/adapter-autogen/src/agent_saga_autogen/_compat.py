@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, FunctionTool
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["function_of", "own_run", "reads_as", "with_function", "with_run"]
 
@@ -74,29 +74,23 @@ def _result(coroutine: Coroutine[Any, Any, Any]) -> Any:
     raise TypeError("the probe suspended")
 
 
-def _check() -> None:
+def _fits() -> bool:
     async def probe(x: int) -> int:
         return x
 
     async def other(x: int) -> int:
         return -x
 
-    try:
-        tool = FunctionTool(probe, description="Probe.")
-        fits = (
-            function_of(tool) is probe
-            and _result(with_function(tool, other).run(tool.args_type()(x=2), CancellationToken())) == -2
-            and function_of(tool) is probe
-            and "run" in BaseTool.run_json.__code__.co_names
-        )
-    except (AttributeError, TypeError, ValueError):
-        fits = False
-    if not fits:
-        raise FrameworkUnsupported(
-            "agent-saga-autogen", "autogen",
-            "the installed autogen-core no longer calls a FunctionTool's function as _func, "
-            "or BaseTool.run_json no longer calls self.run",
-        )
+    tool = FunctionTool(probe, description="Probe.")
+    return (
+        _result(with_function(tool, other).run(tool.args_type()(x=2), CancellationToken())) == -2
+        and function_of(tool) is probe  # the copy's function is its own
+        and "run" in BaseTool.run_json.__code__.co_names
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-autogen", "autogen", _fits,
+    "the installed autogen-core no longer calls a FunctionTool's function as _func, "
+    "or BaseTool.run_json no longer calls self.run",
+)

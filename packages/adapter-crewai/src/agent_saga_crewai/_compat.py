@@ -21,7 +21,7 @@ from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 from crewai.tools.structured_tool import CrewStructuredTool
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["ENTRY_POINTS", "bind", "origin_of"]
 
@@ -41,7 +41,7 @@ def origin_of(tool: Any) -> Any:
     return getattr(tool, "_original_tool", None) or tool
 
 
-def _check() -> None:
+def _fits() -> bool:
     class Probe(BaseTool):
         name: str = "probe"
         description: str = "Probe."
@@ -49,23 +49,18 @@ def _check() -> None:
         def _run(self, text: str) -> str:
             return text
 
-    try:
-        probe = Probe().model_copy()
-        bind(probe, "_run", lambda text: f"bound {text}")
-        structured = probe.to_structured_tool()
-        fits = (
-            probe.run(text="a") == "bound a" and structured.invoke({"text": "b"}) == "bound b"
-            and origin_of(structured) is probe
-            and all(callable(getattr(cls, s, None)) and callable(getattr(cls, a, None)) for cls, s, a in ENTRY_POINTS)
-        )
-    except (AttributeError, TypeError, ValueError):
-        fits = False
-    if not fits:
-        raise FrameworkUnsupported(
-            "agent-saga-crewai", "crewai",
-            "the installed crewai no longer calls a tool's own _run from run() and from the CrewStructuredTool "
-            "it builds (to_structured_tool, _original_tool)",
-        )
+    probe = Probe().model_copy()
+    bind(probe, "_run", lambda text: f"bound {text}")
+    structured = probe.to_structured_tool()
+    return (
+        probe.run(text="a") == "bound a" and structured.invoke({"text": "b"}) == "bound b"
+        and origin_of(structured) is probe
+        and all(callable(getattr(cls, s, None)) and callable(getattr(cls, a, None)) for cls, s, a in ENTRY_POINTS)
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-crewai", "crewai", _fits,
+    "the installed crewai no longer calls a tool's own _run from run() and from the CrewStructuredTool "
+    "it builds (to_structured_tool, _original_tool)",
+)

@@ -23,7 +23,7 @@ from typing import Any
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["callbacks", "context_params"]
 
@@ -44,7 +44,7 @@ def context_params(fn: Callable[..., Any]) -> tuple[str, ...]:
     )
 
 
-def _check() -> None:
+def _fits() -> bool:
     def probe(ctx: Context, text: str) -> str:
         """Probe."""
         return text
@@ -52,20 +52,14 @@ def _check() -> None:
     def on_result(result: Any) -> None:
         return None
 
-    try:
-        tool = FunctionTool.from_defaults(probe, callback=on_result)
-        fits = (
-            tool.ctx_param_name == "ctx" and context_params(probe) == ("ctx",)
-            and callbacks(tool)["callback"] is on_result
-        )
-    except (AttributeError, TypeError, ValueError):
-        fits = False
-    if not fits:
-        raise FrameworkUnsupported(
-            "agent-saga-llamaindex", "llamaindex",
-            "the installed llama-index-core no longer keeps a FunctionTool's callbacks in _callback/_async_callback "
-            "or no longer fills the parameter annotated Context",
-        )
+    tool = FunctionTool.from_defaults(probe, callback=on_result)
+    return (
+        tool.ctx_param_name == "ctx" and context_params(probe) == ("ctx",) and callbacks(tool)["callback"] is on_result
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-llamaindex", "llamaindex", _fits,
+    "the installed llama-index-core no longer keeps a FunctionTool's callbacks in _callback/_async_callback "
+    "or no longer fills the parameter annotated Context",
+)
