@@ -44,8 +44,7 @@ class AutoGen(Adapter):
         return frozenset({"cancellation_token"}) & set(inspect.signature(fn).parameters)
 
     def spec_of(self, tool: Any) -> ToolSpec | None:
-        fn = self.function_of(tool) if isinstance(tool, FunctionTool) else _compat.own_run(tool)
-        return getattr(fn, SPEC_ATTR, None)
+        return getattr(self.function_of(tool) or _compat.own_run(tool), SPEC_ATTR, None)
 
     def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
         if not isinstance(tool, FunctionTool):
@@ -100,6 +99,7 @@ def _carried(tool: Any) -> Any:
 
 
 def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments as ``run_json(args, cancellation_token, call_id=)`` received them."""
     given = args[0] if args else kwargs.get("args", {})
     return dict(given) if isinstance(given, Mapping) else {"args": repr(given)}
 
