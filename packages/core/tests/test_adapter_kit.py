@@ -279,6 +279,7 @@ def calls(draw: st.DrawFn) -> tuple[str, frozenset[str], tuple[Any, ...], dict[s
     return source, hidden, args, kwargs
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 @settings(max_examples=200, deadline=None)
 @given(calls())
 def test_framework_arguments_reach_the_function_however_passed_and_never_the_log(
@@ -351,6 +352,7 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_top_level_wrap_tool_loads_the_installed_adapter_that_knows_the_tool(site: Path) -> None:
     out = run_with(site, """
         import json, sys
