@@ -89,6 +89,7 @@ from agent_saga.log.maintenance import compact, redact_record, redact_where
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
+from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import (
     call_with,
     compensator,
@@ -105,6 +106,7 @@ from agent_saga.semantics import ActionSemantics, Compensation, Observation, Out
 install_default_gate()
 # ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead one.
 install_leases()
+install_server_leases()  # the same, for sagas on a Postgres or Redis log (docs/FLEET.md)
 
 #: ``@saga`` is ``@guard``: ``from agent_saga import saga`` then decorate a function.
 saga = guard

@@ -26,7 +26,8 @@ def _default_wal() -> str:
 
 
 def _add_daemon_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wal-path", default=_default_wal(), help="the log to recover (default: %(default)s)")
+    p.add_argument("--wal-path", default=_default_wal(),
+                   help="the log to recover: a file, or a postgresql:// or redis:// URL (default: %(default)s)")
     p.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import MODULE first, so its @compensator handlers are registered (repeatable)",
@@ -62,7 +63,8 @@ def register(verbs: Any) -> None:
         description="List the escalation queue of a log; exit 1 while any is open.",
         epilog="example: agent-saga escalations --wal-path agent-saga.wal",
     )
-    e.add_argument("--wal-path", default=_default_wal(), help="the log (default: %(default)s)")
+    e.add_argument("--wal-path", default=_default_wal(),
+                   help="the log: a file, or a postgresql:// or redis:// URL (default: %(default)s)")
     e.add_argument("--all", action="store_true", help="include resolved escalations")
     e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
     e.add_argument("--note", default="", help="what was done (with --resolve)")
@@ -103,12 +105,24 @@ def _daemon(args: argparse.Namespace) -> Any:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    path = Path(args.wal_path)
-    if not path.is_file():
-        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
     _import_handlers(args.imports)
-    return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
-                          retry_delay=args.retry_delay)
+    return _opened(args.wal_path, lambda target: RecoveryDaemon(
+        target, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
+    ))
+
+
+def _opened(target: str, make: Any) -> Any:
+    """``make(target)`` for a log path or URL; a log that is missing or unreachable is exit 3."""
+    from agent_saga.cli.main import CliError
+    from agent_saga.errors import ConfigurationError, WALError
+    from agent_saga.log.resolve import is_url
+
+    if not is_url(target) and not Path(target).is_file():
+        raise CliError(f"no log at {target} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
+    try:
+        return make(target)
+    except (WALError, ConfigurationError, OSError, ValueError) as err:
+        raise CliError(f"cannot open {target}: {err}", _EXIT_UNCHECKED) from None
 
 
 def _sweep(daemon: Any, dry_run: bool) -> Any:
@@ -120,7 +134,7 @@ def _sweep(daemon: Any, dry_run: bool) -> Any:
         with Progress("sweeping open sagas") as progress:
             return daemon.sweep(dry_run=dry_run, progress=progress)
     except (OSError, WALError, ImportError) as err:
-        raise CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED) from None
+        raise CliError(f"could not read {daemon.location}: {err}", _EXIT_UNCHECKED) from None
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
@@ -156,24 +170,23 @@ def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
 
 def run_escalations(args: argparse.Namespace) -> int:
     from agent_saga.cli.main import CliError
-    from agent_saga.recovery.escalations import EscalationQueue
-    from agent_saga.recovery.lease import recovery_dir
+    from agent_saga.recovery.stores import recovery_store
 
-    path = Path(args.wal_path)
-    if not path.is_file():
-        raise CliError(f"no log at {path} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
-    queue = EscalationQueue(recovery_dir(path) / "escalations.jsonl")
+    store = _opened(args.wal_path, recovery_store)
     try:
+        queue = store.escalations()
         if args.resolve:
             try:
                 found = queue.resolve(args.resolve, args.note)
             except KeyError as err:
                 raise CliError(str(err.args[0]), _EXIT_USAGE) from None
-            _record_resolution(path, found)
+            _record_resolution(store.open_wal(), found)
             print(f"resolved {found.id}")
         shown = queue.all() if args.all else queue.pending()
     except OSError as err:
-        raise CliError(f"could not read the escalation queue of {path}: {err}", _EXIT_UNCHECKED) from None
+        raise CliError(f"could not read the escalation queue of {store.location}: {err}", _EXIT_UNCHECKED) from None
+    finally:
+        store.close()
     for escalation in shown:
         print(escalation.line())
     pending = sum(1 for e in shown if not e.resolved) if args.all else len(shown)
@@ -181,16 +194,14 @@ def run_escalations(args: argparse.Namespace) -> int:
     return _EXIT_FINDING if pending else _EXIT_OK
 
 
-def _record_resolution(path: Path, escalation: Any) -> None:
-    from agent_saga.log.file import FileWAL
+def _record_resolution(wal: Any, escalation: Any) -> None:
     from agent_saga.log.records import RecordType
 
-    with FileWAL(path) as wal:
-        wal.append(RecordType.ESCALATION_RESOLVED.value, escalation.saga, {
-            "escalation": escalation.id, "kind": escalation.kind, "note": escalation.note,
-            "by": f"human via agent-saga escalations ({os.environ.get('USER', 'unknown')})",
-        }, escalation.step)
-        wal.barrier()
+    wal.append(RecordType.ESCALATION_RESOLVED.value, escalation.saga, {
+        "escalation": escalation.id, "kind": escalation.kind, "note": escalation.note,
+        "by": f"human via agent-saga escalations ({os.environ.get('USER', 'unknown')})",
+    }, escalation.step)
+    wal.barrier()
 
 
 def recoveryd_main(argv: Sequence[str] | None = None) -> int:

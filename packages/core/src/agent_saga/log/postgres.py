@@ -71,6 +71,8 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
     bounded barriers, backpressure, encryption).
     """
 
+    backend = "postgres"
+
     def __init__(
         self,
         url: str,
@@ -136,6 +138,10 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
         return found is not None and conn.execute(self._sql.read_head, (self.log_name,)).fetchone() is not None
 
     # -- connections ------------------------------------------------------------------
+
+    def connect(self) -> Any:
+        """A new autocommit connection to the log's database (for the recovery state beside it)."""
+        return self._connect()
 
     def _connect(self) -> Any:
         return self._psycopg.connect(

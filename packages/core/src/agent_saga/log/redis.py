@@ -87,6 +87,7 @@ class RedisWAL(GroupCommitWAL, ServerLog):
     ``create=False`` raises LogNotFound for a log that has no record yet.
     """
 
+    backend = "redis"
     max_batch = 1000  # lines per script call
 
     def __init__(
