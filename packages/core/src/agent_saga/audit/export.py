@@ -71,12 +71,14 @@ def export_bundle(
     *,
     allow_broken: bool = False,
     progress: Progress | None = None,
+    source: str | None = None,
 ) -> ExportResult:
     """Write the audit bundle of the log at ``path`` into ``out_dir`` (new or empty).
 
     The snapshot is taken under a shared lock, so it never includes half a batch.
     Raises ChainBroken (nothing written) for a broken chain unless ``allow_broken``,
     FileExistsError if ``out_dir`` already holds files, OSError if the log cannot be read.
+    ``source`` names the log in the manifest (default: its path; the CLI passes a server log's URL).
     """
     from agent_saga.log.maintenance import locked_log
 
@@ -111,7 +113,7 @@ def export_bundle(
         "format": BUNDLE_FORMAT,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "generator": f"agent-saga {__version__}",
-        "source": str(src),
+        "source": source or str(src),
         "records_file": "records.jsonl",
         "records_sha256": records_sha,
         "records_bytes": len(complete),

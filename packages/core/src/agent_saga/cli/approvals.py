@@ -152,11 +152,11 @@ def _run_decide(args: argparse.Namespace) -> int:
     wal = None
     path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or None
     if path:
-        from agent_saga.log.file import FileWAL
+        from agent_saga.log.resolve import open_log
 
         try:
-            wal = FileWAL(path)
-        except OSError as err:
+            wal = open_log(path)
+        except (OSError, WALError, ValueError) as err:
             raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
     try:
         entry = decide(store, args.request, args.verdict, approver=args.approver, note=args.note, wal=wal, via="cli")

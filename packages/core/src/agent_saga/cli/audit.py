@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from agent_saga.cli.logfile import readable_log
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
 from agent_saga.cli.progress import Progress
 
@@ -26,7 +27,7 @@ def _default_wal() -> str:
 def _add_wal(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wal-path", default=_default_wal(), metavar="P",
-        help="the log file (default: $AGENT_SAGA_WAL or ./agent-saga.wal)",
+        help="the log: a file, or a postgresql:// or redis:// URL (default: $AGENT_SAGA_WAL or ./agent-saga.wal)",
     )
 
 
@@ -99,10 +100,11 @@ def run_verify(args: argparse.Namespace) -> int:
     from agent_saga.audit.verify import verify_log
 
     try:
-        if Path(args.wal_path).is_dir():
-            raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
-        with Progress("verifying records") as progress:
-            report = verify_log(args.wal_path, expect_head=args.expect_head, progress=progress)
+        with readable_log(args.wal_path) as path:
+            if path.is_dir():
+                raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
+            with Progress("verifying records") as progress:
+                report = verify_log(path, expect_head=args.expect_head, progress=progress)
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     if args.json:
@@ -118,19 +120,23 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_export(args: argparse.Namespace) -> int:
     from agent_saga.audit.export import ChainBroken, export_bundle
+    from agent_saga.log.resolve import is_url
 
+    path = Path(args.wal_path)
     try:
-        if Path(args.wal_path).is_dir():
-            raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
-        with Progress("verifying records") as progress:
-            result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken, progress=progress)
+        with readable_log(args.wal_path) as path:
+            if path.is_dir():
+                raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
+            with Progress("verifying records") as progress:
+                result = export_bundle(path, args.out, allow_broken=args.allow_broken, progress=progress,
+                                       source=args.wal_path if is_url(args.wal_path) else None)
     except ChainBroken as err:
         raise CliError(str(err), EXIT_FINDING) from None
     except FileExistsError as err:
         raise CliError(str(err), EXIT_UNCHECKED) from None
     except OSError as err:
-        if err.filename is not None and str(err.filename) != str(Path(args.wal_path).absolute()) \
-                and str(err.filename) != args.wal_path:
+        if err.filename is not None and str(err.filename) != str(path.absolute()) \
+                and str(err.filename) != str(path):
             raise CliError(f"cannot write the bundle at {err.filename}: {err.strerror}", EXIT_UNCHECKED) from None
         raise _unreadable(args.wal_path, err) from None
     m = result.manifest
@@ -147,9 +153,10 @@ def run_certify(args: argparse.Namespace) -> int:
     from agent_saga.log.crypto import EncryptionError
 
     try:
-        if Path(args.wal_path).is_dir():
-            raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
-        cert = certify_log(args.wal_path)
+        with readable_log(args.wal_path) as path:
+            if path.is_dir():
+                raise CliError(f"{args.wal_path} is a directory, not a log file", EXIT_UNCHECKED)
+            cert = certify_log(path)
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     except (EncryptionError, ImportError) as err:

@@ -123,12 +123,13 @@ def _switch(args: argparse.Namespace, log: bool = True) -> Any:
         raise CliError(str(err), EXIT_UNCHECKED) from None
     wal = None
     if log:
-        from agent_saga.log.file import FileWAL
+        from agent_saga.errors import WALError
+        from agent_saga.log.resolve import open_log
 
         path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
         try:
-            wal = FileWAL(path)
-        except OSError as err:
+            wal = open_log(path)
+        except (OSError, WALError, ValueError) as err:
             raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
     return KillSwitch(store, wal=wal)
 

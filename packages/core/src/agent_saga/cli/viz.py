@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
@@ -29,7 +28,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read")
+    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read: a file, or a postgresql:// or redis:// URL")
     p.add_argument("--kind", required=True, choices=("fleet", "chain", "outcomes"), help="which picture")
     p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
     p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
@@ -40,19 +39,22 @@ def run_viz(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log, write_output
     from agent_saga.viz.theme import THEMES
 
-    path = Path(args.wal)
+    path = args.wal  # a file or a URL
     theme = THEMES[args.theme]
     if args.kind == "chain":
         from agent_saga.audit.verify import parse_log_bytes, verify_entries
         from agent_saga.viz.chain import render_chain
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
-        if path.is_dir():
-            raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
+        from agent_saga.cli.logfile import readable_log
+
+        with readable_log(path) as copy:
+            if copy.is_dir():
+                raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
+            try:
+                data = copy.read_bytes()
+            except FileNotFoundError:
+                raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
         entries, notes = parse_log_bytes(data)
         report = verify_entries(entries, notes=notes)
         write_output(args.out, render_chain(entries, report, theme))

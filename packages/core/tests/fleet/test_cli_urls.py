@@ -1,0 +1,98 @@
+"""Every verb that takes --wal-path takes a server log's URL, and 4 processes x 100 durable steps on one PostgresWAL.
+
+The CLI is run as users run it (``python -m agent_saga``), in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent_saga import ActionSemantics, Compensation, SagaAborted, saga_scope
+from agent_saga.log.resolve import open_log
+
+HERE = Path(__file__).parent
+C = ActionSemantics.COMPENSABLE
+
+
+def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def _orders(url: str) -> str:
+    with open_log(url) as wal:
+        with saga_scope(wal, name="order") as s:
+            s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 1},
+                      compensate=lambda r: Compensation(fn=lambda: None, description="undo"))
+        with pytest.raises(SagaAborted), saga_scope(wal, name="undone") as s:
+            undone = s.saga_id
+            s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 2},
+                      compensate=lambda r: Compensation(fn=lambda: None, description="undo"))
+            raise RuntimeError("model gave up")
+    return undone
+
+
+def test_read_verbs_take_a_url(url: str, tmp_path: Path) -> None:
+    undone = _orders(url)
+    verified = cli("verify", "--wal-path", url, "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout)["status"] == "intact"
+    certified = cli("certify", "--wal-path", url, "--json")
+    assert certified.returncode == 0, certified.stderr
+    assert json.loads(certified.stdout)["effects"] == 2
+    exported = cli("export", "--wal-path", url, "--out", str(tmp_path / "bundle"))
+    assert exported.returncode == 0, exported.stderr
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert manifest["source"] == url and manifest["record_count"] > 0
+    graph = cli("graph", "--wal", url, "--saga", undone[:8])
+    assert graph.returncode == 0 and "db.insert" in graph.stdout, graph.stderr
+    for kind in ("fleet", "chain"):
+        viz = cli("viz", "--wal", url, "--kind", kind)
+        assert viz.returncode == 0 and viz.stdout.startswith("<svg"), viz.stderr
+    animated = cli("animate", "--wal", url)
+    assert animated.returncode == 0 and "<svg" in animated.stdout, animated.stderr
+    escalations = cli("escalations", "--wal-path", url)
+    assert escalations.returncode == 0 and "0 open escalation(s)" in escalations.stdout, escalations.stderr
+    recovered = cli("recover", "--wal-path", url)
+    assert recovered.returncode == 0 and "0 open saga(s)" in recovered.stdout, recovered.stderr
+
+
+def test_a_missing_or_unreachable_server_log_is_exit_3_in_one_line(url: str) -> None:
+    missing = url.replace("log=", "log=never-written-")
+    for verb in ("verify", "certify", "recover", "escalations"):
+        done = cli(verb, "--wal-path", missing)
+        assert done.returncode == 3, (verb, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr and "never-written-" in done.stderr, done.stderr
+    unreachable = "redis://127.0.0.1:1/0" if url.startswith("redis") else "postgresql://postgres@127.0.0.1:1/postgres"
+    done = cli("verify", "--wal-path", unreachable)
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_four_processes_by_a_hundred_durable_steps_on_one_postgres_log(pg: str, tmp_path: Path) -> None:
+    url = f"{pg}?log=x400-{os.getpid()}-{tmp_path.name[-8:]}"
+    env = {**os.environ, "RECOVERY_WORLD": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, str(HERE / "node.py"), "steps", url, "100", f"p{n}"],
+                              env=env, stderr=subprocess.PIPE, text=True) for n in range(4)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    with open_log(url) as wal:
+        records = list(wal.records())
+    seqs = [r["seq"] for r in records]
+    assert seqs == list(range(1, len(records) + 1))  # no gap, no duplicate
+    intents = [r for r in records if r["type"] == "STEP_INTENT"]
+    assert len(intents) == 400
+    assert len({(r["saga"], r["step"]) for r in intents}) == 400
+    verified = cli("verify", "--wal-path", url, "--json")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["status"] == "intact", verified.stdout
+    certified = cli("certify", "--wal-path", url, "--json")
+    cert = json.loads(certified.stdout)
+    assert certified.returncode == 0 and cert["certified"], certified.stdout
+    assert cert["sagas"] == 400 and cert["effects"] == 400 and cert["accounted"] == 400
