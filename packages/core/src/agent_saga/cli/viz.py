@@ -43,10 +43,10 @@ def run_viz(args: argparse.Namespace) -> int:
     theme = THEMES[args.theme]
     if args.kind == "chain":
         from agent_saga.audit.verify import parse_log_bytes, verify_entries
-        from agent_saga.viz.chain import render_chain
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
         from agent_saga.cli.logfile import readable_log
+        from agent_saga.viz.chain import render_chain
 
         with readable_log(path) as copy:
             if copy.is_dir():

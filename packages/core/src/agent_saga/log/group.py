@@ -106,7 +106,7 @@ class GroupCommitWAL(WAL):
     def _transient(self, err: BaseException) -> bool:
         """Whether ``err`` is a lost or refused connection (retry) rather than a fault (break)."""
 
-    def _disconnect(self) -> None:  # noqa: B027 - nothing to release by default
+    def _disconnect(self) -> None:
         """Release the flusher's connection (runs on the flusher thread as it stops)."""
 
     # -- the caller's side ---------------------------------------------------------------
@@ -211,7 +211,7 @@ class GroupCommitWAL(WAL):
         finally:
             try:
                 self._disconnect()
-            except Exception:  # noqa: BLE001 - closing a dead connection may fail; nothing to do
+            except Exception:
                 log.debug("%r: closing the connection failed", self, exc_info=True)
 
     def _commit_until_done(self, batch: list[Entry]) -> bool:

@@ -48,17 +48,17 @@ _REWRITE_TRIES = 50
 
 # KEYS: seq, head, records, writers. ARGV: expected seq, expected head, new head, writer,
 # last ticket, the lines. Returns {1, last seq, head} or, if the head moved, {0, seq, head}.
-_COMMIT = """
+_COMMIT = f"""
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-local head = redis.call('GET', KEYS[2]) or '%s'
-if seq ~= tonumber(ARGV[1]) or head ~= ARGV[2] then return {0, seq, head} end
+local head = redis.call('GET', KEYS[2]) or '{GENESIS}'
+if seq ~= tonumber(ARGV[1]) or head ~= ARGV[2] then return {{0, seq, head}} end
 local n = #ARGV - 5
 if redis.call('INCRBY', KEYS[1], n) ~= seq + n then return redis.error_reply('agent-saga: sequence moved') end
 for i = 1, n do redis.call('ZADD', KEYS[3], seq + i, ARGV[5 + i]) end
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('HSET', KEYS[4], ARGV[4], ARGV[5])
-return {1, seq + n, ARGV[3]}
-""" % GENESIS
+return {{1, seq + n, ARGV[3]}}
+"""
 
 
 def import_redis() -> Any:

@@ -19,9 +19,9 @@ from typing import Any
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.recovery.escalations import KINDS, Escalation, escalation_id
+from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import KeyState
 from agent_saga.recovery.stores import ClaimLike, EscalationsLike, ServerTail, TailLike
-from agent_saga.recovery.lease import Lease
 
 __all__ = ["PostgresClaim", "PostgresEscalations", "PostgresLedger", "PostgresRecovery"]
 
@@ -38,10 +38,11 @@ class PostgresRecovery:
         self._psycopg = wal._psycopg
         self.sql = _Statements(self._psycopg, wal.table)
         self._conn: Any = None
-        with self.connection().transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agent-saga-schema:{wal.table}",))
+        conn = self.connection()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agent-saga-schema:{wal.table}",))
             for statement in self.sql.schema:
-                self._conn.execute(statement)
+                conn.execute(statement)
 
     def connection(self) -> Any:
         """The store's connection (autocommit), reconnected if it broke."""

@@ -201,7 +201,7 @@ def server_store(wal: WAL, *, owns_wal: bool = False) -> Any:
 def recovery_store(target: str | os.PathLike[str] | WAL, encryptor: BodyCipher | None = None) -> RecoveryStore:
     """The store for ``target``: a log path, a log URL, or a log object."""
     if isinstance(target, WAL):
-        store = server_store(target)
+        store: RecoveryStore | None = server_store(target)
         if store is not None:
             return store
         path: Any = getattr(target, "path", None)
@@ -213,7 +213,6 @@ def recovery_store(target: str | os.PathLike[str] | WAL, encryptor: BodyCipher |
         )
     if is_url(target):
         wal = open_log(target, encryptor=encryptor, create=False)
-        store = server_store(wal, owns_wal=True)
-        assert store is not None
-        return store
+        shared: RecoveryStore = server_store(wal, owns_wal=True)
+        return shared
     return FileStore(target, encryptor)
