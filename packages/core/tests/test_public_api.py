@@ -42,6 +42,12 @@ EXPECTED |= {"Observation", "reconciler"}
 # One step, one boundary, observers in the engine (issue 14).
 EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
 
+# Beyond one machine: server logs and isolation countermeasures (issue 16).
+EXPECTED |= {
+    "LockHeld", "PostgresSemanticLocks", "PostgresWAL", "RedisSemanticLocks", "RedisWAL", "SemanticLockManager",
+    "TentativeResource", "open_log",
+}
+
 
 def test_all_is_pinned() -> None:
     assert set(agent_saga.__all__) == EXPECTED

@@ -83,9 +83,19 @@ from agent_saga.gate import (
     set_switch,
     tool_is,
 )
+from agent_saga.isolation import (
+    LockHeld,
+    PostgresSemanticLocks,
+    RedisSemanticLocks,
+    SemanticLockManager,
+    TentativeResource,
+)
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
+from agent_saga.log.redis import RedisWAL  # redis-py likewise
+from agent_saga.log.resolve import open_log
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
@@ -136,19 +146,24 @@ __all__ = [
     "GatePort",
     "Interceptor",
     "KillSwitch",
+    "LockHeld",
     "MemoryLimitStore",
     "MemoryWAL",
     "NonDeterminismError",
     "NotApplied",
     "Observation",
     "Outcome",
+    "PostgresSemanticLocks",
+    "PostgresWAL",
     "PreFlightGate",
     "RateLimit",
     "RecoveryDaemon",
     "RedisApprovalStore",
     "RedisBreakerStore",
     "RedisLimitStore",
+    "RedisSemanticLocks",
     "RedisSwitchStore",
+    "RedisWAL",
     "RetryPolicy",
     "RollbackReport",
     "Rule",
@@ -159,6 +174,7 @@ __all__ = [
     "SagaFleet",
     "SagaInfo",
     "SagaQuarantined",
+    "SemanticLockManager",
     "StepOptions",
     "StepOutcome",
     "StepRefused",
@@ -166,6 +182,7 @@ __all__ = [
     "StepState",
     "StoreUnavailable",
     "SyncSaga",
+    "TentativeResource",
     "ToolFailed",
     "WALError",
     "WALFull",
@@ -189,6 +206,7 @@ __all__ = [
     "export_bundle",
     "guard",
     "inverse_of",
+    "open_log",
     "patch_all",
     "reconciler",
     "redact_record",
