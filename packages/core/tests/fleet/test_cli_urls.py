@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,22 @@ def test_read_verbs_take_a_url(url: str, tmp_path: Path) -> None:
     assert escalations.returncode == 0 and "0 open escalation(s)" in escalations.stdout, escalations.stderr
     recovered = cli("recover", "--wal-path", url)
     assert recovered.returncode == 0 and "0 open saga(s)" in recovered.stdout, recovered.stderr
+
+
+def test_ui_shows_a_server_log(url: str) -> None:
+    undone = _orders(url)
+    cmd = [sys.executable, "-m", "agent_saga", "ui", "--wal-path", url, "--port", "0"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert " at http://" in line, line
+            base = line.split(" at ")[1].split()[0]
+            with urllib.request.urlopen(base + "api/runs", timeout=60) as answer:
+                assert undone in answer.read().decode()
+        finally:
+            proc.terminate()
+            proc.wait(20)
 
 
 def test_a_missing_or_unreachable_server_log_is_exit_3_in_one_line(url: str) -> None:

@@ -122,6 +122,7 @@ class RedisWAL(GroupCommitWAL, ServerLog):
         self.wait_timeout = wait_timeout
         prefix = f"agent-saga:wal:{{{self.log_name}}}"
         self.keys = {name: f"{prefix}:{name}" for name in ("seq", "head", "records", "writers", "rewrites")}
+        self.driver_url = driver_url  # with credentials: for the recovery state beside the log
         self.client = redis_client(driver_url, socket_timeout)
         self._script = self.client.register_script(_COMMIT)
         self._uncertain = False

@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
+from agent_saga.log.redis import redis_client
 from agent_saga.recovery.escalations import KINDS, Escalation, escalation_id
 from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import KeyState
@@ -64,7 +65,8 @@ class RedisRecovery:
         self.location = str(wal.location)
         self.owns_wal = owns_wal
         self.claim_ttl = claim_ttl
-        self.client = wal.client
+        # A client of its own: the log's closes with the log, and leases outlive a closed log object.
+        self.client = redis_client(wal.driver_url, 5.0)
         base = wal.keys["seq"].rpartition(":")[0]
         self.key = {name: f"{base}:{name}" for name in (
             "leases", "escalations", "ledger:attempts", "ledger:failures", "ledger:done",
@@ -115,6 +117,7 @@ class RedisRecovery:
         return RedisClaim(self, key, token)
 
     def close(self) -> None:
+        self.client.close()
         if self.owns_wal:
             self.wal.close()
 
