@@ -324,3 +324,18 @@ def test_redis_says_what_its_durability_rests_on(rd: str, tmp_path: Path) -> Non
             assert wal.persistence == "aof appendfsync=always"
     finally:
         server.stop()
+
+
+def test_records_queued_at_exit_are_committed(url: str) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from agent_saga import open_log\n"
+        "wal = open_log(sys.argv[1], linger=5.0)\n"  # nobody waits: the flusher would sit on it
+        "wal.append('SAGA_STARTED', 's', {'last': True})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with open_log(url) as wal:
+        assert [r["body"] for r in wal.records()] == [{"last": True}]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import atexit
 import itertools
 import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -38,6 +40,7 @@ log = logging.getLogger("agent_saga.wal")
 Entry = tuple[int, int, str, str, "int | None", Mapping[str, Any]]
 _Waiter = tuple[int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 _MAX_BACKOFF = 1.0
+_open_logs: weakref.WeakSet[GroupCommitWAL] = weakref.WeakSet()
 
 
 class GroupCommitWAL(WAL):
@@ -95,6 +98,7 @@ class GroupCommitWAL(WAL):
         """Start the flusher (the subclass calls this once it is connected)."""
         self._flusher = threading.Thread(target=self._run, name=f"agent-saga-wal:{self.location}", daemon=True)
         self._flusher.start()
+        _open_logs.add(self)
 
     # -- what a backend provides -------------------------------------------------------
 
@@ -284,6 +288,7 @@ class GroupCommitWAL(WAL):
             self._work.notify_all()
         if already or self._flusher is None:
             return
+        _open_logs.discard(self)
         self._flusher.join(self.barrier_timeout if timeout is None else timeout)
         if self._flusher.is_alive():
             self._abandon = True  # stop retrying: the server did not come back in time
@@ -297,6 +302,16 @@ class GroupCommitWAL(WAL):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    # As FileWAL does: what is queued at exit (a last commit record nobody waited for) is committed.
+    for wal in list(_open_logs):
+        try:
+            wal.close(timeout=5.0)
+        except Exception:  # best effort at interpreter exit
+            log.exception("closing %r at exit failed", wal)
 
 
 def _resolve(futures: list[asyncio.Future[None]], error: WALError | None) -> None:
