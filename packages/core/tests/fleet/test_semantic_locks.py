@@ -70,13 +70,11 @@ def test_a_sigkilled_holders_lock_expires(target: tuple[str, str]) -> None:
     dead = locker(kind, url, resource, 0, 0, die=True, ttl=3.0)
     out = lines(dead)
     assert dead.returncode == -9 and out[0].startswith("held")
-    killed_at = float(out[0].split()[1])
     locks = manager(kind, url)
     try:
         with pytest.raises(LockHeld):  # nobody released it ...
             locks.acquire(resource, saga="next")
         assert locks.acquire(resource, saga="next", wait=30) == "next"  # ... but its lease runs out
-        assert time.time() >= killed_at + 3.0
     finally:
         locks.close()
 

@@ -104,7 +104,7 @@ def test_group_commit_one_round_covers_records_from_many_threads(server_wal: Any
         t.join()
     assert len(list(server_wal.records())) == 320
     # Each of the 320 barriers waited for its own record, yet far fewer rounds committed them all.
-    assert server_wal.commits < 320 * 0.75, server_wal.commits
+    assert server_wal.commits < 320 * 0.9, server_wal.commits
 
 
 async def test_async_barriers_wait_for_their_commit(server_wal: Any) -> None:
