@@ -20,10 +20,9 @@ from autogen_core.tools import BaseTool, FunctionTool
 from autogen_drive import agent
 from pydantic import BaseModel
 
-from agent_saga import Compensation, FileWAL, SagaAborted, compensator, current_saga
+from agent_saga import Compensation, FileWAL, SagaAborted, StepOptions, compensator, current_saga
 from agent_saga.plugins.manager import plugins
 from agent_saga.plugins.patching import patch_all, unpatch_all
-from agent_saga.toolspec import ToolSpec
 
 SEEN: list[tuple[str | None, str]] = []
 WORLD: list[str] = []
@@ -173,9 +172,9 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     assert autogen is agent_saga_autogen
     plugins().register(plugin, "autogen")
     tool = FunctionTool(probe, description="probe")
-    wrapped = plugins().wrap_tool(tool, ToolSpec.of("probe", semantics="REVERSIBLE"))
+    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "probe")
     assert type(wrapped) is FunctionTool and wrapped.schema == tool.schema
-    assert plugins().wrap_tool(object(), ToolSpec.of("x", semantics="REVERSIBLE")) is None
+    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
 
 
 def cancellable_hold(slot: str, cancellation_token: CancellationToken) -> dict[str, Any]:

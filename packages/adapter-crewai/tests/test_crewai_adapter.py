@@ -12,9 +12,8 @@ from crewai.tools import BaseTool, tool
 from crewai_drive import crew
 from pydantic import BaseModel
 
-from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, compensator
+from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, StepOptions, compensator
 from agent_saga.plugins.manager import plugins
-from agent_saga.toolspec import ToolSpec
 
 WORLD: list[str] = []
 
@@ -117,11 +116,11 @@ def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
     import agent_saga_crewai.plugin as plugin
 
     plugins().register(plugin, "crewai")
-    spec = ToolSpec.of("order_lunch", semantics="REVERSIBLE")
-    wrapped = plugins().wrap_tool(order_lunch, spec)
+    options = StepOptions("REVERSIBLE")
+    wrapped = plugins().wrap_tool(order_lunch, options)
     assert type(wrapped) is type(order_lunch)
     assert wrapped.args_schema is order_lunch.args_schema
-    assert plugins().wrap_tool(object(), spec) is None
+    assert plugins().wrap_tool(object(), options) is None
 
 
 def test_the_namespace_import_is_the_top_level_module() -> None:

@@ -12,9 +12,8 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph_drive import agent_graph, script
 
-from agent_saga import FileWAL, SagaAborted, SagaFleet, compensator
+from agent_saga import FileWAL, SagaAborted, SagaFleet, StepOptions, compensator
 from agent_saga.plugins.manager import plugins
-from agent_saga.toolspec import ToolSpec
 
 DONE: list[str] = []
 
@@ -76,12 +75,13 @@ def test_the_fleet_snippet_through_a_real_langgraph_run(tmp_path: Path) -> None:
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    import agent_saga_langgraph.plugin as plugin
+    from agent_saga_langgraph import adapter
 
-    plugins().register(plugin, "langgraph")
+    plugins().register(adapter, "langgraph")
     tool = StructuredTool.from_function(publish_draft)
-    spec = ToolSpec.of(tool.name, semantics="REVERSIBLE")
-    wrapped = plugins().wrap_tool(tool, spec)
+    options = StepOptions("REVERSIBLE")
+    wrapped = plugins().wrap_tool(tool, options)
     assert type(wrapped) is StructuredTool
     assert wrapped.args_schema is tool.args_schema
-    assert plugins().wrap_tool(object(), spec) is None
+    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "publish_draft"
+    assert plugins().wrap_tool(object(), options) is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,17 +17,50 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from agent_saga.log import read_records
+
 try:  # 1.x name
     from mcp.shared.exceptions import McpError
 except ImportError:  # 2.x renamed it
     from mcp.shared.exceptions import MCPError as McpError  # type: ignore[no-redef,attr-defined]
 
-__all__ = ["BIN", "SERVERS", "McpError", "World", "connect", "error_flag", "structured"]
+__all__ = [
+    "BIN",
+    "POLICY",
+    "SEED_ENFORCE",
+    "SERVER",
+    "SERVERS",
+    "McpError",
+    "World",
+    "connect",
+    "encode",
+    "error_flag",
+    "exchange",
+    "run_cli",
+    "structured",
+    "types_of",
+    "write_policy",
+]
 
 SERVERS = Path(__file__).parent / "servers"
 BIN = Path(sys.executable).parent
 
 sys.path.insert(0, str(SERVERS))  # my_mcp_server, for the in-memory client tests
+
+SERVER = ["python", "-m", "my_mcp_server"]
+SEED_ENFORCE = ["agent-saga", "mcp", "--policy", "saga-policy.json", "--", "python", "-m", "my_mcp_server"]
+POLICY: dict[str, Any] = {
+    "mode": "enforce",
+    "tools": {
+        "create_charge": {
+            "semantics": "COMPENSABLE",
+            "compensate": {"tool": "create_refund", "args": {"charge": "$.id"}},
+            "policy_args": {"spent": "$.amount"},
+        },
+        "create_refund": {"semantics": "IRREVERSIBLE"},
+        "search_docs": {"semantics": "REVERSIBLE"},
+    },
+}
 
 
 class World:
@@ -84,3 +119,53 @@ def error_flag(result: Any) -> bool:
 def structured(result: Any) -> Any:
     value = getattr(result, "structured_content", None)
     return value if value is not None else getattr(result, "structuredContent", None)
+
+
+def write_policy(world: World, policy: dict[str, Any] = POLICY, name: str = "saga-policy.json") -> Path:
+    path = world.root / name
+    path.write_text(json.dumps(policy))
+    return path
+
+
+def types_of(world: World) -> list[str]:
+    return [r["type"] for r in read_records(world.wal)] if world.wal.exists() else []
+
+
+def run_cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["agent-saga", *args], capture_output=True, text=True, timeout=120, check=False,
+                          env=world.env, cwd=world.root)
+
+
+def encode(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def exchange(command: list[str], world: World, lines: list[bytes], timeout: float = 120) -> list[dict[str, Any]]:
+    """Write raw ``lines`` (each + LF) to ``command``, then a ping with id ``"end"``; return every answer.
+
+    Once "end" is answered, stdin is closed and the rest of the output read to EOF (a proxy
+    answers calls still in flight before it exits). A process that hangs is killed after
+    ``timeout`` seconds, which the missing "end" answer then reports.
+    """
+    end = encode({"jsonrpc": "2.0", "id": "end", "method": "ping"})
+    answers: list[dict[str, Any]] = []
+    with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=world.env,
+                          cwd=world.root) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        watchdog = threading.Timer(timeout, proc.kill)
+        watchdog.start()
+        try:
+            proc.stdin.write(b"".join(line + b"\n" for line in [*lines, end]))
+            proc.stdin.flush()
+            for raw in proc.stdout:
+                answers.append(json.loads(raw))
+                if answers[-1].get("id") == "end":
+                    break
+            proc.stdin.close()
+            answers.extend(json.loads(raw) for raw in proc.stdout)
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+    assert any(a.get("id") == "end" for a in answers), f"{command} never answered the final ping (exit {proc.returncode})"
+    return answers

@@ -11,48 +11,28 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import McpError, World, connect, error_flag, structured
+from conftest import (
+    POLICY,
+    SEED_ENFORCE,
+    McpError,
+    World,
+    connect,
+    error_flag,
+    run_cli,
+    structured,
+    types_of,
+    write_policy,
+)
 
 from agent_saga.log import read_records
 
 pytestmark = pytest.mark.slow
 
 SEED_OBSERVE = ["agent-saga", "mcp", "--observe", "--emit-policy", "saga-policy.json", "--", "python", "-m", "my_mcp_server"]
-SEED_ENFORCE = ["agent-saga", "mcp", "--policy", "saga-policy.json", "--", "python", "-m", "my_mcp_server"]
-
-POLICY: dict[str, Any] = {
-    "mode": "enforce",
-    "tools": {
-        "create_charge": {
-            "semantics": "COMPENSABLE",
-            "compensate": {"tool": "create_refund", "args": {"charge": "$.id"}},
-            "policy_args": {"spent": "$.amount"},
-        },
-        "create_refund": {"semantics": "IRREVERSIBLE"},
-        "search_docs": {"semantics": "REVERSIBLE"},
-    },
-}
-
-
-def write_policy(world: World, policy: dict[str, Any] = POLICY, name: str = "saga-policy.json") -> Path:
-    path = world.root / name
-    path.write_text(json.dumps(policy))
-    return path
-
-
-def types_of(world: World) -> list[str]:
-    return [r["type"] for r in read_records(world.wal)] if world.wal.exists() else []
-
-
-def run_cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["agent-saga", *args], capture_output=True, text=True, timeout=120, check=False,
-                          env=world.env, cwd=world.root)
 
 
 # -- observe --------------------------------------------------------------------------
@@ -113,6 +93,8 @@ async def test_session_clean_close_commits_and_undeclared_tools_never_reach_the_
     assert structured(docs) == {"hits": ["doc about refunds"]}
     assert world.called() == ["create_charge", "search_docs"]  # the server never saw the refused call
     assert world.charges()["ch_1"]["refunded"] is False  # a clean close commits
+    refusals = [r["body"] for r in read_records(world.wal) if r["type"] == "STEP_REFUSED"]
+    assert [(r["tool"], r["rule"]) for r in refusals] == [("delete_everything", "policy.unclassified")]
     types = types_of(world)
     assert types[0] == "SAGA_STARTED" and types[-1] == "SAGA_COMPLETED"
     assert "SAGA_ROLLED_BACK" not in types
@@ -230,7 +212,9 @@ async def test_boundary_none_records_and_gates_but_never_rolls_back(world: World
             await client.call_tool("delete_everything", {})
     assert "saga_rollback" not in names
     types = types_of(world)
-    assert types.count("SAGA_STARTED") == 2 and types.count("SAGA_COMPLETED") == 2  # one saga per call
+    # One saga per call, the refused one included: its saga holds only the refusal.
+    assert types.count("SAGA_STARTED") == 3 and types.count("SAGA_COMPLETED") == 3
+    assert types.count("STEP_REFUSED") == 1
     assert "delete_everything" not in world.called()
 
 

@@ -1,10 +1,12 @@
-"""Property-based: whatever the client sends, the proxy's message handling does not crash
-and never lets an undeclared tools/call through.
+"""Property-based: whatever the client sends, the proxy's message handling does not crash,
+forwards only messages it parsed and judged, and never lets an undeclared tools/call through.
 
-In process, :class:`ProxyCore` is fed generated client lines (malformed JSON, invalid
-UTF-8, wrong types, unknown methods, notifications, batches, duplicated keys, huge
-messages) interleaved with server lines. The server side of these in-process runs is a
-small responder written below that answers tools/list and tools/call the way the real test
+In process, :class:`ProxyCore` is fed generated client lines (malformed JSON, arbitrary
+bytes with CR, NUL, U+2028 and invalid UTF-8 among them, calls smuggled behind a CR, wrong
+types, unknown methods, notifications, batches, duplicated keys, huge and deep messages)
+interleaved with server lines. The server side of these in-process runs is a small
+responder written below that reads its input the way the SDK's stdio server does (UTF-8
+text I/O, universal newlines) and answers tools/list and tools/call the way the real test
 server does; the subprocess test at the end sends the same kind of garbage through the
 real proxy to the real server and reads the server's own call log.
 """
@@ -12,6 +14,7 @@ real proxy to the real server and reads the server's own call log.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import subprocess
 from typing import Any
@@ -19,7 +22,8 @@ from typing import Any
 import pytest
 from agent_saga_mcp.core import Boundary, ErrorCode, ProxyConfig, ProxyCore
 from agent_saga_mcp.policy import McpPolicy
-from conftest import World
+from conftest import POLICY as POLICY_FILE
+from conftest import World, encode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,16 +31,7 @@ from agent_saga.log import MemoryWAL
 
 DECLARED = {"create_charge", "create_refund", "search_docs"}
 UNDECLARED = ["delete_everything", "", "create_charge ", "CREATE_CHARGE", "saga_rollback", "search_docs\x00"]
-POLICY = McpPolicy.load({
-    "mode": "enforce",
-    "tools": {
-        "create_charge": {"semantics": "COMPENSABLE",
-                          "compensate": {"tool": "create_refund", "args": {"charge": "$.id"}},
-                          "policy_args": {"spent": "$.amount"}},
-        "create_refund": {"semantics": "IRREVERSIBLE"},
-        "search_docs": {"semantics": "REVERSIBLE"},
-    },
-})
+POLICY = McpPolicy.load(POLICY_FILE)
 TOOLS = [
     {"name": "create_charge", "inputSchema": {"type": "object", "properties": {
         "amount": {"type": "integer"}, "customer": {"type": "string"}}}},
@@ -84,17 +79,44 @@ others = st.one_of(
 )
 
 
-def encode(value: Any) -> bytes:
-    return json.dumps(value).encode()
-
-
 def duplicate_key_call(name: str, tools_call_first: bool = False) -> bytes:
     methods = b'"method":"tools/call","method":"ping"' if tools_call_first else b'"method":"ping","method":"tools/call"'
     return b'{"jsonrpc":"2.0","id":7,' + methods + b',"params":{"name":"' + name.encode() + b'","arguments":{}}}'
 
 
+# Bytes that some line reader ends a line at, or that are not text at all.
+NASTY = [b"\r", b"\r\r", "\u2028".encode(), "\u2029".encode(), "\x85".encode(), b"\x85", b"\x00", b"\x0b",
+         b"\x0c", b"\x1c", b"\x1e", b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xef\xbb\xbf"]
+
+
+@st.composite
+def smuggled(draw: st.DrawFn) -> bytes:
+    """One JSON value to an LF reader that hides a whole tools/call behind separators (a CR for the SDK)."""
+    inner = encode({"jsonrpc": "2.0", "id": draw(ids), "method": "tools/call",
+                    "params": {"name": draw(st.sampled_from(UNDECLARED)), "arguments": {}}})
+    outer = draw(st.sampled_from([
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":', b"}}"),
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":',
+         b"}}}"),
+        (b'[{"jsonrpc":"2.0","method":"notifications/progress","params":', b"}]"),
+    ]))
+    before, after = draw(st.sampled_from(NASTY)), draw(st.sampled_from(NASTY))
+    return outer[0] + before + inner + after + outer[1]
+
+
+@st.composite
+def mangled(draw: st.DrawFn) -> bytes:
+    """A message's encoding with nasty bytes inserted anywhere (inside strings too)."""
+    data = bytearray(encode(draw(st.one_of(tool_calls(), others))))
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(data)))
+        data[at:at] = draw(st.sampled_from(NASTY))
+    return bytes(data)
+
 
 client_lines = st.one_of(
+    smuggled(),
+    mangled(),
     tool_calls().map(encode),
     others.map(encode),
     st.lists(st.one_of(tool_calls(), others), max_size=5).map(encode),  # batches
@@ -104,29 +126,51 @@ client_lines = st.one_of(
     st.just(encode({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * 300_000}})),  # huge
     st.just(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_everything"'),  # truncated
     st.just(b"[" * 5000 + b"]" * 5000),  # deep nesting
+    st.integers(190, 1000).map(lambda n: b"[" * n + b"]" * n),  # as deep as the JSON parser goes
 )
-server_lines = st.one_of(
+server_output = st.one_of(
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids, "result": json_values}).map(encode),
     st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": ids,
                            "result": st.just({"tools": TOOLS})}).map(encode),
     st.binary(max_size=20),
+    mangled(),
 )
-script = st.lists(st.one_of(client_lines.map(lambda b: ("client", b)), server_lines.map(lambda b: ("server", b))),
+script = st.lists(st.one_of(client_lines.map(lambda b: ("client", b)), server_output.map(lambda b: ("server", b))),
                   max_size=25)
 
 
-def tool_calls_in(line: bytes) -> list[dict[str, Any]]:
-    """Every tools/call a server could read out of ``line``, whichever duplicate key it keeps."""
-    found: dict[str, dict[str, Any]] = {}
-    for hook in (None, _first_wins):
-        try:
-            value = json.loads(line, object_pairs_hook=hook)
-        except (ValueError, RecursionError):
-            continue
-        for message in value if isinstance(value, list) else [value]:
-            if isinstance(message, dict) and message.get("method") == "tools/call":
-                found.setdefault(json.dumps(message, sort_keys=True), message)
+def server_lines(data: bytes) -> list[str]:
+    """The lines the SDK's stdio server reads: UTF-8 text I/O, invalid bytes replaced, universal newlines."""
+    return list(io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace"))
+
+
+def server_reads(data: bytes) -> list[Any]:
+    """The JSON values the server could read out of ``data``, whichever duplicate key it keeps."""
+    values: list[Any] = []
+    for piece in server_lines(data):
+        for hook in (None, _first_wins):
+            try:
+                values.append(json.loads(piece, object_pairs_hook=hook))
+            except (ValueError, RecursionError):
+                continue
+    return values
+
+
+def messages_in(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def tool_calls_in(data: bytes) -> list[dict[str, Any]]:
+    """Every tools/call the server could read out of ``data`` (each once)."""
+    found = {json.dumps(m, sort_keys=True): m for value in server_reads(data) for m in messages_in(value)
+             if isinstance(m, dict) and m.get("method") == "tools/call"}
     return list(found.values())
+
+
+def one_clean_line(data: bytes) -> None:
+    """What the proxy writes is one line of printable ASCII: no reader can split it or misread a byte."""
+    assert data.endswith(b"\n"), data
+    assert all(0x20 <= byte < 0x7F for byte in data[:-1]), data
 
 
 def _first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -143,6 +187,7 @@ class Harness:
         self.answer_calls = answer_calls
         self.to_server: list[bytes] = []
         self.to_client: list[bytes] = []
+        self.sent: list[Any] = []  # the client's lines as a plain JSON reader reads each whole line
         self.notes: list[str] = []
         self.charges = 0
         config = ProxyConfig(server={"command": ["my_mcp_server"], "cwd": "/"}, policy=POLICY,
@@ -150,17 +195,15 @@ class Harness:
         self.core = ProxyCore(config, self._server_receives, self._client_receives, self.notes.append)
 
     async def _client_receives(self, data: bytes) -> None:
-        assert data.endswith(b"\n") and b"\n" not in data[:-1]
+        one_clean_line(data)
         self.to_client.append(data[:-1])
 
     async def _server_receives(self, data: bytes) -> None:
-        assert data.endswith(b"\n") and b"\n" not in data[:-1]
+        one_clean_line(data)
         self.to_server.append(data[:-1])
-        try:
-            value = json.loads(data)
-        except (ValueError, RecursionError):
-            return
-        for message in value if isinstance(value, list) else [value]:
+        (line,) = server_lines(data)  # exactly one line for the server, holding what the proxy parsed
+        value = json.loads(line)
+        for message in messages_in(value):
             if not isinstance(message, dict) or "id" not in message:
                 continue
             if message.get("method") == "tools/list":
@@ -174,7 +217,20 @@ class Harness:
             asyncio.get_running_loop().call_soon(lambda r=reply: asyncio.ensure_future(self.core.from_server(r)))
 
     def forwarded_calls(self) -> list[dict[str, Any]]:
-        return [call for line in self.to_server for call in tool_calls_in(line)]
+        return [call for line in self.to_server for call in tool_calls_in(line + b"\n")]
+
+    def client_line(self, line: bytes) -> None:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        self.sent.append(value)
+        self.sent.extend(messages_in(value))
+
+    def unjudged(self) -> list[Any]:
+        """What the server got that is neither the proxy's own request nor a whole client line (or member)."""
+        return [m for m in map(json.loads, self.to_server)
+                if m not in self.sent and not str(m.get("id") if isinstance(m, dict) else "").startswith("agent-saga:")]
 
 
 async def _run(steps: list[tuple[str, bytes]], boundary: Boundary, answer_calls: bool = True) -> Harness:
@@ -183,6 +239,7 @@ async def _run(steps: list[tuple[str, bytes]], boundary: Boundary, answer_calls:
     for side, chunk in steps:
         for line in chunk.split(b"\n"):  # what the pipe reader hands over: lines, never a newline
             if side == "client":
+                h.client_line(line)
                 await h.core.from_client(line)
             else:
                 await h.core.from_server(line)
@@ -200,17 +257,94 @@ def test_no_input_crashes_the_proxy_or_leaks_an_undeclared_call(steps: list[tupl
     for call in h.forwarded_calls():
         assert call["params"]["name"] in DECLARED, call
         assert "id" in call  # a tools/call notification is never forwarded
+    assert h.unjudged() == []
     assert h.core.fatal is None
 
 
 @settings(max_examples=60, deadline=None)
-@given(messages=st.lists(others.filter(lambda m: isinstance(m, dict) and m.get("method") not in (
-    "tools/list",)), min_size=1, max_size=6), spaces=st.sampled_from([b"", b" ", b"\r"]))
-def test_other_messages_are_forwarded_byte_for_byte(messages: list[dict[str, Any]], spaces: bytes) -> None:
-    lines = [json.dumps(m, indent=None, separators=(", ", " : ")).encode() + spaces for m in messages]
+@given(messages=st.lists(others.filter(lambda m: isinstance(m, dict) and m.get("method") != "tools/list"
+                                       and "Infinity" not in json.dumps(m)), min_size=1, max_size=6),
+       spaces=st.sampled_from([b"", b" ", b"\r", b" \r"]))
+def test_other_messages_are_forwarded_as_the_proxys_own_encoding(messages: list[dict[str, Any]],
+                                                                spaces: bytes) -> None:
+    # Loose spacing, raw non-ASCII text (U+2028 and U+0085 among it) and CRLF line ends are
+    # all fine JSON; what reaches the server is the same messages in the proxy's encoding.
+    lines = [json.dumps(m, separators=(", ", " : "), ensure_ascii=False).encode() + spaces for m in messages]
     h = asyncio.run(_run([("client", line) for line in lines], Boundary.SESSION))
-    assert h.to_server == lines
+    assert [json.loads(line) for line in h.to_server] == messages
     assert h.to_client == []
+
+
+def call(name: str, arguments: Any, id_: Any = 1) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+
+
+def refused_steps(h: Harness) -> list[tuple[str, str]]:
+    wal = h.core.config.wal
+    assert isinstance(wal, MemoryWAL)
+    return [(r["body"]["tool"], r["body"]["rule"]) for r in wal.records() if r["type"] == "STEP_REFUSED"]
+
+
+@pytest.mark.parametrize(("line", "code", "id_", "calls"), [
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":\r' + call("delete_everything", {}, 2)
+                 + b"\r}}", -32700, 1, ["delete_everything"], id="CR-smuggled-in-a-ping"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":'
+                 b'{"query":\r' + call("create_charge", {"amount": 1, "customer": "a"}, 2) + b"\r}}}",
+                 -32700, 1, ["search_docs", "create_charge"], id="CR-smuggled-in-a-declared-call"),
+    pytest.param(call("search_docs", {"query": "x"}).replace(b",", b",\r", 1), -32700, 1, ["search_docs"],
+                 id="CR-as-whitespace"),
+    pytest.param(call("delete_everything", {"x": "X"}).replace(b"X", b"\xff"), -32700, None,
+                 ["delete_everything"], id="invalid-UTF-8"),
+    pytest.param(b"\xef\xbb\xbf" + call("delete_everything", {}), -32700, None, [], id="BOM"),  # nobody reads it
+    pytest.param(call("search_docs", {"query": float("nan")}), -32700, None, ["search_docs"], id="NaN"),
+    pytest.param(call("search_docs", {"query": 1}).replace(b"1}", b"1e400}"), -32700, None, ["search_docs"],
+                 id="number-beyond-float"),
+    pytest.param(call("search_docs", {"query": "\ud800"}), -32700, 1, ["search_docs"], id="lone-surrogate"),
+    pytest.param(duplicate_key_call("delete_everything"), -32600, None, ["delete_everything"], id="duplicate-key"),
+    pytest.param(b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 200 + b"]" * 200 + b"}", -32600, 1, [],
+                 id="too-deep"),
+])
+def test_a_line_the_proxy_cannot_stand_behind_is_refused_and_its_calls_logged(
+    line: bytes, code: int, id_: Any, calls: list[str]
+) -> None:
+    h = asyncio.run(_run([("client", line)], Boundary.SESSION))
+    assert h.to_server == []
+    (answer,) = map(json.loads, h.to_client)
+    assert answer["error"]["code"] == code and answer["id"] == id_
+    assert refused_steps(h) == [(name, "mcp.line") for name in calls]  # what each reader would have called
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ('"\\ud83d\\ude00"', "\U0001f600"),  # an escaped surrogate pair is one character
+    ('"a\u2028b\u0085c"', "a\u2028b\x85c"),  # raw separators inside a string are text
+])
+def test_text_a_line_reader_might_split_reaches_the_server_escaped(text: str, value: str) -> None:
+    line = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":' \
+        + text.encode() + b"}}}\r"
+    h = asyncio.run(_run([("client", line)], Boundary.SESSION))
+    (forwarded,) = [c for c in h.forwarded_calls() if c["params"]["name"] == "search_docs"]
+    assert forwarded["params"]["arguments"] == {"query": value}
+    assert refused_steps(h) == []
+
+
+def test_a_message_exactly_as_deep_as_allowed_is_forwarded() -> None:
+    deep = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 199 + b"]" * 199 + b"}"  # 200 levels
+    h = asyncio.run(_run([("client", deep)], Boundary.SESSION))
+    assert [json.loads(line) for line in h.to_server] == [json.loads(deep)]
+
+
+def test_a_server_line_the_proxy_cannot_read_never_reaches_the_client() -> None:
+    # A server that smuggles an early answer to a held call behind a CR: a client that ends
+    # lines at CR would hear of the charge before its outcome is in the log.
+    charge = call("create_charge", {"amount": 1, "customer": "a"}, "c1")
+    answer = encode({"jsonrpc": "2.0", "id": "c1", "result": {"content": [], "structuredContent": {"id": "ch_9"}}})
+    steps = [("client", charge), *[("server", b"")] * 5, ("server", b"garbage\r" + answer),
+             ("server", "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":\"\u2028\"}".encode()),
+             ("server", answer)]
+    h = asyncio.run(_run(steps, Boundary.SESSION, answer_calls=False))
+    received = [json.loads(line) for line in h.to_client]
+    assert received == [{"jsonrpc": "2.0", "method": "n", "params": "\u2028"}, json.loads(answer)]
+    assert any("not JSON" in note and "garbage" in note for note in h.notes)
 
 
 @settings(max_examples=40, deadline=None)
@@ -238,7 +372,10 @@ def test_declared_calls_in_a_batch_are_steps_and_answered_one_by_one() -> None:
     assert answers[2]["error"]["code"] == int(ErrorCode.TOOL_NOT_DECLARED)
     assert [c["params"]["name"] for c in h.forwarded_calls()] == ["create_charge"]
     saga = h.core.sagas[0]
-    assert [s.tool for s in saga.steps] == ["create_charge"] and saga.status.value == "COMPLETED"
+    assert saga.status.value == "COMPLETED"
+    assert sorted((s.tool, s.state.value) for s in saga.steps) == [
+        ("create_charge", "COMMITTED"), ("delete_everything", "NOT_APPLIED")]
+    assert refused_steps(h) == [("delete_everything", "policy.unclassified")]  # refused, and on record
 
 
 def test_concurrent_commits_and_rollbacks_each_get_one_answer() -> None:
@@ -262,7 +399,7 @@ def test_a_cancelled_call_is_an_unknown_step_and_gets_no_answer() -> None:
     cancel = encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c1"}})
     steps = [("client", call)] + [("server", b"")] * 5 + [("client", cancel)]
     h = asyncio.run(_run(steps, Boundary.SESSION, answer_calls=False))  # the server never answers
-    assert cancel in h.to_server  # the server hears about the cancellation
+    assert json.loads(cancel) in map(json.loads, h.to_server)  # the server hears about the cancellation
     assert h.to_client == []  # and the client gets no answer to a request it cancelled
     (step,) = h.core.sagas[0].steps
     assert step.state.value == "UNKNOWN"
@@ -284,6 +421,7 @@ def test_garbage_through_the_real_proxy_never_reaches_the_real_server(world: Wor
                 {"jsonrpc": "2.0", "id": 6, "method": "ping"}]),
         encode({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": 42}}),
         encode({"jsonrpc": "2.0", "id": 9, "method": "ping", "params": {"pad": "y" * 2_000_000}}),
+        b'{"jsonrpc":"2.0","id":11,"method":"ping","params":{"pad":\r' + call("delete_everything", {}, 12) + b"\r}}",
         encode({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
                 "params": {"name": "search_docs", "arguments": {"query": "ok"}}}),
     ]
@@ -299,5 +437,6 @@ def test_garbage_through_the_real_proxy_never_reaches_the_real_server(world: Wor
     assert by_id[5]["error"]["code"] == int(ErrorCode.TOOL_NOT_DECLARED)
     assert by_id[8]["error"]["code"] == int(ErrorCode.INVALID_PARAMS)
     assert "result" in by_id[6] and "result" in by_id[9]  # pings answered by the server itself
+    assert by_id[11]["error"]["code"] == int(ErrorCode.PARSE_ERROR) and 12 not in by_id  # the smuggled call
     codes = [a["error"]["code"] for a in answers if a.get("id") is None]
     assert int(ErrorCode.PARSE_ERROR) in codes and int(ErrorCode.INVALID_REQUEST) in codes

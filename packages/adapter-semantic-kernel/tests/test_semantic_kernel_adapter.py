@@ -12,9 +12,16 @@ from semantic_kernel import Kernel
 from semantic_kernel.functions import KernelPlugin, kernel_function
 from sk_drive import PLUGIN, ScriptedChat, _turns
 
-from agent_saga import BoundaryRequired, Compensation, FileWAL, SagaAborted, compensator, saga_scope
+from agent_saga import (
+    BoundaryRequired,
+    Compensation,
+    FileWAL,
+    SagaAborted,
+    StepOptions,
+    compensator,
+    saga_scope,
+)
 from agent_saga.plugins.manager import plugins
-from agent_saga.toolspec import ToolSpec
 
 WORLD: list[str] = []
 
@@ -128,6 +135,6 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     assert semantic_kernel is agent_saga_semantic_kernel
     plugins().register(plugin, "semantic_kernel")
     function = KernelPlugin.from_object(PLUGIN, Warehouse()).functions["charge"]
-    wrapped = plugins().wrap_tool(function, ToolSpec.of("charge", semantics="IRREVERSIBLE"))
+    wrapped = plugins().wrap_tool(function, StepOptions("IRREVERSIBLE"), "charge")
     assert type(wrapped) is type(function) and wrapped.metadata == function.metadata
-    assert plugins().wrap_tool(object(), ToolSpec.of("x", semantics="REVERSIBLE")) is None
+    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None

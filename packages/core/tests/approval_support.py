@@ -6,11 +6,42 @@ import http.server
 import json
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 AGENT = Path(__file__).with_name("approval_agent.py")
+
+
+@contextmanager
+def approval_store(kind: str, tmp_path: Path) -> Iterator[Any]:
+    """A file store under ``tmp_path``, or a Redis store under a prefix of its own (removed after)."""
+    from gate_support import redis_url
+
+    from agent_saga.approvals import FileApprovalStore, RedisApprovalStore
+
+    if kind == "file":
+        yield FileApprovalStore(tmp_path / "approvals")
+        return
+    store = RedisApprovalStore(redis_url(), prefix=f"agent-saga:test:{uuid.uuid4().hex}")
+    try:
+        yield store
+    finally:
+        keys = list(store.client.scan_iter(f"{store.prefix}:*"))
+        if keys:
+            store.client.delete(*keys)
+        store.client.close()
+
+
+def trusted_key(name: str = "risk@corp") -> Any:
+    """A fresh approver key, trusted on this test's host (conftest moves the host under tmp_path)."""
+    from agent_saga.approvals.authority import SigningKey, trust_key
+
+    key = SigningKey.generate(name)
+    trust_key(key.public)
+    return key
 
 
 class Hook:

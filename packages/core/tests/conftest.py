@@ -14,9 +14,14 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The default log is ./agent-saga.wal: keep every test's default log apart.
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGENT_SAGA_WAL", raising=False)
-    # The default gate reads the kill switch at $AGENT_SAGA_HOME/switch.json: never the developer's own.
+    # The approval store and the approver's key default to $AGENT_SAGA_HOME: never the developer's own.
     monkeypatch.setenv("AGENT_SAGA_HOME", str(tmp_path / ".agent-saga"))
     monkeypatch.delenv("AGENT_SAGA_SWITCH", raising=False)
+    monkeypatch.delenv("AGENT_SAGA_APPROVER_KEY", raising=False)
+    # The host-wide kill switch (/var/lib/agent-saga) and trusted approver keys (/etc/agent-saga)
+    # move under a temporary root, so no test halts, or trusts for, the real host. Every saga
+    # records this relocation (see switch_posture).
+    monkeypatch.setenv("AGENT_SAGA_HOST_ROOT", str(tmp_path / "host"))
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from approval_support import trusted_key
 from gate_support import req
 
 from agent_saga import FileApprovalStore
@@ -27,6 +29,14 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def store(tmp_path: Path) -> FileApprovalStore:
     return FileApprovalStore(tmp_path / "approvals")
+
+
+@pytest.fixture(autouse=True)
+def key() -> Any:
+    """The approver's key at the CLI's default place ($AGENT_SAGA_HOME/approver.key), trusted on this host."""
+    signer = trusted_key()
+    signer.save()
+    return signer
 
 
 def waiting(store: FileApprovalStore, saga: str = "saga-1", *, age: float = 42.0, timeout: float = 900.0,
@@ -56,15 +66,18 @@ def test_list_shows_what_a_person_needs_to_decide(store: FileApprovalStore) -> N
     assert "asked: @oncall" in out.stdout and "saga saga-1, step 1" in out.stdout
 
 
-def test_list_is_clean_with_nothing_waiting_and_all_shows_decisions(store: FileApprovalStore) -> None:
+def test_list_is_clean_with_nothing_waiting_and_all_shows_decisions(store: FileApprovalStore, key: Any) -> None:
     entry = waiting(store)
-    store.update(entry.id, lambda e: e.replace(status=Status.GRANTED, approver="risk@corp", note="ok",
-                                               decided_at=time.time()))
+    store.update(entry.id, lambda e: key.sign(e.replace(status=Status.GRANTED, approver="risk@corp", note="ok",
+                                                        decided_at=time.time())))
+    forged = waiting(store, saga="saga-3")
+    store.update(forged.id, lambda e: e.replace(status=Status.GRANTED, approver="agent", decided_at=time.time()))
     expired = waiting(store, saga="saga-2", age=1000.0)
     out = cli("list", "--store", str(store.path))
     assert out.returncode == 0 and "(0 pending)" in out.stdout and "wire.send" not in out.stdout
     out = cli("list", "--all", "--store", str(store.path))
-    assert "[GRANTED]" in out.stdout and "risk@corp: ok" in out.stdout
+    assert "[GRANTED]" in out.stdout and f"risk@corp (signed by {key.key_id}): ok" in out.stdout
+    assert "agent (NOT AUTHENTICATED, a gateway here denies it: it carries no signature" in out.stdout
     assert "[EXPIRED] wire.send" in out.stdout and expired.id[:8] in out.stdout
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from approval_support import AGENT, Hook, of_type, wait_for
+from approval_support import AGENT, Hook, of_type, trusted_key, wait_for
 from gate_support import redis_url
 
 from agent_saga.approvals import FileApprovalStore, RedisApprovalStore, Status
@@ -41,6 +41,8 @@ class World:
         self.wal = tmp / "agent.wal"
         self.effects = tmp / "effects.txt"
         self.procs: list[subprocess.Popen[str]] = []
+        # One-time setup: the approver's key where the CLI looks, trusted where the agent looks.
+        trusted_key().save()
 
     def agent(self, saga: str) -> subprocess.Popen[str]:
         proc = subprocess.Popen(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, of_type, wait_for
+from approval_support import Hook, of_type, trusted_key, wait_for
 from gate_support import free_port, req
 
 from agent_saga import (
@@ -56,6 +56,17 @@ def hook() -> Iterator[Hook]:
 @pytest.fixture
 def store(tmp_path: Path) -> FileApprovalStore:
     return FileApprovalStore(tmp_path / "approvals")
+
+
+KEY: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _approver_key() -> None:
+    """Every "person" here signs with a key this test's host trusts (as after `approvals keygen` + `trust`)."""
+    global KEY
+    KEY = trusted_key()
+    KEY.save()  # where the CLI looks for it
 
 
 def policy(timeout: float = 60.0, *levels: EscalationLevel) -> ApprovalPolicy:
@@ -100,7 +111,7 @@ def person(store: Any, hook: Hook, verdict: str = "approve", *, after: int = 1, 
 
     def answer() -> None:
         wait_for(lambda: hook.count >= after, f"{after} notification(s)")
-        decide(store, hook.requests()[0][:8], verdict, approver=approver, note=note)  # type: ignore[arg-type]
+        decide(store, hook.requests()[0][:8], verdict, approver=approver, note=note, key=KEY)  # type: ignore[arg-type]
 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
@@ -147,7 +158,7 @@ def test_the_deadline_denies_and_the_expiry_is_logged(hook: Hook, wal: FileWAL, 
     assert not of_type(list(wal.records()), "STEP_INTENT")
     # Too late to say yes: the step already gave up, and the store refuses the answer.
     with pytest.raises(Exception, match="already EXPIRED"):
-        decide(store, entry.id, "approve", approver="late@corp")
+        decide(store, entry.id, "approve", approver="late@corp", key=KEY)
 
 
 def test_escalation_reaches_the_next_level_after_its_delay_and_records_it_once(
@@ -305,7 +316,7 @@ async def test_the_async_wait_keeps_the_event_loop_running(hook: Hook, wal: File
         seen = ticks
         # Only a loop that is not blocked by the wait keeps ticking.
         wait_for(lambda: ticks >= seen + 5, "the event loop to keep running while the saga waits")
-        decide(store, hook.requests()[0], "approve", approver="risk@corp", note="async")
+        decide(store, hook.requests()[0], "approve", approver="risk@corp", note="async", key=KEY)
 
     running = asyncio.create_task(ticker())
     t = threading.Thread(target=answer, daemon=True)
@@ -360,9 +371,9 @@ def test_a_fresh_claim_by_another_writer_is_honoured_and_a_stale_one_is_not(
     def decide_with_claim(claimed_at: float) -> Any:
         wait_for(lambda: hook.count >= 1 and store.entries(), "the request")
         rid = store.entries()[0].id
-        return store.update(rid, lambda e: e.replace(
+        return store.update(rid, lambda e: KEY.sign(e.replace(
             status=Status.GRANTED, approver="web@corp", note="clicked", decided_at=time.time(),
-            decided_via="web", claims={key: claimed_at}))
+            decided_via="web", claims={key: claimed_at})))
 
     # A claim made just now: the gateway leaves the record to its claimant, who writes it.
     def claimant() -> None:
@@ -385,9 +396,9 @@ def test_a_fresh_claim_by_another_writer_is_honoured_and_a_stale_one_is_not(
     second = ApprovalRequest(req("wire.send", "IRREVERSIBLE", saga="saga-2", amount=1), "irreversible", "x")
     t2 = threading.Thread(target=lambda: (
         wait_for(lambda: hook.count >= 2, "the second request"),
-        store.update(hook.requests()[1], lambda e: e.replace(
+        store.update(hook.requests()[1], lambda e: KEY.sign(e.replace(
             status=Status.GRANTED, approver="web@corp", decided_at=time.time(), decided_via="web",
-            claims={key: time.time() - CLAIM_GRACE - 1})),
+            claims={key: time.time() - CLAIM_GRACE - 1}))),
     ), daemon=True)
     t2.start()
     assert gw.request_approval(second).approved

@@ -7,13 +7,13 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import redis_url, req
+from approval_support import approval_store
+from gate_support import req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +35,7 @@ from agent_saga.approvals import (
     find,
     request_id,
 )
+from agent_saga.approvals.authority import SigningKey
 from agent_saga.approvals.entry import SHORT_ID, new_entry, short_ids
 from agent_saga.gate.approval import ApprovalRequest
 
@@ -48,15 +49,8 @@ def entry(saga: str = "saga-1", step: int = 1, timeout: float = 60.0, **args: An
 
 @pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.redis)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    if request.param == "file":
-        yield FileApprovalStore(tmp_path / "approvals")
-        return
-    s = RedisApprovalStore(redis_url(), prefix=f"agent-saga:test:{uuid.uuid4().hex}")
-    yield s
-    keys = list(s.client.scan_iter(f"{s.prefix}:*"))
-    if keys:
-        s.client.delete(*keys)
-    s.client.close()
+    with approval_store(request.param, tmp_path) as s:
+        yield s
 
 
 def test_create_is_create_if_absent_and_keeps_the_first(store: Any) -> None:
@@ -152,7 +146,7 @@ def test_a_dead_redis_is_unavailable() -> None:
 def test_an_entry_round_trips_through_json() -> None:
     e = entry(amount=80_000, to="acct_9", blob=object()).replace(
         status=Status.GRANTED, approver="a", note="n", decided_at=1.5, escalated=(0,), notified=(0,),
-        logged=("requested@/x",), claims={"decided@/x": 2.0})
+        logged=("requested@/x",), claims={"decided@/x": 2.0}, signer="a+0011aabb", signature="c2ln")
     assert ApprovalEntry.from_json(json.loads(json.dumps(e.to_json()))) == e
     assert e.args["blob"] == "<object>"  # what the log would write, not a crash
     with pytest.raises(ValueError, match="version-1"):
@@ -205,15 +199,16 @@ def test_decide_refuses_anonymity_a_second_answer_and_a_late_one(tmp_path: Path)
         with pytest.raises(ConfigurationError, match="anonymous approval proves nothing"):
             decide(store, e.id, "approve", approver=nobody)
     with pytest.raises(ConfigurationError, match="break-glass needs"):
-        decide(store, e.id, "break-glass", approver="cto@corp")
-    decided = decide(store, e.id, "approve", approver="risk@corp", note="ok")
+        decide(store, e.id, "break-glass", approver="cto@corp", key=SigningKey.generate("cto@corp"))
+    key = SigningKey.generate("risk@corp")
+    decided = decide(store, e.id, "approve", approver="risk@corp", note="ok", key=key)
     assert decided.status is Status.GRANTED and decided.approver == "risk@corp"
     with pytest.raises(ApprovalNotPending, match="already GRANTED by risk@corp"):
         decide(store, e.id, "deny", approver="someone@corp")
     late, _ = store.create(entry(saga="late", timeout=0.001))
     time.sleep(0.01)
     with pytest.raises(ApprovalNotPending, match="expired"):
-        decide(store, late.id, "approve", approver="risk@corp")
+        decide(store, late.id, "approve", approver="risk@corp", key=key)
     assert store.get(late.id).status is Status.PENDING  # type: ignore[union-attr]
 
 

@@ -23,6 +23,7 @@ from agent_saga import (
 )
 from agent_saga.audit import certify_log
 from agent_saga.log import read_records
+from agent_saga.log.chain import ChainUnverified
 
 C, IRR, R = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE, ActionSemantics.REVERSIBLE
 
@@ -160,7 +161,9 @@ def test_a_broken_chain_voids_the_certificate(wal: FileWAL) -> None:
     wal.close()
     text = wal.path.read_text()
     wal.path.write_text(text.replace('"type":"SAGA_STARTED"', '"type":"SAGA_STARTEX"', 1))
-    cert = certify_log(wal.path)
+    with pytest.raises(ChainUnverified, match=r"broken at seq 1 \(line 1\).*allow_unverified=True"):
+        certify_log(wal.path)
+    cert = certify_log(wal.path, allow_unverified=True)
     assert not cert.certified
     assert cert.chain.startswith("BROKEN at seq 1")
     assert any("no certificate is possible" in n for n in cert.notes)
@@ -179,3 +182,16 @@ def test_compaction_keeps_what_certify_needs(wal: FileWAL) -> None:
     assert before.unaccounted == after.unaccounted
     assert len(after.unaccounted) == 1
     assert after.sagas == 1  # the completed saga was compacted away
+
+
+def test_an_unprotected_call_is_never_certified() -> None:
+    from agent_saga import MemoryWAL, saga_scope
+    from agent_saga.audit.certify import certify
+
+    wal = MemoryWAL()
+    with saga_scope(wal) as s:
+        s.saga.note_unprotected("send_email", {"to": "x@example.com"}, origin="langgraph")
+    cert = certify(wal.records())
+    assert not cert.certified
+    assert [(u.tool, u.state) for u in cert.unaccounted] == [("send_email", "unprotected")]
+    assert "call send_email" in cert.format_text()

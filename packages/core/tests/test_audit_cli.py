@@ -121,3 +121,105 @@ def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
     assert "no such file" in proc.stderr
+
+
+# -- verify first, one message, no rough edges ---------------------------------------------
+
+
+def forge_completion(path: Path, saga_id: str) -> None:
+    """What an agent with write access does: end its own open saga with a plain line."""
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    with open(path, "ab") as fh:
+        fh.write(json.dumps({"seq": last["seq"] + 1, "ts": last["ts"] + 1, "type": "SAGA_COMPLETED",
+                             "saga": saga_id, "body": {"steps": 1}}).encode() + b"\n")
+
+
+def open_saga_log(path: Path) -> str:
+    proc = subprocess.run([sys.executable, "-c", (
+        "import os, sys\n"
+        "from agent_saga import ActionSemantics, Compensation, FileWAL, saga_scope\n"
+        "wal = FileWAL(sys.argv[1])\n"
+        "s = saga_scope(wal).__enter__()\n"
+        "s.execute(tool='stripe.charge', semantics=ActionSemantics.COMPENSABLE, forward=lambda: {'id': 'ch_1'},\n"
+        "          compensate=lambda r: Compensation(fn=lambda: None, description='refund'))\n"
+        "wal.barrier(); print(s.saga_id, flush=True); os._exit(1)\n"
+    ), str(path)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_a_forged_completion_line_never_makes_a_log_certified(wal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    saga_id = open_saga_log(wal_path)
+    assert main(["certify", "--wal-path", str(wal_path)]) == 1
+    assert capsys.readouterr().out.startswith("NOT CERTIFIED")
+    forge_completion(wal_path, saga_id)
+    assert main(["certify", "--wal-path", str(wal_path)]) == 1
+    captured = capsys.readouterr()
+    assert "CERTIFIED" not in captured.out.replace("NOT CERTIFIED", "")
+    (line,) = captured.err.splitlines()
+    assert "seq 4 (line 4)" in line and "--allow-unverified" in line
+    # The override lists the effects but never certifies over a broken chain.
+    assert main(["certify", "--wal-path", str(wal_path), "--allow-unverified"]) == 1
+    assert "chain: BROKEN at seq 4" in capsys.readouterr().out
+
+
+def test_export_refuses_an_unchained_log_and_names_only_the_cli_flag(wal_path: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with FileWAL(wal_path, chain=False) as wal:
+        wal.append("SAGA_STARTED", "a", {})
+    assert main(["export", "--wal-path", str(wal_path), "--out", str(tmp_path / "b")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--allow-broken" in line and "allow_broken=True" not in line
+    assert "no hash chain" in line
+    assert not (tmp_path / "b").exists()
+    from agent_saga.audit import ChainBroken, export_bundle
+
+    with pytest.raises(ChainBroken) as info:
+        export_bundle(wal_path, tmp_path / "c")
+    assert "allow_broken=True" in str(info.value) and "--allow-broken" not in str(info.value)
+
+
+def test_an_empty_log_says_empty_everywhere(wal_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wal_path.write_bytes(b"")
+    assert main(["verify", "--wal-path", str(wal_path)]) == 0
+    out = capsys.readouterr().out
+    assert "chain: empty" in out and "intact" not in out
+    assert main(["export", "--wal-path", str(wal_path), "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "exported 0 records (empty log)" in out and "None" not in out
+
+
+def test_an_empty_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    for verb in (["verify"], ["certify"], ["export", "--out", "o"]):
+        assert main([*verb, "--wal-path", ""]) == 2
+        err = capsys.readouterr().err
+        assert "--wal-path is empty" in err and "directory" not in err
+
+
+def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "pipe.wal"
+    os.mkfifo(fifo)
+    for verb in (["verify"], ["certify"], ["export", "--out", str(tmp_path / "o")]):
+        proc = subprocess.run([sys.executable, "-m", "agent_saga", *verb, "--wal-path", str(fifo)],
+                              capture_output=True, text=True, timeout=30, check=False)
+        assert proc.returncode == 3, proc.stderr
+        assert "FIFO" in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.splitlines()) == 1
+
+
+def test_a_closed_pipe_ends_the_command_quietly(wal_path: Path) -> None:
+    """`agent-saga verify ... | head -0`: the reader is gone before we write; no 'Broken pipe' noise."""
+    import os
+
+    good_log(wal_path)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "agent_saga", "verify", "--wal-path", str(wal_path)],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=30, check=False)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == ""
+    assert proc.returncode == 141  # as a shell reports a command ended by SIGPIPE

@@ -109,7 +109,7 @@ def test_a_broken_chain_is_refused_unless_allowed_and_then_labelled(wal_path: Pa
     lines[0] = lines[0].replace(b'"amount":0', b'"amount":5')
     wal_path.write_bytes(b"".join(x + b"\n" for x in lines))
     out = tmp_path / "refused"
-    with pytest.raises(ChainBroken, match="BROKEN at seq 1") as info:
+    with pytest.raises(ChainBroken, match=r"broken at seq 1 \(line 1\)") as info:
         export_bundle(wal_path, out)
     assert info.value.report.bad_seq == 1
     assert not out.exists()  # nothing written
@@ -126,10 +126,13 @@ def test_an_existing_bundle_is_never_overwritten(wal_path: Path, tmp_path: Path)
         export_bundle(wal_path, out)
 
 
-def test_an_unchained_log_exports_labelled_unchained(wal_path: Path, tmp_path: Path) -> None:
+def test_an_unchained_log_is_refused_unless_allowed_and_then_labelled(wal_path: Path, tmp_path: Path) -> None:
     with FileWAL(wal_path, chain=False) as wal:
         wal.append("SAGA_STARTED", "a", {})
-    result = export_bundle(wal_path, tmp_path / "b")
+    with pytest.raises(ChainBroken, match="no hash chain"):
+        export_bundle(wal_path, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    result = export_bundle(wal_path, tmp_path / "b", allow_broken=True)
     assert result.manifest["chain"] == "unchained"
     assert result.manifest["chain_head"] is None
 
@@ -143,3 +146,29 @@ def test_a_torn_tail_is_left_out_of_the_bundle(wal_path: Path, tmp_path: Path) -
     assert (tmp_path / "b" / "records.jsonl").read_bytes() == complete
     assert result.manifest["chain"] == "intact"
     assert any("torn" in n for n in result.manifest["notes"])
+
+
+def test_a_bundle_is_private_to_its_owner(wal_path: Path, tmp_path: Path) -> None:
+    import os
+
+    make_log(wal_path)
+    old = os.umask(0o022)
+    try:
+        export_bundle(wal_path, tmp_path / "new" / "bundle")
+    finally:
+        os.umask(old)
+    out = tmp_path / "new" / "bundle"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    assert stat.S_IMODE(out.parent.stat().st_mode) == 0o700
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir()} == {
+        "records.jsonl": 0o400, "manifest.json": 0o400, "SHA256SUMS": 0o400,
+    }
+
+
+def test_a_final_record_without_its_newline_is_exported_with_it(wal_path: Path, tmp_path: Path) -> None:
+    make_log(wal_path)
+    complete = wal_path.read_bytes()
+    wal_path.write_bytes(complete[:-1])
+    result = export_bundle(wal_path, tmp_path / "b")
+    assert (tmp_path / "b" / "records.jsonl").read_bytes() == complete
+    assert result.manifest["record_count"] == 6 and result.manifest["chain"] == "intact"

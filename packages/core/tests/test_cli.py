@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,8 +11,8 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
-VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "mcp",
-         "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
+VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
+         "mcp", "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -59,7 +60,8 @@ def test_no_verb_is_a_usage_error() -> None:
     ("resume", ["--scope", "global", "--by", "me", "--store", "{tmp}"]),
     ("demo", ["--dir", "/proc/agent-saga-cannot-write-here"]),
     ("approvals", ["list", "--store", "/dev/null"]),  # a device where the requests directory should be
-    ("approvals", ["approve", "af83c011", "--approver", "me", "--store", "/dev/null"]),
+    # (deny: a grant would first be refused for want of a signing key, a usage error)
+    ("approvals", ["deny", "af83c011", "--approver", "me", "--store", "/dev/null"]),
 ])
 def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str], tmp_path: Path) -> None:
     filled = [a.format(missing=tmp_path / "missing.wal", tmp=tmp_path) for a in args]
@@ -70,3 +72,35 @@ def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str
     named = str(tmp_path / "missing.wal") if "{missing}" in " ".join(args) else None
     if named:
         assert named in out.stderr
+
+
+# Every verb that reads a log: --wal-path, its alias --wal, and $AGENT_SAGA_WAL when neither is given.
+LOG_READERS = {
+    "verify": [], "export": ["--out", "{tmp}/bundle"], "certify": [], "recover": [], "escalations": [],
+    "graph": [], "animate": ["-o", "{tmp}/a.svg"], "viz": ["--kind", "fleet", "-o", "{tmp}/v.svg"], "ui": [],
+}
+
+
+@pytest.mark.parametrize("verb", sorted(LOG_READERS))
+@pytest.mark.parametrize("flag", ["--wal-path", "--wal"])
+def test_every_log_reading_verb_takes_wal_path_and_its_alias(verb: str, flag: str) -> None:
+    extra = [a.replace("{tmp}", "/tmp") for a in LOG_READERS[verb]]
+    args = build_parser().parse_args([verb, flag, "some.wal", *extra])
+    assert args.wal_path == "some.wal"
+
+
+@pytest.mark.parametrize("verb", sorted(LOG_READERS))
+def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path) -> None:
+    missing = tmp_path / "from-env.wal"
+    extra = [a.replace("{tmp}", str(tmp_path)) for a in LOG_READERS[verb]]
+    out = subprocess.run([sys.executable, "-m", "agent_saga", verb, *extra], capture_output=True, text=True,
+                         timeout=60, check=False, env={**os.environ, "AGENT_SAGA_WAL": str(missing)})
+    assert out.returncode == 3, out.stderr
+    assert str(missing) in out.stderr and "Traceback" not in out.stderr
+
+
+def test_version_names_the_distribution_and_its_version() -> None:
+    from agent_saga import __version__
+
+    out = cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"agent-saga {__version__}"

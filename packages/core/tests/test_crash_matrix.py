@@ -37,8 +37,9 @@ from agent_saga.recovery.escalations import EscalationQueue
 from agent_saga.recovery.lease import recovery_dir
 
 # Records the worker writes: start, 4 x (intent, commit), then the rollback:
-# ROLLBACK_STARTED, 3 x (COMPENSATION_STARTED, STEP_COMPENSATED), STEP_ORPHANED, SAGA_ROLLED_BACK.
-RECORDS = 18
+# ROLLBACK_STARTED, 3 x (COMPENSATION_STARTED, STEP_COMPENSATED), STEP_ORPHANED, SAGA_ROLLED_BACK,
+# and the ESCALATED record the unclean ending (the orphaned notify) files, once.
+RECORDS = 19
 # step -> (forward op, ref, compensation op)
 STEPS = {1: ("charge", "A", "refund"), 2: ("reserve", "R1", "release"), 3: ("notify", "ops", None),
          4: ("charge", "B", "refund")}

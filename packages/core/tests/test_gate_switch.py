@@ -1,13 +1,12 @@
-"""The kill switch: halt, drain, quarantine, resume, TTL, the grace window, the CLI, and other processes."""
+"""The kill switch: halt, drain, quarantine, resume, TTL, the grace window, the CLI.
+
+Where the switch lives and whom it reaches (other processes, other users): test_gate_switch_host.py.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
-import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from agent_saga import (
 )
 from agent_saga.cli.main import main
 from agent_saga.gate import default_switch
-from agent_saga.gate.switch import DEFAULT_POLL_INTERVAL, default_switch_path
+from agent_saga.gate.switch import default_switch_path
 from agent_saga.log import read_records
 
 
@@ -231,6 +230,9 @@ def cli(*argv: str) -> int:
 
 def test_cli_levers_status_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store, wal = str(tmp_path / "sw.json"), str(tmp_path / "ops.wal")
+    log = FileWAL(wal)
+    log.append("SAGA_STARTED", "saga-8f3c", {"name": "n"})  # a saga id is checked against the log
+    log.close()
     assert cli("status", "--store", store) == 0
     assert cli("halt", "--scope", "tool:wire.send", "--reason", "fraud pattern", "--by", "soc@corp",
                "--store", store, "--wal-path", wal) == 0
@@ -269,85 +271,11 @@ def test_cli_store_unreachable_exits_3_with_a_message_and_no_traceback(tmp_path:
         capture_output=True, text=True, timeout=60,
     )
     assert result.returncode == 3
-    assert "could not reach the switch store" in result.stderr
+    assert "could not use the switch store" in result.stderr
     assert "Traceback" not in result.stderr
     help_text = subprocess.run([sys.executable, "-m", "agent_saga", "quarantine", "--help"],
                                capture_output=True, text=True, timeout=60).stdout
     assert "agent-saga quarantine saga-8f3c --reason" in help_text
-
-
-WORKER = textwrap.dedent("""
-    import sys
-    import agent_saga
-    from agent_saga import MemoryWAL, SagaAborted, saga_scope
-
-    # No configuration at all: the implicit default gate and the default switch file.
-    print("ready", flush=True)
-    for line in sys.stdin:
-        try:
-            with saga_scope(MemoryWAL()) as s:
-                s.execute(tool="wire.send", semantics="REVERSIBLE", forward=lambda: None)
-            print("ran", flush=True)
-        except SagaAborted as err:
-            print("refused:", err.cause, flush=True)
-""")
-
-
-@pytest.mark.slow
-def test_a_halt_from_the_cli_stops_a_tool_in_another_running_process(tmp_path: Path) -> None:
-    env = {**os.environ, "AGENT_SAGA_HOME": str(tmp_path / "home")}
-    env.pop("AGENT_SAGA_SWITCH", None)
-    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=env, cwd=tmp_path)
-    try:
-        assert worker.stdin is not None
-        assert worker.stdout is not None
-        assert worker.stdout.readline().strip() == "ready"
-
-        def step() -> str:
-            assert worker.stdin is not None
-            assert worker.stdout is not None
-            worker.stdin.write("go\n")
-            worker.stdin.flush()
-            return worker.stdout.readline().strip()
-
-        assert step() == "ran"
-        halt = subprocess.run(
-            [sys.executable, "-m", "agent_saga", "halt", "--scope", "tool:wire.*", "--reason", "fraud pattern",
-             "--by", "soc@corp", "--wal-path", str(tmp_path / "ops.wal")],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        )
-        assert halt.returncode == 0, halt.stderr
-        time.sleep(DEFAULT_POLL_INTERVAL)  # the documented propagation delay
-        answer = step()
-        assert answer.startswith("refused:")
-        assert "fraud pattern" in answer
-        assert "soc@corp" in answer
-        state = json.loads((tmp_path / "home" / "switch.json").read_text())
-        assert state["halts"][0]["scope"] == "tool:wire.*"
-        resume = subprocess.run(
-            [sys.executable, "-m", "agent_saga", "resume", "--scope", "tool:wire.*", "--by", "soc@corp",
-             "--wal-path", str(tmp_path / "ops.wal")],
-            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60,
-        )
-        assert resume.returncode == 0, resume.stderr
-        time.sleep(DEFAULT_POLL_INTERVAL)
-        assert step() == "ran"
-    finally:
-        worker.kill()
-        worker.communicate()  # reaps it and closes its pipes
-
-
-def test_the_default_switch_follows_agent_saga_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENT_SAGA_HOME", str(tmp_path / "a"))
-    default_switch().halt("global", reason="incident on host a", by="soc")
-    with pytest.raises(StepRefused, match="incident on host a"):
-        default_switch().check(req("x"))
-    monkeypatch.setenv("AGENT_SAGA_HOME", str(tmp_path / "b"))
-    default_switch().check(req("x"))  # another home, another switch file: nothing halted there
-    assert default_switch().store.location == str(tmp_path / "b" / "switch.json")
-    monkeypatch.setenv("AGENT_SAGA_SWITCH", str(tmp_path / "explicit.json"))
-    assert default_switch().store.location == str(tmp_path / "explicit.json")
 
 
 def test_set_switch_with_a_file_store_warns_that_it_is_host_only(

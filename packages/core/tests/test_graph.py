@@ -109,8 +109,8 @@ def test_the_three_outcomes_are_styled_apart(mixed_log: Path, tmp_path: Path) ->
 def test_graph_help_usage_and_missing_file(tmp_path: Path) -> None:
     help_ = cli("graph", "--help")
     assert help_.returncode == 0 and "example" in help_.stdout
-    usage = cli("graph")
-    assert usage.returncode == 2 and "--wal" in usage.stderr
+    default = cli("graph")  # no --wal: $AGENT_SAGA_WAL, else ./agent-saga.wal, like every verb
+    assert default.returncode == 3 and "no log at agent-saga.wal" in default.stderr
     missing = cli("graph", "--wal", str(tmp_path / "nope.wal"))
     assert missing.returncode == 3 and "no log at" in missing.stderr and "Traceback" not in missing.stderr
     assert cli("graph", "--wal", str(tmp_path)).returncode == 3

@@ -7,13 +7,13 @@ module on sys.path), each run in a fresh interpreter so that nothing leaks.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from installed import install_adapter, run_with
 
 PLUGIN = '''
 import json, os
@@ -44,26 +44,7 @@ def agent_saga_unpatch():
 
 
 def _install(site: Path, key: str, requires: str) -> None:
-    """A real (tiny) installed distribution with an agent_saga_adapters entry point."""
-    (site / f"demo_{key}.py").write_text(PLUGIN.replace("{key}", key))
-    info = site / f"agent_saga_{key}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: agent-saga-{key}\nVersion: 0.1\n"
-        f"Provides-Extra: {key}\nRequires-Dist: {requires}; extra == \"{key}\"\n"
-    )
-    (info / "entry_points.txt").write_text(f"[agent_saga_adapters]\n{key} = demo_{key}\n")
-    (info / "RECORD").write_text("")
-
-
-def _run(site: Path, code: str, env: dict[str, str] | None = None) -> dict[str, object]:
-    script = f"import sys; sys.path.insert(0, {str(site)!r})\n" + textwrap.dedent(code)
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SAGA")}
-    full_env.update(env or {})
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=full_env, check=False)
-    assert out.returncode == 0, out.stderr
-    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+    install_adapter(site, key, requires, f"demo_{key}", PLUGIN.replace("{key}", key))
 
 
 REPORT = """
@@ -85,7 +66,7 @@ def site(tmp_path: Path) -> Path:
 
 
 def test_only_adapters_whose_framework_is_installed_in_range_are_imported(site: Path) -> None:
-    out = _run(site, REPORT)
+    out = run_with(site, REPORT)
     report = out["report"]
     assert isinstance(report, dict)
     assert list(report["patched"]) == ["inrange"]
@@ -96,7 +77,7 @@ def test_only_adapters_whose_framework_is_installed_in_range_are_imported(site: 
 
 
 def test_disabled_adapters_are_neither_imported_nor_patched(site: Path) -> None:
-    out = _run(site, REPORT, {"AGENT_SAGA_DISABLED_ADAPTERS": "inrange, other"})
+    out = run_with(site, REPORT, {"AGENT_SAGA_DISABLED_ADAPTERS": "inrange, other"})
     assert out["imported"] == []
     assert out["report"]["patched"] == {}  # type: ignore[index]
     assert out["report"]["skipped"]["inrange"] == "disabled by $AGENT_SAGA_DISABLED_ADAPTERS"  # type: ignore[index]
@@ -105,7 +86,7 @@ def test_disabled_adapters_are_neither_imported_nor_patched(site: Path) -> None:
 def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site: Path, tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"mode": "enforce", "tools": {"read": {"semantics": "REVERSIBLE"}}}))
-    out = _run(site, """
+    out = run_with(site, """
         import json
         import agent_saga
         from agent_saga import MemoryWAL, saga_scope
@@ -173,16 +154,9 @@ def agent_saga_unpatch():
 def test_an_adapter_that_fails_is_reported_and_leaves_no_patch_while_the_others_proceed(site: Path) -> None:
     (site / "demo_broken.py").write_text(BROKEN)
     (site / "demo_badimport.py").write_text("raise ImportError('half-installed')\n")
-    for key, module in (("broken", "demo_broken"), ("badimport", "demo_badimport")):
-        info = site / f"agent_saga_{key}-0.1.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: agent-saga-{key}\nVersion: 0.1\n"
-            f"Provides-Extra: {key}\nRequires-Dist: pluggy>=1.0; extra == \"{key}\"\n"
-        )
-        (info / "entry_points.txt").write_text(f"[agent_saga_adapters]\n{key} = {module}\n")
-        (info / "RECORD").write_text("")
-    out = _run(site, """
+    for key in ("broken", "badimport"):
+        install_adapter(site, key, "pluggy>=1.0", f"demo_{key}", None)
+    out = run_with(site, """
         import json
         import agent_saga, demo_inrange
         original = demo_inrange.Runtime.__dict__["call_tool"]

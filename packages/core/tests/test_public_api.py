@@ -39,8 +39,12 @@ EXPECTED |= {
 }
 # Reconciliation: asking the outside system what really happened.
 EXPECTED |= {"Observation", "reconciler"}
+# Proving the rollback (issue 18).
+EXPECTED |= {"InvariantReport", "RollbackProof", "prove_rollback", "verify_rollback_invariants"}
 # One step, one boundary, observers in the engine (issue 14).
 EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
+# The adapter kit's top-level face (issue 14): any framework's tool, through its adapter.
+EXPECTED |= {"wrap_tool"}
 
 # Beyond one machine: server logs and isolation countermeasures (issue 16).
 EXPECTED |= {

@@ -269,7 +269,7 @@ def test_ui_bad_input_is_one_line(tmp_path: Path, demo_log: Path) -> None:
                               timeout=60, check=False)
 
     out = run("--wal-path", str(tmp_path / "nope.wal"))
-    assert out.returncode == 3 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 3 and "no log at" in out.stderr and "Traceback" not in out.stderr
     out = run("--wal-path", str(tmp_path))
     assert out.returncode == 3 and "directory" in out.stderr
     out = run("--wal-path", str(demo_log), "--port", "70000")

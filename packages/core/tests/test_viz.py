@@ -156,14 +156,22 @@ def test_unchained_and_partly_chained_logs_are_never_called_intact(tmp_path: Pat
     assert plain.get("data-status") == "unchained" and "UNCHAINED" in all_text(plain)
     assert "intact" not in all_text(plain)
 
+    # A chain that starts later (an unchained writer first) is partly chained, never intact.
+    later = FileWAL(tmp_path / "plain.wal")
+    later.append("SAGA_COMPLETED", "s1", {})
+    later.close()
+    partial = parse(render_chain_bytes((tmp_path / "plain.wal").read_bytes()))
+    assert partial.get("data-status") == "partial" and "PARTLY CHAINED" in all_text(partial)
+    assert "intact" not in all_text(partial).replace("not intact", "")
+
+    # A plain line after a chained one is a break (a forged record), never "partial".
     chained = FileWAL(tmp_path / "mixed.wal")
     chained.append("SAGA_STARTED", "s1", {"name": "x"})
     chained.close()
-    with open(tmp_path / "mixed.wal", "ab") as fh:  # a writer with chain=False appended later
+    with open(tmp_path / "mixed.wal", "ab") as fh:
         fh.write(b'{"saga":"s1","seq":2,"ts":1,"type":"SAGA_COMPLETED","body":{}}\n')
-    partial = parse(render_chain_bytes((tmp_path / "mixed.wal").read_bytes()))
-    assert partial.get("data-status") == "partial" and "PARTLY CHAINED" in all_text(partial)
-    assert "intact" not in all_text(partial).replace("not intact", "")
+    forged = parse(render_chain_bytes((tmp_path / "mixed.wal").read_bytes()))
+    assert forged.get("data-status") == "broken" and "BROKEN" in all_text(forged)
 
 
 # -- animate --------------------------------------------------------------------------------

@@ -17,15 +17,14 @@ import copy
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, FunctionTool
 from pydantic import BaseModel
 
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.plugins.support import SPEC_ATTR, step_async, step_sync
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 from agent_saga_autogen.carry import in_callers_context
@@ -120,12 +119,10 @@ def _signature(tool: BaseTool[Any, Any]) -> inspect.Signature | None:
 def wrap_tool(
     tool: T,
     *,
-    semantics: ActionSemantics | str,
-    compensate: CompensationFactory | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    fallback_action: Callable[..., Any] | None = None,
-    require_boundary: bool = False,
+    semantics: ActionSemantics | str | None = None,
+    name: str | None = None,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> T:
     """Make every call of ``tool`` a saga step (outside a saga it calls straight through).
 
@@ -137,9 +134,5 @@ def wrap_tool(
             f"wrap_tool takes an AutoGen tool (autogen_core.tools.FunctionTool or BaseTool), got "
             f"{type(tool).__name__}; make one with FunctionTool(fn, description=...)"
         )
-    spec = ToolSpec.of(
-        tool.name, semantics=semantics, compensate=compensate, retry=retry,
-        timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
-        signature=_signature(tool),
-    )
+    spec = ToolSpec.of(name or tool.name, semantics=semantics, options=options, signature=_signature(tool), **more)
     return wrap_with_spec(tool, spec)

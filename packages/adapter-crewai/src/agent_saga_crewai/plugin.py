@@ -6,18 +6,18 @@ from typing import Any
 
 from crewai.tools import BaseTool
 
+from agent_saga.engine.options import StepOptions
 from agent_saga.plugins.hookspecs import hookimpl
 from agent_saga.plugins.patching import PatchConfig
-from agent_saga.toolspec import ToolSpec
 from agent_saga_crewai import patch as _patch
-from agent_saga_crewai.wrapping import wrap_with_spec
+from agent_saga_crewai.wrapping import wrap_tool
 
 __all__ = ["agent_saga_patch", "agent_saga_unpatch", "agent_saga_wrap_tool"]
 
 
 @hookimpl
-def agent_saga_wrap_tool(tool: Any, spec: ToolSpec) -> Any | None:
-    return wrap_with_spec(tool, spec) if isinstance(tool, BaseTool) else None
+def agent_saga_wrap_tool(tool: Any, options: StepOptions, name: str | None) -> Any | None:
+    return wrap_tool(tool, options=options, name=name) if isinstance(tool, BaseTool) else None
 
 
 @hookimpl

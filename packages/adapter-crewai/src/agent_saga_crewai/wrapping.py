@@ -12,14 +12,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.plugins.support import SPEC_ATTR, step_async, step_sync
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 
@@ -97,12 +96,10 @@ def _signature(tool: BaseTool) -> inspect.Signature | None:
 def wrap_tool(
     tool: T,
     *,
-    semantics: ActionSemantics | str,
-    compensate: CompensationFactory | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    fallback_action: Callable[..., Any] | None = None,
-    require_boundary: bool = False,
+    semantics: ActionSemantics | str | None = None,
+    name: str | None = None,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> T:
     """Make every call of ``tool`` a saga step (outside a saga it calls straight through).
 
@@ -114,9 +111,5 @@ def wrap_tool(
             f"wrap_tool takes a CrewAI tool (crewai.tools.BaseTool, or what @tool makes), got "
             f"{type(tool).__name__}; wrap the function with crewai.tools.tool first"
         )
-    spec = ToolSpec.of(
-        tool.name, semantics=semantics, compensate=compensate, retry=retry,
-        timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
-        signature=_signature(tool),
-    )
+    spec = ToolSpec.of(name or tool.name, semantics=semantics, options=options, signature=_signature(tool), **more)
     return wrap_with_spec(tool, spec)

@@ -5,16 +5,12 @@ argument schema; ``saga_run`` makes one graph run one transaction. Also importab
 as ``agent_saga.adapters.langgraph``.
 """
 
-import importlib.util as _util
+from agent_saga.adapter import require_framework
 
-if _util.find_spec("langchain_core") is None:
-    raise ImportError(
-        "agent-saga-langgraph needs its framework, which is not installed: "
-        "pip install 'agent-saga-langgraph[langgraph]'",
-        name="agent_saga_langgraph",
-    )
+require_framework("agent-saga-langgraph", "langgraph")  # before anything imports the framework
 
-from agent_saga_langgraph.run import saga_run, saga_run_sync
-from agent_saga_langgraph.wrapping import FRAMEWORK, wrap_tool, wrap_with_spec
+from agent_saga_langgraph._adapter import adapter, saga_run, saga_run_sync  # noqa: E402
 
-__all__ = ["FRAMEWORK", "saga_run", "saga_run_sync", "wrap_tool", "wrap_with_spec"]
+wrap_tool = adapter.wrap_tool
+
+__all__ = ["adapter", "saga_run", "saga_run_sync", "wrap_tool"]

@@ -11,13 +11,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from llama_index.core.tools import FunctionTool
 
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.plugins.support import SPEC_ATTR, step_async, step_sync
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 
@@ -86,12 +85,10 @@ def wrap_with_spec(tool: FunctionTool, spec: ToolSpec) -> FunctionTool:
 def wrap_tool(
     tool: FunctionTool,
     *,
-    semantics: ActionSemantics | str,
-    compensate: CompensationFactory | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    fallback_action: Callable[..., Any] | None = None,
-    require_boundary: bool = False,
+    semantics: ActionSemantics | str | None = None,
+    name: str | None = None,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> FunctionTool:
     """Make every call of ``tool`` a saga step (outside a saga it calls straight through).
 
@@ -101,10 +98,6 @@ def wrap_tool(
         signature: inspect.Signature | None = inspect.signature(tool.real_fn)
     except (TypeError, ValueError):
         signature = None
-    name = str(tool.metadata.name or getattr(tool.real_fn, "__name__", "tool"))
-    spec = ToolSpec.of(
-        name, semantics=semantics, compensate=compensate, retry=retry,
-        timeout=timeout, fallback_action=fallback_action, require_boundary=require_boundary,
-        signature=signature,
-    )
+    label = str(tool.metadata.name or getattr(tool.real_fn, "__name__", "tool"))
+    spec = ToolSpec.of(name or label, semantics=semantics, options=options, signature=signature, **more)
     return wrap_with_spec(tool, spec)

@@ -6,17 +6,21 @@ exactly two methods:
 
 * ``tools/list`` results: read to learn the tool surface (observe: build the skeleton;
   enforce: check the policy against it; ``--boundary explicit``: add the saga tools).
-* ``tools/call`` requests: a declared tool runs as a saga step, the original request line
-  forwarded byte for byte and its response held until the step's outcome is in the log;
-  an undeclared one is answered with a JSON-RPC error and never reaches the server.
+* ``tools/call`` requests: a declared tool runs as a saga step, the request forwarded and
+  its response held until the step's outcome is in the log; an undeclared one is answered
+  with a JSON-RPC error and never reaches the server.
 
-Everything else is forwarded as the exact bytes received. What is *not* forwarded, and
-why: a line that is not JSON, or a JSON object with a duplicated key (the proxy and the
-server could read different methods out of it), is answered with the standard JSON-RPC
+Everything else is forwarded. In both directions what goes out is the proxy's own encoding
+of the value it parsed (:mod:`agent_saga_mcp.wire`), never the bytes that came in, so the
+peer reads exactly the message the proxy judged. What is *not* forwarded, and why: a client
+line the proxy will not stand behind (not UTF-8 JSON, a CR inside it, a duplicated key:
+see :func:`~agent_saga_mcp.wire.read_client_line`) is answered with the standard JSON-RPC
 error; a ``tools/call`` without an ``id`` (a notification cannot return a result, and a
 server might still act on it) is dropped; a batch that carries a ``tools/call`` or
 ``tools/list`` is split and its members handled one by one (their responses come back
-unbatched).
+unbatched); a server line that is not JSON is dropped and noted. Every ``tools/call`` the
+proxy does not forward is recorded in the log as a refused step
+(:mod:`agent_saga_mcp.refusal`).
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ from agent_saga.engine.ports import GatePort
 from agent_saga.engine.saga import Saga, SagaStatus
 from agent_saga.errors import NotApplied, StepRefused
 from agent_saga.log.base import WAL
+from agent_saga.plugins.patching import ToolNotClassified
 from agent_saga.plugins.policy import PolicyError, ToolPolicy, ToolRule
+from agent_saga.semantics import ActionSemantics
 from agent_saga_mcp.compat import ToolInfo, call_params, is_error_result, list_tools_result, validate_message
 from agent_saga_mcp.handler import add_route, remove_route
 from agent_saga_mcp.policy import McpPolicy
+from agent_saga_mcp.refusal import ProxyGate, record_refusal
+from agent_saga_mcp.wire import LineRefused, encode, read_client_line, read_server_line, tool_calls_in
 
 __all__ = [
     "COMMIT_TOOL",
@@ -90,33 +98,12 @@ class CallCancelled(Exception):
     """The client cancelled a tools/call in flight (``notifications/cancelled``): no answer is due."""
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
-
-
-def _parse(line: bytes) -> Any:
-    return json.loads(line, object_pairs_hook=_no_duplicates)
-
-
 def _id_key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
 def _valid_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
-
-
-def _dump(message: Mapping[str, Any] | list[Any]) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 def _text_result(text: str, *, error: bool = False) -> dict[str, Any]:
@@ -189,7 +176,7 @@ class ProxyCore:
         self.surface: dict[str, ToolInfo] | None = None
         self._surface_pages: dict[str, ToolInfo] = {}
         self._lists: set[str] = set()  # ids of the client's pending tools/list requests
-        self._calls: dict[str, asyncio.Future[tuple[dict[str, Any], bytes]]] = {}
+        self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -213,10 +200,19 @@ class ProxyCore:
         error: dict[str, Any] = {"code": int(code), "message": message}
         if data is not None:
             error["data"] = data
-        await self._to_client(_dump({"jsonrpc": "2.0", "id": id_ if _valid_id(id_) else None, "error": error}) + b"\n")
+        await self._send_client({"jsonrpc": "2.0", "id": id_ if _valid_id(id_) else None, "error": error})
 
     async def _reply_result(self, id_: Any, result: Mapping[str, Any]) -> None:
-        await self._to_client(_dump({"jsonrpc": "2.0", "id": id_, "result": dict(result)}) + b"\n")
+        await self._send_client({"jsonrpc": "2.0", "id": id_, "result": dict(result)})
+
+    # Only these two write to the peers: what goes out is always the proxy's own encoding
+    # of a value it holds, one message per line (see agent_saga_mcp.wire).
+
+    async def _send_server(self, message: Any) -> None:
+        await self._to_server(encode(message) + b"\n")
+
+    async def _send_client(self, message: Any) -> None:
+        await self._to_client(encode(message) + b"\n")
 
     def _fail(self, message: str) -> None:
         # The caller answers the pending request first, then sets ``stopped``: stopping
@@ -245,36 +241,30 @@ class ProxyCore:
         if not line.strip():
             return
         try:
-            message = _parse(line)
-        except _DuplicateKey as dup:
-            await self._reply_error(None, ErrorCode.INVALID_REQUEST, f"duplicate key {dup.args[0]!r} in message")
+            message = read_client_line(line)
+        except LineRefused as refused:
+            await self._refuse_calls(tool_calls_in(line), refused.message, "mcp.line")
+            await self._reply_error(refused.id, ErrorCode(refused.code), refused.message)
             return
-        except (ValueError, RecursionError) as err:
-            await self._reply_error(None, ErrorCode.PARSE_ERROR, f"not JSON: {str(err)[:200]}")
+        if isinstance(message, list) and not any(
+            isinstance(m, dict) and m.get("method") in _METHODS_OF_INTEREST for m in message
+        ):
+            await self._send_server(message)
             return
-        if isinstance(message, list):
-            if not any(isinstance(m, dict) and m.get("method") in _METHODS_OF_INTEREST for m in message):
-                await self._to_server(line + b"\n")
-                return
-            for member in message:
-                await self._client_message(member, _dump(member) if isinstance(member, (dict, list)) else None)
-            return
-        await self._client_message(message, line)
+        for member in message if isinstance(message, list) else [message]:
+            await self._client_message(member)
 
-    async def _client_message(self, message: Any, raw: bytes | None) -> None:
+    async def _client_message(self, message: Any) -> None:
         if not isinstance(message, dict):
-            if raw is not None and not isinstance(message, list):
-                await self._to_server(raw + b"\n")
-            else:  # a nested batch or a scalar inside a batch: not a message
-                await self._reply_error(None, ErrorCode.INVALID_REQUEST, "a batch member must be an object")
+            await self._reply_error(None, ErrorCode.INVALID_REQUEST, "a message must be a JSON object")
             return
         method = message.get("method")
         if method == "tools/call":
-            await self._client_call(message, raw if raw is not None else _dump(message))
+            await self._client_call(message)
             return
         if method == "tools/list" and _valid_id(message.get("id")):
             self._lists.add(_id_key(message["id"]))
-        await self._to_server((raw if raw is not None else _dump(message)) + b"\n")
+        await self._send_server(message)
         if method == "notifications/cancelled":
             # The server will not answer a cancelled request, so its step would wait forever;
             # whether the tool ran is unknown, which is what the step records.
@@ -284,30 +274,31 @@ class ProxyCore:
             if pending is not None and not pending.done():
                 pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
 
-    async def _client_call(self, message: dict[str, Any], raw: bytes) -> None:
+    async def _client_call(self, message: dict[str, Any]) -> None:
         id_ = message.get("id")
         if "id" not in message:
-            self._note("dropped a tools/call sent as a notification (no id): it could not return a result")
+            await self._refuse_request(
+                message, None, "a tools/call sent as a notification (no id) could not return a result")
             return
         try:
             validate_message(message)
             if not _valid_id(id_):
                 raise ValueError("id must be a string or an integer")
         except (ValidationError, ValueError) as err:
-            await self._reply_error(id_, ErrorCode.INVALID_REQUEST, f"invalid tools/call request: {_short(err)}")
+            await self._refuse_request(message, ErrorCode.INVALID_REQUEST, f"invalid tools/call request: {_short(err)}")
             return
         try:
             name, arguments = call_params(message.get("params"))
         except ValidationError as err:
-            await self._reply_error(id_, ErrorCode.INVALID_PARAMS, f"invalid tools/call params: {_short(err)}")
+            await self._refuse_request(message, ErrorCode.INVALID_PARAMS, f"invalid tools/call params: {_short(err)}")
             return
         key = _id_key(id_)
         if key in self._calls or key.startswith(json.dumps(_OWN_PREFIX)[:-1]):
-            await self._reply_error(id_, ErrorCode.INVALID_REQUEST, f"request id {id_!r} is already in use")
+            await self._refuse_request(message, ErrorCode.INVALID_REQUEST, f"request id {id_!r} is already in use")
             return
         if self.observing:
             self._observe([name], None)
-            await self._to_server(raw + b"\n")
+            await self._send_server(message)
             return
         policy = self.config.policy
         assert policy is not None
@@ -317,6 +308,7 @@ class ProxyCore:
         rule = policy.rule_for(name)
         if rule is None:
             if policy.enforce:
+                await self._refuse(ToolNotClassified(name, "MCP proxy"), arguments)
                 await self._reply_error(
                     id_, ErrorCode.TOOL_NOT_DECLARED,
                     f"tool {name!r} is not declared in the tool policy {policy.policy.source}, so it was not "
@@ -325,13 +317,45 @@ class ProxyCore:
                 )
                 return
             self._note(f"tool {name!r} is not in the policy (observe mode): forwarded without a saga step")
-            await self._to_server(raw + b"\n")
+            await self._send_server(message)
             return
         self._calls[key] = asyncio.get_running_loop().create_future()
-        self._spawn(self._step(id_, key, raw, name, arguments, rule), step=True)
+        self._spawn(self._step(id_, key, message, name, arguments, rule), step=True)
+
+    async def _refuse_request(self, message: dict[str, Any], code: ErrorCode | None, reason: str) -> None:
+        """A malformed tools/call: on record, and answered with ``code`` (None: a notification, dropped)."""
+        await self._refuse_calls([message], reason, "mcp.request")
+        if code is None:
+            self._note(f"dropped {reason}")
+        else:
+            await self._reply_error(message.get("id"), code, reason)
+
+    async def _refuse_calls(self, calls: list[dict[str, Any]], reason: str, rule: str) -> None:
+        """Record each tools/call the proxy will not forward as a refused step (enforce only)."""
+        for call in calls:
+            params = call.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if isinstance(name, str) and name:  # a call that names no tool could not run anything
+                arguments = params.get("arguments") if isinstance(params, dict) else None
+                await self._refuse(StepRefused(name, reason, rule), arguments if isinstance(arguments, dict) else {})
+
+    async def _refuse(self, refused: StepRefused, arguments: Mapping[str, Any]) -> None:
+        if self.observing:
+            return  # observe mode writes no log
+        rule = self.config.policy.rule_for(refused.tool) if self.config.policy is not None else None
+        semantics = rule.semantics if rule is not None else ActionSemantics.IRREVERSIBLE
+        try:
+            saga, single = await self._saga_for_call()
+            try:
+                await record_refusal(saga, refused, semantics, arguments)
+            finally:
+                if single and saga.status is SagaStatus.OPEN:
+                    await saga.complete()
+        except Exception as err:  # noqa: BLE001 - the call stays refused; only its record is missing
+            self._note(f"could not record the refused call of {refused.tool!r}: {type(err).__name__}: {err}")
 
     async def _step(
-        self, id_: Any, key: str, raw: bytes, name: str, arguments: dict[str, Any], rule: ToolRule
+        self, id_: Any, key: str, message: dict[str, Any], name: str, arguments: dict[str, Any], rule: ToolRule
     ) -> None:
         policy = self.config.policy
         assert policy is not None
@@ -348,8 +372,8 @@ class ProxyCore:
                 return
 
             async def forward() -> dict[str, Any]:
-                await self._to_server(raw + b"\n")
-                response, _ = await future
+                await self._send_server(message)
+                response = await future
                 if "error" in response:
                     raise ToolCallFailed(f"{name}: JSON-RPC error {response['error']!r}")
                 result = response.get("result")
@@ -392,28 +416,30 @@ class ProxyCore:
             if not future.done():
                 future.cancel()
         if _answered(future):
-            _, line = future.result()
+            response = future.result()
             try:
                 # The client must not see an effect whose undo could still be lost: the
                 # step's outcome (and its compensation) is durable before the answer goes out.
                 await self._wal().barrier_async()
             except Exception as err:  # noqa: BLE001 - the effect happened; the client still hears of it
                 self._note(f"{name}: the log could not confirm the step's outcome: {type(err).__name__}: {err}")
-            await self._to_client(line + b"\n")
+            await self._send_client(response)
 
     async def _saga_for_call(self) -> tuple[Saga, bool]:
-        config = self.config
-        if config.boundary is Boundary.NONE:
-            saga = Saga(self._wal(), name=config.name, gate=config.gate, tags=config.tags)
-            saga.start()
-            self.sagas.append(saga)
-            return saga, True
+        if self.config.boundary is Boundary.NONE:
+            return self._new_saga(), True
         async with self._saga_lock:
             if self.saga is None or self.saga.status is not SagaStatus.OPEN:
-                self.saga = Saga(self._wal(), name=config.name, gate=config.gate, tags=config.tags)
-                self.saga.start()
-                self.sagas.append(self.saga)
+                self.saga = self._new_saga()
             return self.saga, False
+
+    def _new_saga(self) -> Saga:
+        config = self.config
+        # Every proxy saga's gate is a ProxyGate, so the proxy's own refusals are logged too.
+        saga = Saga(self._wal(), name=config.name, gate=ProxyGate(config.gate), tags=config.tags)
+        saga.start()
+        self.sagas.append(saga)
+        return saga
 
     def _wal(self) -> WAL:
         if self.config.wal is None:
@@ -493,7 +519,7 @@ class ProxyCore:
         if params is not None:
             message["params"] = dict(params)
         try:
-            await self._to_server(_dump(message) + b"\n")
+            await self._send_server(message)
             response = await future
         finally:
             self._own.pop(key, None)
@@ -518,26 +544,26 @@ class ProxyCore:
         if not line.strip():
             return  # an empty line carries no message, in either direction
         try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            message = None
+            message = read_server_line(line)
+        except (ValueError, RecursionError) as err:
+            # Forwarding bytes the proxy could not read would let the client read them as
+            # anything, an answer the proxy is still holding included.
+            self._note(f"dropped a line from the server that is not JSON ({_short(err)[:80]}): {line[:120]!r}")
+            return
         if isinstance(message, list):
             ours = [m for m in message if isinstance(m, dict) and self._is_ours(m)]
-            if not ours:
-                await self._to_client(line + b"\n")
-                return
             rest = [m for m in message if not (isinstance(m, dict) and self._is_ours(m))]
-            if rest:
-                await self._to_client(_dump(rest) + b"\n")
+            if rest or not ours:
+                await self._send_client(rest)
             for member in ours:
-                await self._server_response(member, _dump(member))
+                await self._server_response(member)
             return
         if isinstance(message, dict) and self._is_ours(message):
-            await self._server_response(message, line)
+            await self._server_response(message)
             return
         if isinstance(message, dict) and message.get("method") == "notifications/tools/list_changed":
             self.surface = None  # check the policy against the new list before the next call
-        await self._to_client(line + b"\n")
+        await self._send_client(message)
 
     def _is_ours(self, message: dict[str, Any]) -> bool:
         if "method" in message or not ("result" in message or "error" in message):
@@ -548,7 +574,7 @@ class ProxyCore:
         key = _id_key(id_)
         return key in self._own or key in self._calls or key in self._lists
 
-    async def _server_response(self, message: dict[str, Any], raw: bytes) -> None:
+    async def _server_response(self, message: dict[str, Any]) -> None:
         key = _id_key(message.get("id"))
         own = self._own.get(key)
         if own is not None:
@@ -558,18 +584,18 @@ class ProxyCore:
         call = self._calls.get(key)
         if call is not None:
             if not call.done():
-                call.set_result((message, raw))
+                call.set_result(message)
             return
         self._lists.discard(key)
         result = message.get("result")
         try:
             page, cursor = list_tools_result(result)
         except ValidationError:
-            await self._to_client(raw + b"\n")
+            await self._send_client(message)
             return
         if self.observing:
             self._observe([t.name for t in page], page)
-            await self._to_client(raw + b"\n")
+            await self._send_client(message)
             return
         self._surface_pages.update((t.name, t) for t in page)
         if cursor is None:
@@ -582,11 +608,8 @@ class ProxyCore:
                 return
             if self.config.boundary is Boundary.EXPLICIT:
                 assert isinstance(result, dict)
-                patched = dict(message)
-                patched["result"] = {**result, "tools": [*result.get("tools", []), *_SAGA_TOOLS]}
-                await self._to_client(_dump(patched) + b"\n")
-                return
-        await self._to_client(raw + b"\n")
+                message = {**message, "result": {**result, "tools": [*result.get("tools", []), *_SAGA_TOOLS]}}
+        await self._send_client(message)
 
     # -- observe mode ---------------------------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 The proxy is the client's server: it reads the client's stdin and writes its stdout, and
 runs the real server as a child process whose stdin/stdout it owns (the child's stderr is
-the proxy's). Lines are split on ``\\n`` with no size limit, so a huge message passes.
+the proxy's). Lines are split on ``\\n`` with no size limit, so a huge message passes; what
+is written to either side is the core's own encoding of what it parsed, never these lines
+(see :mod:`agent_saga_mcp.wire`).
 
 How it ends decides what happens to the open saga (``--boundary session``/``explicit``):
 

@@ -3,16 +3,12 @@
 Also importable as ``agent_saga.adapters.openai_agents``.
 """
 
-import importlib.util as _util
+from agent_saga.adapter import require_framework
 
-if _util.find_spec("agents") is None:
-    raise ImportError(
-        "agent-saga-openai-agents needs its framework, which is not installed: "
-        "pip install 'agent-saga-openai-agents[openai_agents]'",
-        name="agent_saga_openai_agents",
-    )
+require_framework("agent-saga-openai-agents", "openai_agents")  # before anything imports the framework
 
-from agent_saga_openai_agents.run import saga_run, saga_run_sync
-from agent_saga_openai_agents.wrapping import FRAMEWORK, wrap_tool, wrap_with_spec
+from agent_saga_openai_agents._adapter import adapter, saga_run, saga_run_sync  # noqa: E402
 
-__all__ = ["FRAMEWORK", "saga_run", "saga_run_sync", "wrap_tool", "wrap_with_spec"]
+wrap_tool = adapter.wrap_tool
+
+__all__ = ["adapter", "saga_run", "saga_run_sync", "wrap_tool"]

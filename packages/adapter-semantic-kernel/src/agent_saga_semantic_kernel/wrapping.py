@@ -13,16 +13,15 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
 from semantic_kernel.functions import KernelFunction, KernelPlugin
 from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
 
 from agent_saga.context import current_saga
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.errors import BoundaryRequired
 from agent_saga.plugins.support import SPEC_ATTR
-from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 from agent_saga_semantic_kernel.filtering import FRAMEWORK, in_step, spec_of
@@ -82,11 +81,10 @@ def wrap_with_spec(function: KernelFunctionFromMethod, spec: ToolSpec) -> Kernel
 def wrap_tool(
     function: KernelFunctionFromMethod,
     *,
-    semantics: ActionSemantics | str,
-    compensate: CompensationFactory | None = None,
-    retry: RetryPolicy | None = None,
-    timeout: float | None = None,
-    require_boundary: bool = False,
+    semantics: ActionSemantics | str | None = None,
+    name: str | None = None,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> KernelFunctionFromMethod:
     """Make every call of ``function`` a saga step (outside a saga it calls straight through).
 
@@ -102,10 +100,7 @@ def wrap_tool(
         signature: inspect.Signature | None = inspect.signature(function.method)
     except (TypeError, ValueError):
         signature = None
-    spec = ToolSpec.of(
-        function.name, semantics=semantics, compensate=compensate, retry=retry,
-        timeout=timeout, require_boundary=require_boundary, signature=signature,
-    )
+    spec = ToolSpec.of(name or function.name, semantics=semantics, options=options, signature=signature, **more)
     return wrap_with_spec(function, spec)
 
 

@@ -96,7 +96,9 @@ from agent_saga.log.maintenance import compact, redact_record, redact_where
 from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
 from agent_saga.log.redis import RedisWAL  # redis-py likewise
 from agent_saga.log.resolve import open_log
+from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
+from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
@@ -145,6 +147,7 @@ __all__ = [
     "FileWAL",
     "GatePort",
     "Interceptor",
+    "InvariantReport",
     "KillSwitch",
     "LockHeld",
     "MemoryLimitStore",
@@ -165,6 +168,7 @@ __all__ = [
     "RedisSwitchStore",
     "RedisWAL",
     "RetryPolicy",
+    "RollbackProof",
     "RollbackReport",
     "Rule",
     "Saga",
@@ -208,6 +212,7 @@ __all__ = [
     "inverse_of",
     "open_log",
     "patch_all",
+    "prove_rollback",
     "reconciler",
     "redact_record",
     "redact_where",
@@ -227,4 +232,6 @@ __all__ = [
     "unpatch_all",
     "verify_disclosure",
     "verify_log",
+    "verify_rollback_invariants",
+    "wrap_tool",
 ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Unpack
 
@@ -21,19 +22,78 @@ from agent_saga.engine.saga import Saga
 from agent_saga.errors import BoundaryRequired, CompensationError
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["SPEC_ATTR", "ToolSpec", "signature_of"]
+__all__ = ["SPEC_ATTR", "ToolSpec", "hold_back", "signature_of"]
 
 #: Set on every callable that ``ToolSpec.wrap`` (or an adapter) made a saga step.
 SPEC_ATTR = "__saga_spec__"
 _KEY = "idempotency_key"
 
 
-def signature_of(fn: Any) -> inspect.Signature | None:
-    """``inspect.signature(fn)``, or None for a callable that has none."""
+def signature_of(fn: Any, *, without: Collection[str] = ()) -> inspect.Signature | None:
+    """``inspect.signature(fn)`` minus the parameters named in ``without``; None if fn has none."""
     try:
-        return inspect.signature(fn)
+        signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+    if not without:
+        return signature
+    return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in without])
+
+
+#: A call as (function, args, kwargs).
+_Call = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+_Split = Callable[[tuple[Any, ...], dict[str, Any]], _Call]
+
+
+def hold_back(fn: Callable[..., Any], names: Collection[str]) -> _Split | None:
+    """A splitter that keeps ``fn``'s parameters ``names`` out of a call's logged arguments.
+
+    Frameworks hand a tool function values that are not the model's arguments (a run
+    context, a cancellation token, callbacks): they must reach the function but never
+    the log. ``split(args, kwargs)`` returns ``(forward, args', kwargs')`` where ``args'``
+    and ``kwargs'`` lack those values and ``forward(*args', **kwargs')`` calls ``fn`` with
+    the whole call again, however each value was passed (by position or by name).
+    None when ``fn`` takes none of ``names``.
+    """
+    full = signature_of(fn)
+    if full is None or not set(names) & set(full.parameters):
+        return None
+    held_names = frozenset(names)
+    reduced = signature_of(fn, without=held_names)
+    assert reduced is not None
+
+    def split(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+        try:
+            arguments = full.bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            return fn, args, kwargs  # a call fn cannot take: let fn's own error say so
+        held = {k: v for k, v in arguments.items() if k in held_names}
+        if not held:
+            return fn, args, kwargs
+        kept = inspect.BoundArguments(reduced, OrderedDict((k, v) for k, v in arguments.items() if k not in held_names))
+
+        def whole(a: tuple[Any, ...], k: dict[str, Any]) -> inspect.BoundArguments:
+            given = reduced.bind_partial(*a, **k).arguments
+            merged = OrderedDict((n, held[n] if n in held else given[n]) for n in full.parameters if n in held or n in given)
+            return inspect.BoundArguments(full, merged)
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def async_forward(*a: Any, **k: Any) -> Any:
+                call = whole(a, k)
+                return await fn(*call.args, **call.kwargs)
+
+            return async_forward, kept.args, kept.kwargs
+
+        @functools.wraps(fn)
+        def forward(*a: Any, **k: Any) -> Any:
+            call = whole(a, k)
+            return fn(*call.args, **call.kwargs)
+
+        return forward, kept.args, kept.kwargs
+
+    return split
 
 
 @dataclass(frozen=True)
@@ -157,20 +217,30 @@ class ToolSpec:
             return await fn(*args, **kwargs)
         return await saga.execute(**self._step(fn, args, kwargs))
 
-    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """A function of the same shape (sync or async) that runs ``fn`` through this spec."""
+    def wrap(self, fn: Callable[..., Any], *, hidden: Collection[str] = ()) -> Callable[..., Any]:
+        """A function of the same shape (sync or async) that runs ``fn`` through this spec.
+
+        ``hidden`` names parameters the framework fills (see :func:`hold_back`): they
+        reach ``fn`` but are not logged. The spec's signature should leave them out too
+        (``signature_of(fn, without=hidden)``).
+        """
+        split = hold_back(fn, hidden) if hidden else None
+
+        def call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
+            return split(args, kwargs) if split is not None else (fn, args, kwargs)
+
         if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def async_step(*args: Any, **kwargs: Any) -> Any:
-                return await self.call_async(fn, args, kwargs)
+                return await self.call_async(*call(args, kwargs))
 
             wrapper: Callable[..., Any] = async_step
         else:
 
             @functools.wraps(fn)
             def sync_step(*args: Any, **kwargs: Any) -> Any:
-                return self.call_sync(fn, args, kwargs)
+                return self.call_sync(*call(args, kwargs))
 
             wrapper = sync_step
         setattr(wrapper, SPEC_ATTR, self)

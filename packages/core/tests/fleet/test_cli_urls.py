@@ -113,3 +113,45 @@ def test_four_processes_by_a_hundred_durable_steps_on_one_postgres_log(pg: str, 
     cert = json.loads(certified.stdout)
     assert certified.returncode == 0 and cert["certified"], certified.stdout
     assert cert["sagas"] == 400 and cert["effects"] == 400 and cert["accounted"] == 400
+
+
+def test_recording_verbs_write_to_a_server_log_and_resolve_saga_ids_against_it(url: str, tmp_path: Path) -> None:
+    import time
+
+    from agent_saga import FileApprovalStore
+    from agent_saga.approvals.entry import new_entry
+    from agent_saga.engine.ports import StepRequest
+    from agent_saga.gate.approval import ApprovalRequest
+    from agent_saga.log.server import LogNotFound
+
+    with open_log(url) as wal:
+        for saga in ("abc-1", "abc-2", "xyz-9"):
+            wal.append("SAGA_STARTED", saga, {"name": "n"})
+    switch = ("--reason", "r", "--by", "soc@corp", "--store", str(tmp_path / "switch.json"))
+    ambiguous = cli("quarantine", "abc", *switch, "--wal-path", url)
+    assert ambiguous.returncode == 2 and "abc-1" in ambiguous.stderr and "abc-2" in ambiguous.stderr
+    frozen = cli("quarantine", "xy", *switch, "--wal-path", url)
+    assert frozen.returncode == 0 and "xyz-9" in frozen.stdout, frozen.stderr
+
+    store = FileApprovalStore(tmp_path / "approvals")
+    step = StepRequest("abc-1", 1, "wire.send", ActionSemantics.IRREVERSIBLE, {"amount": 5}, frozenset())
+    entry, _ = store.create(new_entry(ApprovalRequest(step, "irreversible", "cannot be undone"), time.time(), 900.0,
+                                      ((("@oncall",), 0.0),)))
+    denied = cli("approvals", "deny", entry.id[:8], "--approver", "risk@corp", "--store", str(store.path),
+                 "--wal-path", url)
+    assert denied.returncode == 0, denied.stderr
+
+    with open_log(url, create=False) as wal:
+        recorded = [(r["type"], r["saga"]) for r in wal.records() if r["type"] != "SAGA_STARTED"]
+    assert recorded == [("SWITCH_QUARANTINED", "xyz-9"), ("APPROVAL_DENIED", "abc-1")]
+
+    # A default log that does not exist is never created, on a server either; a saga id
+    # cannot be checked against it.
+    unwritten = url.replace("log=", "log=never-written-")
+    env = {**os.environ, "AGENT_SAGA_WAL": unwritten}
+    halted = cli("halt", "--scope", "tool:wire.send", *switch, env=env)
+    assert halted.returncode == 0 and "not logged" in halted.stderr, halted.stderr
+    unchecked = cli("quarantine", "abc", *switch, env=env)
+    assert unchecked.returncode == 3 and "no log at" in unchecked.stderr, unchecked.stderr
+    with pytest.raises(LogNotFound):
+        open_log(unwritten, create=False)

@@ -4,17 +4,21 @@
 is notified, waits for the decision by polling the store (no connection into
 the agent), escalates through the policy's levels, expires at a mandatory
 deadline, and records the decision -- with the approver, the note, the step's
-arguments and the time -- in the hash-chained log. Every failure denies.
+arguments and the time -- in the hash-chained log. A grant counts only when it is
+signed by a key the host trusts (``SigningKey``, ``TrustedKeys``): the agent can
+write the store, not sign. Every failure denies.
 ``RedisApprovalStore`` imports redis-py only when created.
 """
 
 from __future__ import annotations
 
+from agent_saga.approvals.authority import SigningKey, TrustedKeys, trust_key
 from agent_saga.approvals.decide import decide
 from agent_saga.approvals.entry import ApprovalEntry, Status, request_id
 from agent_saga.approvals.errors import (
     ApprovalError,
     ApprovalExpired,
+    ApprovalNotAuthenticated,
     ApprovalNotFound,
     ApprovalNotPending,
     ApprovalUnavailable,
@@ -31,6 +35,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalExpired",
     "ApprovalGateway",
+    "ApprovalNotAuthenticated",
     "ApprovalNotFound",
     "ApprovalNotPending",
     "ApprovalPolicy",
@@ -43,11 +48,14 @@ __all__ = [
     "NotificationFailed",
     "Notifier",
     "RedisApprovalStore",
+    "SigningKey",
     "Status",
+    "TrustedKeys",
     "WebhookNotifier",
     "decide",
     "find",
     "open_store",
     "request_id",
+    "trust_key",
 ]
 

@@ -3,6 +3,9 @@
 The id is a pure function of (saga id, step, tool, rule): a retried step, or a
 restarted process running the same saga again, computes the same id and finds
 the request (and any decision) already there instead of asking a second time.
+Arguments whose names look like secrets are redacted before a request is made
+(:mod:`agent_saga.redaction`): the store, the log and every notification carry
+the marked redaction, never the value.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.log.codec import canonical
+from agent_saga.redaction import redact_args
 
-__all__ = ["SHORT_ID", "ApprovalEntry", "Status", "new_entry", "request_id", "short_ids"]
+__all__ = ["SHORT_ID", "ApprovalEntry", "Change", "Status", "new_entry", "request_id", "short_ids"]
 
 #: Characters of the id shown to people; ``approve`` accepts any unique prefix.
 SHORT_ID = 8
@@ -38,10 +42,10 @@ def request_id(saga_id: str, step: int, tool: str, rule: str) -> str:
     return hashlib.sha256(canonical(["approval", saga_id, step, tool, rule]).encode()).hexdigest()[:32]
 
 
-def _json_safe(args: Mapping[str, Any]) -> dict[str, Any]:
-    # The same text the log would write (unencodable values become "<type>"), so the
-    # args a person approves are exactly the args the log records.
-    value = json.loads(canonical(dict(args)))
+def _shown_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    # Secrets redacted, then the same text the log would write (unencodable values
+    # become "<type>"), so the args a person approves are exactly the args recorded.
+    value = json.loads(canonical(redact_args(args)))
     return value if isinstance(value, dict) else {}
 
 
@@ -75,6 +79,10 @@ class ApprovalEntry:
     logged: tuple[str, ...] = ()
     #: "<event>@<log location>" -> when a writer announced it is writing that record.
     claims: dict[str, float] = field(default_factory=dict)
+    #: "<name>+<key id>" of the key that signed the decision, and the base64 signature
+    #: (see agent_saga.approvals.authority); None when nobody signed.
+    signer: str | None = None
+    signature: str | None = None
 
     @property
     def decided(self) -> bool:
@@ -103,6 +111,7 @@ class ApprovalEntry:
             "decided_at": self.decided_at, "decided_via": self.decided_via,
             "escalated": list(self.escalated), "notified": list(self.notified),
             "logged": list(self.logged), "claims": dict(self.claims),
+            "signer": self.signer, "signature": self.signature,
         }
 
     @classmethod
@@ -127,6 +136,8 @@ class ApprovalEntry:
                 notified=tuple(int(i) for i in data.get("notified", ())),
                 logged=tuple(str(k) for k in data.get("logged", ())),
                 claims={str(k): float(v) for k, v in dict(data.get("claims", {})).items()},
+                signer=None if data.get("signer") is None else str(data["signer"]),
+                signature=None if data.get("signature") is None else str(data["signature"]),
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed approval request: {err!r}") from err
@@ -138,7 +149,7 @@ def new_entry(request: ApprovalRequest, now: float, timeout: float,
     return ApprovalEntry(
         id=request_id(step.saga_id, step.step, step.tool, request.rule),
         saga_id=step.saga_id, step=step.step, tool=step.tool, rule=request.rule, reason=request.reason,
-        semantics=str(step.semantics), args=_json_safe(step.args), created_at=now, deadline=now + timeout,
+        semantics=str(step.semantics), args=_shown_args(step.args), created_at=now, deadline=now + timeout,
         levels=levels, reasons=tuple(request.reasons),
     )
 
@@ -158,3 +169,7 @@ def short_ids(ids: list[str]) -> dict[str, str]:
             need = max(need, common + 1)
         out[rid] = rid[:need]
     return out
+
+
+#: A change to one entry, applied under the store's lock (``store.update(request_id, change)``).
+Change = Callable[[ApprovalEntry], ApprovalEntry]

@@ -11,6 +11,7 @@ from agent_saga.errors import SagaError
 __all__ = [
     "ApprovalError",
     "ApprovalExpired",
+    "ApprovalNotAuthenticated",
     "ApprovalNotFound",
     "ApprovalNotPending",
     "ApprovalUnavailable",
@@ -24,6 +25,13 @@ class ApprovalError(SagaError):
 
 class ApprovalExpired(ApprovalError):
     """The deadline passed with no decision; expiry denies."""
+
+
+class ApprovalNotAuthenticated(ApprovalError):
+    """A decision in the store that the approvals CLI or API did not sign with a trusted key: denied.
+
+    The message says what is missing or wrong; it names no secret.
+    """
 
 
 class ApprovalUnavailable(ApprovalError):

@@ -56,14 +56,15 @@ def mark_logged(key: str) -> Any:
     return change
 
 
-def request_body(entry: ApprovalEntry, store: str) -> dict[str, Any]:
+def request_body(entry: ApprovalEntry, store: str, trusted_keys: dict[str, Any]) -> dict[str, Any]:
+    """What was asked, of whom, until when; ``trusted_keys`` says whose signatures will count."""
     return {
         "request": entry.id, "tool": entry.tool, "semantics": entry.semantics, "rule": entry.rule,
         "reason": entry.reason, "reasons": [list(r) for r in entry.reasons], "args": entry.args,
         "targets": list(entry.levels[0][0]) if entry.levels else [],
         "levels": [{"targets": list(t), "after_seconds": a} for t, a in entry.levels],
         "requested_at": iso(entry.created_at), "expires_at": iso(entry.deadline),
-        "timeout": entry.deadline - entry.created_at, "store": store,
+        "timeout": entry.deadline - entry.created_at, "store": store, "trusted_keys": trusted_keys,
     }
 
 
@@ -88,5 +89,5 @@ def decision_body(entry: ApprovalEntry, written_by: str) -> dict[str, Any]:
         "args": entry.args, "status": entry.status.value, "approver": entry.approver, "note": entry.note,
         "decided_at": iso(entry.decided_at if entry.decided_at is not None else entry.deadline),
         "requested_at": iso(entry.created_at), "via": entry.decided_via, "written_by": written_by,
-        "requires_review": entry.requires_review,
+        "requires_review": entry.requires_review, "signed_by": entry.signer,
     }

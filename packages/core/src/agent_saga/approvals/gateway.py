@@ -5,24 +5,36 @@ previous attempt created (the id is derived from saga, step, tool and rule);
 (2) writes APPROVAL_REQUESTED to the log and waits for it to be durable;
 (3) notifies the first level; then (4) polls the store until someone decides,
 notifying each later level when its delay has passed (APPROVAL_ESCALATED, once
-per level) and expiring the request at its deadline. The decision is written to
-the log before the gate hears it.
+per level) and expiring the request at its deadline. A grant counts only if it
+is signed by a trusted approver key over this request and the step's own
+arguments (:mod:`agent_saga.approvals.authority`): the agent can write the store,
+so an unsigned or mis-signed grant is denied and recorded as such. The decision
+is written to the log before the gate hears it.
 
 Every failure denies: an unreachable store, a notification that did not go out,
-a request that vanished, the deadline. The wait is written once, as a generator
+a request that vanished, the deadline, a grant that is not authenticated. The wait is written once, as a generator
 of the engine's operations (``engine.invoke``), and run by its blocking driver or
 its awaiting one (which keeps store and webhook I/O off the event loop).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+from agent_saga.approvals.authority import TrustedKeys, default_trust_path, require_crypto
 from agent_saga.approvals.entry import ApprovalEntry, Status, new_entry
-from agent_saga.approvals.errors import ApprovalError, ApprovalExpired, ApprovalNotFound, ApprovalUnavailable
+from agent_saga.approvals.errors import (
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalNotAuthenticated,
+    ApprovalNotFound,
+    ApprovalUnavailable,
+)
 from agent_saga.approvals.evidence import (
     decision_body,
     decision_type,
@@ -58,7 +70,9 @@ class ApprovalGateway:
     ``notifier``: how people hear of a request (default: ``ConsoleNotifier()``);
     ``wal``: the log the approval records go to (default: ``default_wal()`` at
     each request -- give the saga's own log); ``policy``: the mandatory deadline
-    and the escalation chain.
+    and the escalation chain; ``trusted_keys``: whose signatures make a grant
+    count -- a :class:`TrustedKeys`, or the path of a key list (default: the
+    host's ``/etc/agent-saga/approver-keys``, re-read at each decision).
     """
 
     def __init__(
@@ -68,8 +82,10 @@ class ApprovalGateway:
         notifier: Notifier | None = None,
         wal: WAL | None = None,
         policy: ApprovalPolicy,
+        trusted_keys: TrustedKeys | str | os.PathLike[str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        require_crypto()  # a gateway that cannot check a signature must not start
         if not isinstance(policy, ApprovalPolicy):
             raise ConfigurationError(
                 "policy= must be an ApprovalPolicy with a deadline, e.g. ApprovalPolicy(timeout=900), "
@@ -86,6 +102,11 @@ class ApprovalGateway:
         if wal is not None and not isinstance(wal, WAL):
             raise ConfigurationError(f"wal= must be a log (FileWAL, ...), got {wal!r}")
         self.wal = wal
+        if trusted_keys is not None and not isinstance(trusted_keys, (TrustedKeys, str, os.PathLike)):
+            raise ConfigurationError(
+                f"trusted_keys= must be TrustedKeys or the path of a key list, got {trusted_keys!r}"
+            )
+        self.trusted_keys = trusted_keys
         self.policy = policy
         self.clock = clock
         self._levels = tuple((lvl.targets, lvl.after_seconds) for lvl in policy.levels)
@@ -110,11 +131,11 @@ class ApprovalGateway:
             # In the log, durably, before anyone is told: a crash after this point
             # cannot strand an approver's answer, and a restart finds the request.
             entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
-                                              request_body(entry, store.location))
+                                              request_body(entry, store.location, self._trust_source()))
             resumed = not created
             while True:
                 if entry.decided:
-                    decision = yield from self._conclude(wal, entry)
+                    decision = yield from self._conclude(wal, entry, fresh)
                     if decision is not None:
                         return decision
                 else:
@@ -184,8 +205,38 @@ class ApprovalGateway:
         updated: ApprovalEntry = yield Call(partial(self.store.update, entry.id, mark_logged(key)), {})
         return updated
 
-    def _conclude(self, wal: WAL, entry: ApprovalEntry) -> Protocol[ApprovalDecision | None]:
+    def _trust_source(self) -> dict[str, Any]:
+        """Which keys this gateway trusts, and whether this process could add one (then they prove little)."""
+        trusted = self.trusted_keys
+        if isinstance(trusted, TrustedKeys):
+            return {"location": trusted.location, "writable_by_agent": None}
+        path = Path(trusted) if trusted is not None else default_trust_path()
+        target = path if path.exists() else path.parent
+        return {"location": str(path), "writable_by_agent": os.access(target, os.W_OK)}
+
+    def _authenticate(self, entry: ApprovalEntry, asked: ApprovalEntry) -> str | None:
+        """Why the grant ``entry`` cannot be believed for the request ``asked``, or None if it can."""
+        trusted = self.trusted_keys
+        try:
+            keys = trusted if isinstance(trusted, TrustedKeys) else TrustedKeys.load(trusted)
+            keys.verify(entry, asked)
+        except ApprovalNotAuthenticated as err:
+            why = str(err)
+        except ConfigurationError as err:
+            why = f"the trusted approver keys cannot be used ({err})"
+        else:
+            return None
+        return (f"request {entry.id[:8]}: the store says {entry.status.value} by {entry.approver!r}, but the "
+                f"decision is not authenticated: {why}; denied")
+
+    def _conclude(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry) -> Protocol[ApprovalDecision | None]:
         """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
+        if entry.granted:
+            forged = self._authenticate(entry, asked)
+            if forged is not None:
+                # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
+                yield from self._log_system_denial(wal, entry, forged)
+                raise ApprovalNotAuthenticated(forged)
         key = log_key("decided", wal)
         if key not in entry.logged:
             claimed = entry.claims.get(key)
@@ -208,7 +259,7 @@ class ApprovalGateway:
     def _log_system_denial(self, wal: WAL, entry: ApprovalEntry, reason: str) -> Protocol[None]:
         now = self.clock()
         denied = entry.replace(status=Status.DENIED, approver=None, note=reason, decided_at=now,
-                               decided_via="agent-saga")
+                               decided_via="agent-saga", signer=None)
         yield Barrier(wal, wal.append(RecordType.APPROVAL_DENIED.value, entry.saga_id,
                                        decision_body(denied, "gateway"), entry.step))
 

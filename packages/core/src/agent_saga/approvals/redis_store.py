@@ -14,9 +14,8 @@ import json
 import math
 from typing import Any
 
-from agent_saga.approvals.entry import ApprovalEntry
+from agent_saga.approvals.entry import ApprovalEntry, Change
 from agent_saga.approvals.errors import ApprovalNotFound
-from agent_saga.approvals.store import Change
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.redis_store import _describe, _errors, connect
 from agent_saga.gate.stores import StoreUnavailable

@@ -17,18 +17,17 @@ be reached or read (which denies: a decision that cannot be read was not given):
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from agent_saga.approvals.entry import ApprovalEntry
+from agent_saga.approvals.entry import ApprovalEntry, Change
 from agent_saga.approvals.errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
+from agent_saga.gate.files import group_shared, locked, make_dirs, read_state, replace_file
 from agent_saga.gate.stores import StoreUnavailable
 
 __all__ = [
@@ -40,7 +39,6 @@ __all__ = [
     "open_store",
 ]
 
-Change = Callable[[ApprovalEntry], ApprovalEntry]
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -70,12 +68,15 @@ def _check_id(request_id: str) -> str:
 
 
 class FileApprovalStore:
-    """One JSON file per request in a directory every process on this host can reach.
+    """One JSON file per request in a directory the agent and its approvers share.
 
     Writers hold an exclusive ``flock`` on ``<dir>/.lock``, write a temporary
     file, fsync it and rename it over the old one; readers therefore see a whole
-    request or none, and never take the lock. Decided requests stay (they are
-    what a retried step finds); remove old files with your usual housekeeping.
+    request or none, and never take the lock. Requests are private to their user
+    (files 0600, a directory this creates 0700); to share the store with a group
+    of approvers, create its directory group-accessible (e.g. 2770) and new files
+    get the group's read/write too. Decided requests stay (they are what a
+    retried step finds); remove old files with your usual housekeeping.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -86,53 +87,35 @@ class FileApprovalStore:
         return self.path / f"{_check_id(request_id)}.json"
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self) -> Iterator[int]:
+        """Hold the store's lock; yields the mode for the files written meanwhile."""
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            with open(self.path / ".lock", "a+b") as lock:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
-                yield
+            make_dirs(self.path, 0o700)
+            mode = group_shared(self.path, 0o600)
+            with locked(self.path / ".lock", mode):
+                yield mode
         except OSError as err:
             raise StoreUnavailable(f"cannot use the approval store {self.path}: {err}") from err
 
     def _read(self, file: Path) -> ApprovalEntry | None:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_state(file, "approval request")
+        if text is None:
             return None
-        except OSError as err:
-            raise StoreUnavailable(f"cannot read approval request {file}: {err}") from err
         try:
             return ApprovalEntry.from_json(json.loads(text))
         except ValueError as err:
             raise StoreUnavailable(f"approval request {file} is unreadable ({err}); fix or remove it") from err
 
-    def _write(self, entry: ApprovalEntry) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.path)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(entry.to_json(), out, indent=1, sort_keys=True)
-                out.write("\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, self._file(entry.id))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dirfd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(dirfd)  # the rename itself must survive a power cut
-        finally:
-            os.close(dirfd)
+    def _write(self, entry: ApprovalEntry, mode: int) -> None:
+        replace_file(self._file(entry.id), json.dumps(entry.to_json(), indent=1, sort_keys=True) + "\n", mode)
 
     def create(self, entry: ApprovalEntry) -> tuple[ApprovalEntry, bool]:
         file = self._file(entry.id)
-        with self._locked():
+        with self._locked() as mode:
             existing = self._read(file)
             if existing is not None:
                 return existing, False
-            self._write(entry)
+            self._write(entry, mode)
             return entry, True
 
     def get(self, request_id: str) -> ApprovalEntry | None:
@@ -140,13 +123,13 @@ class FileApprovalStore:
 
     def update(self, request_id: str, change: Change) -> ApprovalEntry:
         file = self._file(request_id)
-        with self._locked():
+        with self._locked() as mode:
             current = self._read(file)
             if current is None:
                 raise ApprovalNotFound(f"no approval request {request_id} in {self.location}")
             new = change(current)
             if new is not current:
-                self._write(new)
+                self._write(new, mode)
             return new
 
     def entries(self) -> list[ApprovalEntry]:

@@ -19,7 +19,9 @@ Everything else is named, with the reason:
   itself reported that the world was not restored;
 * the step's outcome is UNKNOWN and nothing compensated it, even in a completed
   saga: it may have landed (a timed-out charge), and a completed saga whose
-  fallback succeeded could have applied the effect twice.
+  fallback succeeded could have applied the effect twice;
+* a tool ran inside the saga with no declared semantics (STEP_UNPROTECTED, from
+  ``patch_all()`` in observe mode): whatever it did, nothing could undo it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_saga.log.chain import Attestations, ChainChecker, ChainUnverified, check_lines
 from agent_saga.log.codec import BodyCipher
-from agent_saga.log.records import AUDIT_SAGA, RecordType
+from agent_saga.log.crypto import open_record
+from agent_saga.log.fs import open_regular
+from agent_saga.log.lines import iter_lines
+from agent_saga.log.records import AUDIT_SAGA, Record, RecordType
 
 __all__ = ["Certificate", "Unaccounted", "certify", "certify_log"]
 
@@ -43,16 +49,17 @@ class Unaccounted:
     """One effect that no record accounts for."""
 
     saga: str
-    step: int
+    step: int  # 0 for an unprotected call, which never became a step
     tool: str | None
     semantics: str | None
-    state: str  # "committed" | "unknown"
+    state: str  # "committed" | "unknown" | "unprotected"
     why: str
 
     def format_text(self) -> str:
         tool = self.tool or "<tool unknown: record redacted or encrypted>"
         sem = f" [{self.semantics}]" if self.semantics else ""
-        return f"saga {self.saga} step {self.step} {tool}{sem} ({self.state}): {self.why}"
+        where = f"step {self.step}" if self.step else "call"
+        return f"saga {self.saga} {where} {tool}{sem} ({self.state}): {self.why}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,7 @@ class _Saga:
     steps: dict[int, _Step] = field(default_factory=dict)
     end: str | None = None  # "completed" | "rolled_back"
     rollback_started: bool = False
+    unprotected: list[str] = field(default_factory=list)  # tools that ran with no semantics
 
 
 def _detail(body: Mapping[str, Any] | None, key: str = "detail") -> str:
@@ -120,29 +128,35 @@ def _detail(body: Mapping[str, Any] | None, key: str = "detail") -> str:
     return str(value) if value else "no detail recorded"
 
 
-def certify(records: Iterable[Mapping[str, Any]]) -> Certificate:
-    """Check that every committed effect in ``records`` is accounted for (see the module doc)."""
-    sagas: dict[str, _Saga] = {}
-    for r in records:
+class _Tally:
+    """Certify's fold: one pass over the records, state per saga and step."""
+
+    def __init__(self) -> None:
+        self.sagas: dict[str, _Saga] = {}
+
+    def feed(self, r: Mapping[str, Any]) -> None:
         saga_id = r.get("saga")
         rtype = r.get("type")
         if not isinstance(saga_id, str) or saga_id == AUDIT_SAGA:
-            continue
-        saga = sagas.setdefault(saga_id, _Saga())
+            return
+        saga = self.sagas.setdefault(saga_id, _Saga())
         raw_body = r.get("body")
         body: Mapping[str, Any] | None = raw_body if isinstance(raw_body, Mapping) else None
         if rtype == R.SAGA_COMPLETED:
             saga.end = "completed"
-            continue
+            return
         if rtype == R.SAGA_ROLLED_BACK:
             saga.end = "rolled_back"
-            continue
+            return
         if rtype == R.ROLLBACK_STARTED:
             saga.rollback_started = True
-            continue
+            return
+        if rtype == R.STEP_UNPROTECTED:
+            saga.unprotected.append(str(body.get("tool")) if body and body.get("tool") else "?")
+            return
         step_no = r.get("step")
         if not isinstance(step_no, int):
-            continue
+            return
         step = saga.steps.setdefault(step_no, _Step())
         if body is not None:
             if isinstance(body.get("tool"), str):
@@ -162,23 +176,42 @@ def certify(records: Iterable[Mapping[str, Any]]) -> Certificate:
         elif rtype == R.STEP_UNRESOLVED:
             step.unresolved = _detail(body)
 
-    effects = accounted = 0
-    missing: list[Unaccounted] = []
-    for saga_id, saga in sagas.items():
-        for index in sorted(saga.steps):
-            step = saga.steps[index]
-            if not (step.committed or step.unknown) or step.semantics == "REVERSIBLE":
-                continue
-            effects += 1
-            why = _why(saga, step)
-            if why is None:
-                accounted += 1
-            else:
+    def certificate(self) -> Certificate:
+        effects = accounted = 0
+        missing: list[Unaccounted] = []
+        for saga_id, saga in self.sagas.items():
+            for tool in saga.unprotected:
+                effects += 1
                 missing.append(Unaccounted(
-                    saga_id, index, step.tool, step.semantics,
-                    "committed" if step.committed else "unknown", why,
+                    saga_id, 0, tool, None, "unprotected",
+                    "ran inside the saga with no declared semantics (patch_all observe mode): "
+                    "nothing protected it; classify it in the tool policy or wrap it",
                 ))
-    return Certificate(not missing, len(sagas), effects, accounted, tuple(missing))
+            for index in sorted(saga.steps):
+                step = saga.steps[index]
+                if not (step.committed or step.unknown) or step.semantics == "REVERSIBLE":
+                    continue
+                effects += 1
+                why = _why(saga, step)
+                if why is None:
+                    accounted += 1
+                else:
+                    missing.append(Unaccounted(
+                        saga_id, index, step.tool, step.semantics,
+                        "committed" if step.committed else "unknown", why,
+                    ))
+        return Certificate(not missing, len(self.sagas), effects, accounted, tuple(missing))
+
+
+def certify(records: Iterable[Mapping[str, Any]]) -> Certificate:
+    """Check that every committed effect in ``records`` is accounted for (see the module doc).
+
+    This judges records as given; it does not verify their chain (``certify_log`` does).
+    """
+    tally = _Tally()
+    for r in records:
+        tally.feed(r)
+    return tally.certificate()
 
 
 def _why(saga: _Saga, step: _Step) -> str | None:
@@ -206,31 +239,41 @@ def _why(saga: _Saga, step: _Step) -> str | None:
 
 
 def certify_log(
-    path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None
+    path: str | os.PathLike[str],
+    *,
+    encryptor: BodyCipher | None = None,
+    allow_unverified: bool = False,
 ) -> Certificate:
-    """Verify the chain of the log at ``path``, then certify its records.
+    """Verify the chain of the log at ``path`` and certify its records, in one streaming pass.
 
-    A broken chain makes the certificate void (not certified): a log that may have
-    been edited proves nothing about what the agent did. Raises OSError when the
-    file cannot be read, and an EncryptionError when its records need a key.
+    A log whose chain does not verify (broken, unchained or partial) proves nothing
+    about what the agent did: ChainUnverified is raised, naming the first bad record,
+    unless ``allow_unverified``. Then the certificate carries the chain verdict, and a
+    broken chain is never CERTIFIED. Raises OSError when the file cannot be read,
+    and an EncryptionError when its records need a key.
     """
-    from agent_saga.audit.verify import verify_log
-    from agent_saga.errors import WALCorrupt
-    from agent_saga.log.file import read_records
+    tally = _Tally()
 
-    p = Path(path)
-    report = verify_log(p)
-    notes: list[str] = []
-    try:
-        cert = certify(read_records(p, encryptor=encryptor))
-    except WALCorrupt as err:
-        cert = Certificate(False, 0, 0, 0)
-        notes.append(f"the records could not be read: {err}")
+    def feed(record: Record) -> None:
+        tally.feed(open_record(record, encryptor, Path(path)) if "enc" in record else record)
+
+    with open_regular(path) as fh:
+        size = fh.seek(0, 2)
+        checker = ChainChecker(Attestations.scan(iter_lines(fh, 0, size)))
+        notes = check_lines(iter_lines(fh, 0, size), checker, on_record=feed)
+    report = checker.report(notes)
+    if not report.ok and not allow_unverified:
+        raise ChainUnverified.refusing(
+            Path(path).absolute(), report, "certify it",
+            "pass allow_unverified=True to list its effects anyway (never certified over a broken chain)",
+        )
+    cert = tally.certificate()
+    extra: list[str] = []
     if report.status == "broken":
-        notes.append("the chain is broken, so the log may have been altered: no certificate is possible")
+        extra.append("the chain is broken, so the log may have been altered: no certificate is possible")
     elif not report.ok:
-        notes.append(f"the chain is {report.status}: this certificate does not prove the log was not altered")
+        extra.append(f"the chain is {report.status}: this certificate does not prove the log was not altered")
     return Certificate(
-        cert.certified and report.status != "broken", cert.sagas, cert.effects, cert.accounted,
-        cert.unaccounted, report.label, report.head, tuple(notes),
+        cert.certified and report.status != "broken", cert.sagas, cert.effects,
+        cert.accounted, cert.unaccounted, report.label, report.head, tuple(extra),
     )

@@ -2,47 +2,51 @@
 
 A bundle is a directory of three read-only files:
 
-* ``records.jsonl`` — the log's complete lines, byte for byte;
+* ``records.jsonl`` — the log's lines up to its last record, byte for byte (a
+  final record whose newline was lost gets it back; a torn fragment is left out);
 * ``manifest.json`` — record count, first and last seq, the chain head, the
   SHA-256 of ``records.jsonl``, the chain verdict and the verification rule in prose;
 * ``SHA256SUMS`` — both files' digests in the format ``sha256sum -c`` reads.
 
-A broken chain is refused unless ``allow_broken=True``, and then the manifest says
-``"chain": "BROKEN at seq N: ..."``: exporting it silently would turn damaged
-evidence into an authoritative-looking artifact.
+A chain that does not verify (broken, unchained or partial) is refused unless
+``allow_broken=True``, and then the manifest says so (``"chain": "BROKEN at seq
+N: ..."``): exporting it silently would turn damaged evidence into an
+authoritative-looking artifact. The bundle is private to its owner (directory
+0700, files 0400); share it deliberately.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from agent_saga.audit.verify import (
-    VERIFICATION_RULE,
+from agent_saga.audit.verify import VERIFICATION_RULE
+from agent_saga.log.chain import (
+    Attestations,
+    ChainChecker,
+    ChainUnverified,
     Progress,
     VerifyReport,
-    parse_log_bytes,
-    verify_entries,
+    check_lines,
 )
-from agent_saga.errors import WALError
-from agent_saga.log.file import fsync_dir
+from agent_saga.log.fs import fsync_dir, open_regular, private_dir, write_new
+from agent_saga.log.lines import is_torn, iter_lines
 
 __all__ = ["BUNDLE_FORMAT", "ChainBroken", "ExportResult", "export_bundle"]
 
 BUNDLE_FORMAT = "agent-saga-audit-bundle/1"
+#: The bundle's files: read-only for their owner. Hand a bundle over deliberately (chmod, copy).
+BUNDLE_FILE_MODE = 0o400
 
-
-class ChainBroken(WALError):
-    """The log's chain does not verify; ``report`` says where and why."""
-
-    def __init__(self, message: str, report: VerifyReport) -> None:
-        super().__init__(message)
-        self.report = report
+#: What ``export_bundle`` raises for a log whose chain does not verify (broken, unchained, partial).
+ChainBroken = ChainUnverified
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,15 +58,25 @@ class ExportResult:
     report: VerifyReport
 
 
-def _write_readonly(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_readonly(path: Path, chunks: Iterable[bytes]) -> str:
+    """Write ``chunks`` to a new read-only file, synced; return their SHA-256."""
+    digest = hashlib.sha256()
+
+    def hashed() -> Iterator[bytes]:
+        for chunk in chunks:
+            digest.update(chunk)
+            yield chunk
+
+    write_new(path, hashed(), BUNDLE_FILE_MODE)
+    return digest.hexdigest()
+
+
+def _record_lines(fh: BinaryIO, size: int) -> Iterator[bytes]:
+    """The log's lines up to its last record, each with its newline (a torn fragment left out)."""
+    for line in iter_lines(fh, 0, size):
+        if not line.terminated and is_torn(line.raw):
+            return
+        yield line.raw + b"\n"
 
 
 def export_bundle(
@@ -75,13 +89,14 @@ def export_bundle(
 ) -> ExportResult:
     """Write the audit bundle of the log at ``path`` into ``out_dir`` (new or empty).
 
-    The snapshot is taken under a shared lock, so it never includes half a batch.
-    Raises ChainBroken (nothing written) for a broken chain unless ``allow_broken``,
-    FileExistsError if ``out_dir`` already holds files, OSError if the log cannot be read.
-    ``source`` names the log in the manifest (default: its path; the CLI passes a server log's URL).
+    The log is verified first and then copied, one line at a time, from the size
+    it had under a shared lock (so never half a batch; records appended meanwhile
+    are left for the next export). Raises ChainBroken (nothing written) when the
+    chain is broken, unchained or partial, unless ``allow_broken``; FileExistsError
+    if ``out_dir`` already holds files; OSError if the log cannot be read.
+    ``source`` names the log in the manifest and in a refusal (default: its path;
+    the CLI passes a server log's URL, whose snapshot ``path`` is).
     """
-    from agent_saga.log.maintenance import locked_log
-
     src = Path(path).absolute()
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -89,24 +104,24 @@ def export_bundle(
             f"{out} already exists and is not an empty directory; a bundle is written once: "
             "choose a new --out directory"
         )
-    with locked_log(src, exclusive=False) as fd:
-        size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
-    complete = data[: data.rfind(b"\n") + 1]
-    entries, notes = parse_log_bytes(complete)
-    if len(complete) < len(data):
-        notes.append(
-            f"{len(data) - len(complete)} bytes after the last newline (a torn final line, never "
-            "acknowledged as durable) are not part of the bundle"
-        )
-    report = verify_entries(entries, notes=notes, progress=progress)
-    if report.status == "broken" and not allow_broken:
-        raise ChainBroken(
-            f"{src}: the chain is {report.label}; refusing to export it as evidence. Pass "
-            "allow_broken=True (--allow-broken) to export it labelled as broken",
-            report,
-        )
-    records_sha = hashlib.sha256(complete).hexdigest()
+    with open_regular(path) as fh:
+        # The size under the writers' lock is a batch boundary. Bytes below it never change:
+        # writers only append, and a rewrite replaces the file, leaving this descriptor on
+        # the old one. Records appended meanwhile are left for the next export.
+        fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        size = os.fstat(fh.fileno()).st_size
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        checker = ChainChecker(Attestations.scan(iter_lines(fh, 0, size)))
+        notes = check_lines(iter_lines(fh, 0, size), checker, progress=progress, total=size)
+        report = checker.report(notes)
+        if not report.ok and not allow_broken:
+            raise ChainBroken.refusing(
+                source or src, report, "export it as evidence",
+                "pass allow_broken=True to export it labelled with this verdict",
+            )
+        private_dir(out)
+        records_sha = _write_readonly(out / "records.jsonl", _record_lines(fh, size))
+        records_bytes = (out / "records.jsonl").stat().st_size
     from agent_saga._version import __version__
 
     manifest: dict[str, Any] = {
@@ -116,7 +131,7 @@ def export_bundle(
         "source": source or str(src),
         "records_file": "records.jsonl",
         "records_sha256": records_sha,
-        "records_bytes": len(complete),
+        "records_bytes": records_bytes,
         "record_count": report.records,
         "first_seq": report.first_seq,
         "last_seq": report.last_seq,
@@ -129,14 +144,8 @@ def export_bundle(
         "verification_rule": VERIFICATION_RULE,
     }
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-    sums = (
-        f"{records_sha}  records.jsonl\n"
-        f"{hashlib.sha256(manifest_bytes).hexdigest()}  manifest.json\n"
-    ).encode()
-    out.mkdir(parents=True, exist_ok=True)
-    _write_readonly(out / "records.jsonl", complete)
-    _write_readonly(out / "manifest.json", manifest_bytes)
-    _write_readonly(out / "SHA256SUMS", sums)
+    manifest_sha = _write_readonly(out / "manifest.json", [manifest_bytes])
+    _write_readonly(out / "SHA256SUMS", [f"{records_sha}  records.jsonl\n{manifest_sha}  manifest.json\n".encode()])
     fsync_dir(out)
     fsync_dir(out.absolute().parent)
     return ExportResult(out, manifest, report)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import os
 from dataclasses import dataclass
-from typing import Any
+
+from agent_saga.notekeys import ed25519, generate_signer, key_id, key_material
 
 __all__ = [
     "Checkpoint",
@@ -29,7 +28,6 @@ __all__ = [
     "verify_checkpoint",
 ]
 
-_ED25519 = b"\x01"
 _DASH = "\u2014"
 
 
@@ -44,23 +42,6 @@ class Checkpoint:
     root: str  # hex
 
 
-def _ed25519() -> Any:
-    try:
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-    except ImportError as err:
-        raise ImportError("signing checkpoints needs 'cryptography': pip install 'agent-saga[encryption]'") from err
-    return ed25519
-
-
-def _check_name(name: str) -> None:
-    if not name or any(c.isspace() for c in name) or "+" in name:
-        raise ValueError(f"key name {name!r} must be non-empty, without spaces or '+' (e.g. 'example.com/audit')")
-
-
-def _key_id(name: str, public: bytes) -> bytes:
-    return hashlib.sha256(name.encode() + b"\n" + _ED25519 + public).digest()[:4]
-
-
 def checkpoint_text(origin: str, size: int, root: str | bytes) -> str:
     """The unsigned checkpoint body for a tree of ``size`` leaves with ``root``."""
     if not origin or "\n" in origin:
@@ -73,28 +54,9 @@ def checkpoint_text(origin: str, size: int, root: str | bytes) -> str:
     return f"{origin}\n{size}\n{base64.b64encode(raw).decode()}\n"
 
 
-def generate_signer(name: str) -> tuple[str, str]:
-    """A fresh key pair as (signer key, verifier key) strings. Keep the first secret."""
-    _check_name(name)
-    ed = _ed25519()
-    seed = os.urandom(32)
-    public = ed.Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes_raw()
-    kid = _key_id(name, public).hex()
-    return (
-        f"PRIVATE+KEY+{name}+{kid}+{base64.b64encode(_ED25519 + seed).decode()}",
-        f"{name}+{kid}+{base64.b64encode(_ED25519 + public).decode()}",
-    )
-
-
 def _decode_key(parts: list[str], what: str) -> tuple[str, bytes]:
     name, _kid, blob = parts
-    try:
-        raw = base64.b64decode(blob, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError(f"{what}: the key material is not base64") from None
-    if len(raw) != 33 or raw[:1] != _ED25519:
-        raise ValueError(f"{what}: not an Ed25519 key (expected 0x01 followed by 32 bytes)")
-    return name, raw[1:]
+    return name, key_material(blob, what)
 
 
 def sign_checkpoint(signer_key: str, origin: str, size: int, root: str | bytes) -> str:
@@ -103,12 +65,12 @@ def sign_checkpoint(signer_key: str, origin: str, size: int, root: str | bytes) 
     if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"]:
         raise ValueError("signer key must read PRIVATE+KEY+<name>+<id>+<key>; make one with generate_signer()")
     name, seed = _decode_key(parts[2:], "signer key")
-    ed = _ed25519()
+    ed = ed25519()
     private = ed.Ed25519PrivateKey.from_private_bytes(seed)
     public = private.public_key().public_bytes_raw()
     text = checkpoint_text(origin, size, root)
     signature = private.sign(text.encode())
-    stamp = base64.b64encode(_key_id(name, public) + signature).decode()
+    stamp = base64.b64encode(key_id(name, public) + signature).decode()
     return f"{text}\n{_DASH} {name} {stamp}\n"
 
 
@@ -122,11 +84,11 @@ def verify_checkpoint(note: str, verifier_key: str) -> Checkpoint:
     if not sep or not text:
         raise SignatureInvalid("not a signed note: no blank line between the text and its signatures")
     text += "\n"
-    ed = _ed25519()
+    ed = ed25519()
     from cryptography.exceptions import InvalidSignature
 
     key = ed.Ed25519PublicKey.from_public_bytes(public)
-    kid = _key_id(name, public)
+    kid = key_id(name, public)
     for line in signatures.splitlines():
         dash, _, rest = line.partition(" ")
         signer, _, stamp = rest.partition(" ")

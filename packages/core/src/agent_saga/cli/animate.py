@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_animate"]
 
@@ -27,7 +28,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read: a file, or a postgresql:// or redis:// URL")
+    add_log_option(p, "the log to read")
     p.add_argument("--saga", metavar="ID", help="the saga to draw (a unique prefix of its id is enough)")
     p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
     p.add_argument("--no-loop", action="store_true", help="play once and stay on the final frame")
@@ -41,7 +42,7 @@ def run_animate(args: argparse.Namespace) -> int:
     from agent_saga.viz.model import reconstruct
     from agent_saga.viz.theme import THEMES
 
-    path = args.wal  # a file or a URL
+    path = log_target(args)
     sagas = reconstruct(read_log(path))
     if args.saga:
         saga = choose_saga(sagas, args.saga, path)

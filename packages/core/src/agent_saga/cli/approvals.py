@@ -1,10 +1,14 @@
-"""``agent-saga approvals list | approve | deny | break-glass``: answer a waiting agent from a shell.
+"""``agent-saga approvals list | approve | deny | break-glass | keygen | trust``: answer a waiting agent.
 
 The requests live in ``--store``: a directory or a ``redis://`` URL (default
 ``$AGENT_SAGA_APPROVALS``, else ``$AGENT_SAGA_HOME/approvals``, else
-``~/.agent-saga/approvals``). A decision goes into the store, where the waiting
-saga sees it on its next poll; with ``--wal-path`` (default ``$AGENT_SAGA_WAL``)
-it is also written to that log here and now.
+``~/.agent-saga/approvals``). A decision goes into the store, signed with the
+approver's key (``--key``, default ``$AGENT_SAGA_APPROVER_KEY``, else
+``$AGENT_SAGA_HOME/approver.key``, else ``~/.agent-saga/approver.key``), where the
+waiting saga sees it on its next poll; with ``--wal-path`` (default
+``$AGENT_SAGA_WAL``) it is also written to that log here and now. One-time setup:
+``keygen`` makes an approver's key, ``trust`` (as root, on each agent host) adds
+its public half to ``/etc/agent-saga/approver-keys``.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import LOG_ENV, open_log_to_write
 
 __all__ = ["register"]
 
@@ -28,7 +34,9 @@ _EXAMPLES = (
     "  agent-saga approvals list\n"
     "  agent-saga approvals approve af83c011 --approver risk@corp --note 'verified by phone'\n"
     "  agent-saga approvals deny af83c011 --approver risk@corp --note 'not a customer we know'\n"
-    "  agent-saga approvals break-glass af83c011 --approver cto@corp --note 'payroll deadline, approver unreachable'"
+    "  agent-saga approvals break-glass af83c011 --approver cto@corp --note 'payroll deadline, approver unreachable'\n"
+    "  agent-saga approvals keygen --approver risk@corp      # once per approver\n"
+    "  sudo agent-saga approvals trust 'risk@corp+1a2b3c4d+AQ...'  # once per agent host"
 )
 
 
@@ -41,9 +49,11 @@ def register(verbs: Any) -> None:
         "approvals",
         help="list the requests waiting for a human, and approve, deny or break-glass them",
         description="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
-        "waiting saga observes it; every decision names its approver.",
+        "waiting saga observes it; every decision names its approver, and a grant counts only if it is "
+        "signed with a key the agent's host trusts.",
         epilog=_EXAMPLES + "\n\nexit codes: 0 ok; 1 something is pending (list) or the request could not be "
-        "decided (already decided, expired); 2 usage (no --approver, unknown id); 3 the store could not be used",
+        "decided (already decided, expired); 2 usage (no --approver, no signing key, unknown id); 3 the store "
+        "(or the trusted key list) could not be used",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     # Nested parsers inherit the group's class, so usage errors exit 2 like every verb.
@@ -77,13 +87,42 @@ def register(verbs: Any) -> None:
         p.add_argument("request", metavar="ID", help="the request id, or a unique prefix of it")
         p.add_argument("--approver", default=None, help="who decides (recorded in the store and the log)")
         p.add_argument("--note", default="", help="why (recorded; required for break-glass)")
+        p.add_argument("--key", default=None, help="the approver's signing key (default: $AGENT_SAGA_APPROVER_KEY, "
+                       "else $AGENT_SAGA_HOME/approver.key, else ~/.agent-saga/approver.key); a grant needs one")
         _store_arg(p)
         p.add_argument(
-            "--wal-path", default=None,
-            help="also write the decision to this log now (default: $AGENT_SAGA_WAL; without either, the "
+            "--wal-path", "--wal", dest="wal_path", default=None, metavar="LOG",
+            help="also write the decision to this log now, a file or a postgresql:// or redis:// URL (default: "
+            "$AGENT_SAGA_WAL; without either, the "
             "waiting agent writes it into its own log when it sees it)",
         )
         p.set_defaults(run=_run_decide, verdict=verdict)
+
+    keygen = actions.add_parser(
+        "keygen",
+        help="make an approver's signing key (once per approver)",
+        description="Write a new Ed25519 signing key, readable by you alone (0600), and print its public key "
+        "for root to trust on each agent host. Keep it away from the agent's user: whoever can read it can "
+        "approve. Never overwrites a key.",
+        epilog="example:\n  agent-saga approvals keygen --approver risk@corp",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    keygen.add_argument("--approver", required=True, help="the key's name: your approver handle (no spaces)")
+    keygen.add_argument("--key", default=None, help="where to write it (default: as for approve --key)")
+    keygen.set_defaults(run=_run_keygen)
+
+    trust = actions.add_parser(
+        "trust",
+        help="trust an approver's public key on this host (as root)",
+        description="Add a public key (as printed by keygen) to the host's trusted approver keys, "
+        "/etc/agent-saga/approver-keys: gateways on this host then act on grants it signs. Remove its line "
+        "from the file to revoke it.",
+        epilog="example:\n  sudo agent-saga approvals trust 'risk@corp+1a2b3c4d+AQ...'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trust.add_argument("public_key", metavar="KEY", help="<name>+<id>+<base64>, as keygen printed it")
+    trust.add_argument("--trusted-keys", default=None, help="the key list (default: /etc/agent-saga/approver-keys)")
+    trust.set_defaults(run=_run_trust)
 
 
 def _open_store(args: argparse.Namespace) -> Any:
@@ -127,7 +166,7 @@ def _run_list(args: argparse.Namespace) -> int:
         status = e.status.value if e.decided or now < e.deadline else "EXPIRED"
         print(f"  [{status}] {e.tool} -- {e.reason} (rule {e.rule}, {_age(now - e.created_at)} old, id {shown[e.id]})")
         if e.decided:
-            who = e.approver or "agent-saga"
+            who = (e.approver or "agent-saga") + (_authenticity(e) if e.granted else "")
             print(f"        {who}: {e.note}" if e.note else f"        {who}")
         else:
             asked = [t for i in sorted(e.notified) if i < len(e.levels) for t in e.levels[i][0]]
@@ -138,28 +177,41 @@ def _run_list(args: argparse.Namespace) -> int:
     return EXIT_FINDING if pending else EXIT_OK
 
 
+def _authenticity(entry: Any) -> str:
+    """How a gateway on this host would take a grant: signed by a trusted key, or denied."""
+    from agent_saga.approvals.authority import TrustedKeys
+    from agent_saga.approvals.errors import ApprovalNotAuthenticated
+    from agent_saga.errors import ConfigurationError
+
+    try:
+        return f" (signed by {TrustedKeys.load().verify(entry, entry)})"
+    except (ApprovalNotAuthenticated, ConfigurationError) as err:
+        return f" (NOT AUTHENTICATED, a gateway here denies it: {err})"
+
+
 def _run_decide(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.decide import ANONYMOUS, decide
+    from agent_saga.approvals.authority import SigningKey, approver_name
+    from agent_saga.approvals.decide import decide
     from agent_saga.approvals.errors import ApprovalNotFound, ApprovalNotPending
     from agent_saga.errors import ConfigurationError, WALError
     from agent_saga.gate.stores import StoreUnavailable
 
-    if not (args.approver or "").strip():
-        raise CliError(f"refused: {ANONYMOUS}", EXIT_USAGE)
-    if args.verdict == "break-glass" and not args.note.strip():
-        raise CliError("break-glass needs --note saying why the normal approval could not wait", EXIT_USAGE)
+    try:
+        approver = approver_name(args.approver)
+        if args.verdict == "break-glass" and not args.note.strip():
+            raise ConfigurationError("break-glass needs --note saying why the normal approval could not wait")
+        # A denial needs no key (it can only stop the step), but is signed when there is one.
+        key = SigningKey.load(args.key) if args.verdict != "deny" or _key_exists(args.key) else None
+    except ConfigurationError as err:
+        raise CliError(f"refused: {err}", EXIT_USAGE) from None
     store = _open_store(args)
     wal = None
-    path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or None
+    path = args.wal_path or os.environ.get(LOG_ENV) or None
     if path:
-        from agent_saga.log.resolve import open_log
-
-        try:
-            wal = open_log(path)
-        except (OSError, WALError, ValueError) as err:
-            raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
+        wal = open_log_to_write(path)
     try:
-        entry = decide(store, args.request, args.verdict, approver=args.approver, note=args.note, wal=wal, via="cli")
+        entry = decide(store, args.request, args.verdict, approver=approver, note=args.note, key=key, wal=wal,
+                       via="cli")
     except ApprovalNotFound as err:
         raise CliError(str(err), EXIT_USAGE) from None
     except ApprovalNotPending as err:
@@ -175,6 +227,45 @@ def _run_decide(args: argparse.Namespace) -> int:
             wal.close()
     done = {"approve": "approved", "deny": "denied", "break-glass": "granted by BREAK-GLASS (flagged for review)"}
     where = f"; logged to {wal.location}" if wal is not None else ""
+    signed = f", signed by {key.key_id}" if key is not None else ""
     print(f"{done[args.verdict]}: {entry.tool} (saga {entry.saga_id}, step {entry.step}, id {entry.id[:8]}) "
-          f"by {entry.approver}{where}")
+          f"by {entry.approver}{signed}{where}")
+    return EXIT_OK
+
+
+def _key_exists(path: str | None) -> bool:
+    from agent_saga.approvals.authority import default_key_path
+
+    return (Path(path) if path else default_key_path()).exists()
+
+
+def _run_keygen(args: argparse.Namespace) -> int:
+    from agent_saga.approvals.authority import SigningKey
+    from agent_saga.errors import ConfigurationError
+
+    try:
+        key = SigningKey.generate(args.approver)
+        written = key.save(args.key)
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    print(f"wrote the signing key of {key.name} to {written} (mode 600: readable by you alone; "
+          "never by the agent's user)")
+    print(f"its public key: {key.public}")
+    print(f"trust it on each agent host, as root: agent-saga approvals trust '{key.public}'")
+    return EXIT_OK
+
+
+def _run_trust(args: argparse.Namespace) -> int:
+    from agent_saga.approvals.authority import default_trust_path, trust_key
+    from agent_saga.errors import ConfigurationError
+
+    path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
+    try:
+        added = trust_key(args.public_key, path)
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    except OSError as err:
+        raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
+    name = "+".join(args.public_key.strip().split("+", 2)[:2])
+    print(f"{'trusted' if added else 'already trusted'}: {name} ({path}); gateways on this host act on grants it signs")
     return EXIT_OK

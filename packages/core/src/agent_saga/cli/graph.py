@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_graph"]
 
@@ -24,7 +25,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read: a file, or a postgresql:// or redis:// URL")
+    add_log_option(p, "the log to read")
     p.add_argument("--saga", metavar="ID", help="only this saga (a unique prefix of its id is enough)")
     p.add_argument("--format", choices=("mermaid", "dot"), default="mermaid", help="default: %(default)s")
     p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
@@ -36,7 +37,7 @@ def run_graph(args: argparse.Namespace) -> int:
     from agent_saga.viz.graph import to_dot, to_mermaid
     from agent_saga.viz.model import reconstruct
 
-    path = args.wal  # a file or a URL
+    path = log_target(args)
     sagas = reconstruct(read_log(path))
     if args.saga:
         sagas = [choose_saga(sagas, args.saga, path)]

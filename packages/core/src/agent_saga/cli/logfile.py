@@ -1,71 +1,48 @@
-"""Reading a log for the read-only verbs: one-line errors, and picking one saga by id prefix.
+"""Reading a log for the picture verbs: one-line errors, and picking one saga by id prefix.
 
-A log is a file path or a server URL (``postgresql://``, ``redis://``); see ``log.resolve``.
+A server log is read through a snapshot file (``cli.options.readable_log``).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.main import EXIT_UNCHECKED, CliError
 
 if TYPE_CHECKING:
     from agent_saga.log.records import Record
     from agent_saga.viz.model import GraphSaga
 
-__all__ = ["choose_saga", "read_log", "readable_log", "write_output"]
+__all__ = ["choose_saga", "read_log", "write_output"]
 
 
-@contextmanager
-def readable_log(target: str | Path) -> Iterator[Path]:
-    """A file holding the log ``target`` names (a server log's snapshot; see ``log.resolve.local_copy``).
-
-    A server log that is missing or unreachable is a CliError (exit 3).
-    """
-    from agent_saga.errors import ConfigurationError, WALError
-    from agent_saga.log.resolve import is_url, local_copy
-
-    if not is_url(target):
-        yield Path(target)
-        return
-    try:
-        with local_copy(target) as path:
-            yield path
-    except (WALError, ConfigurationError) as err:
-        raise CliError(f"cannot read {target}: {err}", EXIT_UNCHECKED) from None
-
-
-def read_log(path: str | Path) -> list[Record]:
-    """Every record of the log at ``path`` (a file or a URL); a missing or unreadable log is a CliError (exit 3)."""
+def read_log(target: Path | str) -> list[Record]:
+    """Every record of the log ``target`` names (a file, or a server log's URL); a missing or
+    unreadable log is a CliError (exit 3)."""
+    from agent_saga.cli.options import readable_log
     from agent_saga.errors import WALCorrupt
     from agent_saga.log import read_records
-    from agent_saga.log.resolve import is_url
 
-    if is_url(path):
-        with readable_log(path) as copy:
-            return read_log(copy)
-    try:
-        return list(read_records(path))
-    except FileNotFoundError:
-        raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
-    except IsADirectoryError:
-        raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
-    except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
-        raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
+    with readable_log(target) as path:
+        try:
+            return list(read_records(path))
+        except FileNotFoundError:
+            raise CliError(f"no log at {target} (check --wal)", EXIT_UNCHECKED) from None
+        except IsADirectoryError:
+            raise CliError(f"{target} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
+        except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
+            raise CliError(f"cannot read {target}: {err}", EXIT_UNCHECKED) from None
 
 
-def choose_saga(sagas: Sequence[GraphSaga], prefix: str, path: str | Path) -> GraphSaga:
-    """The one saga whose id starts with ``prefix``; none or several is a usage error."""
-    chosen = [s for s in sagas if s.saga_id.startswith(prefix)]
-    if not chosen:
-        raise CliError(f"no saga in {path} has an id starting with {prefix!r}", EXIT_USAGE)
-    if len(chosen) > 1:
-        raise CliError(f"{prefix!r} matches {len(chosen)} sagas; give more of the id", EXIT_USAGE)
-    return chosen[0]
+def choose_saga(sagas: Sequence[GraphSaga], prefix: str, where: Path | str) -> GraphSaga:
+    """The one saga ``prefix`` names in the log ``where`` (the same rule as every verb that takes a saga id)."""
+    from agent_saga.cli.sagaids import pick_saga_id
+
+    chosen = pick_saga_id(prefix, (s.saga_id for s in sagas), str(where))
+    return next(s for s in sagas if s.saga_id == chosen)
 
 
 def write_output(out: str | None, text: str) -> None:

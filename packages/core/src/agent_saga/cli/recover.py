@@ -1,7 +1,15 @@
 """``agent-saga recover`` / ``agent-saga escalations`` and the ``saga-recoveryd`` command.
 
+The log is a file or a server log's URL; its leases, claims, ledger and escalation
+queue live beside it (``recovery.stores``). Recovery verifies the log's chain before
+acting, whatever it is stored in; a chain that does not verify stops it (exit 1)
+with the first bad record and ``--trust-unverified``.
+
 Exit codes: 0 nothing left to do; 1 something needs a human (escalations
-pending, a saga held or dead-lettered); 2 usage; 3 the log could not be read.
+pending, a saga held or dead-lettered, a chain that does not verify); 2 usage;
+3 the log, the escalation queue or ``<log>.recovery/`` could not be read or used.
+With ``--watch`` (and ``saga-recoveryd``), a sweep that fails on a full disk is
+retried at the next interval instead.
 """
 
 from __future__ import annotations
@@ -16,18 +24,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_saga.cli.main import CliError
+from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.errors import WALError
+
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
 
 _EXIT_OK, _EXIT_FINDING, _EXIT_USAGE, _EXIT_UNCHECKED = 0, 1, 2, 3
 
 
-def _default_wal() -> str:
-    return os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
-
-
 def _add_daemon_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--wal-path", default=_default_wal(),
-                   help="the log to recover: a file, or a postgresql:// or redis:// URL (default: %(default)s)")
+    add_log_option(p, "the log to recover")
     p.add_argument(
         "--import", dest="imports", action="append", default=[], metavar="MODULE",
         help="import MODULE first, so its @compensator handlers are registered (repeatable)",
@@ -42,6 +49,11 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
                    help="seconds between sweeps with --watch (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="print only the summary")
+    p.add_argument(
+        "--trust-unverified", action="store_true",
+        help="act on a log whose chain does not verify (after you investigated it); records that "
+        "fail their own hash check are still never acted on, and each saga taken over says so in the log",
+    )
 
 
 def register(verbs: Any) -> None:
@@ -63,8 +75,7 @@ def register(verbs: Any) -> None:
         description="List the escalation queue of a log; exit 1 while any is open.",
         epilog="example: agent-saga escalations --wal-path agent-saga.wal",
     )
-    e.add_argument("--wal-path", default=_default_wal(),
-                   help="the log: a file, or a postgresql:// or redis:// URL (default: %(default)s)")
+    add_log_option(e, "the log whose escalations to list")
     e.add_argument("--all", action="store_true", help="include resolved escalations")
     e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
     e.add_argument("--note", default="", help="what was done (with --resolve)")
@@ -72,7 +83,6 @@ def register(verbs: Any) -> None:
 
 
 def _import_handlers(modules: Sequence[str]) -> None:
-    from agent_saga.cli.main import CliError
 
     # A console script does not put the working directory on sys.path; `python -m` does.
     if os.getcwd() not in sys.path:
@@ -98,43 +108,57 @@ def _print_report(report: Any, quiet: bool) -> None:
 
 
 def _daemon(args: argparse.Namespace) -> Any:
-    from agent_saga.cli.main import CliError
     from agent_saga.recovery.daemon import RecoveryDaemon
 
     if args.max_attempts < 1:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
+    target = log_target(args)
     _import_handlers(args.imports)
-    return _opened(args.wal_path, lambda target: RecoveryDaemon(
-        target, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
+    return _opened(target, lambda log: RecoveryDaemon(
+        log, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
+        trust_unverified=args.trust_unverified,
     ))
 
 
-def _opened(target: str, make: Any) -> Any:
-    """``make(target)`` for a log path or URL; a log that is missing or unreachable is exit 3."""
-    from agent_saga.cli.main import CliError
-    from agent_saga.errors import ConfigurationError, WALError
-    from agent_saga.log.resolve import is_url
+def _opened(target: Path | str, make: Any) -> Any:
+    """``make(target)``; a server log that is missing or unreachable is exit 3 in one line."""
+    from agent_saga.errors import ConfigurationError
 
-    if not is_url(target) and not Path(target).is_file():
-        raise CliError(f"no log at {target} (give --wal-path, or set AGENT_SAGA_WAL)", _EXIT_UNCHECKED)
     try:
         return make(target)
-    except (WALError, ConfigurationError, OSError, ValueError) as err:
+    except (WALError, ConfigurationError, OSError) as err:
         raise CliError(f"cannot open {target}: {err}", _EXIT_UNCHECKED) from None
 
 
 def _sweep(daemon: Any, dry_run: bool) -> Any:
-    from agent_saga.cli.main import CliError
     from agent_saga.cli.progress import Progress
-    from agent_saga.errors import WALError
 
-    try:
-        with Progress("sweeping open sagas") as progress:
-            return daemon.sweep(dry_run=dry_run, progress=progress)
-    except (OSError, WALError, ImportError) as err:
-        raise CliError(f"could not read {daemon.location}: {err}", _EXIT_UNCHECKED) from None
+    with Progress("sweeping open sagas") as progress:
+        report = daemon.sweep(dry_run=dry_run, progress=progress)
+    if daemon.verdict is not None and not daemon.verdict.ok:
+        print(f"WARNING: acting on a log whose chain does not verify ({daemon.verdict.label}); "
+              "each saga taken over says so in the log", file=sys.stderr)
+    return report
+
+
+_SWEEP_ERRORS = (OSError, WALError, ImportError)  # what a sweep raises about the world, not a bug
+
+
+def _failure(daemon: Any, err: Exception) -> CliError:
+    """The one-line CLI error for a failed sweep."""
+    from agent_saga.log.chain import ChainUnverified
+
+    if isinstance(err, ChainUnverified):
+        refusal = ChainUnverified.refusing(
+            daemon.location, err.report, "recover from it",
+            "investigate, then rerun with --trust-unverified to recover from it anyway (recorded in the log)",
+        )
+        return CliError(str(refusal), _EXIT_FINDING)
+    if isinstance(err, OSError) and err.filename is not None:
+        return CliError(f"cannot use {err.filename}: {err.strerror or err}", _EXIT_UNCHECKED)
+    return CliError(f"could not read {daemon.location}: {err}", _EXIT_UNCHECKED)
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
@@ -142,37 +166,78 @@ def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
     watching = args.watch if watch is None else watch
     try:
         if not watching:
-            report = _sweep(daemon, args.dry_run)
+            try:
+                report = _sweep(daemon, args.dry_run)
+            except _SWEEP_ERRORS as err:
+                raise _failure(daemon, err) from None
             _print_report(report, args.quiet)
             return _EXIT_FINDING if report.needs_attention else _EXIT_OK
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: object) -> None:
-            stop.set()
-
-        previous = signal.signal(signal.SIGTERM, on_signal)
-        report = None
-        try:
-            while not stop.is_set():
-                report = _sweep(daemon, args.dry_run)
-                if report.actions or report.new_escalations:
-                    _print_report(report, args.quiet)
-                    sys.stdout.flush()
-                stop.wait(args.interval)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-        return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+        return _watch(daemon, args)
     finally:
         daemon.close()
 
 
+def _watch(daemon: Any, args: argparse.Namespace) -> int:
+    from agent_saga.recovery.daemon import is_transient
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    report = None
+    try:
+        while not stop.is_set():
+            try:
+                report = _sweep(daemon, args.dry_run)
+            except _SWEEP_ERRORS as err:
+                if not is_transient(err):
+                    raise _failure(daemon, err) from None
+                # A full disk now may have room at the next sweep: say so, and go on.
+                print(f"{getattr(args, 'prog', 'agent-saga recover')}: sweep failed ({err}); "
+                      f"retrying in {args.interval:g}s", file=sys.stderr, flush=True)
+            else:
+                if report.actions or report.new_escalations:
+                    _print_report(report, args.quiet)
+                    sys.stdout.flush()
+            stop.wait(args.interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+
+
+def _check_is_log(path: Path) -> None:
+    """Refuse a file whose first record is not a log record: its 'queue' would read as empty."""
+    from agent_saga.log.codec import decode_line
+    from agent_saga.log.fs import open_regular
+    from agent_saga.log.lines import is_torn, iter_lines
+
+    with open_regular(path) as fh:
+        for line in iter_lines(fh):
+            if not line.raw.strip():
+                continue
+            if not line.terminated and is_torn(line.raw):
+                return  # a first record still being written
+            try:
+                decode_line(line.raw)
+            except ValueError as err:
+                raise CliError(
+                    f"{path} is not an agent-saga log (line {line.number} is not a record: {err}); "
+                    "give the log's path with --wal-path", _EXIT_UNCHECKED,
+                ) from None
+            return
+
+
 def run_escalations(args: argparse.Namespace) -> int:
-    from agent_saga.cli.main import CliError
     from agent_saga.recovery.stores import recovery_store
 
-    store = _opened(args.wal_path, recovery_store)
+    target = log_target(args)
+    if isinstance(target, Path):
+        _check_is_log(target)
+    store = _opened(target, recovery_store)
     try:
         queue = store.escalations()
         if args.resolve:
@@ -183,8 +248,8 @@ def run_escalations(args: argparse.Namespace) -> int:
             _record_resolution(store.open_wal(), found)
             print(f"resolved {found.id}")
         shown = queue.all() if args.all else queue.pending()
-    except OSError as err:
-        raise CliError(f"could not read the escalation queue of {store.location}: {err}", _EXIT_UNCHECKED) from None
+    except (OSError, WALError) as err:
+        raise CliError(f"could not read the escalation queue of {target}: {err}", _EXIT_UNCHECKED) from None
     finally:
         store.close()
     for escalation in shown:
@@ -206,7 +271,7 @@ def _record_resolution(wal: Any, escalation: Any) -> None:
 
 def recoveryd_main(argv: Sequence[str] | None = None) -> int:
     """``saga-recoveryd``: the daemon; sweeps until stopped (``--once`` for a single pass)."""
-    from agent_saga.cli.main import CliError
+    from agent_saga.cli.main import quiet_broken_pipe
 
     parser = argparse.ArgumentParser(
         prog="saga-recoveryd",
@@ -219,8 +284,13 @@ def recoveryd_main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as done:
         return int(done.code or 0)
+    args.prog = "saga-recoveryd"
     try:
-        return run_recover(args, watch=not args.once)
+        code = run_recover(args, watch=not args.once)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return quiet_broken_pipe()
     except CliError as err:
         print(f"saga-recoveryd: {err}", file=sys.stderr)
         return err.code

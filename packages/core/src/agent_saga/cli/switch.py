@@ -1,9 +1,12 @@
-"""``agent-saga halt | drain | quarantine | resume | status``: the kill switch, from a shell.
+"""``agent-saga halt | drain | quarantine | resume | status | init-host``: the kill switch, from a shell.
 
 The switch lives in ``--store``: a file path or a ``redis://`` URL (default
-``$AGENT_SAGA_SWITCH``, else ``$AGENT_SAGA_HOME/switch.json``, else
-``~/.agent-saga/switch.json``). Every change is also written, with who and why,
-to the log at ``--wal-path``.
+``$AGENT_SAGA_SWITCH``, else the host's ``/var/lib/agent-saga/switch.json``).
+Every change is also written, with who and why, to a log: the one ``--wal-path``
+names (created if need be), else ``$AGENT_SAGA_WAL`` or ``./agent-saga.wal`` if
+that exists -- a default log is never created unasked; the command says when a
+change was not logged. A saga id may be given as the prefix ``graph`` prints; it
+is resolved against that log.
 """
 
 from __future__ import annotations
@@ -11,26 +14,27 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import sys
 import time
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option, default_log, open_log_to_write
+from agent_saga.cli.sagaids import resolve_saga_id
 
 __all__ = ["register"]
 
 _STORE_HELP = (
     "where the switch lives: a file path or a redis:// URL "
-    "(default: $AGENT_SAGA_SWITCH, else $AGENT_SAGA_HOME/switch.json, else ~/.agent-saga/switch.json)"
+    "(default: $AGENT_SAGA_SWITCH, else the host's /var/lib/agent-saga/switch.json)"
 )
 
 
 def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
     p.add_argument("--store", default=None, help=_STORE_HELP)
     if log:
-        p.add_argument(
-            "--wal-path", default=None,
-            help="log that records the change (default: $AGENT_SAGA_WAL, else ./agent-saga.wal)",
-        )
+        add_log_option(p, "the log that records the change, created if missing; saga ids are resolved against it",
+                       optional=True)
 
 
 def register(verbs: Any) -> None:
@@ -71,7 +75,7 @@ def register(verbs: Any) -> None:
         epilog="example:\n  agent-saga quarantine saga-8f3c --reason 'suspected duplicate charges' --by soc@corp",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    quarantine.add_argument("saga_id", metavar="SAGA_ID", help="the saga to freeze")
+    quarantine.add_argument("saga_id", metavar="SAGA_ID", help="the saga to freeze (its id, or the start of it)")
     quarantine.add_argument("--reason", required=True, help="why (recorded in the log)")
     quarantine.add_argument("--by", required=True, help="who (recorded in the log)")
     _common(quarantine)
@@ -88,7 +92,7 @@ def register(verbs: Any) -> None:
     )
     resume.add_argument("--scope", help="the halt scope to lift (as given to halt)")
     resume.add_argument("--drain", action="store_true", help="lift the drain")
-    resume.add_argument("--saga", dest="saga_id", help="lift this saga's quarantine")
+    resume.add_argument("--saga", dest="saga_id", help="lift this saga's quarantine (its id, or the start of it)")
     resume.add_argument("--by", required=True, help="who (recorded in the log)")
     resume.add_argument("--reason", default="", help="why (recorded in the log)")
     _common(resume)
@@ -105,33 +109,42 @@ def register(verbs: Any) -> None:
     _common(status, log=False)
     status.set_defaults(run=_run_status)
 
+    init = verbs.add_parser(
+        "init-host",
+        help="create the host-wide kill switch and trusted-approver-key locations (run once, as root)",
+        description="Create /var/lib/agent-saga (the kill switch every process on the host obeys: readable by "
+        "all users, writable by its owner, or by --group) and /etc/agent-saga/approver-keys (the public keys "
+        "whose signatures make an approval count: root only). Safe to run again; it resets the modes.",
+        epilog="examples:\n  sudo agent-saga init-host\n  sudo agent-saga init-host --group agent-saga-ops",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("--group", help="operators' group: its members may halt, drain and resume without root")
+    init.set_defaults(run=_run_init_host)
+
 
 def _switch(args: argparse.Namespace, log: bool = True) -> Any:
+    """The switch ``--store`` names, acting on that store alone, with the log the change goes to."""
     from agent_saga.errors import ConfigurationError
-    from agent_saga.gate.switch import FileSwitchStore, KillSwitch, SwitchStore
+    from agent_saga.gate.switch import KillSwitch, open_switch_store
 
-    target = args.store or os.environ.get("AGENT_SAGA_SWITCH") or None
-    store: SwitchStore
     try:
-        if target and target.startswith(("redis://", "rediss://", "unix://")):
-            from agent_saga.gate.redis_store import RedisSwitchStore
-
-            store = RedisSwitchStore(target)
-        else:
-            store = FileSwitchStore(target)
+        store = open_switch_store(args.store or os.environ.get("AGENT_SAGA_SWITCH") or None)
     except ConfigurationError as err:
         raise CliError(str(err), EXIT_UNCHECKED) from None
-    wal = None
-    if log:
-        from agent_saga.errors import WALError
-        from agent_saga.log.resolve import open_log
+    return KillSwitch(store, host=False, wal=_log(args) if log else None)
 
-        path = args.wal_path or os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"
-        try:
-            wal = open_log(path)
-        except (OSError, WALError, ValueError) as err:
-            raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
-    return KillSwitch(store, wal=wal)
+
+def _log(args: argparse.Namespace) -> Any:
+    """The log named by --wal-path (created if need be), else the default log if it exists, else None."""
+    if args.wal_path:
+        return open_log_to_write(args.wal_path)
+    target = default_log()
+    wal = open_log_to_write(target, create=False)
+    if wal is None:
+        print(f"agent-saga {args.verb}: not logged: there is no log at {target}, and one is never created unasked "
+              "(the switch store records who and why; give --wal-path LOG to record it in a log too)",
+              file=sys.stderr)
+    return wal
 
 
 def _guard(fn: Any, switch: Any) -> Any:
@@ -142,7 +155,7 @@ def _guard(fn: Any, switch: Any) -> Any:
     try:
         return fn()
     except StoreUnavailable as err:
-        raise CliError(f"could not reach the switch store: {err}", EXIT_UNCHECKED) from None
+        raise CliError(f"could not use the switch store: {err}", EXIT_UNCHECKED) from None
     except ConfigurationError as err:
         raise CliError(str(err), EXIT_USAGE) from None
     except WALError as err:
@@ -173,8 +186,9 @@ def _run_halt(args: argparse.Namespace) -> int:
 
 
 def _run_quarantine(args: argparse.Namespace) -> int:
+    saga_id = resolve_saga_id(args.saga_id, args.wal_path or None)
     switch = _switch(args)
-    q = _guard(lambda: switch.quarantine(args.saga_id, reason=args.reason, by=args.by), switch)
+    q = _guard(lambda: switch.quarantine(saga_id, reason=args.reason, by=args.by), switch)
     print(f"quarantined saga {q.saga_id}: frozen, not rolled back ({switch.store.location})")
     return EXIT_OK
 
@@ -182,15 +196,35 @@ def _run_quarantine(args: argparse.Namespace) -> int:
 def _run_resume(args: argparse.Namespace) -> int:
     if not (args.scope or args.drain or args.saga_id):
         raise CliError("say what to lift: --scope SCOPE, --drain or --saga SAGA_ID", EXIT_USAGE)
+    saga_id = None
+    if args.saga_id:
+        status = _switch(args, log=False)
+        frozen = [q.saga_id for q in _guard(status.status, status).quarantined]
+        saga_id = resolve_saga_id(args.saga_id, args.wal_path or None, also=frozen)
     switch = _switch(args)
     count = _guard(
-        lambda: switch.resume(args.scope, by=args.by, drain=args.drain, saga_id=args.saga_id, reason=args.reason),
+        lambda: switch.resume(args.scope, by=args.by, drain=args.drain, saga_id=saga_id, reason=args.reason),
         switch,
     )
     if not count:
         print("nothing to lift: no matching halt, drain or quarantine is in force")
         return EXIT_FINDING
     print(f"lifted {count} ({switch.store.location})")
+    return EXIT_OK
+
+
+def _run_init_host(args: argparse.Namespace) -> int:
+    from agent_saga.errors import ConfigurationError
+    from agent_saga.gate.host import init_host
+
+    try:
+        lines = init_host(args.group)
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    except OSError as err:
+        raise CliError(f"cannot prepare {err.filename}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
+    for line in lines:
+        print(line)
     return EXIT_OK
 
 

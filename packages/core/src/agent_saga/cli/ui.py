@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["TOKEN_ENV", "register", "run_ui"]
 
@@ -30,7 +31,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal-path", "--wal", dest="wal", required=True, metavar="PATH", help="the log to show: a file, or a postgresql:// or redis:// URL")
+    add_log_option(p, "the log to show")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0 picks a free one)")
     p.add_argument("--token", help=f"require this bearer token for the API (better: ${TOKEN_ENV}, which "
@@ -40,21 +41,18 @@ def register(verbs: Any) -> None:
 
 def run_ui(args: argparse.Namespace) -> int:
     from agent_saga.errors import ConfigurationError, SagaError
-    from agent_saga.log.resolve import is_url, open_log
+    from agent_saga.log.resolve import open_log
     from agent_saga.ui import FileSource, RecordSource, WALSource, make_server
 
-    path = args.wal
+    path = log_target(args)
     source: RecordSource
-    if is_url(path):
+    if isinstance(path, Path):
+        source = FileSource(path)
+    else:  # a server log, followed live as the file log is
         try:
             source = WALSource(open_log(path, create=False))
         except (ConfigurationError, SagaError) as err:
             raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
-    elif not Path(path).is_file():
-        what = "is a directory, not a log file" if Path(path).is_dir() else "does not exist"
-        raise CliError(f"{path} {what} (check --wal-path)", EXIT_UNCHECKED)
-    else:
-        source = FileSource(path)
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)

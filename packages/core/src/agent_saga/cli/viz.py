@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_viz"]
 
@@ -28,7 +29,7 @@ def register(verbs: Any) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--wal", "--wal-path", dest="wal", required=True, metavar="PATH", help="the log to read: a file, or a postgresql:// or redis:// URL")
+    add_log_option(p, "the log to read")
     p.add_argument("--kind", required=True, choices=("fleet", "chain", "outcomes"), help="which picture")
     p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
     p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
@@ -39,15 +40,13 @@ def run_viz(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log, write_output
     from agent_saga.viz.theme import THEMES
 
-    path = args.wal  # a file or a URL
+    path = log_target(args)
     theme = THEMES[args.theme]
     if args.kind == "chain":
-        from agent_saga.audit.verify import parse_log_bytes, verify_entries
+        from agent_saga.cli.options import readable_log
+        from agent_saga.viz.chain import read_entries, render_chain, verify_entries
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
-        from agent_saga.cli.logfile import readable_log
-        from agent_saga.viz.chain import render_chain
-
         with readable_log(path) as copy:
             if copy.is_dir():
                 raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
@@ -55,8 +54,8 @@ def run_viz(args: argparse.Namespace) -> int:
                 data = copy.read_bytes()
             except FileNotFoundError:
                 raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
-        entries, notes = parse_log_bytes(data)
-        report = verify_entries(entries, notes=notes)
+        entries, notes = read_entries(data)
+        report = verify_entries(entries, notes)
         write_output(args.out, render_chain(entries, report, theme))
         if report.status == "broken":
             print(f"agent-saga viz: chain {report.label}", file=sys.stderr)

@@ -2,8 +2,10 @@
 
 Everything here runs before a step's side effect, where refusing costs nothing.
 ``import agent_saga`` installs :class:`DefaultGate` (kill switch only) for sagas
-that are not given a gate; build a :class:`PreFlightGate` for policy. The Redis
-stores import redis-py only when one is created.
+that are not given a gate; build a :class:`PreFlightGate` for policy. Every kill
+switch obeys the host's own store (:mod:`agent_saga.gate.host`); ``switch_posture``
+says so, or says why not, for a saga's start record. The Redis stores import
+redis-py only when one is created.
 """
 
 from agent_saga.gate.approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
@@ -36,6 +38,7 @@ from agent_saga.gate.switch import (
     SwitchStore,
     default_switch,
     set_switch,
+    switch_posture,
 )
 
 __all__ = [
@@ -79,5 +82,6 @@ __all__ = [
     "set_breaker",
     "set_limit_store",
     "set_switch",
+    "switch_posture",
     "tool_is",
 ]

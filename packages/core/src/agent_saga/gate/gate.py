@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
@@ -26,7 +27,7 @@ from agent_saga.gate.breaker import CircuitBreaker, get_breaker
 from agent_saga.gate.limits import Limit, check_limits
 from agent_saga.gate.rules import Action, Rule, evaluate_rules
 from agent_saga.gate.stores import Charge, LimitStore, Receipt, StoreUnavailable, get_limit_store
-from agent_saga.gate.switch import KillSwitch, default_switch
+from agent_saga.gate.switch import KillSwitch, default_switch, switch_posture
 from agent_saga.log.base import WAL
 from agent_saga.semantics import ActionSemantics
 
@@ -104,6 +105,10 @@ class PreFlightGate:
 
     def admit(self, saga: SagaInfo) -> None:
         self.switch.admit(saga)
+
+    def posture(self) -> dict[str, Any]:
+        """Which kill switch this gate obeys: the engine writes it into every saga's start record."""
+        return switch_posture(self)
 
     def check(self, request: StepRequest) -> None:
         pending = self._prepare(request)
@@ -271,6 +276,10 @@ class DefaultGate:
 
     def admit(self, saga: SagaInfo) -> None:
         self.switch.admit(saga)
+
+    def posture(self) -> dict[str, Any]:
+        """Which kill switch this gate obeys: the engine writes it into every saga's start record."""
+        return switch_posture(self)
 
     def check(self, request: StepRequest) -> None:
         self.switch.check(request)

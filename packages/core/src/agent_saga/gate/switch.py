@@ -10,33 +10,38 @@
   to leave it alone until a human resumes it.
 * RESUME lifts any of them.
 
-The state lives in a :class:`SwitchStore` every process reads. Reads are cached
-for ``poll_interval`` seconds, so a change reaches a running process within that
-delay. When the store cannot be read, the last state read is honoured for
-``grace`` seconds, then every step is refused (fail closed). Neither "open" (anyone
-who can take the store down bypasses the switch) nor "closed at once" (a store
-blip halts the fleet); ``grace=0`` chooses the second on purpose.
+The state lives in a :class:`SwitchStore` every process reads. Every switch also
+reads the host's own store, ``/var/lib/agent-saga/switch.json`` (see
+:mod:`agent_saga.gate.host`), unless built with ``host=False``: an operator's halt
+on a host reaches every process on it, whatever user, home directory or
+environment it runs with. :func:`switch_posture` tells a saga's start record which
+stores it honours. Reads are cached for ``poll_interval`` seconds, so a change
+reaches a running process within that delay. When a store cannot be read, the
+last state read is honoured for ``grace`` seconds, then every step is refused (fail
+closed). Neither "open" (anyone who can take the store down bypasses the switch)
+nor "closed at once" (a store blip halts the fleet); ``grace=0`` chooses the second
+on purpose.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import fnmatch
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
 from agent_saga.errors import ConfigurationError, SagaQuarantined, StepRefused
+from agent_saga.gate.files import group_shared, locked, make_dirs, read_state, replace_file
+from agent_saga.gate.host import HOST_ROOT_ENV, relocated, state_dir
 from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate.switch_state import Halt, Quarantine, SwitchState, _halt_json, parse_scope
 from agent_saga.log.base import WAL
 from agent_saga.log.records import AUDIT_SAGA, RecordType
 
@@ -52,8 +57,10 @@ __all__ = [
     "SwitchStore",
     "default_switch",
     "default_switch_path",
+    "open_switch_store",
     "parse_scope",
     "set_switch",
+    "switch_posture",
 ]
 
 log = logging.getLogger("agent_saga.gate.switch")
@@ -64,87 +71,6 @@ DEFAULT_GRACE = 30.0
 #: The ``saga`` field of log records about the whole fleet (halt, drain, resume):
 #: the log's id for "no saga", which readers that fold sagas skip.
 OPERATOR_SAGA = AUDIT_SAGA
-
-
-def parse_scope(scope: str) -> str:
-    """Normalise and validate a halt scope: ``global``, ``tool:NAME``, ``tool:prefix.*``, ``tag:X``."""
-    if not isinstance(scope, str):
-        raise ConfigurationError(f"a halt scope is a string such as 'tool:wire.send', got {scope!r}")
-    text = scope.strip()
-    if text in ("global", "*", "all"):
-        return "global"
-    kind, sep, name = text.partition(":")
-    if sep and kind in ("tool", "tag") and name.strip():
-        return f"{kind}:{name.strip()}"
-    raise ConfigurationError(
-        f"unknown halt scope {scope!r}: use 'global', 'tool:NAME', 'tool:prefix.*' or 'tag:NAME'"
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Halt:
-    """One halt (or the drain): what, who, why, when, and until when (wall-clock seconds)."""
-
-    scope: str
-    reason: str
-    by: str
-    at: float
-    expires_at: float
-
-    def live(self, now: float) -> bool:
-        return now < self.expires_at
-
-
-@dataclass(frozen=True, slots=True)
-class Quarantine:
-    saga_id: str
-    reason: str
-    by: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class SwitchState:
-    """Everything the switch holds; what a store persists (as JSON)."""
-
-    halts: tuple[Halt, ...] = ()
-    drain: Halt | None = None
-    quarantined: tuple[Quarantine, ...] = ()
-
-    def live(self, now: float) -> SwitchState:
-        """This state without the halts whose TTL has run out."""
-        halts = tuple(h for h in self.halts if h.live(now))
-        drain = self.drain if self.drain is not None and self.drain.live(now) else None
-        return replace(self, halts=halts, drain=drain)
-
-    @property
-    def active(self) -> bool:
-        return bool(self.halts or self.drain or self.quarantined)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "halts": [_halt_json(h) for h in self.halts],
-            "drain": _halt_json(self.drain) if self.drain else None,
-            "quarantined": [
-                {"saga_id": q.saga_id, "reason": q.reason, "by": q.by, "at": q.at} for q in self.quarantined
-            ],
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> SwitchState:
-        if not isinstance(data, dict) or data.get("version") != 1:
-            raise ValueError("not a version-1 switch state")
-        drain = data.get("drain")
-        return cls(
-            halts=tuple(Halt(**h) for h in data.get("halts", ())),
-            drain=Halt(**drain) if drain else None,
-            quarantined=tuple(Quarantine(**q) for q in data.get("quarantined", ())),
-        )
-
-
-def _halt_json(h: Halt) -> dict[str, Any]:
-    return {"scope": h.scope, "reason": h.reason, "by": h.by, "at": h.at, "expires_at": h.expires_at}
 
 
 @runtime_checkable
@@ -160,21 +86,23 @@ class SwitchStore(Protocol):
     def is_quarantined(self, saga_id: str) -> bool: ...
 
 
+SWITCH_FILE = "switch.json"
+
+
 def default_switch_path() -> Path:
-    """``$AGENT_SAGA_HOME/switch.json``, else ``~/.agent-saga/switch.json``."""
-    home = os.environ.get("AGENT_SAGA_HOME")
-    base = Path(home) if home else Path.home() / ".agent-saga"
-    return base / "switch.json"
+    """The host-wide switch: ``/var/lib/agent-saga/switch.json`` (see agent_saga.gate.host)."""
+    return state_dir() / SWITCH_FILE
 
 
 class FileSwitchStore:
-    """The switch as a JSON file every process on this host reads (the zero-setup default).
+    """The switch as a JSON file every process on this host reads (the host-wide default).
 
     Writers take an exclusive lock on ``<path>.lock``, write a temporary file,
     fsync it and rename it over the old one, so a reader sees the old state or
-    the new one, never half of either. Readers ``stat`` the file and parse it only
-    when it changed. It stops processes on *this host*; a fleet needs
-    ``RedisSwitchStore``.
+    the new one, never half of either. The file is 0644 (every user's agent must
+    read it; it holds no secret); a directory this creates is 0755. Readers
+    ``stat`` the file and parse it only when it changed. It stops processes on
+    *this host*; a fleet needs ``RedisSwitchStore``.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
@@ -203,12 +131,9 @@ class FileSwitchStore:
         return state
 
     def _read(self) -> SwitchState:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_state(self.path, "switch file")
+        if text is None:
             return SwitchState()
-        except OSError as err:
-            raise StoreUnavailable(f"cannot read switch file {self.path}: {err}") from err
         try:
             return SwitchState.from_json(json.loads(text))
         except (ValueError, TypeError) as err:
@@ -217,28 +142,12 @@ class FileSwitchStore:
             ) from err
 
     def update(self, change: Callable[[SwitchState], SwitchState]) -> SwitchState:
+        directory = self.path.parent
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path.with_name(self.path.name + ".lock"), "a+b") as lock:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            make_dirs(directory, 0o755)
+            with locked(self.path.with_name(self.path.name + ".lock"), group_shared(directory, 0o600)):
                 state = change(self._read())
-                fd, tmp = tempfile.mkstemp(prefix=".switch-", dir=self.path.parent)
-                try:
-                    with os.fdopen(fd, "w", encoding="utf-8") as out:
-                        json.dump(state.to_json(), out, indent=2, sort_keys=True)
-                        out.write("\n")
-                        out.flush()
-                        os.fsync(out.fileno())
-                    os.replace(tmp, self.path)
-                except BaseException:
-                    with contextlib.suppress(OSError):
-                        os.unlink(tmp)
-                    raise
-                dirfd = os.open(self.path.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dirfd)
-                finally:
-                    os.close(dirfd)
+                replace_file(self.path, json.dumps(state.to_json(), indent=2, sort_keys=True) + "\n", 0o644)
                 return state
         except OSError as err:
             raise StoreUnavailable(f"cannot write switch file {self.path}: {err}") from err
@@ -260,7 +169,8 @@ class _View:
         self.tools: dict[str, Halt] = {}
         self.globs: list[tuple[str, Halt]] = []
         self.tags: dict[str, Halt] = {}
-        for h in state.halts:
+        # Sorted by expiry, so that when several stores halt one scope the longest-lived wins.
+        for h in sorted(state.halts, key=lambda h: h.expires_at):
             kind, _, name = h.scope.partition(":")
             if h.scope == "global":
                 self.global_halt = h
@@ -297,12 +207,18 @@ def _message(h: Halt, now: float) -> str:
 
 
 class KillSwitch:
-    """Reads a :class:`SwitchStore` for the gate, and pulls its levers for an operator."""
+    """Reads switch stores for the gate, and pulls the levers of one of them for an operator.
+
+    ``store`` is the one an operator changes through this object (default: the
+    host's). The gate honours it *and* the host's store, unless ``host=False`` --
+    an opt-out that :func:`switch_posture` reports with every saga.
+    """
 
     def __init__(
         self,
         store: SwitchStore | None = None,
         *,
+        host: bool = True,
         grace: float = DEFAULT_GRACE,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         wal: WAL | None = None,
@@ -317,6 +233,11 @@ class KillSwitch:
         if not isinstance(store, SwitchStore):
             raise ConfigurationError(f"KillSwitch needs a switch store (FileSwitchStore, RedisSwitchStore), got {store!r}")
         self.store = store
+        self.host = bool(host)
+        #: Every store whose levers this switch obeys; the first is ``store``.
+        self.sources: tuple[SwitchStore, ...] = (store,)
+        if self.host and store.location != str(default_switch_path()):
+            self.sources += (FileSwitchStore(),)
         self.grace = float(grace)
         self.poll_interval = float(poll_interval)
         self.wal = wal
@@ -340,7 +261,7 @@ class KillSwitch:
                 since = "never read" if good is None else f"unreadable for {now - good:.1f}s"
                 raise StepRefused(
                     tool,
-                    f"kill switch store {self.store.location} {since} (grace {self.grace:g}s): "
+                    f"kill switch store {', '.join(s.location for s in self.sources)} {since} (grace {self.grace:g}s): "
                     f"refusing every step until it can be read ({self._failure})",
                     "kill-switch",
                 )
@@ -351,14 +272,14 @@ class KillSwitch:
             if now < self._next_poll:
                 return
             try:
-                state = self.store.load()
+                state = _merge([source.load() for source in self.sources])
             except StoreUnavailable as err:
                 if self._failure is None:
                     log.warning("kill switch store unreachable; honouring the last state for %gs: %s", self.grace, err)
                 self._failure = err
             else:
                 if self._failure is not None:
-                    log.warning("kill switch store %s reachable again", self.store.location)
+                    log.warning("kill switch stores %s readable again", ", ".join(s.location for s in self.sources))
                 self._view, self._good_at, self._failure = _View(state), now, None
             self._next_poll = now + self.poll_interval
 
@@ -400,15 +321,15 @@ class KillSwitch:
 
     def is_quarantined(self, saga_id: str) -> bool:
         """For the recovery daemon: leave this saga alone. Raises StoreUnavailable if unknown."""
-        return self.store.is_quarantined(saga_id)
+        return any(source.is_quarantined(saga_id) for source in self.sources)
 
     # -- the operator's side ----------------------------------------------------------------
 
     def _apply(self, change: Callable[[SwitchState], SwitchState]) -> SwitchState:
         state = self.store.update(lambda s: change(s.live(self._wall())))
         with self._lock:
-            self._view, self._good_at, self._failure = _View(state), self._clock(), None
-            self._next_poll = self._clock() + self.poll_interval
+            self._next_poll = float("-inf")
+        self._refresh(self._clock())  # this process obeys its own lever at once
         return state
 
     def _log(self, rtype: RecordType, saga: str, body: dict[str, Any]) -> None:
@@ -496,7 +417,20 @@ class KillSwitch:
         return self._wall() + float(ttl)
 
     def __repr__(self) -> str:
-        return f"KillSwitch({self.store!r}, grace={self.grace:g}, poll_interval={self.poll_interval:g})"
+        return (f"KillSwitch({self.store!r}, host={self.host}, grace={self.grace:g}, "
+                f"poll_interval={self.poll_interval:g})")
+
+
+def _merge(states: list[SwitchState]) -> SwitchState:
+    """Every lever pulled in any store: an operator's halt anywhere is a halt here."""
+    if len(states) == 1:
+        return states[0]
+    drains = [s.drain for s in states if s.drain is not None]
+    return SwitchState(
+        halts=tuple(h for s in states for h in s.halts),
+        drain=max(drains, key=lambda d: d.expires_at) if drains else None,
+        quarantined=tuple(q for s in states for q in s.quarantined),
+    )
 
 
 def _required(label: str, value: str) -> str:
@@ -510,10 +444,8 @@ def _required(label: str, value: str) -> str:
 
 _switch_lock = threading.Lock()
 _explicit: KillSwitch | None = None
-_by_location: dict[str, KillSwitch] = {}
-
-
-# (home, switch setting, switch): replaced as one tuple so readers never see a mix.
+_by_location: dict[tuple[str, str], KillSwitch] = {}
+# (host root setting, switch setting, switch): replaced as one tuple so readers never see a mix.
 _env: tuple[str | None, str | None, KillSwitch] | None = None
 
 
@@ -522,7 +454,7 @@ def set_switch(switch: KillSwitch | None) -> None:
     global _explicit
     if switch is not None and not isinstance(switch, KillSwitch):
         raise ConfigurationError(f"set_switch() needs a KillSwitch, got {switch!r}")
-    if switch is not None and isinstance(switch.store, FileSwitchStore):
+    if switch is not None and all(isinstance(source, FileSwitchStore) for source in switch.sources):
         # Said loudly because it is the mistake that matters in an incident: a
         # halt that reaches one host is not a fleet-wide stop.
         log.warning(
@@ -536,30 +468,65 @@ def set_switch(switch: KillSwitch | None) -> None:
 def default_switch() -> KillSwitch:
     """The process-wide switch.
 
-    Unless ``set_switch`` chose one: a RedisSwitchStore when ``$AGENT_SAGA_SWITCH``
-    is a ``redis://`` URL, a FileSwitchStore at that path when it is a path, else
-    the FileSwitchStore at ``$AGENT_SAGA_HOME/switch.json`` (``~/.agent-saga``).
+    Unless ``set_switch`` chose one: the host's FileSwitchStore, plus the store
+    ``$AGENT_SAGA_SWITCH`` names (a ``redis://`` URL for a fleet, or a file path)
+    if it is set. The variable adds a store; it never replaces the host's.
     """
     explicit = _explicit
     if explicit is not None:
         return explicit
     global _env
-    home, url = os.environ.get("AGENT_SAGA_HOME"), os.environ.get("AGENT_SAGA_SWITCH")
+    root, url = os.environ.get(HOST_ROOT_ENV), os.environ.get("AGENT_SAGA_SWITCH") or None
     env = _env
-    if env is not None and env[0] == home and env[1] == url:
+    if env is not None and env[0] == root and env[1] == url:
         return env[2]
     with _switch_lock:
-        location = url or str(default_switch_path())
-        switch = _by_location.get(location)
+        host = str(default_switch_path())
+        switch = _by_location.get((url or host, host))
         if switch is None:
-            switch = _by_location[location] = KillSwitch(_store_for(url))
-        _env = (home, url, switch)
+            switch = _by_location[(url or host, host)] = KillSwitch(open_switch_store(url))
+        _env = (root, url, switch)
         return switch
 
 
-def _store_for(url: str | None) -> SwitchStore:
+def open_switch_store(url: str | None) -> SwitchStore:
+    """The store ``url`` names: ``redis://...`` (or ``rediss://``, ``unix://``), a file path, or None for the host's."""
     if url and url.startswith(("redis://", "rediss://", "unix://")):
         from agent_saga.gate.redis_store import RedisSwitchStore
 
         return RedisSwitchStore(url)
-    return FileSwitchStore(url or None)
+    return FileSwitchStore(url)
+
+
+_PROCESS_DEFAULT: Any = object()
+
+
+def switch_posture(gate: object = _PROCESS_DEFAULT) -> dict[str, Any]:
+    """Which kill switch a saga with ``gate`` obeys, and whether that includes the host's own store.
+
+    For a saga's start record, so that running outside the host's switch is never
+    silent. ``gate`` is the saga's gate (None: it has none); without an argument,
+    the gate a saga started now would get by default. Returns a JSON-able dict:
+    ``enforced`` (is any kill switch consulted), ``stores`` (their locations),
+    ``host_default`` (is the host's store, at its real location, among them) and
+    ``overrides`` (what moved the saga away from that default, in words).
+    """
+    if gate is _PROCESS_DEFAULT:
+        from agent_saga.context import default_gate
+
+        gate = default_gate()
+    if gate is None:
+        return _posture([], ["no gate: this saga consults no kill switch"])
+    switch = getattr(gate, "switch", None)
+    if not isinstance(switch, KillSwitch):
+        return _posture([], [f"gate {type(gate).__name__} has no kill switch"])
+    stores = [source.location for source in switch.sources]
+    if str(default_switch_path()) not in stores:
+        return _posture(stores, ["KillSwitch(host=False)"], enforced=True)
+    moved = relocated()
+    return _posture(stores, [moved] if moved else [], enforced=True)
+
+
+def _posture(stores: list[str], overrides: list[str], *, enforced: bool = False) -> dict[str, Any]:
+    return {"enforced": enforced, "stores": stores, "host_default": enforced and not overrides,
+            "overrides": overrides}

@@ -21,6 +21,7 @@ import heapq
 import itertools
 import logging
 import os
+import stat
 import threading
 import time
 import weakref
@@ -31,9 +32,11 @@ from typing import Any, Literal
 from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher, decode_line, seal
+from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
+from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
 
-__all__ = ["FileWAL", "TornTail", "fsync_dir", "read_records"]
+__all__ = ["FileWAL", "TornTail", "read_records"]
 
 log = logging.getLogger("agent_saga.wal")
 
@@ -42,15 +45,6 @@ _Waiter = tuple[int, int, "asyncio.Future[None]", float, float]  # ticket, tiebr
 _WATCH_INTERVAL = 0.05  # how often an event loop with waiters looks for expired barriers
 _TAIL_WINDOW = 1 << 16
 _open_logs: weakref.WeakSet[FileWAL] = weakref.WeakSet()
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a file's creation, rename or removal in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class TornTail:
@@ -65,44 +59,66 @@ class TornTail:
         return f"TornTail(offset={self.offset}, bytes={len(self.fragment)}, saved_to={str(self.saved_to)!r})"
 
 
-def _last_record(fd: int, size: int, path: Path) -> tuple[Record | None, int]:
-    """The last complete record of the file and the offset where complete lines end."""
+def _tail(fd: int, size: int, path: Path) -> tuple[Record | None, int, bool]:
+    """The file's last record, where its good bytes end, and whether that record lacks its newline.
+
+    Applies the final-line rule of ``agent_saga.log.lines``: a final line that
+    parses is a complete record (only its newline is missing); a torn fragment
+    ends the good bytes before it; anything else is damage (WALCorrupt).
+    """
     start = max(0, size - _TAIL_WINDOW)
     while True:
         data = os.pread(fd, size - start, start)
-        end = data.rfind(b"\n")
-        if end < 0 and start > 0:
+        newline = data.rfind(b"\n")
+        if newline < 0 and start > 0:
             start = max(0, start - _TAIL_WINDOW)  # one very long line: widen the window
             continue
-        if end < 0:
-            return None, 0
-        complete = data[: end + 1]
-        begin = complete.rfind(b"\n", 0, end)
+        complete = newline + 1
+        final = data[complete:]
+        if final.strip() and not is_torn(final):
+            return _decode_tail(final, start + complete, path), size, True
+        kept = data[:complete].rstrip()
+        begin = kept.rfind(b"\n")
         if begin < 0 and start > 0:
             start = max(0, start - _TAIL_WINDOW)
             continue
-        line = complete[begin + 1 : end]
-        try:
-            return decode_line(line), start + end + 1
-        except ValueError as err:
-            raise WALCorrupt(
-                f"{path}: the last complete line (at byte {start + begin + 1}) is not a record: "
-                f"{err}. Run 'agent-saga verify --wal-path {path}' to locate the damage"
-            ) from err
+        if not kept:
+            return None, start + complete, False
+        return _decode_tail(kept[begin + 1 :], start + begin + 1, path), start + complete, False
+
+
+def _decode_tail(line: bytes, offset: int, path: Path) -> Record:
+    try:
+        return decode_line(line)
+    except ValueError as err:
+        raise WALCorrupt(
+            f"{path}: the last line (at byte {offset}) is not a record: {err}. Run "
+            f"'agent-saga verify --wal-path {path}' to locate the damage"
+        ) from err
 
 
 def _set_aside_torn_tail(fd: int, path: Path, good_end: int, size: int) -> TornTail:
-    """Move a partial final line to a sidecar file and cut it off the log.
+    """Move a torn final fragment to a sidecar file and cut it off the log.
 
     The fragment was never acknowledged as durable (a barrier only returns after a
-    whole batch is written and synced), yet it is evidence, so it is kept.
+    whole batch is written and synced), yet it is evidence, so it is kept. If it
+    cannot be kept (a full disk), nothing changes and WALError says why: no empty
+    sidecar is left behind and the log is not cut.
     """
     fragment = os.pread(fd, size - good_end, good_end)
-    saved = path.with_name(f"{path.name}.torn-{good_end}")
-    with open(saved, "wb") as fh:
-        fh.write(fragment)
-        fh.flush()
-        os.fsync(fh.fileno())
+    for attempt in itertools.count():
+        saved = path.with_name(f"{path.name}.torn-{good_end}" + (f".{attempt}" if attempt else ""))
+        try:
+            write_new(saved, [fragment])
+            break
+        except FileExistsError:
+            continue  # an earlier torn tail at the same offset: keep both
+        except OSError as err:
+            raise WALError(
+                f"{path} ends in a torn record ({len(fragment)} bytes at offset {good_end}) that could "
+                f"not be set aside in {saved.parent}: {err.strerror or err}. Free space (or fix the "
+                "permissions) and open the log again; nothing was changed"
+            ) from err
     os.ftruncate(fd, good_end)
     os.fsync(fd)
     fsync_dir(path.parent)
@@ -117,34 +133,33 @@ def _set_aside_torn_tail(fd: int, path: Path, good_end: int, size: int) -> TornT
 def read_records(
     path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None
 ) -> Iterator[Record]:
-    """Every record of a log file, oldest first.
+    """Every record of a log file, oldest first, read one line at a time.
 
-    A torn final line (no newline, or not JSON, at the very end) is skipped: it
-    never hides the records before it. A malformed line anywhere else raises
-    WALCorrupt naming the line, because a log that silently skips records is not
-    evidence. Encrypted records are decrypted with ``encryptor`` (default: the key
-    in ``$AGENT_SAGA_WAL_KEY``); without a key they raise, never read as empty.
+    A torn final fragment is skipped: it never hides the records before it (see
+    ``agent_saga.log.lines`` for the final-line rule). A malformed line anywhere
+    else raises WALCorrupt naming the line, because a log that silently skips
+    records is not evidence. Encrypted records are decrypted with ``encryptor``
+    (default: the key in ``$AGENT_SAGA_WAL_KEY``); without a key they raise, never
+    read as empty. Raises OSError (NotARegularFile for a directory or FIFO) if the
+    file cannot be read.
     """
     p = Path(path)
-    with open(p, "rb") as fh:
-        data = fh.read()
-    lines = data.split(b"\n")
-    last = len(lines) - 1  # the piece after the final newline ("" when not torn)
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = decode_line(line)
-        except ValueError as err:
-            if number - 1 == last:
-                log.warning("%s: ignoring a torn final line (%d bytes)", p, len(line))
+    with open_regular(p) as fh:
+        for line in iter_lines(fh):
+            if not line.raw.strip():
+                continue
+            if not line.terminated and is_torn(line.raw):
+                log.warning("%s: ignoring a torn final line (%d bytes)", p, len(line.raw))
                 return
-            raise WALCorrupt(f"{p}: line {number} is not a record: {err}") from err
-        if "enc" in record:
-            from agent_saga.log.crypto import open_record
+            try:
+                record = decode_line(line.raw)
+            except ValueError as err:
+                raise WALCorrupt(f"{p}: line {line.number} is not a record: {err}") from err
+            if "enc" in record:
+                from agent_saga.log.crypto import open_record
 
-            record = open_record(record, encryptor, p)
-        yield record
+                record = open_record(record, encryptor, p)
+            yield record
 
 
 class FileWAL(WAL):
@@ -189,19 +204,11 @@ class FileWAL(WAL):
             encryptor = AESGCMEncryptor.from_env()
         self.encryptor = encryptor
 
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        created = not self.path.exists()
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        if created:
-            fsync_dir(self.path.parent)
         self._seq = 0
         self._prev = GENESIS
         self._size = 0
-        stat = self._lock_file()
-        try:
-            self._catch_up(stat)
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._terminate = False  # the file ends in a complete record without its newline
+        self._open()
 
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -226,6 +233,30 @@ class FileWAL(WAL):
         self._flusher.start()
         _open_logs.add(self)
 
+    def _open(self) -> None:
+        """Open (creating it 0600 if need be) and catch up with the file; WALError if unusable."""
+        try:
+            private_dir(self.path.parent)
+            created = not self.path.exists()
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        except OSError as err:
+            raise WALError(f"cannot open the log {self.path}: {err.strerror or err}") from err
+        try:
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                raise WALError(f"cannot open the log {self.path}: it is not a regular file")
+            if created:
+                fsync_dir(self.path.parent)
+            status = self._lock_file()
+            try:
+                self._catch_up(status)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        except BaseException as err:
+            os.close(self._fd)
+            if isinstance(err, OSError):
+                raise WALError(f"cannot open the log {self.path}: {err.strerror or err}") from err
+            raise
+
     # -- state shared with other writers of the same file ---------------------------
 
     def _lock_file(self) -> os.stat_result:
@@ -239,24 +270,24 @@ class FileWAL(WAL):
         """
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-            stat = os.fstat(self._fd)
-            if stat.st_nlink > 0:
-                return stat
+            status = os.fstat(self._fd)
+            if status.st_nlink > 0:
+                return status
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
-                return stat  # deleted by hand, not replaced: write where we are, as before
+                return status  # deleted by hand, not replaced: write where we are, as before
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = fd
             self._size = -1  # make _catch_up read the new file's last record
 
-    def _catch_up(self, stat: os.stat_result) -> None:
+    def _catch_up(self, status: os.stat_result) -> None:
         """Continue the sequence and chain from what the file ends with (lock held)."""
-        size = stat.st_size
+        size = status.st_size
         if size == self._size:
             return
-        last, good_end = _last_record(self._fd, size, self.path)
+        last, good_end, self._terminate = _tail(self._fd, size, self.path)
         if good_end < size:
             self.torn_tail = _set_aside_torn_tail(self._fd, self.path, good_end, size)
             size = good_end
@@ -339,14 +370,31 @@ class FileWAL(WAL):
         """Fail this loop's barriers that outlived their limit (runs on that loop)."""
         now = loop.time()
         with self._lock:
-            waiting = [w for w in self._async_waiters.get(loop, ()) if not w[2].done()]
-        for ticket, _, future, deadline, limit in waiting:
-            if deadline <= now:
-                future.set_exception(self._stalled(ticket, limit))
-        if any(not w[2].done() for w in waiting):
+            heap = self._async_waiters.get(loop, [])
+            expired = [w for w in heap if not w[2].done() and w[3] <= now]
+            heap[:] = [w for w in heap if not w[2].done() and w[3] > now]
+            heapq.heapify(heap)
+        for ticket, _, future, _, limit in expired:
+            future.set_exception(self._stalled(ticket, limit))
+        del self._watchdogs[loop]
+        if heap:
             self._watchdogs[loop] = loop.call_later(_WATCH_INTERVAL, self._watch, loop)
         else:
-            del self._watchdogs[loop]
+            self._forget_if_idle(loop)
+
+    def _forget_if_idle(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Drop a loop's entry (waiters and watchdog) once nothing waits on it (runs on that loop).
+
+        ``asyncio.run`` per request makes a new loop each time; keeping every loop
+        this log ever served would grow without bound.
+        """
+        with self._lock:
+            if self._async_waiters.get(loop):
+                return
+            self._async_waiters.pop(loop, None)
+        watchdog = self._watchdogs.pop(loop, None)
+        if watchdog is not None:
+            watchdog.cancel()
 
     def _stalled(self, ticket: int, limit: float) -> WALStalled:
         return WALStalled(
@@ -385,9 +433,9 @@ class FileWAL(WAL):
                 return
 
     def _write(self, batch: list[_Entry]) -> None:
-        stat = self._lock_file()
+        status = self._lock_file()
         try:
-            self._catch_up(stat)
+            self._catch_up(status)
             first = self._seq + 1
             data, self._prev, count = seal(
                 ((first + i, ts, rtype, saga, step, body)
@@ -396,11 +444,14 @@ class FileWAL(WAL):
                 self.chain,
                 self.encryptor,
             )
+            if self._terminate:
+                data = b"\n" + data  # the last record is complete; only its newline was lost
             view = memoryview(data)
             while view:
                 written = os.write(self._fd, view)
                 view = view[written:]
             os.fdatasync(self._fd)
+            self._terminate = False
             self._seq += count
             self._size += len(data)
             self.flushes += 1
@@ -431,6 +482,8 @@ class FileWAL(WAL):
                 future.set_result(None)
         if broken is not None:
             self._fail_async(loop, broken)
+        else:
+            self._forget_if_idle(loop)
 
     def _fail(self, err: BaseException) -> None:
         broken = err if isinstance(err, WALError) else WALError(f"writing {self.path} failed: {err!r}")
@@ -453,6 +506,7 @@ class FileWAL(WAL):
         for waiter in heap:
             if not waiter[2].done():
                 waiter[2].set_exception(err)
+        self._forget_if_idle(loop)
 
     # -- reading and closing -------------------------------------------------------
 

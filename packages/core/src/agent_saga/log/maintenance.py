@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.errors import WALError
+from agent_saga.log.chain import Attestations, ChainChecker, read_line
 from agent_saga.log.codec import BodyCipher, canonical, seal
-from agent_saga.log.file import _set_aside_torn_tail, fsync_dir
+from agent_saga.log.file import _set_aside_torn_tail
+from agent_saga.log.fs import fsync_dir, write_new
+from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
 
 __all__ = [
@@ -117,34 +119,29 @@ class _Line:
 
 
 class _Log:
-    """A locked log's complete lines, already verified."""
+    """A locked log's lines up to its last record, already verified."""
 
     def __init__(self, fd: int, path: Path, action: str) -> None:
-        # The verifier lives with the audit tools; imported here, on use, so that the
-        # log layer does not load the audit package for an ordinary append.
-        from agent_saga.audit.verify import Entry, verify_entries
-
         size = os.fstat(fd).st_size
-        data = os.pread(fd, size, 0) if size else b""
-        good_end = data.rfind(b"\n") + 1
-        if good_end < size:
-            _set_aside_torn_tail(fd, path, good_end, size)
-            data = data[:good_end]
-        self.size = good_end
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            lines = list(iter_lines(fh, 0, size))
+        if lines and not lines[-1].terminated and is_torn(lines[-1].raw):
+            _set_aside_torn_tail(fd, path, lines[-1].offset, size)
+            size = lines.pop().offset
+        self.size = size
         self.lines: list[_Line] = []
-        entries: list[Entry] = []
-        for number, raw in enumerate(data.split(b"\n")[:-1], start=1):
-            if not raw.strip():
+        checker = ChainChecker(Attestations.scan(lines))
+        for line in lines:
+            if not line.raw.strip():
                 continue
-            try:
-                record = json.loads(raw)
-            except ValueError as err:
+            record, error = read_line(line)
+            if record is None:
                 raise LogMaintenanceError(
-                    f"{path}: refusing to {action}: line {number} is not a record ({err})"
-                ) from None
-            entries.append(Entry(number, record))
-            self.lines.append(_Line(raw, record))
-        self.report = verify_entries(entries)
+                    f"{path}: refusing to {action}: line {line.number} is not a record ({error})"
+                )
+            checker.feed(line.number, record)
+            self.lines.append(_Line(line.raw, record))
+        self.report = checker.report()
         if self.report.status == "broken":
             raise LogMaintenanceError(
                 f"{path}: refusing to {action}: the chain is {self.report.label}. Rewriting a damaged "
@@ -166,23 +163,13 @@ def _seal_audit(log: _Log, rtype: RecordType, body: dict[str, Any]) -> tuple[byt
 
 
 def _replace(fd: int, path: Path, lines: Iterable[bytes], tail: bytes) -> int:
-    """Write the new content beside ``path``, make it durable, swap it in. Returns its size."""
+    """Write the new content beside ``path`` (same mode), make it durable, swap it in. Returns its size."""
     tmp = path.with_name(f".{path.name}.rewrite-{os.getpid()}")
-    out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, os.fstat(fd).st_mode & 0o777)
-    try:
-        data = b"".join(line + b"\n" for line in lines) + tail
-        view = memoryview(data)
-        while view:
-            view = view[os.write(out, view):]
-        os.fsync(out)
-    except BaseException:
-        os.close(out)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(out)
+    tmp.unlink(missing_ok=True)  # left by a rewrite of ours that died
+    size = write_new(tmp, [*(line + b"\n" for line in lines), tail], os.fstat(fd).st_mode & 0o777)
     os.replace(tmp, path)
     fsync_dir(path.parent)
-    return len(data)
+    return size
 
 
 def _check_who(by: str, reason: str) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_saga.log.chain import verify_records
 from agent_saga.log.codec import BodyCipher, canonical, decode_line, seal
 from agent_saga.log.maintenance import (
     CompactionResult,
@@ -137,9 +138,6 @@ class ServerLog(abc.ABC):
 
 def _verified(stored: Stored, where: str, action: str) -> list[Record]:
     """The stored records, refusing (LogMaintenanceError) a log whose chain is broken."""
-    # The verifier lives with the audit tools; loaded on use, as log.maintenance does.
-    from agent_saga.audit.verify import verify_records
-
     records: list[Record] = []
     for seq, line in stored.lines:
         try:

@@ -4,7 +4,7 @@ Three families, every name prefixed ``agent_saga_``:
 
 * **tools** — framework adapters recognise and wrap their framework's tools
   (``agent_saga_wrap_tool``) and patch its runtime (``agent_saga_patch`` /
-  ``agent_saga_unpatch``);
+  ``agent_saga_unpatch``); :class:`agent_saga.adapter.Adapter` implements all three;
 * **propagation** — ``agent_saga_capture`` runs where work is handed to another
   thread, executor or task (see :func:`agent_saga.adapter.carry`); each plugin
   captures what it needs carried (the core carries the current saga) and returns how
@@ -25,9 +25,9 @@ import pluggy
 
 if TYPE_CHECKING:
     from agent_saga.engine.observe import RollbackEvent, SagaEnd, SagaEvent, StepEnd, StepEvent
+    from agent_saga.engine.options import StepOptions
     from agent_saga.engine.report import StepOutcome
     from agent_saga.plugins.patching import PatchConfig
-    from agent_saga.toolspec import ToolSpec
 
 __all__ = ["OBSERVER_HOOKS", "PROJECT", "AgentSagaHooks", "hookimpl", "hookspec"]
 
@@ -51,14 +51,20 @@ class AgentSagaHooks:
     # -- tools ------------------------------------------------------------------------
 
     @hookspec(firstresult=True)
-    def agent_saga_wrap_tool(self, tool: Any, spec: ToolSpec) -> Any | None:
-        """Wrap a framework's tool as a saga step described by ``spec``.
+    def agent_saga_wrap_tool(self, tool: Any, options: StepOptions, name: str | None) -> Any | None:
+        """Wrap a framework's tool so that every call of it is a saga step.
 
-        :param tool: whatever the caller passed to ``agent_saga.wrap_tool``.
-        :param spec: the tool's name (taken from ``tool`` when the caller gave none is the
-            adapter's job), its :class:`~agent_saga.StepOptions` and signature.
-        :return: a tool of the same type, same name, description and argument schema; or
-            None if the type is not this plugin's. Stops at the first non-None result.
+        Called by :func:`agent_saga.wrap_tool` with whatever its caller passed. Only the
+        adapter knows how to read a tool's name and signature, so it builds the
+        :class:`~agent_saga.toolspec.ToolSpec` (:class:`agent_saga.adapter.Adapter` does).
+
+        :param tool: the object to wrap, of any type.
+        :param options: the step's options, already validated (semantics included).
+        :param name: the step's name in the log and the tool policy; None to use the tool's own.
+        :return: a tool of the same type with the same name, description and argument
+            schema; or None if the type is not this plugin's. Stops at the first non-None
+            result. Raises when the type is this plugin's but the tool cannot be wrapped
+            (already wrapped, or a form the adapter does not support), saying why.
         """
 
     @hookspec

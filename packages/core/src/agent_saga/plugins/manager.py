@@ -34,9 +34,9 @@ from agent_saga.engine.observe import (
 from agent_saga.plugins.hookspecs import OBSERVER_HOOKS, PROJECT, AgentSagaHooks, hookimpl
 
 if TYPE_CHECKING:
+    from agent_saga.engine.options import StepOptions
     from agent_saga.engine.saga import Saga
     from agent_saga.plugins.patching import PatchConfig
-    from agent_saga.toolspec import ToolSpec
 
 __all__ = ["CORE_PLUGIN", "Plugins", "active", "plugins", "reset_plugins"]
 
@@ -126,9 +126,13 @@ class Plugins:
         others = [p for n, p in self._pm.list_name_plugin() if n != name]
         return self._pm.subset_hook_caller(hook, remove_plugins=others)
 
-    def wrap_tool(self, tool: Any, spec: ToolSpec) -> Any | None:
+    def wrap_tool(self, tool: Any, options: StepOptions, name: str | None = None) -> Any | None:
         """The first adapter that recognises ``tool``'s type wraps it; None if none does."""
-        return self._pm.hook.agent_saga_wrap_tool(tool=tool, spec=spec)
+        return self._pm.hook.agent_saga_wrap_tool(tool=tool, options=options, name=name)
+
+    def plugin(self, name: str) -> object | None:
+        """The plugin registered as ``name``, if any."""
+        return self._pm.get_plugin(name)
 
     def patch(self, name: str, config: PatchConfig) -> list[str]:
         """Ask the plugin ``name`` (only) to patch its framework."""

@@ -205,32 +205,19 @@ def patch_all(
     whose framework is missing or out of range, without importing it.
     """
     global _config
-    from agent_saga.plugins.discovery import adapters, disabled_adapters
+    from agent_saga.plugins.loader import load_adapters
     from agent_saga.plugins.manager import plugins
 
     if policy is None and os.environ.get(POLICY_ENV):
         policy = os.environ[POLICY_ENV]
     config = PatchConfig(ToolPolicy.load(policy))
-    wanted = None if only is None else {name.replace("-", "_").lower() for name in only}
-    disabled = disabled_adapters()
-    skipped: dict[str, str] = {}
-    failed: dict[str, str] = {}
     with _lock:
         _config = config
         manager = plugins()
-        for adapter in adapters():
-            if wanted is not None and adapter.key not in wanted:
-                skipped[adapter.key] = "not requested"
-                continue
-            if adapter.key in disabled:
-                skipped[adapter.key] = "disabled by $AGENT_SAGA_DISABLED_ADAPTERS"
-                continue
-            ok, reason = adapter.framework_status()
-            if not ok:
-                skipped[adapter.key] = reason
-                continue
+        loaded = load_adapters(manager, only)
+        skipped, failed = dict(loaded.skipped), dict(loaded.failed)
+        for adapter in loaded.adapters:
             try:
-                manager.register(adapter.entry_point.load(), adapter.key)
                 targets = manager.patch(adapter.key, config)
             except Exception as err:  # noqa: BLE001 - one adapter's failure must not stop the others
                 failed[adapter.key] = f"{type(err).__name__}: {err}"

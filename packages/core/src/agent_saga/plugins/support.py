@@ -1,5 +1,8 @@
 """What every framework adapter needs, written once.
 
+Adapters use these through the adapter kit (:mod:`agent_saga.adapter`, whose ``Adapter``
+base class calls them); adapters not yet ported to the kit still import them from here.
+
 * :func:`step_sync` / :func:`step_async` — run one tool call through a ToolSpec as a step
   of the current saga (the engine tells observers and remembers failures).
 * :func:`patched_sync` / :func:`patched_async` — what a patched runtime does with a call:
@@ -45,8 +48,8 @@ def failures(saga: Saga) -> tuple[tuple[str, BaseException], ...]:
 
 
 def with_origin(spec: ToolSpec, framework: str) -> ToolSpec:
-    """``spec`` marked as called by ``framework`` (for observers and the log)."""
-    if spec.options.origin == framework:
+    """``spec`` marked as called by ``framework`` (for observers and the log), unless it names an origin."""
+    if spec.options.origin is not None:
         return spec
     return dataclasses.replace(spec, options=spec.options.with_changes(origin=framework))
 

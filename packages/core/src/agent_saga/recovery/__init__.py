@@ -9,10 +9,12 @@ See docs/RECOVERY.md.
 from agent_saga.recovery.claims import Claim, try_claim
 from agent_saga.recovery.daemon import Action, RecoveryDaemon, SweepReport
 from agent_saga.recovery.determinism import check_replay, check_step
-from agent_saga.recovery.escalations import Escalation, EscalationQueue
+from agent_saga.recovery.escalations import Escalation, EscalationQueue, escalate_rollback
 from agent_saga.recovery.fold import LogTail, SagaView, StepView, fold
-from agent_saga.recovery.lease import Lease, LeaseKeeper, configure_leases, read_lease, recovery_dir
+from agent_saga.recovery.jsonl import JournalCorrupt
+from agent_saga.recovery.lease import Lease, LeaseKeeper, LeaseLifecycle, configure_leases, read_lease
 from agent_saga.recovery.ledger import FileLedger, KeyState, Ledger
+from agent_saga.recovery.paths import recovery_dir
 
 __all__ = [
     "Action",
@@ -20,9 +22,11 @@ __all__ = [
     "Escalation",
     "EscalationQueue",
     "FileLedger",
+    "JournalCorrupt",
     "KeyState",
     "Lease",
     "LeaseKeeper",
+    "LeaseLifecycle",
     "Ledger",
     "LogTail",
     "RecoveryDaemon",
@@ -32,6 +36,7 @@ __all__ = [
     "check_replay",
     "check_step",
     "configure_leases",
+    "escalate_rollback",
     "fold",
     "read_lease",
     "recovery_dir",

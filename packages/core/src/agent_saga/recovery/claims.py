@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+from agent_saga.log.fs import FILE_MODE, private_dir
+
 __all__ = ["Claim", "try_claim"]
 
 
@@ -52,10 +54,10 @@ class Claim:
 
 def try_claim(directory: Path, saga_id: str) -> Claim | None:
     """Claim ``saga_id`` without waiting: the Claim, or None if another process holds it."""
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     path = directory / saga_id
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:

@@ -23,6 +23,7 @@ the in-process rollback settles them as orphaned/unresolved and continues.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import os
@@ -37,15 +38,31 @@ from typing import Any
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.ids import operation_id
 from agent_saga.log.base import WAL
+from agent_saga.log.chain import ChainUnverified, VerifyReport
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.ledger import Ledger
-from agent_saga.recovery.stores import EscalationsLike, recovery_store
+from agent_saga.recovery.protocols import EscalationsLike
+from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
 
-__all__ = ["Action", "RecoveryDaemon", "SweepReport"]
+__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient"]
+
+log = logging.getLogger("agent_saga.recovery")
+
+#: Errors a later sweep may not meet again: the disk or quota was full for a moment.
+_TRANSIENT = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_transient(err: BaseException | None) -> bool:
+    """Whether a failed sweep is worth retrying as it is (a full disk, directly or as a cause)."""
+    while err is not None:
+        if isinstance(err, OSError) and err.errno in _TRANSIENT:
+            return True
+        err = err.__cause__
+    return False
 
 log = logging.getLogger("agent_saga.recovery")
 
@@ -115,6 +132,14 @@ class RecoveryDaemon:
     escalation queue live where the log does (``recovery.stores``): beside a file
     log, or in the same server as a Postgres or Redis log, which is what lets
     daemons on different hosts share one log without running an undo twice.
+
+    Every sweep verifies the log's hash chain first (incrementally: only what was
+    appended since the last sweep is checked), whatever the log is stored in, and
+    raises ChainUnverified, acting on nothing, when it is broken, unchained or
+    partial. ``trust_unverified=True`` is the operator's override: the daemon then
+    acts on every record that is sound on its own, never on one that fails its own
+    hash check (such a saga is escalated as ``unverified-records``), and each saga
+    it takes over says in the log that it was recovered from an unverified log.
     """
 
     def __init__(
@@ -129,6 +154,7 @@ class RecoveryDaemon:
         clock: Callable[[], float] = time.time,
         name: str | None = None,
         encryptor: BodyCipher | None = None,
+        trust_unverified: bool = False,
     ) -> None:
         if lease_grace < 0:
             raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
@@ -154,6 +180,8 @@ class RecoveryDaemon:
         self.clock = clock
         self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
         self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
+        self.trust_unverified = trust_unverified
+        self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
         self._tail = self.store.tail(encryptor)
         self._wal: WAL | None = None
 
@@ -162,15 +190,25 @@ class RecoveryDaemon:
     def sweep(
         self, dry_run: bool = False, progress: Callable[[int, int], None] | None = None
     ) -> SweepReport:
-        """One pass over the log. Raises FileNotFoundError / WALCorrupt if it cannot be read.
+        """One pass over the log; a dry run changes nothing on disk.
 
-        ``progress(done, total)`` is called as the open sagas are worked through.
+        Raises FileNotFoundError / WALCorrupt if the log cannot be read, and
+        ChainUnverified (having done nothing) if its chain does not verify, unless
+        the daemon was told to trust it. ``progress(done, total)`` is called as the
+        open sagas are worked through.
         """
         if not self.store.exists():
             raise FileNotFoundError(f"no log at {self.location}")
-        if not dry_run and self._wal is None:
-            self._wal = self.store.open_wal()
         self._tail.refresh()
+        self.verdict = self._tail.verdict
+        if not self.verdict.ok and not self.trust_unverified:
+            raise ChainUnverified.refusing(
+                self.location, self.verdict, "recover from it",
+                "pass trust_unverified=True to recover from it anyway (recorded in the log as such)",
+            )
+        if not dry_run:
+            # After the verdict: a refused sweep opens nothing (opening a file log moves a torn tail).
+            self._wal = self.store.open_wal()
         self.ledger.refresh()
         report = SweepReport(dry_run=dry_run)
         sagas = list(self._tail.sagas)
@@ -201,12 +239,22 @@ class RecoveryDaemon:
         stop: threading.Event | None = None,
         on_report: Callable[[SweepReport], None] | None = None,
     ) -> None:
-        """Sweep every ``interval`` seconds until ``stop`` is set."""
+        """Sweep every ``interval`` seconds until ``stop`` is set.
+
+        A sweep that fails on a full disk is logged and retried at the next
+        interval; any other failure ends the watch.
+        """
         stop = stop or threading.Event()
         while not stop.is_set():
-            report = self.sweep()
-            if on_report is not None:
-                on_report(report)
+            try:
+                report = self.sweep()
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
+            else:
+                if on_report is not None:
+                    on_report(report)
             stop.wait(interval)
 
     def close(self) -> None:
@@ -262,6 +310,8 @@ class RecoveryDaemon:
         """Unwind one claimed saga; True if it ended."""
         run = _Run(self, view, report, dry_run)
         try:
+            if view.ignored:
+                run.unverified()
             if view.unreadable:
                 run.unreadable()
             for step in view.newest_first():
@@ -298,10 +348,17 @@ class _Run:
             return
         if not self.claimed:
             self.claimed = True
-            self.d._append(R.RECOVERY_CLAIMED, self.view.saga_id, {
+            claim: dict[str, Any] = {
                 "owner": self.view.owner, "lease_ttl": self.view.lease_ttl,
                 "last_activity_us": self.view.owner_ts,
-            })
+            }
+            verdict = self.d.verdict
+            if verdict is not None and not verdict.ok:
+                # The operator chose to act on a log that does not verify: the log says so.
+                claim["trust_unverified"] = verdict.label
+            if self.view.ignored:
+                claim["ignored_seqs"] = list(self.view.ignored)
+            self.d._append(R.RECOVERY_CLAIMED, self.view.saga_id, claim)
             if not self.view.rollback_started:
                 self.d._append(R.ROLLBACK_STARTED, self.view.saga_id, {
                     "cause": "recovery: the owner's lease expired before the saga ended",
@@ -428,11 +485,10 @@ class _Run:
             raise _Halt from None
         ledger.done(key, saga, step.index, self.d.name)
         self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
-        if "handler-missing" in step.escalated:
-            # The operator restarted us with the missing import: that escalation is answered.
-            eid = escalation_id(saga, step.index, "handler-missing")
-            self.d.escalations.resolve(eid, f"compensated by {self.d.name}")
-            self._write(R.ESCALATION_RESOLVED, {"escalation": eid, "kind": "handler-missing"}, step.index)
+        # Restarted with the missing import, or the undo the agent's rollback gave up on
+        # worked now: those escalations are answered.
+        for kind in ("handler-missing", "compensation-failing"):
+            self._resolve_escalation(step, kind, f"compensated by {self.d.name}")
         self.report.compensated += 1
         self._count("compensated")
 
@@ -444,6 +500,25 @@ class _Run:
         self.report.dead_lettered.append(self.view.saga_id)
         raise _Halt
 
+    def _resolve_escalation(self, step: StepView | None, kind: str, note: str) -> None:
+        if self.dry or kind not in (step.escalated if step is not None else self.view.escalated):
+            return
+        index = step.index if step is not None else None
+        eid = escalation_id(self.view.saga_id, index, kind)
+        try:
+            self.d.escalations.resolve(eid, note)
+        except KeyError:
+            return  # logged, but not in this queue (moved or archived): nothing to close
+        self._write(R.ESCALATION_RESOLVED, {"escalation": eid, "kind": kind}, index)
+
+    def unverified(self) -> None:
+        seqs = ", ".join(str(s) for s in self.view.ignored)
+        self._escalate(None, "unverified-records", (
+            f"record(s) seq {seqs} of this saga fail their own hash check (edited, or forged into "
+            "the log) and were not acted on; what they claimed may still need a human"
+        ))
+        self._count("unverified")
+
     def unreadable(self) -> None:
         self._escalate(None, "unreadable", (
             "some records of this saga carry no readable body (encrypted without the key here, "
@@ -452,11 +527,9 @@ class _Run:
         raise _Halt
 
     def finish(self) -> None:
-        if "unreadable" in self.view.escalated and not self.dry:
-            # Read now (the daemon was given the key): that escalation is answered.
-            eid = escalation_id(self.view.saga_id, None, "unreadable")
-            self.d.escalations.resolve(eid, f"read and recovered by {self.d.name}")
-            self._write(R.ESCALATION_RESOLVED, {"escalation": eid, "kind": "unreadable"})
+        # Read now (the daemon was given the key), or finished where the agent's rollback stopped.
+        self._resolve_escalation(None, "unreadable", f"read and recovered by {self.d.name}")
+        self._resolve_escalation(None, "rollback-abandoned", f"rollback finished by {self.d.name}")
         clean = set(self.outcomes) <= {"compensated", "kept"}
         self._act(None, "finish", "rolled back clean" if clean else "rolled back, NOT clean (escalated)")
         self._write(R.SAGA_ROLLED_BACK, {

@@ -1,23 +1,29 @@
-"""The human queue: what the daemon will not decide on its own.
+"""The human queue: what neither the daemon nor the agent's own rollback will decide.
 
-One JSON-lines file (``<log>.recovery/escalations.jsonl``) of ``opened`` and
-``resolved`` events under ``flock``. An escalation's id is a pure function of
-(saga, step, kind), so the daemon opening it again on the next sweep finds it
-already there: each problem is queued once, however often the daemon looks.
+One JSON-lines file (``<log>.recovery/escalations.jsonl``, see ``recovery.jsonl``)
+of ``opened`` and ``resolved`` events under ``flock``. An escalation's id is a
+pure function of (saga, step, kind), so whoever opens it again — the daemon on
+its next sweep, the agent's rollback called twice, another process — finds it
+already there: each problem is queued once, however often anyone looks.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-__all__ = ["KINDS", "Escalation", "EscalationQueue", "escalation_id"]
+from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.log.base import WAL
+from agent_saga.log.records import RecordType
+from agent_saga.recovery.jsonl import append_entry, entries, open_locked
+from agent_saga.recovery.paths import file_log_path, recovery_dir
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
+
+__all__ = ["KINDS", "Escalation", "EscalationQueue", "escalate_rollback", "escalation_id", "queue_of"]
 
 #: Why a step can land in the queue.
 KINDS = {
@@ -28,6 +34,9 @@ KINDS = {
     "handler-missing": "the undo names a handler this daemon has not imported",
     "compensation-failing": "the undo kept failing; the saga is dead-lettered",
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
+    "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
+    "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",
+    "rollback-not-clean": "the in-process rollback ended NOT clean for a reason no single step carries",
 }
 
 
@@ -54,7 +63,11 @@ class Escalation:
 
 
 class EscalationQueue:
-    """A file-backed queue of escalations, shared by every daemon of one log."""
+    """A file-backed queue of escalations, shared by every daemon (and agent) of one log.
+
+    Reading a queue that holds a line that is not an entry raises JournalCorrupt:
+    "0 open" must never stand for "could not read".
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -63,52 +76,32 @@ class EscalationQueue:
         size = os.fstat(fd).st_size
         data = os.pread(fd, size, 0) if size else b""
         found: dict[str, Escalation] = {}
-        for line in data.split(b"\n"):
-            try:
-                entry: Any = json.loads(line) if line.strip() else None
-            except ValueError:
-                continue  # a fragment from a writer that died mid-line
-            if not isinstance(entry, dict):
-                continue
-            if entry.get("event") == "opened" and entry.get("id") not in found:
+        for entry in entries(self.path, data):
+            eid = entry.get("id")
+            if entry.get("event") == "opened" and isinstance(eid, str) and eid not in found:
                 step = entry.get("step")
-                found[str(entry["id"])] = Escalation(
-                    str(entry["id"]), str(entry.get("saga", "")),
+                found[eid] = Escalation(
+                    eid, str(entry.get("saga", "")),
                     step if isinstance(step, int) else None, str(entry.get("kind", "")),
                     str(entry.get("detail", "")), float(entry.get("ts", 0)),
                 )
-            elif entry.get("event") == "resolved" and entry.get("id") in found:
-                found[str(entry["id"])].resolved = True
-                found[str(entry["id"])].note = str(entry.get("note", ""))
+            elif entry.get("event") == "resolved" and isinstance(eid, str) and eid in found:
+                found[eid].resolved = True
+                found[eid].note = str(entry.get("note", ""))
         return found
-
-    def _open(self, lock: int) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        fcntl.flock(fd, lock)
-        return fd
-
-    @staticmethod
-    def _append(fd: int, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        os.write(fd, line)
-        os.fsync(fd)
 
     def add(self, saga: str, step: int | None, kind: str, detail: str) -> tuple[Escalation, bool]:
         """Queue an escalation unless it is already queued: (the escalation, newly added)."""
         if kind not in KINDS:
             raise ValueError(f"unknown escalation kind {kind!r}; expected one of {sorted(KINDS)}")
         eid = escalation_id(saga, step, kind)
-        fd = self._open(fcntl.LOCK_EX)
+        fd = open_locked(self.path, fcntl.LOCK_EX)
         try:
             existing = self._read(fd).get(eid)
             if existing is not None:
                 return existing, False
             now = time.time()
-            self._append(fd, {
+            append_entry(fd, {
                 "event": "opened", "id": eid, "saga": saga, "step": step, "kind": kind,
                 "detail": detail, "ts": now,
             })
@@ -118,7 +111,7 @@ class EscalationQueue:
 
     def resolve(self, eid: str, note: str = "") -> Escalation:
         """Mark an escalation handled by a human; KeyError naming the known ids otherwise."""
-        fd = self._open(fcntl.LOCK_EX)
+        fd = open_locked(self.path, fcntl.LOCK_EX)
         try:
             known = self._read(fd)
             found = known.get(eid)
@@ -126,16 +119,17 @@ class EscalationQueue:
                 ids = ", ".join(sorted(known)) or "none"
                 raise KeyError(f"no escalation {eid!r} in {self.path} (known: {ids})")
             if not found.resolved:
-                self._append(fd, {"event": "resolved", "id": eid, "note": note, "ts": time.time()})
+                append_entry(fd, {"event": "resolved", "id": eid, "note": note, "ts": time.time()})
                 found.resolved, found.note = True, note
             return found
         finally:
             os.close(fd)
 
     def all(self) -> list[Escalation]:
-        if not self.path.exists():
+        try:
+            fd = open_locked(self.path, fcntl.LOCK_SH, create=False)
+        except FileNotFoundError:
             return []
-        fd = self._open(fcntl.LOCK_SH)
         try:
             return sorted(self._read(fd).values(), key=lambda e: e.opened_at)
         finally:
@@ -143,3 +137,69 @@ class EscalationQueue:
 
     def pending(self) -> list[Escalation]:
         return [e for e in self.all() if not e.resolved]
+
+
+def queue_of(wal_path: str | os.PathLike[str]) -> EscalationQueue:
+    """The escalation queue of the log at ``wal_path``."""
+    return EscalationQueue(recovery_dir(wal_path) / "escalations.jsonl")
+
+
+def _kind(outcome: StepOutcome) -> str | None:
+    """The kind the daemon would give this step (so it finds it already queued); None: nothing to file.
+
+    A step the rollback did not reach (halted behind a failed undo, or interrupted)
+    is not filed: the daemon holds or finishes it, exactly as it would have.
+    """
+    if outcome.outcome is Outcome.FAILED:
+        return "compensation-failing"
+    if outcome.outcome is Outcome.ORPHANED:
+        return "irreversible" if outcome.semantics is ActionSemantics.IRREVERSIBLE else "no-undo"
+    if outcome.outcome is Outcome.UNRESOLVED and outcome.state is StepState.UNKNOWN and outcome.compensation is None:
+        return "unknown-outcome"
+    return None
+
+
+def escalate_rollback(
+    wal: WAL, saga_id: str, report: RollbackReport | None, *, abandoned: bool = False
+) -> list[Escalation]:
+    """File what an in-process rollback left for a human, once; return what was newly filed.
+
+    Every step the rollback left standing is queued under the kind the recovery
+    daemon would give it, and an ESCALATED record is appended to ``wal`` for each
+    one newly queued. Ids are a function of (saga, step, kind) and the queue is
+    locked, so calling this again, from any process, files nothing twice, and a
+    daemon that later takes the saga over finds the same steps already queued and
+    logged. ``abandoned`` (the rollback could not finish) adds one saga-level
+    escalation, which the daemon closes once it has finished the saga. A report
+    that is not clean for a reason no step carries (say, tools that ran unprotected)
+    is filed once for the saga.
+
+    Only a file log has a queue; for any other log nothing is filed.
+    """
+    path = file_log_path(wal)
+    if path is None:
+        return []
+    wanted: list[tuple[int | None, str, str]] = []
+    for outcome in report.steps if report is not None else ():
+        kind = _kind(outcome)
+        if kind is not None:
+            detail = f"{outcome.tool!r} [{outcome.semantics.value}] {outcome.outcome.value} in-process"
+            wanted.append((outcome.step, kind, f"{detail}: {outcome.detail}" if outcome.detail else detail))
+    if abandoned:
+        why = getattr(report, "interrupted", None) or (report.cause if report is not None else "no report")
+        wanted.append((None, "rollback-abandoned", (
+            f"the in-process rollback could not finish ({why}); the recovery daemon takes the saga "
+            "over once its lease runs out"
+        )))
+    elif report is not None and not report.clean and not wanted:
+        wanted.append((None, "rollback-not-clean", report.format_text().replace("\n", "; ")))
+    queue = queue_of(path)
+    filed: list[Escalation] = []
+    for step, kind, detail in wanted:
+        escalation, created = queue.add(saga_id, step, kind, detail)
+        if created:
+            filed.append(escalation)
+            wal.append(RecordType.ESCALATED, saga_id, {
+                "kind": kind, "detail": detail, "escalation": escalation.id, "by": "in-process rollback",
+            }, step)
+    return filed

@@ -1,10 +1,20 @@
-"""Fold a log into per-saga state, reading it incrementally.
+"""Fold a log into per-saga state, reading it incrementally and checking its chain.
 
 The daemon re-reads the log after every claim (another daemon may have just
 finished the saga), so the reader keeps its offset and only decodes what was
-appended since. Only complete lines are consumed: a final line without its
-newline is either still being written or torn by a crash, and in both cases
-the records before it stand on their own.
+appended since. A final line is consumed once it parses (the log's final-line
+rule, ``agent_saga.log.lines``); a fragment still being written, or torn by a
+crash, waits, and the records before it stand on their own.
+
+Every record is checked against the hash chain as it is folded
+(``agent_saga.log.chain``; ``CheckedFold``, which the tail of a server log
+shares): ``LogTail.verdict`` says whether what was read verifies, and a record
+that fails its own hash or digest check (edited, or a plain line forged into a
+chained log) is never folded at all: it is listed in its saga's ``ignored``
+instead, whoever later decides to trust the log.
+
+``LogTail`` reads a file log; ``ServerTail`` reads a Postgres or Redis log the
+same way, past the last sequence number it has seen.
 """
 
 from __future__ import annotations
@@ -14,15 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_saga.errors import WALCorrupt
+from agent_saga.errors import WALCorrupt, WALError
+from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
+from agent_saga.log.fs import open_regular
+from agent_saga.log.lines import Line, iter_lines, parses
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.resolve import ServerWAL
+from agent_saga.log.server import open_stored
 
-__all__ = ["DEFAULT_LEASE_TTL", "LogTail", "SagaView", "StepView", "fold"]
+__all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
 
 #: Lease length assumed for a saga whose start record does not state one.
 DEFAULT_LEASE_TTL = 30.0
+#: Reads of a server log a compaction or redaction may interrupt before the tail gives up.
+_REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
 _SETTLED = {
@@ -107,6 +124,7 @@ class SagaView:
     unreadable: bool = False  # some body could not be read (encrypted, redacted)
     steps: dict[int, StepView] = field(default_factory=dict)
     escalated: set[str] = field(default_factory=set)  # saga-level escalation kinds
+    ignored: list[int] = field(default_factory=list)  # seqs of its records that failed their own check
 
     @property
     def open(self) -> bool:
@@ -131,14 +149,18 @@ class _Folder:
     def __init__(self) -> None:
         self.sagas: dict[str, SagaView] = {}
 
+    def view(self, saga_id: str) -> SagaView:
+        view = self.sagas.get(saga_id)
+        if view is None:
+            view = self.sagas[saga_id] = SagaView(saga_id)
+        return view
+
     def feed(self, record: Record) -> None:
         saga_id = record.get("saga")
         if not isinstance(saga_id, str) or saga_id == AUDIT_SAGA:
             return
         rtype = str(record.get("type"))
-        view = self.sagas.get(saga_id)
-        if view is None:
-            view = self.sagas[saga_id] = SagaView(saga_id)
+        view = self.view(saga_id)
         ts = record.get("ts")
         if isinstance(ts, int):
             view.first_ts = view.first_ts or ts
@@ -225,34 +247,45 @@ def fold(records: Any) -> dict[str, SagaView]:
 
 
 class LogTail:
-    """An incremental reader of one log file; ``refresh()`` folds what was appended."""
+    """An incremental reader of one log file; ``refresh()`` checks and folds what was appended."""
 
     def __init__(self, path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None) -> None:
         self.path = Path(path)
         self.encryptor = encryptor
-        self._folder = _Folder()
+        self._fold = CheckedFold(self.path, encryptor)
         self._offset = 0
+        self._line = 0  # lines consumed
+        self._unterminated = False  # the last record consumed still lacks its newline
         self._inode: int | None = None
         self.records = 0
 
     @property
     def sagas(self) -> dict[str, SagaView]:
-        return self._folder.sagas
+        return self._fold.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        """The chain verdict over everything read so far (``ok``: intact or empty)."""
+        return self._fold.verdict
 
     def refresh(self) -> int:
-        """Read and fold every complete record appended since the last call; return how many.
+        """Read, check and fold every record appended since the last call; return how many.
 
-        Raises FileNotFoundError if the log is missing and WALCorrupt if a complete
-        line in it is not a record (a log that skips records is not evidence).
+        Raises FileNotFoundError if the log is missing (NotARegularFile for a FIFO or
+        directory) and WALCorrupt if a complete line in it is not a record (a log
+        that skips records is not evidence).
         """
         count = 0
-        with open(self.path, "rb") as fh:
+        with open_regular(self.path) as fh:
             stat = os.fstat(fh.fileno())
             if self._inode != stat.st_ino or stat.st_size < self._offset:
-                # Replaced (compaction renames a new file in) or cut: start over.
-                self._folder = _Folder()
-                self._offset = 0
-                self.records = 0
+                # Replaced (compaction renames a new file in) or cut: start over, first
+                # collecting what its COMPACTION and REDACTION records attest.
+                self._fold = CheckedFold(
+                    self.path, self.encryptor, Attestations.scan(iter_lines(fh, 0, stat.st_size))
+                )
+                self._offset = self._line = self.records = 0
+                self._unterminated = False
                 self._inode = stat.st_ino
             fh.seek(self._offset)
             carry = b""
@@ -268,33 +301,136 @@ class LogTail:
                     continue
                 count += self._fold_lines(data[: end + 1])
                 carry = data[end + 1 :]
+            if carry.strip() and parses(carry):
+                # A complete last record whose newline is not there (yet, or lost).
+                count += self._fold_lines(carry, terminated=False)
         self.records += count
         return count
 
-    def _fold_lines(self, data: bytes) -> int:
+    def _fold_lines(self, data: bytes, terminated: bool = True) -> int:
         count = 0
-        for line in data.split(b"\n")[:-1]:
+        lines = data.split(b"\n")
+        for line in lines[:-1] if terminated else lines:
+            if self._unterminated:
+                self._unterminated = False
+                if not line:  # the newline of the record consumed without it
+                    self._offset += 1
+                    continue
+            self._line += 1
             if line.strip():
-                try:
-                    record = decode_line(line)
-                except ValueError as err:
-                    raise WALCorrupt(
-                        f"{self.path}: the line at byte {self._offset} is not a record ({err}); recovery "
-                        f"stops rather than guess. Run 'agent-saga verify --wal-path {self.path}'"
-                    ) from err
-                if "enc" in record:
-                    record = self._open(record)
-                self._folder.feed(record)
+                self._feed(line)
                 count += 1
-            self._offset += len(line) + 1
+            self._offset += len(line) + terminated
+        self._unterminated = not terminated
         return count
+
+    def _feed(self, line: bytes) -> None:
+        try:
+            record = decode_line(line)
+        except ValueError as err:
+            raise WALCorrupt(
+                f"{self.path}: the line at byte {self._offset} is not a record ({err}); recovery "
+                f"stops rather than guess. Run 'agent-saga verify --wal-path {self.path}'"
+            ) from err
+        self._fold.feed(self._line, record)
+
+
+class CheckedFold:
+    """Records checked against the hash chain, then folded: what every log's tail does with them.
+
+    A record that fails its own hash or digest check is never folded, only listed
+    in its saga's ``ignored``. ``attestations`` are what the log's COMPACTION and
+    REDACTION records vouch for (collected before the first record is fed);
+    ``where`` names the log in errors.
+    """
+
+    def __init__(
+        self, where: Path | str, encryptor: BodyCipher | None = None,
+        attestations: Attestations | None = None,
+    ) -> None:
+        self.where = where
+        self.encryptor = encryptor
+        self._folder = _Folder()
+        self._checker = ChainChecker(attestations)
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._folder.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        return self._checker.report()
+
+    def feed(self, number: int, record: Record) -> None:
+        """Check the ``number``-th record of the log (from 1) and fold it if it is sound on its own."""
+        if not self._checker.feed(number, record):
+            saga, seq = record.get("saga"), record.get("seq")
+            if isinstance(saga, str) and saga != AUDIT_SAGA and isinstance(seq, int):
+                self._folder.view(saga).ignored.append(seq)
+            return
+        if "enc" in record:
+            record = self._open(record)
+        self._folder.feed(record)
 
     def _open(self, record: Record) -> Record:
         from agent_saga.log.crypto import EncryptionKeyMissing, open_record
 
         try:
-            return open_record(record, self.encryptor, self.path)
+            return open_record(record, self.encryptor, self.where)
         except EncryptionKeyMissing:
             # Folded without a body: the saga is marked unreadable and escalated, never
             # guessed at. A *wrong* key raises: that is a broken setup, not a saga.
             return record
+
+
+class ServerTail:
+    """An incremental, chain-checked fold of a server log: only records past the last seq seen are read.
+
+    A compaction or redaction (the head's rewrite count moved) starts the fold over,
+    first collecting what the log's COMPACTION and REDACTION records attest, as a
+    file log's tail does when the file is replaced; one that lands while records
+    are being read is caught by reading the count again afterwards. An encrypted
+    record this reader has no key for is folded without its body, so its saga is
+    escalated as unreadable, never guessed at.
+    """
+
+    def __init__(self, wal: ServerWAL, encryptor: BodyCipher | None = None) -> None:
+        self.wal = wal
+        self.encryptor = encryptor
+        self._fold = CheckedFold(wal.location, encryptor)
+        self._seq = 0
+        self._rewrites: int | None = None
+        self.records = 0
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._fold.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        """The chain verdict over everything read so far (``ok``: intact or empty)."""
+        return self._fold.verdict
+
+    def refresh(self) -> int:
+        """Read, check and fold every record committed since the last call; return how many."""
+        for _ in range(_REWRITE_TRIES):
+            _, _, rewrites = self.wal.head()
+            if rewrites != self._rewrites:
+                lines = (Line(0, 0, line.encode(), True) for _, line in self.wal.lines_after(0))
+                self._fold = CheckedFold(self.wal.location, self.encryptor, Attestations.scan(lines))
+                self._seq = self.records = 0
+                self._rewrites = rewrites
+            count = 0
+            for seq, line in self.wal.lines_after(self._seq):
+                self.records += 1
+                self._fold.feed(self.records, open_stored(line, self.wal.location))
+                self._seq = seq
+                count += 1
+            if self.wal.head()[2] == rewrites:
+                return count
+            self._rewrites = None  # rewritten while we read: what was read may mix two versions
+        raise WALError(
+            f"{self.wal.location}: the log was compacted or redacted during each of {_REWRITE_TRIES} reads; "
+            "recover it at a quieter time"
+        )
+

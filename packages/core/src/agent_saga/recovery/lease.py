@@ -1,7 +1,7 @@
 """Leases: how a live saga tells the recovery daemon "still mine".
 
-A lease is a small file per saga in ``<log>.recovery/leases/``; its content
-(owner, ttl) is written once and renewal only moves its mtime. One background
+A lease is a small file per saga in ``<log>.recovery/leases/`` (0600); its
+content (owner, ttl) is written once and renewal only moves its mtime. One background
 thread per process renews every open saga's lease each ``ttl / 3`` seconds, so
 the cost is one ``utime`` per open saga per interval and nothing per step.
 
@@ -19,36 +19,39 @@ A PID is never consulted: PIDs are reused, an expired lease is the evidence.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agent_saga.engine.report import RollbackReport
+from agent_saga.errors import WALError
+from agent_saga.log.fs import FILE_MODE, private_dir
+from agent_saga.recovery.escalations import escalate_rollback
+from agent_saga.recovery.paths import file_log_path, recovery_dir
 
 __all__ = [
     "Lease",
     "LeaseKeeper",
     "LeaseLifecycle",
     "configure_leases",
-    "hold_lease",
     "install_leases",
     "lease_keeper",
     "lease_path",
     "read_lease",
     "recovery_dir",
-    "release_lease",
     "remove_lease",
 ]
 
+log = logging.getLogger("agent_saga.recovery")
+
 _ENV_TTL = "AGENT_SAGA_LEASE_TTL"
 _DEFAULT_TTL = 30.0
-
-
-def recovery_dir(wal_path: str | os.PathLike[str]) -> Path:
-    """Where leases, claims, the ledger and the escalation queue of a log live."""
-    path = Path(wal_path).absolute()
-    return path.with_name(f"{path.name}.recovery")
 
 
 def lease_path(wal_path: str | os.PathLike[str], saga_id: str) -> Path:
@@ -106,12 +109,22 @@ def _ttl_from_env() -> float:
 
 
 class LeaseKeeper:
-    """Holds and renews the leases of this process's open sagas on one thread."""
+    """Holds and renews the leases of this process's open sagas on one thread.
 
-    def __init__(self, ttl: float | None = None) -> None:
+    ``clock`` (seconds since the epoch) is the time written into a lease when it
+    is renewed; with ``background=False`` no thread is started and renewal happens
+    only when :meth:`tick` is called. Together they let a test move time by hand
+    (the daemon takes the same kind of clock) instead of sleeping.
+    """
+
+    def __init__(
+        self, ttl: float | None = None, *, clock: Callable[[], float] = time.time, background: bool = True
+    ) -> None:
         self.ttl = _ttl_from_env() if ttl is None else float(ttl)
         if self.ttl <= 0:
             raise ValueError(f"a lease ttl must be a positive number of seconds, got {ttl!r}")
+        self.clock = clock
+        self.background = background
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -130,7 +143,7 @@ class LeaseKeeper:
         return self.ttl / 3
 
     def hold(self, wal_path: Path, saga_id: str) -> float:
-        """Start holding a lease. No I/O: the keeper thread writes it at its next tick.
+        """Start holding a lease. No I/O: the keeper writes it at its next tick.
 
         Until then the saga's own start record stands in for it (the daemon counts
         a lease from the saga's last record too), and a saga shorter than one
@@ -138,7 +151,8 @@ class LeaseKeeper:
         """
         with self._lock:
             self._held[(wal_path, saga_id)] = False
-            self._ensure_thread()
+            if self.background:
+                self._ensure_thread()
         return self.ttl
 
     def release(self, wal_path: Path, saga_id: str) -> None:
@@ -149,17 +163,36 @@ class LeaseKeeper:
         """
         with self._lock:
             written = self._held.pop((wal_path, saga_id), None)
-        if written:
-            remove_lease(wal_path, saga_id)
+            if written:
+                remove_lease(wal_path, saga_id)
 
     def abandon(self, wal_path: Path, saga_id: str) -> None:
-        """Stop renewing now but keep the lease file: the saga expires and a daemon takes it over."""
+        """Stop renewing this saga's lease at once, and keep its file.
+
+        For a saga this process can no longer finish (its rollback was cut short):
+        the lease then runs out on its own and a recovery daemon takes the saga
+        over, instead of reading it as live for as long as this process lives.
+        No renewal happens after this returns (renewals hold the same lock).
+        """
         with self._lock:
             self._held.pop((wal_path, saga_id), None)
 
     def held(self) -> list[tuple[Path, str]]:
         with self._lock:
             return list(self._held)
+
+    def tick(self) -> None:
+        """One round of renewal: write each held lease not yet on disk, renew the others."""
+        with self._lock:
+            keys = list(self._held)
+        for key in keys:
+            # One key at a time under the lock, so release() and abandon() take effect at once.
+            with self._lock:
+                written = self._held.get(key)
+                if written is None:
+                    continue  # released or abandoned meanwhile
+                if not (written and self._touch(*key)):
+                    self._held[key] = self._write(*key)
 
     def _forget_after_fork(self) -> None:
         # A forked child owns none of its parent's sagas; renewing them would keep
@@ -179,37 +212,35 @@ class LeaseKeeper:
         while True:
             with self._lock:
                 self._wake.wait(self.interval)
-                held = list(self._held.items())
-            for key, written in held:
-                if written and self._touch(*key):
-                    continue
-                self._write(*key)
-                with self._lock:
-                    still_held = key in self._held
-                    if still_held:
-                        self._held[key] = True
-                if not still_held:  # the saga ended while we wrote its lease
-                    remove_lease(*key)
+            self.tick()
 
-    def _write(self, wal_path: Path, saga_id: str) -> None:
+    def _write(self, wal_path: Path, saga_id: str) -> bool:
+        """Write a lease file (0600, atomically); whether it is now on disk."""
         path = lease_path(wal_path, saga_id)
         tmp = path.with_name(f".{saga_id}.{os.getpid()}.tmp")
         data = json.dumps({"saga": saga_id, "owner": self.owner, "ttl": self.ttl}).encode()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
+            private_dir(path.parent)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+            try:
+                os.write(fd, data)
+                now = self.clock()
+                os.utime(fd, (now, now))
+            finally:
+                os.close(fd)
             os.replace(tmp, path)  # a reader never sees a half-written lease
-            self.renewals += 1
         except OSError:
             # The log's start record still carries lease_ttl, so the daemon judges the
             # saga by its last record; a missing lease file never makes it look dead sooner.
-            pass
+            return False
+        self.renewals += 1
+        return True
 
     def _touch(self, wal_path: Path, saga_id: str) -> bool:
         """Renew a written lease; False if its file is gone (then it is written again)."""
+        now = self.clock()
         try:
-            os.utime(lease_path(wal_path, saga_id))
+            os.utime(lease_path(wal_path, saga_id), (now, now))
         except FileNotFoundError:
             return False
         except OSError:
@@ -252,27 +283,58 @@ def configure_leases(ttl: float) -> LeaseKeeper:
     return keeper
 
 
-def _file_path(wal: object) -> Path | None:
-    if not getattr(wal, "durable", False):
-        return None
-    path = getattr(wal, "path", None)
-    return Path(path) if isinstance(path, Path) else None
-
-
 class LeaseLifecycle:
-    """The engine's lifecycle hook: every saga on a file log holds a lease while it runs."""
+    """Recovery's side of the engine's lifecycle port: leases and in-process escalations.
 
-    def started(self, saga_id: str, wal: object) -> dict[str, Any] | None:
-        ttl = hold_lease(wal, saga_id)
-        return {"lease_ttl": ttl} if ttl is not None else None
+    * ``started``: every saga on a file log holds a lease while it runs; the ttl is
+      added to its start record.
+    * ``ended``: the end record is durable. A rollback that ended NOT clean is
+      filed in the escalation queue (once, see ``escalate_rollback``); the lease
+      is released.
+    * ``abandoned``: a rollback could not finish (a broken log, a cancellation).
+      Renewal stops at once and the lease file is kept, so a daemon takes the saga
+      over once it runs out; an escalation says so if the log still takes records.
 
-    def ended(self, saga_id: str, wal: object, report: object = None) -> None:
-        release_lease(wal, saga_id)
+    All three run on the caller's thread and never raise: a failure to escalate is
+    logged, and the daemon escalates whatever the log shows when it takes over.
+    ``keeper`` defaults to this process's keeper.
+    """
 
-    def abandoned(self, saga_id: str, wal: object, report: object) -> None:
-        path = _file_path(wal)
-        if path is not None:
-            lease_keeper().abandon(path, saga_id)
+    def __init__(self, keeper: LeaseKeeper | None = None) -> None:
+        self._keeper = keeper
+
+    @property
+    def keeper(self) -> LeaseKeeper:
+        return self._keeper or lease_keeper()
+
+    def started(self, saga_id: str, wal: object) -> Mapping[str, Any] | None:
+        path = file_log_path(wal)
+        if path is None:
+            return None
+        return {"lease_ttl": self.keeper.hold(path, saga_id)}
+
+    def ended(self, saga_id: str, wal: object, report: RollbackReport | None = None) -> None:
+        path = file_log_path(wal)
+        if path is None:
+            return
+        if report is not None and not report.clean:
+            self._escalate(wal, saga_id, report, abandoned=False)
+        self.keeper.release(path, saga_id)
+
+    def abandoned(self, saga_id: str, wal: object, report: RollbackReport | None = None) -> None:
+        path = file_log_path(wal)
+        if path is None:
+            return
+        self.keeper.abandon(path, saga_id)
+        if getattr(wal, "broken", None) is None and not getattr(wal, "closed", False):
+            self._escalate(wal, saga_id, report, abandoned=True)
+
+    @staticmethod
+    def _escalate(wal: Any, saga_id: str, report: RollbackReport | None, *, abandoned: bool) -> None:
+        try:
+            escalate_rollback(wal, saga_id, report, abandoned=abandoned)
+        except (OSError, WALError) as err:
+            log.error("saga %s: could not file its escalation (%s); the log still shows what is left", saga_id, err)
 
 
 def install_leases() -> None:
@@ -280,21 +342,6 @@ def install_leases() -> None:
     from agent_saga.engine.ports import add_lifecycle
 
     add_lifecycle(_LIFECYCLE)
-
-
-def hold_lease(wal: object, saga_id: str) -> float | None:
-    """Called by the engine when a saga starts: its lease ttl, or None for a non-file log."""
-    path = _file_path(wal)
-    if path is None:
-        return None
-    return lease_keeper().hold(path, saga_id)
-
-
-def release_lease(wal: object, saga_id: str) -> None:
-    """Called by the engine once a saga's end record is durable."""
-    path = _file_path(wal)
-    if path is not None:
-        lease_keeper().release(path, saga_id)
 
 
 _LIFECYCLE = LeaseLifecycle()

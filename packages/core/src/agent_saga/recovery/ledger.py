@@ -6,20 +6,22 @@ so a later daemon knows both "this is done, skip it" (even if the log record
 saying so was lost) and "this was tried N times" (bounded retries, then dead
 letter), including attempts whose daemon died mid-call.
 
-The file form is JSON lines under an exclusive ``flock`` per write. Reads are
-incremental and consume complete lines only. Every entry is keyed by the
-compensation's deterministic idempotency key.
+The file form is JSON lines under an exclusive ``flock`` per write (see
+``recovery.jsonl``). Reads are incremental and consume complete lines only; a
+damaged line stops the daemon rather than being skipped. Every entry is keyed by
+the compensation's deterministic idempotency key.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from agent_saga.recovery.jsonl import append_entry, entries, open_locked
 
 __all__ = ["FileLedger", "KeyState", "Ledger"]
 
@@ -50,16 +52,23 @@ class Ledger(Protocol):
 
 
 class FileLedger:
-    """A ledger in one JSON-lines file, safe for several processes."""
+    """A ledger in one JSON-lines file, safe for several processes.
+
+    Nothing is created until the first entry is written, so a dry run leaves no trace.
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._states: dict[str, KeyState] = {}
         self._offset = 0
+        self._lines = 0
 
     def refresh(self) -> None:
-        """Fold entries appended since the last call (by any process)."""
+        """Fold entries appended since the last call (by any process).
+
+        Raises JournalCorrupt if a complete line is not an entry: a ledger that
+        skipped one could let a compensation run twice.
+        """
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self._offset)
@@ -69,17 +78,10 @@ class FileLedger:
         end = data.rfind(b"\n")
         if end < 0:
             return
-        for line in data[: end + 1].split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                # Only a writer killed mid-line leaves this, and it never reached its
-                # fsync: the attempt it meant to record did not start.
-                continue
-            if isinstance(entry, dict):
-                self._apply(entry)
+        complete = data[: end + 1]
+        for entry in entries(self.path, complete, self._lines + 1):
+            self._apply(entry)
+        self._lines += complete.count(b"\n")
         self._offset += end + 1
 
     def _apply(self, entry: dict[str, Any]) -> None:
@@ -115,18 +117,9 @@ class FileLedger:
 
     def _write(self, entry: dict[str, Any]) -> None:
         entry["ts"] = time.time_ns() // 1000
-        line = (json.dumps(entry, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = open_locked(self.path, fcntl.LOCK_EX)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                # A writer died mid-line: end its fragment so it cannot swallow this entry.
-                line = b"\n" + line
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
+            append_entry(fd, entry)
         finally:
             os.close(fd)
         # Our own entry is visible to us at once; refresh() picks up everyone else's.

@@ -25,9 +25,10 @@ from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.redis import redis_client
 from agent_saga.recovery.escalations import KINDS, Escalation, escalation_id
+from agent_saga.recovery.fold import ServerTail
 from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import KeyState
-from agent_saga.recovery.stores import ClaimLike, EscalationsLike, ServerTail, TailLike
+from agent_saga.recovery.protocols import ClaimLike, EscalationsLike, TailLike
 
 __all__ = ["RedisClaim", "RedisEscalations", "RedisLedger", "RedisRecovery"]
 

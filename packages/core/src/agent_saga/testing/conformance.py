@@ -14,12 +14,17 @@ adapter's run helper. The tests then check, through that real loop:
 * the saga is visible on whatever thread the framework runs the tool on;
 * sync and async tools both become steps; the idempotency key reaches a tool that takes it;
 * a tool exception the framework turns into an error result still fails the step, and the
-  run helper then unwinds the run (``ToolFailed``).
+  run helper then unwinds the run (``ToolFailed``);
+* the plainest scenario a user writes: two tools wrapped with the top-level
+  ``agent_saga.wrap_tool``, the framework's own run call inside one ``saga_scope`` (no run
+  helper), a failure after it: both undone newest-first;
+* the adapter's ``wrap_tool`` takes every step option and each one reaches the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +33,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent_saga.context import current_saga
+import agent_saga
+from agent_saga.context import current_saga, saga_scope
+from agent_saga.engine.options import StepOptions, option_names
+from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.saga import Saga
 from agent_saga.errors import NotApplied, SagaAborted, ToolFailed
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
@@ -374,6 +383,62 @@ class AdapterConformance:
         self.run([self.wrapped(reserve)], [Call("reserve", {"amount": 1})], wal=self.wal)
         assert [r["body"]["tool"] for r in self.records("STEP_INTENT")] == ["reserve"]
         assert unclassified_calls() == ()
+
+    def test_the_plainest_scenario_top_level_wrap_tool_inside_one_saga_scope(self) -> None:
+        # No run helper, no adapter import: what a user writes first.
+        tools = [
+            agent_saga.wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", compensate=_undo),
+            agent_saga.wrap_tool(self.make_tool(publish), semantics="COMPENSABLE", compensate=_undo),
+        ]
+        assert [type(t) for t in tools] == [type(self.make_tool(reserve))] * 2
+
+        def agent_then_a_failure() -> None:
+            with saga_scope(self.wal):
+                self.run_plain(tools, THREE[:2])
+                raise RuntimeError("the step after the agent failed")
+
+        with pytest.raises(SagaAborted) as caught:
+            agent_then_a_failure()
+        assert ledger() == ["do:reserve", "do:publish", "undo:publish", "undo:reserve"]
+        self.assert_unwound_newest_first(caught.value)
+        assert str(caught.value.cause) == "the step after the agent failed"
+        assert caught.value.report.clean
+
+    def test_wrap_tool_takes_every_step_option_and_each_reaches_the_engine(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        values: dict[str, Any] = {
+            "compensate": Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": "known"}),
+            "retry": RetryPolicy(max_attempts=2, base_delay=0),
+            "timeout": 30.0,
+            "fallback_action": lookup,
+            "inline": True,
+            "require_boundary": True,
+            "policy_args": {"spend": "$.amount"},
+            "reveal": frozenset({"token"}),
+            "wait_for_commit": True,
+            "origin": "conformance",
+        }
+        assert set(values) == option_names(), "a new step option needs a value here"
+        wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
+        seen: list[StepOptions] = []
+        original = Saga._step
+
+        def spy(saga: Saga, tool: str, forward: Any, args: Any, options: StepOptions, *rest: Any) -> Any:
+            seen.append(options)
+            return original(saga, tool, forward, args, options, *rest)
+
+        monkeypatch.setattr(Saga, "_step", spy)
+        tool = wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", **values)
+        self.run([tool], [Call("reserve", {"amount": 7})], wal=self.wal)
+        assert len(seen) == 1
+        for option, value in values.items():
+            got = getattr(seen[0], option)
+            if option == "fallback_action":  # bound to the call's arguments
+                got = getattr(got, "func", got)
+            assert got == value, f"wrap_tool lost {option}: {got!r}"
+        intent = self.records("STEP_INTENT")[0]["body"]
+        assert (intent["tool"], intent["args"]["spend"]) == ("reserve", 7)  # policy_args read from the real call
 
     def test_semantics_are_never_inferred(self) -> None:
         assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE

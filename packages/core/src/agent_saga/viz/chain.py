@@ -17,12 +17,14 @@ is said to be unchained, never intact, and a partly chained one says so too.
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-# The verifier's own per-record rule: one implementation of the chain rule, not two.
-from agent_saga.audit.verify import Entry, VerifyReport, _check_record, parse_log_bytes, verify_entries
+# The verifier's own checker and per-record rule: one implementation of the chain rule, not two.
+from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport, check_record, read_line
+from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
 from agent_saga.viz.svg import Svg, fit, style_attrs
 from agent_saga.viz.theme import LIGHT, Theme
@@ -36,6 +38,41 @@ WIDTH = 900
 _ROW = 20
 
 LinkStatus = Literal["ok", "redacted", "compacted", "unchained", "broken"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One non-blank line of a log: its record, or None and why it is not one."""
+
+    line: int
+    record: Record | None
+    error: str = ""
+
+
+def read_entries(data: bytes) -> tuple[list[Entry], list[str]]:
+    """Every line of a log's bytes, with the verifier's final-line rule (a torn tail is set aside)."""
+    entries: list[Entry] = []
+    notes: list[str] = []
+    for line in iter_lines(io.BytesIO(data)):
+        if not line.raw.strip():
+            continue
+        if not line.terminated and is_torn(line.raw):
+            notes.append(f"a torn final line ({len(line.raw)} bytes, no newline) was ignored")
+            break
+        record, error = read_line(line)
+        entries.append(Entry(line.number, record, error))
+    return entries, notes
+
+
+def verify_entries(entries: Sequence[Entry], notes: Sequence[str] = ()) -> VerifyReport:
+    """The verifier's verdict over ``entries`` (the same checker ``agent-saga verify`` runs)."""
+    checker = ChainChecker(Attestations.of(e.record for e in entries if e.record is not None))
+    for entry in entries:
+        if checker.broken:
+            checker.count(entry.line)
+        else:
+            checker.feed(entry.line, entry.record, entry.error)
+    return checker.report(notes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +100,7 @@ def _judge(
         if any(k in r for k in ("digest", "prev", "salt")):
             return "broken", "it has chain fields but its hash was removed"
         return "unchained", ""
-    problem = _check_record(r)
+    problem = check_record(r)
     if problem:
         return "broken", problem
     if seq != prev_seq + 1:
@@ -204,6 +241,6 @@ def render_chain(entries: Sequence[Entry], report: VerifyReport, theme: Theme = 
 
 def render_chain_bytes(data: bytes, theme: Theme = LIGHT) -> str:
     """The chain picture of a log file's bytes (verified here, with the verifier's notes)."""
-    entries, notes = parse_log_bytes(data)
-    return render_chain(entries, verify_entries(entries, notes=notes), theme)
+    entries, notes = read_entries(data)
+    return render_chain(entries, verify_entries(entries, notes), theme)
 

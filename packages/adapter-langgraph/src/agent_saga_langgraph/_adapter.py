@@ -1,0 +1,90 @@
+"""LangChain tools as saga steps, a graph run as one saga.
+
+``wrap_tool`` copies a function-backed tool (``@tool``, ``StructuredTool``, ``Tool``)
+with its ``func`` / ``coroutine`` made a step, so the copy is the same class with the
+same name, description and ``args_schema``, and the step sees the function's own
+exception even when a ToolNode turns it into an error message. ``patch_all()``
+patches ``_run`` / ``_arun`` of those classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import wrapt
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga_langgraph import _compat
+
+__all__ = ["LangGraph", "adapter", "saga_run", "saga_run_sync"]
+
+
+class LangGraph(Adapter):
+    framework = "langgraph"
+    distribution = "agent-saga-langgraph"
+    tool_types = _compat.FUNCTION_TOOLS
+    hint = (
+        "a BaseTool subclass that overrides _run itself is not function-backed: build it with "
+        "StructuredTool.from_function, or classify it in a tool policy and use agent_saga.patch_all()"
+    )
+
+    def function_of(self, tool: Any) -> Callable[..., Any] | None:
+        return tool.func if tool.func is not None else tool.coroutine  # type: ignore[no-any-return]
+
+    def framework_params(self, fn: Callable[..., Any]) -> frozenset[str]:
+        return _compat.framework_params(fn)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        update = {attr: self.step(spec, fn) for attr in ("func", "coroutine") if (fn := getattr(tool, attr)) is not None}
+        return tool.model_copy(update=update)
+
+    def patch(self) -> None:
+        for cls in _compat.FUNCTION_TOOLS:
+            self.patches.apply(cls, "_run", lambda original: wrapt.FunctionWrapper(original, self._run))
+            self.patches.apply(cls, "_arun", lambda original: wrapt.FunctionWrapper(original, self._arun))
+
+    def _run(self, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if instance is None:
+            return wrapped(*args, **kwargs)
+        return self.patched_sync(instance, lambda: wrapped(*args, **kwargs), _logged(args, kwargs))
+
+    async def _arun(self, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if instance is None:
+            return await wrapped(*args, **kwargs)
+        return await self.patched_async(instance, lambda: wrapped(*args, **kwargs), _logged(args, kwargs))
+
+
+def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    logged = {k: v for k, v in kwargs.items() if k not in _compat.RUN_KEYWORDS}
+    logged.update({f"arg{i}": a for i, a in enumerate(args)})
+    return logged
+
+
+adapter = LangGraph()
+
+
+async def saga_run(
+    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
+) -> Any:
+    """``await graph.ainvoke(input, config, **invoke)`` as one transaction.
+
+    If the graph raises, every tool that already ran is undone newest-first and
+    ``SagaAborted`` is raised. If a tool failed but the graph carried on (a ToolNode
+    with ``handle_tool_errors``), the run is unwound too (cause ``ToolFailed``): a
+    failed step is UNKNOWN, and a run standing on one is never committed. Inside an
+    open saga the run joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await graph.ainvoke(input, config, **invoke)
+
+
+def saga_run_sync(
+    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
+) -> Any:
+    """The blocking form of :func:`saga_run` (``graph.invoke``)."""
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return graph.invoke(input, config, **invoke)

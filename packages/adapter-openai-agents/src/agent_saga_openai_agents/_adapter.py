@@ -1,0 +1,119 @@
+"""OpenAI Agents SDK ``FunctionTool``s as saga steps, a ``Runner`` run as one saga.
+
+``wrap_tool`` takes the Python function behind a ``@function_tool`` tool, makes it a
+step, builds the SDK's own invoker over it with ``function_tool`` and puts that on a
+copy of the tool: the step runs *inside* the SDK's failure handling (which still turns
+the exception into a message for the model), and name, description, JSON schema,
+guardrails, timeouts and the failure function are the original's. A hand-built
+``FunctionTool`` (no Python function behind it) gets its ``on_invoke_tool`` made a step
+instead. ``patch_all()`` patches the SDK's failure-handling invoker (see ``_compat``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import wrapt
+from agents import FunctionTool, Runner, function_tool
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec
+from agent_saga_openai_agents import _compat
+
+__all__ = ["OpenAIAgents", "adapter", "saga_run", "saga_run_sync", "tool_args"]
+
+
+def tool_args(raw: str) -> dict[str, Any]:
+    """The model's JSON arguments as the log records them."""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        return {"input": raw}
+    return parsed if isinstance(parsed, dict) else {"input": parsed}
+
+
+class OpenAIAgents(Adapter):
+    framework = "openai_agents"
+    distribution = "agent-saga-openai-agents"
+    tool_types = (FunctionTool,)
+    hint = "make one with @agents.function_tool"
+
+    def function_of(self, tool: Any) -> Callable[..., Any] | None:
+        return _compat.function_of(tool)
+
+    def framework_params(self, fn: Callable[..., Any]) -> tuple[str, ...]:
+        return _compat.context_params(fn)
+
+    def spec_of(self, tool: Any) -> ToolSpec | None:
+        fn = self.function_of(tool)
+        return getattr(fn if fn is not None else tool.on_invoke_tool, SPEC_ATTR, None)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        fn = self.function_of(tool)
+        if fn is not None:
+            fresh = function_tool(
+                self.step(spec, fn), name_override=tool.name, description_override=tool.description,
+                strict_mode=tool.strict_json_schema,
+            )
+            # replace() runs the SDK's own binding of the invoker to the new tool.
+            return dataclasses.replace(tool, on_invoke_tool=fresh.on_invoke_tool)
+        original = tool.on_invoke_tool
+
+        async def on_invoke_tool(ctx: Any, raw: str) -> Any:
+            async def forward(**_logged: Any) -> Any:
+                return await original(ctx, raw)
+
+            return await spec.call_async(forward, (), tool_args(raw))
+
+        setattr(on_invoke_tool, SPEC_ATTR, spec)
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+    def patch(self) -> None:
+        self.patches.apply(
+            _compat.INVOKER, "__call__", lambda original: wrapt.FunctionWrapper(original, functools.partial(self._invoke, original))
+        )
+
+    async def _invoke(
+        self, original: Any, wrapped: Any, invoker: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        tool = None if invoker is None else _compat.tool_of(invoker)
+        if tool is None:
+            return await wrapped(*args, **kwargs)
+        impl = _compat.implementation(invoker)
+
+        async def stepped(ctx: Any, raw: str) -> Any:
+            return await self.patched_async(tool, lambda: impl(ctx, raw), tool_args(raw))
+
+        # The SDK's own failure handling runs around the step, on a copy for this call.
+        return await original(_compat.with_implementation(invoker, stepped), *args, **kwargs)
+
+
+adapter = OpenAIAgents()
+
+
+async def saga_run(
+    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
+) -> Any:
+    """``await Runner.run(agent, input, **runner)`` as one transaction.
+
+    The SDK turns a tool exception into a message for the model by default and the
+    run goes on; the failed step is UNKNOWN all the same, so when the run returns the
+    helper fails it (``ToolFailed``) and everything is undone newest-first. Inside an
+    open saga the run joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await Runner.run(agent, input, **runner)
+
+
+def saga_run_sync(
+    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
+) -> Any:
+    """The blocking form (``Runner.run_sync``)."""
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return Runner.run_sync(agent, input, **runner)

@@ -1,0 +1,108 @@
+"""The run context, hand-built tools, and what the adapter takes from the SDK beyond its API (_compat)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_saga_openai_agents import saga_run, wrap_tool
+from agents import FunctionTool, RunContextWrapper, function_tool
+from test_openai_agents_conformance import agent
+
+from agent_saga import Compensation, FileWAL, SagaAborted, ToolFailed, compensator
+from agent_saga.testing import Call
+
+DONE: list[str] = []
+
+
+@compensator("oa_compat.cancel")
+def cancel(order: str) -> None:
+    DONE.append(f"cancel {order}")
+
+
+def _cancel(result: Any) -> Compensation:
+    return Compensation(fn=cancel, handler="oa_compat.cancel", kwargs={"order": result["order"]})
+
+
+@function_tool
+def order(ctx: RunContextWrapper[Any], item: str) -> dict[str, str]:
+    """Place an order."""
+    DONE.append(f"order {item} with {type(ctx).__name__}")
+    return {"order": f"o-{item}"}
+
+
+async def _reserve(ctx: Any, raw: str) -> dict[str, str]:
+    DONE.append(f"reserve {json.loads(raw)['item']}")
+    return {"order": "r-1"}
+
+
+RESERVE = FunctionTool(  # hand-built: no Python function behind it
+    name="reserve", description="Reserve stock.", on_invoke_tool=_reserve,
+    params_json_schema={"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"],
+                        "additionalProperties": False},
+)
+
+
+@function_tool
+def ship(order: str) -> str:
+    """Ship it."""
+    raise RuntimeError("carrier down")
+
+
+def test_the_run_context_reaches_the_function_but_not_the_log(tmp_path: Path) -> None:
+    DONE.clear()
+    wal = FileWAL(tmp_path / "ctx.wal")
+    safe = wrap_tool(order, semantics="COMPENSABLE", compensate=_cancel)
+    assert safe.params_json_schema == order.params_json_schema
+    with pytest.raises(SagaAborted) as caught:
+        asyncio.run(saga_run(agent([safe, wrap_tool(ship, semantics="IRREVERSIBLE")],
+                                   [Call("order", {"item": "x"}), Call("ship", {"order": "o-x"})]), "go", wal=wal))
+    assert isinstance(caught.value.cause, ToolFailed)
+    assert DONE == ["order x with ToolContext", "cancel o-x"]
+    intent = next(r["body"] for r in wal.records() if r["type"] == "STEP_INTENT")
+    assert (intent["tool"], intent["args"]) == ("order", {"item": "x"})
+    wal.close()
+
+
+def test_a_hand_built_function_tool_is_a_step_and_is_undone(tmp_path: Path) -> None:
+    DONE.clear()
+    wal = FileWAL(tmp_path / "hand.wal")
+    safe = wrap_tool(RESERVE, semantics="COMPENSABLE", compensate=_cancel)
+    assert type(safe) is FunctionTool and (safe.name, safe.params_json_schema) == (RESERVE.name, RESERVE.params_json_schema)
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(safe, semantics="COMPENSABLE", compensate=_cancel)
+    with pytest.raises(SagaAborted):
+        asyncio.run(saga_run(agent([safe, wrap_tool(ship, semantics="IRREVERSIBLE")],
+                                   [Call("reserve", {"item": "y"}), Call("ship", {"order": "r-1"})]), "go", wal=wal))
+    assert DONE == ["reserve y", "cancel r-1"]
+    intent = next(r["body"] for r in wal.records() if r["type"] == "STEP_INTENT")
+    assert (intent["tool"], intent["args"]) == ("reserve", {"item": "y"})
+    wal.close()
+
+
+def test_an_install_whose_sdk_moved_fails_at_import_naming_the_supported_range() -> None:
+    code = textwrap.dedent("""
+        import agents.tool
+        invoker = agents.tool._FailureHandlingFunctionToolInvoker
+        original = invoker.__init__
+
+        def renamed(self, *args, **kwargs):  # what a refactor of the SDK's internals could do
+            original(self, *args, **kwargs)
+            self._impl = self.__dict__.pop("_invoke_tool_impl")
+
+        invoker.__init__ = renamed
+        try:
+            import agent_saga_openai_agents
+        except ImportError as err:
+            print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("agent-saga-openai-agents supports openai-agents<0.25,>=0.24 (installed: openai-agents 0.24")
+    assert "no longer runs a @function_tool through agents.tool._FailureHandlingFunctionToolInvoker" in out
+    assert out.rstrip().endswith("pip install 'agent-saga-openai-agents[openai_agents]'")

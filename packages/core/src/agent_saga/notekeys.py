@@ -1,0 +1,62 @@
+"""Ed25519 keys as strings, in the C2SP signed-note key format (c2sp.org/signed-note).
+
+``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` signs; ``<name>+<id>+<base64(0x01 ||
+public key)>`` verifies; the id is the first 4 bytes of SHA-256(name || 0x0A || 0x01 ||
+public key). Signed checkpoints (``audit.signing``) and signed approval decisions
+(``approvals.authority``) both use these keys, so the format lives here, once, below both.
+Needs ``cryptography``, imported on use.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from typing import Any
+
+__all__ = ["ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material"]
+
+#: The signature-type byte of an Ed25519 key in this format.
+ED25519 = b"\x01"
+
+
+def ed25519(extra: str = "encryption") -> Any:
+    """``cryptography``'s Ed25519 module; ImportError naming ``agent-saga[extra]`` when it is missing."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519 as module
+    except ImportError as err:
+        raise ImportError(f"Ed25519 keys need 'cryptography': pip install 'agent-saga[{extra}]'") from err
+    return module
+
+
+def check_name(name: str) -> None:
+    if not name or any(c.isspace() for c in name) or "+" in name:
+        raise ValueError(f"key name {name!r} must be non-empty, without spaces or '+' (e.g. 'example.com/audit')")
+
+
+def key_id(name: str, public: bytes) -> bytes:
+    return hashlib.sha256(name.encode() + b"\n" + ED25519 + public).digest()[:4]
+
+
+def generate_signer(name: str, extra: str = "encryption") -> tuple[str, str]:
+    """A fresh key pair as (signer key, verifier key) strings. Keep the first secret."""
+    check_name(name)
+    seed = os.urandom(32)
+    public = ed25519(extra).Ed25519PrivateKey.from_private_bytes(seed).public_key().public_bytes_raw()
+    kid = key_id(name, public).hex()
+    return (
+        f"PRIVATE+KEY+{name}+{kid}+{base64.b64encode(ED25519 + seed).decode()}",
+        f"{name}+{kid}+{base64.b64encode(ED25519 + public).decode()}",
+    )
+
+
+def key_material(blob: str, what: str) -> bytes:
+    """The 32 key bytes of a key's last field; ValueError naming ``what`` when it is not one."""
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{what}: the key material is not base64") from None
+    if len(raw) != 33 or raw[:1] != ED25519:
+        raise ValueError(f"{what}: not an Ed25519 key (0x01 followed by 32 bytes)")
+    return raw[1:]

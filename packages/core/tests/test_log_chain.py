@@ -1,0 +1,94 @@
+"""The chain verdicts recovery, certify and export rely on: a chained log never reads as 'partial'."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agent_saga import FileWAL, verify_log
+from agent_saga.audit import verify_records
+from agent_saga.log import read_records
+
+
+def chained_log(path: Path, n: int = 3) -> None:
+    with FileWAL(path) as wal:
+        wal.append("SAGA_STARTED", "s", {"name": "checkout"})
+        for i in range(1, n):
+            wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+
+
+def append_line(path: Path, record: dict[str, object]) -> None:
+    with open(path, "ab") as fh:
+        fh.write(json.dumps(record).encode() + b"\n")
+
+
+def test_a_plain_line_appended_to_a_chained_log_is_a_break(wal_path: Path) -> None:
+    chained_log(wal_path)
+    append_line(wal_path, {"seq": 4, "ts": 1, "type": "SAGA_COMPLETED", "saga": "s", "body": {}})
+    report = verify_log(wal_path)
+    assert report.status == "broken" and not report.ok
+    assert (report.bad_seq, report.bad_line) == (4, 4)
+    assert "no hash chain inside a chained log" in report.reason
+    assert report.last_seq == 3  # checked up to the record before it
+
+
+def test_a_record_stripped_of_its_chain_in_the_middle_is_a_break(wal_path: Path) -> None:
+    chained_log(wal_path, 4)
+    records = list(read_records(wal_path))
+    for key in ("hash", "prev", "digest", "salt"):
+        del records[1][key]
+    report = verify_records(records)
+    assert report.status == "broken"
+    assert report.bad_seq == 2
+
+
+def test_an_unchained_writer_after_a_chained_one_breaks_the_chain(wal_path: Path) -> None:
+    chained_log(wal_path, 2)
+    with FileWAL(wal_path, chain=False) as wal:
+        wal.append("SAGA_COMPLETED", "s", {})
+    report = verify_log(wal_path)
+    assert report.status == "broken" and report.bad_seq == 3
+
+
+def test_a_chain_that_starts_late_is_partial_and_says_where(wal_path: Path) -> None:
+    with FileWAL(wal_path, chain=False) as wal:
+        wal.append("SAGA_STARTED", "a", {})
+        wal.append("SAGA_COMPLETED", "a", {})
+    with FileWAL(wal_path) as wal:
+        wal.append("SAGA_STARTED", "b", {})
+    report = verify_log(wal_path)
+    assert report.status == "partial" and not report.ok
+    assert "2 record(s) carry no chain; it starts at seq 3" in report.reason
+
+
+def test_an_unchained_log_is_unchained(wal_path: Path) -> None:
+    with FileWAL(wal_path, chain=False) as wal:
+        wal.append("SAGA_STARTED", "a", {})
+    report = verify_log(wal_path)
+    assert report.status == "unchained" and not report.ok
+
+
+def test_an_empty_log_is_reported_as_empty_not_intact(wal_path: Path) -> None:
+    wal_path.write_bytes(b"")
+    report = verify_log(wal_path)
+    assert report.status == "empty" and report.label == "empty"
+    assert report.ok  # nothing in it can have been altered
+    assert "chain: intact" not in report.format_text()
+    assert "empty log" in report.format_text()
+
+
+def test_a_break_on_the_first_line_never_prints_none(wal_path: Path) -> None:
+    wal_path.write_bytes(b"hello, this is not a log\nsecond line\n")
+    text = verify_log(wal_path).format_text()
+    assert "None" not in text
+    assert "records: 2 (none checked before the break)" in text
+
+
+def test_a_break_later_says_how_far_it_checked(wal_path: Path) -> None:
+    chained_log(wal_path, 5)
+    lines = wal_path.read_bytes().splitlines()
+    lines[3] = lines[3].replace(b'"i":3', b'"i":4')
+    wal_path.write_bytes(b"".join(x + b"\n" for x in lines))
+    report = verify_log(wal_path)
+    assert report.bad_seq == 4
+    assert "records: 5 (seq 1..3 checked before the break)" in report.format_text()

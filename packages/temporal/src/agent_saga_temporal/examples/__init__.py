@@ -1,0 +1,1 @@
+"""Runnable examples of the Temporal engine (each exercised by a test)."""
