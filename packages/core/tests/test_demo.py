@@ -13,6 +13,8 @@ import pytest
 
 from agent_saga.log import read_records
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
+
 
 def run_demo(directory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "agent_saga", "demo", "--dir", str(directory), *extra],

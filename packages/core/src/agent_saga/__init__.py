@@ -96,6 +96,7 @@ from agent_saga.log.maintenance import compact, redact_record, redact_where
 from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
 from agent_saga.log.redis import RedisWAL  # redis-py likewise
 from agent_saga.log.resolve import open_log
+from agent_saga.observability import configure_logging
 from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
@@ -122,6 +123,24 @@ install_server_leases()  # the same, for sagas on a Postgres or Redis log (docs/
 
 #: ``@saga`` is ``@guard``: ``from agent_saga import saga`` then decorate a function.
 saga = guard
+
+# Names that need an extra, imported on first use so that ``import agent_saga`` never
+# imports FastAPI or OpenTelemetry; without the extra the import error names it. They
+# are not in ``__all__``: ``from agent_saga import *`` would fail without the extra.
+_EXTRAS = {"saga_lifespan": "agent_saga.service.lifespan", "setup_telemetry": "agent_saga.observability.telemetry"}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXTRAS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXTRAS])
 
 __all__ = [
     "WAL",
@@ -204,6 +223,7 @@ __all__ = [
     "combine",
     "compact",
     "compensator",
+    "configure_logging",
     "current_saga",
     "default_wal",
     "delete_by",

@@ -155,3 +155,12 @@ def test_recording_verbs_write_to_a_server_log_and_resolve_saga_ids_against_it(u
     assert unchecked.returncode == 3 and "no log at" in unchecked.stderr, unchecked.stderr
     with pytest.raises(LogNotFound):
         open_log(unwritten, create=False)
+
+
+def test_reconcile_takes_a_url(url: str) -> None:
+    _orders(url)
+    # No reconciler is registered for db.insert: unverifiable, never counted as confirmed (exit 3).
+    done = cli("reconcile", "--wal-path", url, "--json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["chain"] == "intact" and report["sagas"] == 2 and report["log"] == url, report

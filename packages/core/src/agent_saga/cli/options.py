@@ -10,8 +10,10 @@ a file path or a server log's URL (``postgresql://``, ``redis://``; see
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,10 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOG_ENV",
+    "add_imports_option",
     "add_log_option",
     "default_log",
     "existing_log",
     "given_log",
+    "import_modules",
     "log_target",
     "open_log_to_write",
     "readable_log",
@@ -118,3 +122,25 @@ def open_log_to_write(target: str, *, create: bool = True) -> WAL | None:
     except (OSError, WALError, ValueError) as err:
         raise CliError(f"cannot open the log {target}: {getattr(err, 'strerror', None) or err}",
                        EXIT_UNCHECKED) from None
+
+
+def add_imports_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--import MODULE`` (repeatable): modules that register what the verb needs (``what``)."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help=f"import MODULE first, so its {what} are registered (repeatable)")
+
+
+def import_modules(modules: Sequence[str], what: str) -> None:
+    """Import each ``--import`` module; one that fails is a usage error naming it."""
+    # A console script does not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
+            raise CliError(
+                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
+                f"importable module name (not a file path) that declares your {what}",
+                EXIT_USAGE,
+            ) from None
