@@ -86,7 +86,7 @@ def _peer(python: str, directory: Path, steps: int) -> dict[str, Any]:
 
 
 def _row(label: str, values: list[str]) -> str:
-    return f"  {label:<40}" + "".join(f"{v:>24}" for v in values)
+    return f"  {label:<52}" + "".join(f"{v:>28}" for v in values)
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
