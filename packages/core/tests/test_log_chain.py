@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_saga import FileWAL, verify_log
-from agent_saga.audit import verify_records
+from agent_saga import FileWAL
+from agent_saga.audit import verify_log, verify_records
 from agent_saga.log import canonical, chain_hash, content_digest, read_records
 from agent_saga.log.codec import chain_lines, prepare_lines
 from agent_saga.log.records import GENESIS
