@@ -25,6 +25,6 @@ def test_an_install_whose_crewai_moved_fails_at_import_naming_the_supported_rang
     """)
     env = {**os.environ, "CREWAI_DISABLE_TELEMETRY": "true", "OTEL_SDK_DISABLED": "true", "CREWAI_TRACING_ENABLED": "false"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-    assert out.startswith("agent-saga-crewai supports crewai<1.16,>=1.15 (installed: crewai 1.15")
+    assert out.startswith("agent-saga-crewai supports crewai<1.16,>=1.15.9 (installed: crewai 1.15")
     assert "no longer calls a tool's own _run from run() and from the CrewStructuredTool" in out
     assert out.rstrip().endswith("pip install 'agent-saga-crewai[crewai]'")
