@@ -11,8 +11,9 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
+# The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
-         "mcp", "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
+         "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
