@@ -5,16 +5,22 @@ virtual environment, and check what a user gets.
    says what to install, and ``patch_all()`` patches nothing and imports no adapter module.
 2. LangGraph added: ``agent_saga.adapters.langgraph`` *is* ``agent_saga_langgraph``, and
    ``patch_all()`` patches exactly that framework.
+3. Our name on the index: ``agent-saga`` 0.x-2.x there is an unrelated project with the same
+   import name. pip's own resolver against the index, asked for each adapter of the checkout
+   alone, never picks that line (it may find nothing); offered our wheels too, it picks ours.
+4. The README's first lines, as written, make a virtual environment and run the demo in it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -28,10 +34,18 @@ DISTRIBUTIONS = {
     "adapter-crewai": "agent_saga_crewai",
     "adapter-autogen": "agent_saga_autogen",
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
+    "adapter-ag2": "agent_saga_ag2",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
+# The core's version, read from its source: this test's own environment does not install it.
+VERSION = re.search(r'__version__ = "(.+)"', (ROOT / "packages/core/src/agent_saga/_version.py").read_text())[1]
+# Every distribution of ours besides the core, including any not built into the wheel venv below.
+OURS = tuple(sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core"))
+ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
+# The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
+CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
-WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel")
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
 
 pytestmark = pytest.mark.slow
 
@@ -43,9 +57,13 @@ def _uv() -> str:
     return found
 
 
+def _env() -> dict[str, str]:
+    """This environment without what ties a child to it (its venv, our settings)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "AGENT_SAGA", "UV_PROJECT"))}
+
+
 def _sh(*cmd: str, cwd: Path | None = None) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "AGENT_SAGA", "UV_PROJECT"))}
-    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=_env(), check=False)
     assert out.returncode == 0, f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}"
     return out.stdout
 
@@ -73,12 +91,13 @@ def _py(python: Path, code: str) -> dict[str, object]:
 
 PROBE = """
 import json, sys
+from importlib import metadata
 import agent_saga
 before = set(sys.modules)
 report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
-for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "vertex"):
+for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -87,7 +106,8 @@ for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "s
 from agent_saga.plugins import policy_schema
 print(json.dumps({"report": report, "imported": adapters_imported, "errors": errors,
                   "site": agent_saga.__file__, "schema": policy_schema()["title"],
-                  "pluggy_before_patch_all": "pluggy" in before}))
+                  "pluggy_before_patch_all": "pluggy" in before,
+                  "versions": [agent_saga.__version__, metadata.version("agent-saga")]}))
 """
 
 
@@ -95,6 +115,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     python, _ = venv
     out = _py(python, PROBE)
     assert str(out["site"]).startswith(str(python.parents[1]))  # the wheel, not the work tree
+    assert out["versions"] == [VERSION, VERSION]
     report = out["report"]
     assert isinstance(report, dict)
     assert report["patched"] == {}
@@ -106,6 +127,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["crewai"] == "crewai is not installed"
     assert skipped["autogen"] == "autogen-core is not installed"
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
+    assert skipped["ag2"] == "ag2 is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -117,6 +139,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-crewai[crewai]'" in errors["crewai"]
     assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
     assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
+    assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
     assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
 
 
@@ -173,3 +196,79 @@ def test_the_core_wheel_alone_says_what_to_install_for_mcp(
                          capture_output=True, text=True, timeout=60, check=False, cwd=env)
     assert out.returncode == 3, out.stdout + out.stderr
     assert "pip install agent-saga-mcp" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.fixture(scope="module")
+def pip(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """pip as a user has it: the one ``python -m venv`` puts in a fresh environment."""
+    env = tmp_path_factory.mktemp("pip") / "env"
+    _sh(sys.executable, "-m", "venv", str(env))
+    return [str(env / "bin" / "python"), "-m", "pip", "install", "--dry-run", "--ignore-installed",
+            "--disable-pip-version-check"]
+
+
+def _resolve(pip: list[str], report: Path, *requirements: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*pip, "--report", str(report), *requirements], capture_output=True, text=True,
+                          env=_env(), timeout=600, check=False)
+
+
+def _chosen(report: Path) -> dict[str, str]:
+    return {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+
+
+@pytest.mark.parametrize("folder", OURS)
+def test_pips_resolver_never_installs_the_unrelated_2x_core_with_one_of_ours_alone(
+    pip: list[str], folder: str, tmp_path: Path
+) -> None:
+    out = _resolve(pip, tmp_path / "report.json", "-e", str(ROOT / "packages" / folder))
+    if out.returncode == 0:
+        chosen = _chosen(tmp_path / "report.json")
+        assert chosen.get("agent-saga", "").startswith("3."), chosen
+        return
+    # Refusing to resolve is the acceptable outcome, but only for this reason: the index was
+    # asked for agent-saga, offered the other project's 2.x, and pip took none of it.
+    refused = re.search(r"requirement (agent-saga[<>=!~.,\w]*) (?:\(from [^)]*\) )?\(from versions: ([^)]*)\)",
+                        out.stderr)
+    assert refused, f"pip did not report asking the index for agent-saga (is the index reachable?):\n{out.stderr}"
+    assert sorted(refused[1].removeprefix("agent-saga").split(",")) == ["<4", ">=3.0.0.dev0"]
+    assert any(v.startswith("2.") for v in refused[2].split(", ")), refused[0]  # the index was reached
+
+
+def test_pips_resolver_prefers_our_core_wheel_to_the_indexs_2x(
+    pip: list[str], venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # Our wheels beside the index, asked for by name: a bare dependency would take the index's
+    # final 2.x over our pre-release; the pin leaves only ours.
+    _, wheels = venv
+    names = [f"agent-saga-{folder.removeprefix('adapter-')}" for folder in ADAPTERS]
+    out = _resolve(pip, tmp_path / "report.json", "--find-links", str(wheels), *names)
+    assert out.returncode == 0, out.stdout + out.stderr
+    chosen = _chosen(tmp_path / "report.json")
+    assert {name: chosen.get(name) for name in ["agent-saga", *names]} == dict.fromkeys(["agent-saga", *names], VERSION)
+
+
+def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None:
+    core = tomllib.loads((ROOT / "packages" / "core" / "pyproject.toml").read_text())["project"]
+    assert core["name"] == "agent-saga" and VERSION.startswith("3.")
+    for folder in OURS:
+        project = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())["project"]
+        assert project["version"] == VERSION, folder
+        ours = [d for d in project["dependencies"] if re.match(r"agent-saga(?![-\w])", d)]
+        assert ours == [CORE_PIN], (folder, project["dependencies"])
+
+
+def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_path: Path) -> None:
+    """The README's opening lines, as written, in a copy of the core (what they touch)."""
+    block = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
+    assert block, "README.md opens with a ```bash block"
+    demo_line, test_line = block[1].splitlines()  # the two commands: the demo, then every test
+    assert "venv" in demo_line and "agent-saga demo" in demo_line and test_line.startswith("bash scripts/test")
+    clone = tmp_path / "clone"
+    shutil.copytree(ROOT / "packages" / "core", clone / "packages" / "core",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "node_modules", "build", "dist"))
+    out = subprocess.run(["bash", "-ec", demo_line], cwd=clone, capture_output=True, text=True,
+                         env=_env(), timeout=600, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "world afterwards: nothing left standing" in out.stdout
+    assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
+    assert (clone / "agent-saga-demo" / "demo.wal").exists()

@@ -140,12 +140,15 @@ def encode(value: Any) -> bytes:
     return json.dumps(value).encode()
 
 
-def exchange(command: list[str], world: World, lines: list[bytes], timeout: float = 120) -> list[dict[str, Any]]:
+def exchange(command: list[str], world: World, lines: list[bytes], timeout: float = 120,
+             wait_for: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """Write raw ``lines`` (each + LF) to ``command``, then a ping with id ``"end"``; return every answer.
 
-    Once "end" is answered, stdin is closed and the rest of the output read to EOF (a proxy
-    answers calls still in flight before it exits). A process that hangs is killed after
-    ``timeout`` seconds, which the missing "end" answer then reports.
+    Once "end" and every id in ``wait_for`` are answered, stdin is closed and the rest of the
+    output read to EOF (a proxy answers calls still in flight before it exits). The SDK
+    server of 2.x handles requests concurrently and may cancel what is in flight at EOF, so
+    a test that needs a call to finish there names its id in ``wait_for``. A process that
+    hangs is killed after ``timeout`` seconds, which the missing "end" answer then reports.
     """
     end = encode({"jsonrpc": "2.0", "id": "end", "method": "ping"})
     answers: list[dict[str, Any]] = []
@@ -157,9 +160,11 @@ def exchange(command: list[str], world: World, lines: list[bytes], timeout: floa
         try:
             proc.stdin.write(b"".join(line + b"\n" for line in [*lines, end]))
             proc.stdin.flush()
+            pending = {"end", *wait_for}
             for raw in proc.stdout:
                 answers.append(json.loads(raw))
-                if answers[-1].get("id") == "end":
+                pending.discard(answers[-1].get("id"))
+                if not pending:
                     break
             proc.stdin.close()
             answers.extend(json.loads(raw) for raw in proc.stdout)

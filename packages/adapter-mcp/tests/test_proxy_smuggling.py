@@ -57,7 +57,7 @@ def test_the_sdk_server_ends_a_line_at_cr_and_at_no_other_separator(world: World
 @pytest.mark.parametrize("payload", sorted(PAYLOADS))
 def test_the_payload_smuggles_a_call_into_the_sdk_server(world: World, payload: str) -> None:
     line, tool = PAYLOADS[payload]
-    answers = by_id(exchange(SERVER, world, [*INIT, line]))
+    answers = by_id(exchange(SERVER, world, [*INIT, line], wait_for=(2,)))
     assert world.called() == [tool]  # the server ran the call hidden inside the line
     assert "result" in answers[2]
 

@@ -1,19 +1,30 @@
-"""Plugins, kernel.invoke, and a kernel without the filter."""
+"""Plugins, kernel.invoke, a kernel with and without the filter, and what the adapter takes from SK."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_saga_semantic_kernel import install, saga_invoke, saga_run, wrap_plugin, wrap_tool
+from agent_saga_semantic_kernel import (
+    adapter,
+    install,
+    saga_filter,
+    saga_invoke,
+    saga_run,
+    wrap_plugin,
+    wrap_tool,
+)
 from semantic_kernel import Kernel
+from semantic_kernel.filters.filter_types import FilterTypes
 from semantic_kernel.functions import KernelPlugin, kernel_function
 from sk_drive import PLUGIN, ScriptedChat, _turns
 
 from agent_saga import (
-    BoundaryRequired,
     Compensation,
     FileWAL,
     SagaAborted,
@@ -21,6 +32,7 @@ from agent_saga import (
     compensator,
     saga_scope,
 )
+from agent_saga.engine.saga import Saga
 from agent_saga.plugins.manager import plugins
 
 WORLD: list[str] = []
@@ -95,46 +107,93 @@ def test_kernel_invoke_is_a_step_through_the_filter(tmp_path: Path) -> None:
     wal.close()
 
 
-def test_a_kernel_without_the_filter_refuses_a_wrapped_function_inside_a_saga(tmp_path: Path) -> None:
+def _intents(wal: FileWAL) -> list[str]:
+    return [r["body"]["tool"] for r in wal.records() if r["type"] == "STEP_INTENT"]
+
+
+def test_a_kernel_without_the_filter_still_makes_a_wrapped_function_a_step(tmp_path: Path) -> None:
     kernel = Kernel()
     kernel.add_plugin(_plugin())
-    function = kernel.get_function(PLUGIN, "reserve_stock")
+    reserve = kernel.get_function(PLUGIN, "reserve_stock")
     wal = FileWAL(tmp_path / "nofilter.wal")
 
     async def main() -> None:
         async with saga_scope(wal):
-            await kernel.invoke(function, sku="c3")
+            await kernel.invoke(reserve, sku="c3")
+            raise RuntimeError("the step after the call failed")
 
     with pytest.raises(SagaAborted) as caught:
         asyncio.run(main())
-    assert isinstance(caught.value.cause.__cause__, BoundaryRequired)  # inside SK's KernelInvokeException
-    assert "install(kernel)" in str(caught.value.cause.__cause__)
-    assert WORLD == []  # the effect never ran unprotected
+    assert WORLD == ["reserve c3", "drop stock-c3"]
+    assert [s.tool for s in caught.value.report.compensated] == ["reserve_stock"]
+    assert kernel.function_invocation_filters == []  # nothing was installed behind the user's back
     # outside any saga the same kernel just calls through
-    assert asyncio.run(kernel.invoke(function, sku="d4")).value == {"ref": "stock-d4"}
-    assert install(kernel) is kernel and install(kernel).function_invocation_filters.__len__() == 1
+    assert asyncio.run(kernel.invoke(reserve, sku="d4")).value == {"ref": "stock-d4"}
+    assert WORLD[-1] == "reserve d4" and len(_intents(wal)) == 1
+    wal.close()
+
+
+@pytest.mark.parametrize("filtered", [False, True], ids=["method", "filter"])
+def test_with_the_filter_the_step_awaits_the_log_on_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, filtered: bool
+) -> None:
+    # A sync kernel function runs on the event loop. Without the filter its step is the
+    # method's and blocks the loop on the log; with it the filter's, which awaits.
+    drivers: list[str] = []
+    for driver in ("execute", "execute_sync"):
+        original = getattr(Saga, driver)
+        monkeypatch.setattr(Saga, driver, lambda saga, *a, _o=original, _d=driver, **k: drivers.append(_d) or _o(saga, *a, **k))
+    kernel = Kernel()
+    kernel.add_plugin(_plugin())
+    if filtered:
+        install(kernel)
+        kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, saga_filter)  # by hand as well: still one step
+    wal = FileWAL(tmp_path / "driver.wal")
+
+    async def main() -> None:
+        async with saga_scope(wal):
+            await kernel.invoke(kernel.get_function(PLUGIN, "reserve_stock"), sku="e5")
+
+    asyncio.run(main())
+    assert drivers == (["execute"] if filtered else ["execute_sync"])
+    assert _intents(wal) == ["reserve_stock"] and WORLD == ["reserve e5"]
     wal.close()
 
 
 def test_wrap_errors_name_the_problem() -> None:
-    with pytest.raises(TypeError, match="kernel function"):
-        wrap_tool(len, semantics="REVERSIBLE")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"takes semantic_kernel\.functions\.kernel_function_from_method\.KernelFunctionFromMethod, got builtins\.builtin_function_or_method; make one with @kernel_function"):
+        wrap_tool(len, semantics="REVERSIBLE")
     with pytest.raises(KeyError, match="no function named"):
         wrap_plugin(KernelPlugin.from_object(PLUGIN, Warehouse()), {"refund": {"semantics": "IRREVERSIBLE"}})
     wrapped = _plugin().functions["charge"]
     with pytest.raises(ValueError, match="already wrapped"):
-        wrap_tool(wrapped, semantics="IRREVERSIBLE")  # type: ignore[arg-type]
+        wrap_tool(wrapped, semantics="IRREVERSIBLE")
 
 
 def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     import agent_saga_semantic_kernel
-    import agent_saga_semantic_kernel.plugin as plugin
 
     from agent_saga.adapters import semantic_kernel
 
     assert semantic_kernel is agent_saga_semantic_kernel
-    plugins().register(plugin, "semantic_kernel")
+    plugins().register(adapter, "semantic_kernel")
     function = KernelPlugin.from_object(PLUGIN, Warehouse()).functions["charge"]
     wrapped = plugins().wrap_tool(function, StepOptions("IRREVERSIBLE"), "charge")
     assert type(wrapped) is type(function) and wrapped.metadata == function.metadata
     assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+
+
+def test_an_install_whose_semantic_kernel_moved_fails_at_import_naming_the_supported_range() -> None:
+    code = textwrap.dedent("""
+        from semantic_kernel.filters.kernel_filters_extension import KernelFilterExtension
+        def construct_call_stack(self, filter_type, inner, extra=None): ...   # what a refactor could do
+        KernelFilterExtension.construct_call_stack = construct_call_stack
+        try:
+            import agent_saga_semantic_kernel
+        except ImportError as err:
+            print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("agent-saga-semantic-kernel supports semantic-kernel<1.46,>=1.45 (installed: semantic-kernel 1.45")
+    assert "Kernel.construct_call_stack(filter_type, inner_function) has changed" in out
+    assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in out

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from agent_saga_semantic_kernel import saga_run, wrap_tool
 from sk_drive import agent, kernel_tool
 
@@ -33,10 +32,3 @@ class TestSemanticKernelConformance(AdapterConformance):
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).get_response(messages="go"))
-
-    # Issue 14: a wrapped kernel function still needs the saga filter (saga_run / patch_all)
-    # and refuses to run inside a plain saga_scope. The Semantic Kernel port onto the adapter
-    # kit fixes this and removes the marker (strict: it fails the day the test passes).
-    @pytest.mark.xfail(strict=True, reason="issue 14: SK wrap_tool needs the kernel filter inside saga_scope")
-    def test_the_plainest_scenario_top_level_wrap_tool_inside_one_saga_scope(self) -> None:
-        super().test_the_plainest_scenario_top_level_wrap_tool_inside_one_saga_scope()

@@ -24,6 +24,31 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENT_SAGA_HOST_ROOT", str(tmp_path / "host"))
 
 
+FAST_LANE = os.environ.get("AGENT_SAGA_FAST_LANE") == "1"
+if FAST_LANE:
+    # Fewer examples for property tests that do not set their own count; the full env runs them all.
+    from hypothesis import settings
+
+    settings.register_profile("fast-lane", max_examples=20)
+    settings.load_profile("fast-lane")
+
+
+@pytest.fixture(autouse=True)
+def _fast_lane_starts_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `tox -e core-fast` runs what needs no other process and no server. A test that starts
+    # a process anyway fails here, naming the mark it needs, instead of quietly slowing the lane.
+    if not FAST_LANE:
+        return
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail("the fast lane starts no process: mark this test @pytest.mark.slow")
+
+    import subprocess
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_plugins() -> Iterator[None]:
     # Every test starts with no plugin registered and no observer in the engine's chain.

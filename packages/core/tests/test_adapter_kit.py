@@ -38,6 +38,7 @@ from agent_saga import (
 )
 from agent_saga.adapter import Adapter, FrameworkUnsupported, ToolSpec, require_framework, signature_of
 from agent_saga.engine.options import option_names
+from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.plugins.manager import plugins
 from agent_saga.toolspec import hold_back
 
@@ -176,7 +177,7 @@ def test_wrap_tool_takes_every_step_option_and_a_name(adapter: Gadgets) -> None:
         "compensate": Compensation(fn=lambda: None), "retry": RetryPolicy(max_attempts=2, base_delay=0),
         "timeout": 5.0, "fallback_action": charge, "inline": True, "require_boundary": True,
         "policy_args": {"spend": "$.amount"}, "reveal": frozenset({"token"}), "wait_for_commit": True,
-        "origin": "probe",
+        "origin": "probe", "reconcile": ReconcilePolicy(delay=0, attempts=1),
     }
     assert set(values) == option_names()
     safe = adapter.wrap_tool(Gadget("charge", "Charge.", charge), semantics="COMPENSABLE", name="billing.charge", **values)
@@ -278,6 +279,7 @@ def calls(draw: st.DrawFn) -> tuple[str, frozenset[str], tuple[Any, ...], dict[s
     return source, hidden, args, kwargs
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 @settings(max_examples=200, deadline=None)
 @given(calls())
 def test_framework_arguments_reach_the_function_however_passed_and_never_the_log(
@@ -350,6 +352,7 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_top_level_wrap_tool_loads_the_installed_adapter_that_knows_the_tool(site: Path) -> None:
     out = run_with(site, """
         import json, sys

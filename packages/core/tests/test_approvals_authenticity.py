@@ -167,6 +167,7 @@ def test_a_decision_signed_through_the_api_by_a_trusted_key_is_accepted(
     assert record["body"]["approver"] == "risk@corp" and record["body"]["signed_by"] == key.key_id
 
 
+@pytest.mark.slow
 def test_the_seed_cli_flow_after_one_time_setup(tmp_path: Path, hook: Hook, wal: FileWAL) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent_saga", "approvals", *args], capture_output=True,
@@ -197,6 +198,7 @@ def test_the_seed_cli_flow_after_one_time_setup(tmp_path: Path, hook: Hook, wal:
     assert record["body"]["signed_by"] == "+".join(public.split("+", 2)[:2])  # name+key id
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_grant_it_cannot_sign_and_an_invisible_approver(tmp_path: Path, key: SigningKey) -> None:
     store = FileApprovalStore(tmp_path / "approvals")
     entry, _ = store.create(new_entry(ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=1), "irreversible",
@@ -288,6 +290,7 @@ def test_the_file_store_is_private_to_its_user_unless_its_directory_is_shared(tm
     assert mode(shared / f"{e.id}.json") == 0o660 and mode(shared / ".lock") == 0o660
 
 
+@pytest.mark.slow
 def test_a_non_utf8_request_file_is_an_unreadable_store_not_a_traceback(
     tmp_path: Path, hook: Hook, wal: FileWAL
 ) -> None:

@@ -18,6 +18,8 @@ from agent_saga.approvals.entry import new_entry
 from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.log import read_records
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
+
 ACTIONS = ["list", "approve", "deny", "break-glass"]
 
 

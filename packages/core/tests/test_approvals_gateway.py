@@ -332,6 +332,7 @@ async def test_the_async_wait_keeps_the_event_loop_running(hook: Hook, wal: File
     assert granted["note"] == "async"
 
 
+@pytest.mark.slow
 def test_a_decision_logged_by_the_cli_to_the_same_log_is_not_written_twice(
     hook: Hook, wal: FileWAL, store: FileApprovalStore
 ) -> None:

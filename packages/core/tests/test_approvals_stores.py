@@ -114,6 +114,7 @@ print(FileApprovalStore(sys.argv[1]).create(entry)[1])
 """
 
 
+@pytest.mark.slow
 def test_many_processes_asking_at_once_make_one_request(tmp_path: Path) -> None:
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path / "a"), str(go)],
@@ -164,6 +165,7 @@ def test_the_request_id_is_a_pure_function_of_saga_step_tool_and_rule(
     assert (request_id(*a) == request_id(*b)) == (a == b)
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.from_regex(r"[0-9a-f]{32}", fullmatch=True), min_size=1, max_size=30, unique=True),
        st.data())

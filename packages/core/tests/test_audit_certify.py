@@ -120,6 +120,7 @@ CRASH = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_saga_killed_mid_flight_is_not_certified(wal_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", CRASH, str(wal_path)], capture_output=True, text=True)
     assert proc.returncode == 1, proc.stderr

@@ -115,6 +115,7 @@ def test_help_shows_an_example_for_each_verb(capsys: pytest.CaptureFixture[str])
         assert "exit codes:" in out
 
 
+@pytest.mark.slow
 def test_the_installed_command_prints_no_traceback(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "agent_saga", "verify", "--wal-path", str(tmp_path / "x.wal")],
                           capture_output=True, text=True)
@@ -148,6 +149,7 @@ def open_saga_log(path: Path) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.slow
 def test_a_forged_completion_line_never_makes_a_log_certified(wal_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     saga_id = open_saga_log(wal_path)
     assert main(["certify", "--wal-path", str(wal_path)]) == 1
@@ -196,6 +198,7 @@ def test_an_empty_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> N
         assert "--wal-path is empty" in err and "directory" not in err
 
 
+@pytest.mark.slow
 def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
     import os
 
@@ -209,6 +212,7 @@ def test_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
         assert len(proc.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_closed_pipe_ends_the_command_quietly(wal_path: Path) -> None:
     """`agent-saga verify ... | head -0`: the reader is gone before we write; no 'Broken pipe' noise."""
     import os

@@ -19,6 +19,7 @@ def test_the_audit_guide_has_examples() -> None:
     assert len(blocks()) >= 8
 
 
+@pytest.mark.slow
 def test_every_example_in_the_audit_guide_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     has_crypto = importlib.util.find_spec("cryptography") is not None
     namespace: dict[str, object] = {"__name__": "audit_doc"}

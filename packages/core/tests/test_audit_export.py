@@ -63,6 +63,7 @@ def make_log(path: Path) -> None:
     compact(path, keep=lambda r: r["saga"] != "s1")
 
 
+@pytest.mark.slow
 def test_bundle_reverifies_with_sha256sum_and_hashlib_alone(wal_path: Path, tmp_path: Path) -> None:
     make_log(wal_path)
     out = tmp_path / "audit-2026-07"
@@ -91,6 +92,7 @@ def test_bundle_reverifies_with_sha256sum_and_hashlib_alone(wal_path: Path, tmp_
     assert m["redacted_seqs"] == [3]
 
 
+@pytest.mark.slow
 def test_a_tampered_bundle_fails_sha256sum(wal_path: Path, tmp_path: Path) -> None:
     make_log(wal_path)
     out = tmp_path / "b"

@@ -118,6 +118,7 @@ def _parses(line: bytes) -> bool:
     return True
 
 
+@pytest.mark.slow  # heavy (many examples): left to the full core env
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     items=entries,

@@ -12,8 +12,8 @@ import pytest
 from agent_saga.cli.main import build_parser
 
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
-VERBS = ["animate", "approvals", "certify", "demo", "drain", "escalations", "export", "graph", "halt", "init-host",
-         "quarantine", "recover", "resume", "status", "ui", "verify", "viz"]
+VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", "escalations", "export", "graph", "halt",
+         "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -27,6 +27,7 @@ def test_every_registered_verb_is_covered_here() -> None:
     assert sorted(verbs.choices) == VERBS  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_help_shows_an_example(verb: str) -> None:
     out = cli(verb, "--help")
@@ -34,6 +35,7 @@ def test_help_shows_an_example(verb: str) -> None:
     assert "example" in out.stdout and f"agent-saga {verb}" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     out = cli(verb, "--no-such-flag")
@@ -42,17 +44,20 @@ def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     assert f"agent-saga {verb}: error:" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_no_verb_is_a_usage_error() -> None:
     out = cli()
     assert out.returncode == 2 and "VERB" in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("verb", "args"), [
     ("verify", ["--wal-path", "{missing}"]),
     ("export", ["--wal-path", "{missing}", "--out", "{tmp}/bundle"]),
     ("certify", ["--wal-path", "{missing}"]),
     ("graph", ["--wal", "{missing}"]),
     ("recover", ["--wal-path", "{missing}"]),
+    ("reconcile", ["--wal-path", "{missing}"]),
     ("escalations", ["--wal-path", "{missing}"]),
     ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be
     ("halt", ["--scope", "global", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
@@ -60,6 +65,9 @@ def test_no_verb_is_a_usage_error() -> None:
     ("quarantine", ["s1", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
     ("resume", ["--scope", "global", "--by", "me", "--store", "{tmp}"]),
     ("demo", ["--dir", "/proc/agent-saga-cannot-write-here"]),
+    ("adopt", ["--root", "{missing}", "--out", "{tmp}/saga_tools.py"]),
+    ("doctor", ["--root", "{missing}"]),
+    ("new", ["myagent", "--dir", "/proc/agent-saga-cannot-write-here"]),
     ("approvals", ["list", "--store", "/dev/null"]),  # a device where the requests directory should be
     # (deny: a grant would first be refused for want of a signing key, a usage error)
     ("approvals", ["deny", "af83c011", "--approver", "me", "--store", "/dev/null"]),
@@ -79,6 +87,7 @@ def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str
 LOG_READERS = {
     "verify": [], "export": ["--out", "{tmp}/bundle"], "certify": [], "recover": [], "escalations": [],
     "graph": [], "animate": ["-o", "{tmp}/a.svg"], "viz": ["--kind", "fleet", "-o", "{tmp}/v.svg"], "ui": [],
+    "reconcile": [],
 }
 
 
@@ -90,6 +99,7 @@ def test_every_log_reading_verb_takes_wal_path_and_its_alias(verb: str, flag: st
     assert args.wal_path == "some.wal"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", sorted(LOG_READERS))
 def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path) -> None:
     missing = tmp_path / "from-env.wal"
@@ -100,6 +110,7 @@ def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path
     assert str(missing) in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_version_names_the_distribution_and_its_version() -> None:
     from agent_saga import __version__
 

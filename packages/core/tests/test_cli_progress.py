@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agent_saga import FileWAL
 from agent_saga.cli.progress import Progress
 
@@ -41,6 +43,7 @@ def test_progress_is_silent_when_piped() -> None:
     assert pipe.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_verify_shows_progress_on_a_real_pty(tmp_path: Path) -> None:
     wal = FileWAL(tmp_path / "big.wal", linger=0.05)
     for i in range(30_000):

@@ -32,6 +32,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
                           timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_quarantine_by_the_short_id_graph_prints_freezes_that_saga(tmp_path: Path) -> None:
     store, log = tmp_path / "switch.json", tmp_path / "agent.wal"
     switch = KillSwitch(FileSwitchStore(store), poll_interval=0)

@@ -36,6 +36,8 @@ from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.escalations import EscalationQueue
 from agent_saga.recovery.lease import recovery_dir
 
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
+
 # Records the worker writes: start, 4 x (intent, commit), then the rollback:
 # ROLLBACK_STARTED, 3 x (COMPENSATION_STARTED, STEP_COMPENSATED), STEP_ORPHANED, SAGA_ROLLED_BACK,
 # and the ESCALATED record the unclean ending (the orphaned notify) files, once.

@@ -140,6 +140,7 @@ def test_bad_keys_are_refused_clearly(crypto: None) -> None:
     assert len(base64.b64decode(generate_key())) == 32
 
 
+@pytest.mark.slow
 def test_importing_the_package_does_not_import_cryptography(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import sys
@@ -156,6 +157,7 @@ def test_importing_the_package_does_not_import_cryptography(tmp_path: Path) -> N
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_without_cryptography_the_error_names_the_extra(tmp_path: Path) -> None:
     code = textwrap.dedent("""
         import sys

@@ -9,7 +9,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agent_saga.log import read_records
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
 
 
 def run_demo(directory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -64,6 +68,45 @@ def test_logs_flag_prints_the_engine_trace(tmp_path: Path) -> None:
     assert "[log]" in proc.stdout and "STEP_INTENT" in proc.stdout and "RECOVERY_CLAIMED" in proc.stdout
 
 
-def test_demo_rerun_starts_from_a_clean_world(tmp_path: Path) -> None:
-    assert run_demo(tmp_path / "demo").returncode == 0
-    assert run_demo(tmp_path / "demo").returncode == 0
+def _tree(directory: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(directory)): p.read_bytes() if p.is_file() else None
+            for p in sorted(directory.rglob("*"))}
+
+
+@pytest.mark.parametrize("existing", ["demo.wal", "world.jsonl", "demo.wal.recovery"])
+def test_a_file_of_the_user_in_the_demo_directory_is_refused_and_left_as_it_was(
+    tmp_path: Path, existing: str
+) -> None:
+    directory = tmp_path / "mine"
+    directory.mkdir()
+    if existing.endswith(".recovery"):
+        (directory / existing).mkdir()
+        (directory / existing / "ledger.jsonl").write_text('{"mine": true}\n')
+    else:
+        (directory / existing).write_text("my own records\n")
+    before = _tree(directory)
+
+    proc = run_demo(directory)
+
+    assert proc.returncode == 2, proc.stdout + proc.stderr  # a usage error: nothing ran
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert existing in proc.stderr and "--force" in proc.stderr and "--dir" in proc.stderr
+    assert _tree(directory) == before
+
+
+def test_force_replaces_an_earlier_run_and_nothing_else(tmp_path: Path) -> None:
+    directory = tmp_path / "demo"
+    assert run_demo(directory).returncode == 0
+    (directory / "notes.txt").write_text("not the demo's\n")
+
+    again = run_demo(directory)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+    forced = run_demo(directory, "--force")
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    names = [r["body"]["name"] for r in read_records(directory / "demo.wal") if r["type"] == "SAGA_STARTED"]
+    assert sorted(names) == ["checkout-worker", "onboard-acme", "pay-supplier", "runaway-agent"]  # one run
+    world = [json.loads(x) for x in (directory / "world.jsonl").read_text().splitlines()]
+    assert sum(e["op"] == "create" and e["target"] == "instance i-0abc" for e in world) == 1
+    assert (directory / "notes.txt").read_text() == "not the demo's\n"

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 

@@ -82,6 +82,7 @@ def test_sequence_never_restarts_across_reopen(wal_path: Path) -> None:
     assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(recs))
 
 
+@pytest.mark.slow
 def test_two_processes_append_to_one_chain(wal_path: Path) -> None:
     script = (
         "import sys; from agent_saga import FileWAL\n"
@@ -273,6 +274,7 @@ def test_set_default_wal_by_path_and_reset(tmp_path: Path) -> None:
     assert default_wal().location == str(tmp_path / "agent-saga.wal")
 
 
+@pytest.mark.slow
 def test_a_log_is_closed_cleanly_at_interpreter_exit(wal_path: Path) -> None:
     script = (
         "import sys; from agent_saga import FileWAL\n"
@@ -283,6 +285,7 @@ def test_a_log_is_closed_cleanly_at_interpreter_exit(wal_path: Path) -> None:
     assert len(lines(wal_path)) == 100
 
 
+@pytest.mark.slow
 def test_saga_end_covers_the_last_commit(wal_path: Path) -> None:
     script = (
         "import os, sys; from agent_saga import FileWAL, saga_scope, Compensation\n"

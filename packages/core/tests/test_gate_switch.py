@@ -263,6 +263,7 @@ def test_cli_levers_status_and_exit_codes(tmp_path: Path, capsys: pytest.Capture
     assert exit_info.value.code == 2
 
 
+@pytest.mark.slow
 def test_cli_store_unreachable_exits_3_with_a_message_and_no_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "switch.json"
     bad.mkdir()

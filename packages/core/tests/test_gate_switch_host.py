@@ -241,6 +241,7 @@ def test_the_real_host_location_reaches_another_user_with_no_override_at_all() -
     assert not Path("/var/lib/agent-saga").exists()  # the real host never saw it
 
 
+@pytest.mark.slow
 def test_a_non_utf8_switch_file_is_an_unreadable_store_not_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "switch.json"
     KillSwitch(FileSwitchStore(path)).halt("tool:wire.send", reason="fraud", by="soc")

@@ -57,6 +57,7 @@ def test_orphans_get_their_own_outcome(tmp_path: Path) -> None:
     assert "ORPHANED - no undo exists" in to_mermaid([saga])
 
 
+@pytest.mark.slow
 def test_mermaid_output_parses_with_mermaid_itself(mixed_log: Path, tmp_path: Path) -> None:
     assert (MERMAID / "node_modules" / "mermaid").is_dir(), (
         "Mermaid's parser is not installed: run `npm ci --prefix packages/core/tests/mermaid` "
@@ -73,6 +74,7 @@ def test_mermaid_output_parses_with_mermaid_itself(mixed_log: Path, tmp_path: Pa
     assert "#quot;no#quot; #lt;stop#gt;" in out.stdout
 
 
+@pytest.mark.slow
 def test_mermaid_parser_rejects_a_broken_diagram(tmp_path: Path) -> None:
     # The check above is only worth something if the parser can say no.
     (tmp_path / "bad.mmd").write_text('flowchart TD\n  a["unclosed --> b\n')
@@ -81,6 +83,7 @@ def test_mermaid_parser_rejects_a_broken_diagram(tmp_path: Path) -> None:
     assert parsed.returncode == 1 and "ERR" in parsed.stdout
 
 
+@pytest.mark.slow
 def test_dot_output_renders_with_graphviz(mixed_log: Path) -> None:
     assert shutil.which("dot"), "Graphviz is not installed: scripts/services installs it"
     out = cli("graph", "--wal", str(mixed_log), "--format", "dot")
@@ -106,16 +109,18 @@ def test_the_three_outcomes_are_styled_apart(mixed_log: Path, tmp_path: Path) ->
     assert verdict.endswith(":::dirty")
 
 
+@pytest.mark.slow
 def test_graph_help_usage_and_missing_file(tmp_path: Path) -> None:
     help_ = cli("graph", "--help")
     assert help_.returncode == 0 and "example" in help_.stdout
-    usage = cli("graph")
-    assert usage.returncode == 2 and "--wal" in usage.stderr
+    default = cli("graph")  # no --wal: $AGENT_SAGA_WAL, else ./agent-saga.wal, like every verb
+    assert default.returncode == 3 and "no log at agent-saga.wal" in default.stderr
     missing = cli("graph", "--wal", str(tmp_path / "nope.wal"))
     assert missing.returncode == 3 and "no log at" in missing.stderr and "Traceback" not in missing.stderr
     assert cli("graph", "--wal", str(tmp_path)).returncode == 3
 
 
+@pytest.mark.slow
 def test_unknown_saga_prefix_is_a_usage_error(mixed_log: Path) -> None:
     out = cli("graph", "--wal", str(mixed_log), "--saga", "zzzz")
     assert out.returncode == 2 and "no saga" in out.stderr

@@ -85,6 +85,7 @@ def test_files_and_directories_the_log_creates_are_private(tmp_path: Path, umask
     assert mode(existing) == 0o640  # a file we did not create keeps its owner's mode
 
 
+@pytest.mark.slow
 def test_a_full_disk_gives_wal_errors_and_leaves_no_empty_sidecar(tmp_path: Path) -> None:
     done = run_on_small_disk(tmp_path, '''
         from agent_saga import FileWAL
@@ -117,6 +118,7 @@ def test_a_full_disk_gives_wal_errors_and_leaves_no_empty_sidecar(tmp_path: Path
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_creating_a_log_without_a_free_inode_is_a_wal_error(tmp_path: Path) -> None:
     done = run_on_small_disk(tmp_path, '''
         from agent_saga import FileWAL

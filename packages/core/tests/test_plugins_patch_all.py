@@ -65,6 +65,7 @@ def site(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_only_adapters_whose_framework_is_installed_in_range_are_imported(site: Path) -> None:
     out = run_with(site, REPORT)
     report = out["report"]
@@ -76,6 +77,7 @@ def test_only_adapters_whose_framework_is_installed_in_range_are_imported(site: 
     assert out["imported"] == ["demo_inrange"]  # the others were never imported
 
 
+@pytest.mark.slow
 def test_disabled_adapters_are_neither_imported_nor_patched(site: Path) -> None:
     out = run_with(site, REPORT, {"AGENT_SAGA_DISABLED_ADAPTERS": "inrange, other"})
     assert out["imported"] == []
@@ -83,6 +85,7 @@ def test_disabled_adapters_are_neither_imported_nor_patched(site: Path) -> None:
     assert out["report"]["skipped"]["inrange"] == "disabled by $AGENT_SAGA_DISABLED_ADAPTERS"  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site: Path, tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"mode": "enforce", "tools": {"read": {"semantics": "REVERSIBLE"}}}))
@@ -115,6 +118,7 @@ def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site:
     }
 
 
+@pytest.mark.slow
 def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
     code = """
         import json, sys
@@ -151,6 +155,7 @@ def agent_saga_unpatch():
 '''
 
 
+@pytest.mark.slow
 def test_an_adapter_that_fails_is_reported_and_leaves_no_patch_while_the_others_proceed(site: Path) -> None:
     (site / "demo_broken.py").write_text(BROKEN)
     (site / "demo_badimport.py").write_text("raise ImportError('half-installed')\n")

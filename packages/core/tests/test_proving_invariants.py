@@ -25,6 +25,7 @@ from agent_saga.semantics import Outcome
 W, R, N = Undo.WORKS, Undo.REFUSES, Undo.NONE
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 async def test_the_engine_keeps_every_invariant_over_every_shape_up_to_six_steps() -> None:
     report = await verify_rollback_invariants(max_steps=6)
 
@@ -37,6 +38,7 @@ async def test_the_engine_keeps_every_invariant_over_every_shape_up_to_six_steps
     assert "not a proof for longer sagas, nor a claim about concurrency" in text
 
 
+@pytest.mark.slow
 def test_the_one_liner_runs_and_reports_no_violation() -> None:
     # The seed's line, exactly.
     line = ("import asyncio; from agent_saga import verify_rollback_invariants; "

@@ -13,6 +13,8 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import pytest
+
 DOC = Path(__file__).resolve().parents[3] / "docs" / "PROVING.md"
 EXAMPLE = "test_onboarding_rollback.py"
 LYING_OUTPUT = (
@@ -46,6 +48,7 @@ def test_the_plugin_is_registered_as_a_pytest11_entry_point() -> None:
     assert plugin.value == "_agent_saga_pytest"
 
 
+@pytest.mark.slow
 def test_the_doc_example_under_pytest_asyncio_passes_the_honest_test_and_fails_the_lying_one(
     tmp_path: Path,
 ) -> None:
@@ -64,6 +67,7 @@ def test_the_doc_example_under_pytest_asyncio_passes_the_honest_test_and_fails_t
     assert all(line in printed for line in shown.splitlines()), shown
 
 
+@pytest.mark.slow
 def test_the_doc_example_under_anyio_behaves_the_same(tmp_path: Path) -> None:
     source = example_from_the_doc().replace("@pytest.mark.asyncio", "@pytest.mark.anyio")
     source += '\n\n@pytest.fixture\ndef anyio_backend():\n    return "asyncio"\n'
@@ -76,11 +80,13 @@ def test_the_doc_example_under_anyio_behaves_the_same(tmp_path: Path) -> None:
     assert LYING_OUTPUT in run.stdout
 
 
+@pytest.mark.slow
 def test_without_the_plugin_the_fixture_does_not_exist(tmp_path: Path) -> None:
     run = pytest_in(tmp_path, example_from_the_doc(), "-p", "no:agent_saga")
     assert "fixture 'assert_rollback_proven' not found" in run.stdout
 
 
+@pytest.mark.slow
 def test_import_agent_saga_never_imports_pytest_and_the_plugin_never_imports_agent_saga() -> None:
     probe = ("import sys, agent_saga, agent_saga.proving; assert 'pytest' not in sys.modules, 'pytest'; "
              "import _agent_saga_pytest; assert 'pytest' in sys.modules")

@@ -410,6 +410,7 @@ def test_proven_exactly_when_no_undo_lies_and_the_first_liar_is_named(honest: li
         assert (probe.verdict is Verdict.ENGINE_DISAGREES) is ran_a_liar
 
 
+@pytest.mark.slow
 def test_the_example_proves_the_honest_scenario_and_catches_the_lying_one(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(EXAMPLES / "prove_rollback.py")], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120, check=True).stdout
@@ -426,3 +427,38 @@ def test_memory_is_the_default_log() -> None:
 
     asyncio.run(prove(onboarding()))
     assert not Path("agent-saga.wal").exists()
+
+
+async def test_tools_that_find_their_saga_themselves_are_probed_too() -> None:
+    # A workflow written with @tool (or an adapter's wrap_tool) never touches the saga it is
+    # handed: the prover makes its probed saga the current one, so those steps fail on cue too.
+    from agent_saga import Compensation, compensator, guard, tool
+    from agent_saga.registry import unregister
+
+    world: dict[str, list[str]] = {"rows": []}
+
+    @compensator("prove.drop_row")
+    def drop_row(row: str) -> None:
+        world["rows"].remove(row)
+
+    @tool(semantics="COMPENSABLE", compensate=lambda r: Compensation(fn=drop_row, handler="prove.drop_row",
+                                                                     kwargs={"row": r}))
+    async def add_row(row: str) -> str:
+        world["rows"].append(row)
+        return row
+
+    @guard
+    async def workflow() -> None:
+        await add_row("a")
+        await add_row("b")
+
+    async def scenario(saga: object) -> None:
+        await workflow()
+
+    try:
+        proof = await prove_rollback(scenario, snapshot=lambda: {"rows": list(world["rows"])},
+                                     reset=lambda: world["rows"].clear(), modes=("before",))
+    finally:
+        unregister("prove.drop_row")
+    assert proof.proven, proof.format_text()
+    assert len(proof.probes) == 3  # before step 1, before step 2, after the last step

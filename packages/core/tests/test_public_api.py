@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import agent_saga
 
 EXPECTED = {
@@ -45,6 +47,9 @@ EXPECTED |= {"InvariantReport", "RollbackProof", "prove_rollback", "verify_rollb
 EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
 # The adapter kit's top-level face (issue 14): any framework's tool, through its adapter.
 EXPECTED |= {"wrap_tool"}
+# Running it in a service (issue 19); saga_lifespan and setup_telemetry need an extra, so they
+# are imported on first use and stay out of __all__ (see test_service_extras.py).
+EXPECTED |= {"configure_logging"}
 
 
 def test_all_is_pinned() -> None:
@@ -54,6 +59,7 @@ def test_all_is_pinned() -> None:
         assert hasattr(agent_saga, name), name
 
 
+@pytest.mark.slow
 def test_import_loads_no_third_party_module() -> None:
     # Compare before and after the import: site hooks of the environment (setuptools'
     # _distutils_hack, say) are loaded before any of our code runs.

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import recovery_world as world
 from recovery_checks import chain_ok, env_for, read_log, run_worker, wait_until_expired, world_counts
 
 from agent_saga.ids import operation_id
 from agent_saga.recovery import fold
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
 
 
 def agent_saga(world_dir: Path, *args: str, role: str = "daemon") -> subprocess.CompletedProcess[str]:

@@ -354,6 +354,7 @@ def test_an_expired_lease_is_recovered_although_its_recorded_pid_is_alive(
         assert d.sweep().recovered == [saga]
 
 
+@pytest.mark.slow
 def test_a_live_idle_saga_with_a_fresh_lease_is_never_touched(tmp_path: Path) -> None:
     wal = tmp_path / "live.wal"
     # Idle for longer than lease + grace: only the renewer thread keeps it alive.
@@ -381,6 +382,7 @@ def test_a_live_idle_saga_with_a_fresh_lease_is_never_touched(tmp_path: Path) ->
     assert "RECOVERY_CLAIMED" not in types(wal)
 
 
+@pytest.mark.slow
 def test_a_dead_pid_with_a_fresh_lease_is_not_recovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The worker is dead (its PID names no process now), but its lease is renewed, here by
     # hand as a renewer on another host would: the lease is what counts, not the PID.

@@ -102,6 +102,7 @@ def dead_saga_log(path: Path, *, newline: bool = True) -> str:
 # -- item 4: recovery verifies the chain first ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_recover_does_not_run_a_tampered_compensation(tmp_path: Path) -> None:
     wal = tmp_path / "agent.wal"
     assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after") == 137
@@ -132,6 +133,7 @@ def read_log_unchecked(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_a_forged_completion_does_not_leave_the_charge_standing(tmp_path: Path) -> None:
     """Item 5: a plain SAGA_COMPLETED line appended for an open saga is a break, never 'partial'."""
     wal = tmp_path / "agent.wal"
@@ -210,6 +212,7 @@ def test_an_uncreatable_recovery_directory_is_one_line_exit_3(wal_path: Path,
 RECOVERYD = "import sys; from agent_saga.cli.recover import recoveryd_main; sys.exit(recoveryd_main())"
 
 
+@pytest.mark.slow
 def test_watch_mode_retries_after_a_full_disk_instead_of_exiting(tmp_path: Path) -> None:
     stderr = tmp_path / "recoveryd.err"  # outside the small disk
     done = run_on_small_disk(tmp_path, f'''
@@ -358,6 +361,7 @@ def queue_of(path: Path) -> EscalationQueue:
     return EscalationQueue(recovery_dir(path) / "escalations.jsonl")
 
 
+@pytest.mark.slow
 def test_an_unclean_ending_is_escalated_once_across_calls_and_processes(wal: FileWAL, tmp_path: Path) -> None:
     saga_id, report = unclean_rollback(wal)
     assert not report.clean

@@ -140,6 +140,7 @@ def test_a_ledger_line_torn_by_a_dead_writer_does_not_swallow_the_next_entry(tmp
 # -- claims -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_claim_is_exclusive_and_dies_with_its_holder(tmp_path: Path) -> None:
     claims = tmp_path / "claims"
     mine = try_claim(claims, "s1")
@@ -287,6 +288,7 @@ def test_a_memory_log_takes_no_lease(mem: MemoryWAL) -> None:
     assert "lease_ttl" not in started["body"]
 
 
+@pytest.mark.slow
 def test_a_forked_child_does_not_renew_its_parents_leases(tmp_path: Path) -> None:
     keeper = lease_keeper()
     keeper.hold(tmp_path / "x.wal", "parents-saga")

@@ -7,10 +7,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import recovery_world as world
 from recovery_checks import chain_ok, env_for, read_log, run_worker, wait_until_expired, world_counts
 
 from agent_saga.recovery import fold
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
 
 SAGAS = 200
 

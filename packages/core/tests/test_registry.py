@@ -271,3 +271,26 @@ def test_a_collected_forward_never_lends_its_undo_to_an_unrelated_function() -> 
         assert inverse_for(stranger) is None
     finally:
         unregister("reg.reuse")
+
+
+def test_a_pairing_declared_on_a_decorated_tool_is_found_when_it_runs() -> None:
+    from agent_saga import MemoryWAL, SagaAborted, saga_scope, tool
+
+    undone: list[str] = []
+
+    @tool(semantics="COMPENSABLE")
+    def create_thing(name: str) -> dict[str, str]:
+        return {"id": f"t-{name}"}
+
+    @inverse_of(create_thing, maps={"thing_id": "id"})  # declared on the @tool wrapper
+    @compensator("reg.delete_thing")
+    def delete_thing(thing_id: str) -> None:
+        undone.append(thing_id)
+
+    try:
+        with pytest.raises(SagaAborted), saga_scope(MemoryWAL()):
+            create_thing("a")  # the engine runs the undecorated function underneath
+            raise RuntimeError("later failure")
+    finally:
+        unregister("reg.delete_thing")
+    assert undone == ["t-a"]

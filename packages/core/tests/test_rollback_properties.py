@@ -117,6 +117,7 @@ def run(shape_list: list[Shape], halt: bool, world: World) -> tuple[Any, MemoryW
     return info.value.report, wal
 
 
+@pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
 @settings(max_examples=300, deadline=None)
 @given(st.lists(shapes(), min_size=1, max_size=6), st.booleans())
 def test_rollback_invariants(handler: Any, shape_list: list[Shape], halt: bool) -> None:

@@ -177,6 +177,7 @@ _KILLED_AFTER_RETURN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wait", [False, True])
 def test_a_process_killed_right_after_a_step_returned(wait: bool, tmp_path: Path) -> None:
     log = tmp_path / "killed.wal"

@@ -84,6 +84,7 @@ def listening_addresses(port: int) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_agent_saga_ui_listens_on_127_0_0_1_only(demo_log: Path) -> None:
     with ui_process("--wal-path", str(demo_log), "--port", "0") as url:
         assert url.startswith("http://127.0.0.1:")
@@ -94,6 +95,7 @@ def test_agent_saga_ui_listens_on_127_0_0_1_only(demo_log: Path) -> None:
             "onboard-acme", "pay-supplier", "runaway-agent", "checkout-worker"}
 
 
+@pytest.mark.slow
 def test_python_dash_m_agent_saga_ui_serves_the_same(demo_log: Path) -> None:
     with ui_process("--wal-path", str(demo_log), "--port", "0", module=True) as url:
         status, headers, body = get(url)
@@ -103,6 +105,7 @@ def test_python_dash_m_agent_saga_ui_serves_the_same(demo_log: Path) -> None:
         assert b"<script>" not in body and b"style=" not in body  # nothing inline: the policy forbids it
 
 
+@pytest.mark.slow
 def test_binding_elsewhere_needs_a_token(demo_log: Path) -> None:
     refused = subprocess.run([sys.executable, "-m", "agent_saga", "ui", "--wal-path", str(demo_log), "--host",
                               "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60,
@@ -263,13 +266,14 @@ def test_argument_kinds(name: str, kind: str) -> None:
     assert _arguments({name: "v"})[0]["kind"] == kind
 
 
+@pytest.mark.slow
 def test_ui_bad_input_is_one_line(tmp_path: Path, demo_log: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "agent_saga", "ui", *args], capture_output=True, text=True,
                               timeout=60, check=False)
 
     out = run("--wal-path", str(tmp_path / "nope.wal"))
-    assert out.returncode == 3 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 3 and "no log at" in out.stderr and "Traceback" not in out.stderr
     out = run("--wal-path", str(tmp_path))
     assert out.returncode == 3 and "directory" in out.stderr
     out = run("--wal-path", str(demo_log), "--port", "70000")

@@ -55,6 +55,7 @@ def by_name(path: Path) -> dict[str, GraphSaga]:
 # -- on the demo's own log ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_picture_of_the_demo_log_is_well_formed_and_names_its_steps(demo_log: Path, tmp_path: Path) -> None:
     pictures = {}
     for kind in ("fleet", "chain", "outcomes"):
@@ -82,6 +83,7 @@ def test_every_picture_of_the_demo_log_is_well_formed_and_names_its_steps(demo_l
     assert "4. aws.configure_region" in everything["onboard-acme"] and "not-applied" in everything["onboard-acme"]
 
 
+@pytest.mark.slow
 def test_animate_without_saga_draws_the_latest_unwind_and_says_which(demo_log: Path) -> None:
     out = cli("animate", "--wal", str(demo_log))
     assert out.returncode == 0
@@ -90,6 +92,7 @@ def test_animate_without_saga_draws_the_latest_unwind_and_says_which(demo_log: P
     assert worker.saga_id in out.stderr and "--saga" in out.stderr
 
 
+@pytest.mark.slow
 def test_one_changed_digit_draws_broken_and_the_original_does_not(demo_log: Path, tmp_path: Path) -> None:
     original = cli("viz", "--wal", str(demo_log), "--kind", "chain")
     assert original.returncode == 0, original.stderr
@@ -335,6 +338,7 @@ def test_text_meets_wcag_aa_contrast_on_every_fill(theme: str) -> None:
         assert contrast(t.muted, surface) >= 4.5, (theme, surface)
 
 
+@pytest.mark.slow
 def test_picture_verbs_fail_in_one_line(tmp_path: Path, demo_log: Path) -> None:
     for args in (["animate"], ["viz", "--kind", "fleet"], ["viz", "--kind", "chain"]):
         out = cli(*args, "--wal", str(tmp_path / "nope.wal"))

@@ -86,6 +86,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.observability import configure_logging
 from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
@@ -110,6 +111,24 @@ install_leases()
 
 #: ``@saga`` is ``@guard``: ``from agent_saga import saga`` then decorate a function.
 saga = guard
+
+# Names that need an extra, imported on first use so that ``import agent_saga`` never
+# imports FastAPI or OpenTelemetry; without the extra the import error names it. They
+# are not in ``__all__``: ``from agent_saga import *`` would fail without the extra.
+_EXTRAS = {"saga_lifespan": "agent_saga.service.lifespan", "setup_telemetry": "agent_saga.observability.telemetry"}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXTRAS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXTRAS])
 
 __all__ = [
     "WAL",
@@ -185,6 +204,7 @@ __all__ = [
     "combine",
     "compact",
     "compensator",
+    "configure_logging",
     "current_saga",
     "default_wal",
     "delete_by",

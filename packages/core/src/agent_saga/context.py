@@ -32,6 +32,7 @@ from agent_saga.semantics import ActionSemantics
 __all__ = [
     "Boundary",
     "BoundaryOwner",
+    "GateSetting",
     "SyncSaga",
     "current_saga",
     "default_gate",
@@ -42,7 +43,9 @@ __all__ = [
 
 _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_saga", default=None)
 _gate_lock = threading.Lock()
-_default_gate: GatePort | Callable[[], GatePort | None] | None = None
+#: What ``set_default_gate`` takes: a gate, a zero-argument factory of one, or None.
+GateSetting = GatePort | Callable[[], GatePort | None] | None
+_default_gate: GateSetting = None
 
 
 def current_saga() -> Saga | None:
@@ -55,16 +58,18 @@ def use_saga(saga: Saga | None) -> contextvars.Token[Saga | None]:
     return _current.set(saga)
 
 
-def set_default_gate(gate: GatePort | Callable[[], GatePort | None] | None) -> None:
-    """The gate every saga uses when its boundary is not given one.
+def set_default_gate(gate: GateSetting) -> GateSetting:
+    """The gate every saga uses when its boundary is not given one; returns the previous setting.
 
     Pass a gate, or a zero-argument factory called once per saga. Passing None
     turns off even the kill switch; every saga started so records ``"gate": null``
-    in its start record, so the opt-out is visible in the log.
+    in its start record, so the opt-out is visible in the log. The previous
+    setting is returned so that a caller can wrap it and put it back.
     """
     global _default_gate
     with _gate_lock:
-        _default_gate = gate
+        previous, _default_gate = _default_gate, gate
+    return previous
 
 
 def default_gate() -> GatePort | None:

@@ -233,20 +233,32 @@ def inverse_of(forward: Callable[..., Any], *, maps: Mapping[str, str]) -> Calla
     return pair
 
 
+def _wrapped_chain(fn: Any) -> list[Any]:
+    """``fn`` and everything it wraps (``functools.wraps``): a pairing declared on a decorated
+    tool must be found whichever layer the engine is handed (it runs the innermost)."""
+    chain: list[Any] = []
+    while fn is not None and all(fn is not seen for seen in chain):
+        chain.append(fn)
+        fn = getattr(fn, "__wrapped__", None)
+    return chain
+
+
 def _pair(forward: Any, factory: CompensationFactory) -> None:
-    try:
-        setattr(forward, _PAIRED, factory)
-    except (AttributeError, TypeError):
-        _pairings_fallback[forward] = factory  # TypeError here: not weakly referenceable
-    _paired.add(forward)
+    for target in _wrapped_chain(forward):
+        try:
+            setattr(target, _PAIRED, factory)
+        except (AttributeError, TypeError):
+            _pairings_fallback[target] = factory  # TypeError here: not weakly referenceable
+        _paired.add(target)
 
 
 def _unpair(forward: Any) -> None:
-    try:
-        delattr(forward, _PAIRED)
-    except (AttributeError, TypeError):
-        _pairings_fallback.pop(forward, None)
-    _paired.discard(forward)
+    for target in _wrapped_chain(forward):
+        try:
+            delattr(target, _PAIRED)
+        except (AttributeError, TypeError):
+            _pairings_fallback.pop(target, None)
+        _paired.discard(target)
 
 
 def _paired_factory(fn: Any) -> CompensationFactory | None:

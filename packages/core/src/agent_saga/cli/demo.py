@@ -18,6 +18,7 @@ import argparse
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent_saga.cli.main import EXIT_FINDING, EXIT_OK
+from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 
 __all__ = ["World", "register", "run_demo", "worker_main"]
 
@@ -47,6 +48,9 @@ def register(verbs: Any) -> None:
     )
     p.add_argument("--dir", default="agent-saga-demo",
                    help="where the demo writes its log and its simulated world (default: %(default)s)")
+    p.add_argument("--force", action="store_true",
+                   help=f"overwrite the demo's files ({LOG_FILE}, {WORLD_FILE}, {LOG_FILE}.recovery/) "
+                        "if --dir already holds them")
     p.add_argument("--no-color", action="store_true", help="plain text (also: NO_COLOR, or a non-TTY stdout)")
     p.add_argument("--logs", action="store_true", help="also print the log records each act wrote")
     p.set_defaults(run=run_demo)
@@ -278,14 +282,33 @@ def act_three(out: _Out, directory: Path, world: World) -> tuple[str, bool]:
     return saga_id, ok
 
 
+def _clear(directory: Path, *, force: bool) -> None:
+    """Make room for the demo's files, replacing none that the user did not say to replace.
+
+    The directory may hold a user's own log under the demo's names: without ``--force``
+    the demo refuses before it writes anything.
+    """
+    from agent_saga.recovery.lease import recovery_dir
+
+    paths = (directory / LOG_FILE, directory / WORLD_FILE, recovery_dir(directory / LOG_FILE))
+    found = [path for path in paths if path.exists() or path.is_symlink()]
+    if found and not force:
+        raise CliError(f"{directory} already holds {', '.join(path.name for path in found)} (an earlier demo's "
+                       "or yours): pass --force to overwrite, or --dir to use another directory", EXIT_USAGE)
+    for path in found:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from agent_saga import FileWAL
 
     out = _Out(not (args.no_color or os.environ.get("NO_COLOR") or not sys.stdout.isatty()))
     directory = Path(args.dir).absolute()
     directory.mkdir(parents=True, exist_ok=True)
-    for name in (LOG_FILE, WORLD_FILE):
-        (directory / name).unlink(missing_ok=True)
+    _clear(directory, force=args.force)
     os.environ["AGENT_SAGA_DEMO_WORLD"] = str(directory / WORLD_FILE)
     _register_handlers()
     world = _world()

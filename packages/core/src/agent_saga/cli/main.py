@@ -23,7 +23,10 @@ EXIT_OK, EXIT_FINDING, EXIT_USAGE, EXIT_UNCHECKED = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
-VERB_MODULES = ("animate", "approvals", "audit", "demo", "graph", "recover", "switch", "ui", "viz")
+VERB_MODULES = (
+    "adopt", "animate", "approvals", "audit", "demo", "doctor", "graph", "new", "reconcile", "recover",
+    "switch", "ui", "viz",
+)
 
 
 class CliError(Exception):

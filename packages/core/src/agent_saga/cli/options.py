@@ -8,12 +8,16 @@ the parser is built, so the help text and the behaviour say the same thing.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
 
-__all__ = ["LOG_ENV", "add_log_option", "default_log", "existing_log", "given_log"]
+__all__ = ["LOG_ENV", "add_imports_option", "add_log_option", "default_log", "existing_log", "given_log",
+           "import_modules"]
 
 LOG_ENV = "AGENT_SAGA_WAL"
 _DEFAULT_TEXT = f"${LOG_ENV}, else ./agent-saga.wal"
@@ -50,3 +54,25 @@ def existing_log(args: argparse.Namespace) -> Path:
     if not path.is_file():
         raise CliError(f"{path} is not a regular file (a FIFO or a device?): give the log itself", EXIT_UNCHECKED)
     return path
+
+
+def add_imports_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--import MODULE`` (repeatable): modules that register what the verb needs (``what``)."""
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help=f"import MODULE first, so its {what} are registered (repeatable)")
+
+
+def import_modules(modules: Sequence[str], what: str) -> None:
+    """Import each ``--import`` module; one that fails is a usage error naming it."""
+    # A console script does not put the working directory on sys.path; `python -m` does.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
+            raise CliError(
+                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
+                f"importable module name (not a file path) that declares your {what}",
+                EXIT_USAGE,
+            ) from None

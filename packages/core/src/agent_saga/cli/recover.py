@@ -13,7 +13,6 @@ retried at the next interval instead.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import CliError
-from agent_saga.cli.options import add_log_option, existing_log
+from agent_saga.cli.options import add_imports_option, add_log_option, existing_log, import_modules
 from agent_saga.errors import WALError
 
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
@@ -33,10 +32,7 @@ _EXIT_OK, _EXIT_FINDING, _EXIT_USAGE, _EXIT_UNCHECKED = 0, 1, 2, 3
 
 def _add_daemon_options(p: argparse.ArgumentParser) -> None:
     add_log_option(p, "the log to recover")
-    p.add_argument(
-        "--import", dest="imports", action="append", default=[], metavar="MODULE",
-        help="import MODULE first, so its @compensator handlers are registered (repeatable)",
-    )
+    add_imports_option(p, "@compensator handlers (and @reconciler functions)")
     p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     p.add_argument("--lease-grace", type=float, default=5.0, metavar="SECONDS",
                    help="extra wait beyond a lease's expiry (default: %(default)s)")
@@ -80,22 +76,6 @@ def register(verbs: Any) -> None:
     e.set_defaults(run=run_escalations)
 
 
-def _import_handlers(modules: Sequence[str]) -> None:
-
-    # A console script does not put the working directory on sys.path; `python -m` does.
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001 - any import failure is the user's to fix, reported in one line
-            raise CliError(
-                f"--import {name}: could not import it ({type(err).__name__}: {err}); give an "
-                "importable module name (not a file path) that declares your @compensator handlers",
-                _EXIT_USAGE,
-            ) from None
-
-
 def _print_report(report: Any, quiet: bool) -> None:
     if not quiet:
         for action in report.actions:
@@ -113,7 +93,7 @@ def _daemon(args: argparse.Namespace) -> Any:
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
     path = existing_log(args)
-    _import_handlers(args.imports)
+    import_modules(args.imports, "@compensator handlers")
     return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
                           retry_delay=args.retry_delay, trust_unverified=args.trust_unverified)
 

@@ -104,8 +104,9 @@ class RollbackEvent:
     step: int
     tool: str
     semantics: ActionSemantics
-    compensation: str | None = None  # the undo's label, when there is one to run
+    compensation: str | None = None  # the undo's label (it may show arguments), when there is one
     idempotency_key: str | None = None
+    handler: str | None = None  # the undo's registered name: safe to show without its arguments
 
 
 class Interceptor:

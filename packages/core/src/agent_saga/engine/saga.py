@@ -785,6 +785,7 @@ class Saga:
         return Wrappers.start("rollback_step", RollbackEvent(
             self.saga_id, step.index, step.tool, step.semantics,
             comp.label if comp else None, comp.idempotency_key if comp else None,
+            comp.handler if comp else None,
         ))
 
     def _compensate(self, step: Step) -> Protocol[StepOutcome]:

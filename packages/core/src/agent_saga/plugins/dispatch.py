@@ -33,6 +33,8 @@ FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     "autogen_agentchat": ("agent-saga-autogen", "autogen"),
     "autogen_ext": ("agent-saga-autogen", "autogen"),
     "semantic_kernel": ("agent-saga-semantic-kernel", "semantic_kernel"),
+    # AG2, the fork that keeps ConversableAgent; Microsoft's line is autogen_core / autogen_agentchat above.
+    "autogen": ("agent-saga-ag2", "ag2"),
 }
 
 

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_saga.engine.options import StepOptions
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import ConfigurationError
 
@@ -81,11 +82,15 @@ class Injection:
         forward = armed.get("forward")
         if callable(forward):  # anything else is the engine's to refuse, with its own message
             armed["forward"] = self._lands_then_fails(forward, failure)
+        # One landing per probe: a retried attempt would be a second effect the scenario
+        # never asked for, not the failure being probed. (Retries come loose, or inside the
+        # StepOptions a wrapped tool hands over.)
         retry = armed.get("retry")
         if isinstance(retry, RetryPolicy):
-            # One landing per probe: a retried attempt would be a second effect the
-            # scenario never asked for, not the failure being probed.
-            armed["retry"] = dataclasses.replace(retry, give_up_on=(*retry.give_up_on, InjectedFailure))
+            armed["retry"] = _once(retry)
+        given = armed.get("options")
+        if isinstance(given, StepOptions) and given.retry is not None:
+            armed["options"] = given.with_changes(retry=_once(given.retry))
         return armed
 
     def _lands_then_fails(self, forward: Callable[..., Any], failure: InjectedFailure) -> Callable[..., Any]:
@@ -122,6 +127,10 @@ class Injection:
         if self.at is None:
             return
         raise self.fired or InjectedFailure(None, None, self.mode)
+
+
+def _once(retry: RetryPolicy) -> RetryPolicy:
+    return dataclasses.replace(retry, give_up_on=(*retry.give_up_on, InjectedFailure))
 
 
 class _Probed:

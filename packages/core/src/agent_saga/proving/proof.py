@@ -15,15 +15,16 @@ with the world before the run catches it, so that is what each probe does:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import enum
 import inspect
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.context import saga_scope
+from agent_saga.context import saga_scope, use_saga
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.errors import ConfigurationError, SagaAborted
 from agent_saga.log.base import WAL, MemoryWAL
@@ -334,11 +335,12 @@ class _Runner:
 
     async def _run_async(self, wal: WAL, injection: Injection) -> None:
         async with saga_scope(wal, name="prove_rollback") as saga:
-            await self.scenario(ProbedSaga(saga, injection))
+            with _current(ProbedSaga(saga, injection)):
+                await self.scenario(ProbedSaga(saga, injection))
             injection.finish()
 
     def _run_sync(self, wal: WAL, injection: Injection) -> None:
-        with saga_scope(wal, name="prove_rollback") as saga:
+        with saga_scope(wal, name="prove_rollback") as saga, _current(ProbedSaga(saga.saga, injection)):
             result = self.scenario(ProbedSyncSaga(saga, injection))
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
@@ -348,6 +350,18 @@ class _Runner:
                     "`async def scenario(saga)` so that prove_rollback awaits it"
                 )
             injection.finish()
+
+
+@contextlib.contextmanager
+def _current(probed: ProbedSaga) -> Iterator[None]:
+    """Make the probed saga the current one, so that tools that find their saga themselves
+    (``@tool``, ``AgentKit.safe_tool``, an adapter's wrapped tool, ``@saga`` joining it) go
+    through the injection too, not only ``saga.execute`` calls on the saga handed over."""
+    token = use_saga(probed)  # type: ignore[arg-type]  # it is a Saga for every caller
+    try:
+        yield
+    finally:
+        token.var.reset(token)
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.ids import operation_id
 from agent_saga.log.chain import ChainUnverified, VerifyReport
@@ -44,6 +45,7 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.claims import try_claim
 from agent_saga.recovery.escalations import Escalation, EscalationQueue, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, LogTail, SagaView, StepView
+from agent_saga.recovery.inflight import settle_in_flight
 from agent_saga.recovery.lease import read_lease, remove_lease
 from agent_saga.recovery.ledger import FileLedger, Ledger
 from agent_saga.recovery.paths import recovery_dir
@@ -380,6 +382,9 @@ class _Run:
         if step.settled == "kept":
             self._count("kept")
             return
+        if settle_in_flight(self.view.saga_id, step, self._write, dry_run=self.dry):
+            self._act(step.index, "not-applied", step.facts)  # the provider says it never happened
+            return
         if step.state == "in-flight" and not self.dry:
             # Its process died between the durable intent and any outcome: the call may
             # or may not have landed. Say so in the log before acting on it.
@@ -417,7 +422,9 @@ class _Run:
             kind = "unknown-outcome"
             detail = (
                 f"{step.tool!r} was {step.state} when its process died and no inverse was "
-                "recorded before the call; check the remote system"
+                "recorded before the call; "
+                + (f"{step.facts}; " if step.facts else "")
+                + "check the remote system"
             )
         settle = R.STEP_ORPHANED if step.committed else R.STEP_UNRESOLVED
         wanted = "orphaned" if step.committed else "unresolved"
@@ -464,7 +471,7 @@ class _Run:
         try:
             _call(handler, dict(comp["kwargs"]), key)
         except Exception as err:  # noqa: BLE001 - a failed undo is recorded and retried, never hidden
-            error = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+            error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
             self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
             if attempt >= self.d.max_attempts:
@@ -530,13 +537,26 @@ def _args(kwargs: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
 
 
+class _HandlerFailed(Exception):
+    """A handler's failure, described with the credentials resolved for it scrubbed out."""
+
+
+def _text(err: BaseException) -> str:
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
 def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
     fn = resolve(handler)
+    # Credential references become secrets only here, for this call; never logged.
+    kwargs, secrets = resolve_credentials(kwargs)
     if accepts_idempotency_key(fn):
         kwargs["idempotency_key"] = key
-    result = fn(**kwargs)
-    if inspect.isawaitable(result):
-        async def wait() -> None:
-            await result
+    try:
+        result = fn(**kwargs)
+        if inspect.isawaitable(result):
+            async def wait() -> None:
+                await result
 
-        asyncio.run(wait())
+            asyncio.run(wait())
+    except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
+        raise _HandlerFailed(scrub(_text(err), secrets)) from None

@@ -59,6 +59,10 @@ class StepView:
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
     problem: str = ""
+    args: dict[str, Any] | None = None  # the call's logged arguments (what a reconciler is asked about)
+    recipe: dict[str, Any] | None = None  # how to build the undo from a result (intent record)
+    facts: str = ""  # what a reconciler answered, for escalations (set by the daemon, not the log)
+    asked_in_recovery: bool = False  # a daemon already asked its reconciler (RECONCILE_ANSWERED with "by")
     settled: str | None = None  # compensated | orphaned | unresolved | kept (latest)
     compensation_started: int = 0
     compensation_failed: int = 0
@@ -205,9 +209,13 @@ class _Folder:
             step.semantics = body["semantics"]
         if isinstance(body.get("op"), str):
             step.op = body["op"]
+        if isinstance(body.get("args"), dict):
+            step.args = body["args"]
         if rtype == R.STEP_INTENT:
             step.intent = True
             step.intent_compensation = _compensation(body)
+            if isinstance(body.get("recipe"), dict):
+                step.recipe = body["recipe"]
         elif rtype == R.STEP_COMMITTED:
             step.committed = True
             step.committed_compensation = _compensation(body)
@@ -225,6 +233,8 @@ class _Folder:
             step.compensation_started += 1
         elif rtype == R.COMPENSATION_FAILED:
             step.compensation_failed += 1
+        elif rtype == R.RECONCILE_ANSWERED and "by" in body:
+            step.asked_in_recovery = True
         elif rtype in _SETTLED and step.settled != "compensated":
             # A compensated step stays compensated whatever is written about it later.
             step.settled = _SETTLED[rtype]

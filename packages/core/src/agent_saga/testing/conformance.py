@@ -36,6 +36,7 @@ import pytest
 import agent_saga
 from agent_saga.context import current_saga, saga_scope
 from agent_saga.engine.options import StepOptions, option_names
+from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import NotApplied, SagaAborted, ToolFailed
@@ -418,6 +419,7 @@ class AdapterConformance:
             "reveal": frozenset({"token"}),
             "wait_for_commit": True,
             "origin": "conformance",
+            "reconcile": ReconcilePolicy(attempts=2),
         }
         assert set(values) == option_names(), "a new step option needs a value here"
         wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool

@@ -1,0 +1,89 @@
+"""AG2 tools as saga steps, a chat as one saga.
+
+``wrap_tool`` returns a copy of an ``autogen.tools.Tool`` whose function is the step (register
+the copy). ``patch_all()`` replaces the ``Tool.func`` property: a tool registered for
+execution from then on is classified by the tool policy.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from autogen import ConversableAgent
+from autogen.tools import Tool
+from autogen.tools.dependency_injection import ChatContext
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga_ag2 import _compat
+
+__all__ = ["AG2", "adapter", "saga_run", "saga_run_sync"]
+
+_POLICED = "__saga_policed__"  # on what patch_all made of a tool's function: that function
+
+
+class AG2(Adapter):
+    framework = "ag2"
+    distribution = "agent-saga-ag2"
+    tool_types = (Tool,)
+    hint = "make one with autogen.tools.Tool(func_or_tool=fn) or @autogen.tools.tool()"
+
+    def function_of(self, tool: Any) -> Callable[..., Any]:
+        return _compat.function_of(tool)
+
+    def framework_params(self, fn: Callable[..., Any]) -> list[str]:
+        signature = signature_of(fn)
+        return [] if signature is None else [p.name for p in signature.parameters.values() if p.annotation is ChatContext]
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        stepped = self.step(spec, _compat.named_context(tool))
+        stepped.__signature__ = inspect.signature(self.function_of(tool))  # type: ignore[attr-defined]  # AG2's schema
+        return _compat.with_function(tool, stepped)
+
+    def patch(self) -> None:
+        self.patches.apply(Tool, "func", lambda original: property(lambda tool: self._policed(tool, original.fget(tool))))
+
+    def _policed(self, tool: Tool, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = getattr(fn, _POLICED, fn)  # Tool(func_or_tool=tool, name=...) copied a policed function
+        hidden = _compat.context_params(tool)
+
+        def logged(kwargs: dict[str, Any]) -> dict[str, Any]:  # AG2 passes every argument by keyword
+            return {k: v for k, v in kwargs.items() if k not in hidden}
+
+        async def policed_async(**kwargs: Any) -> Any:
+            return await self.patched_async(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        def policed_sync(**kwargs: Any) -> Any:
+            return self.patched_sync(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        policed = functools.update_wrapper(policed_async if inspect.iscoroutinefunction(fn) else policed_sync, fn)
+        setattr(policed, _POLICED, fn)
+        return policed
+
+
+adapter = AG2()
+
+
+def saga_run_sync(
+    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, wal: WAL | None = None,
+    gate: GatePort | None = None, name: str = "ag2", tags: Iterable[str] = (), **chat: Any,
+) -> Any:
+    """``sender.initiate_chat(recipient, message=message, **chat)`` as one transaction.
+
+    AG2 answers the model with a failed tool's error and goes on; the helper then fails the
+    chat (``ToolFailed``), undoing everything newest-first. Inside an open saga it joins it.
+    """
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return sender.initiate_chat(recipient, message=message, **chat)
+
+
+async def saga_run(
+    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, wal: WAL | None = None,
+    gate: GatePort | None = None, name: str = "ag2", tags: Iterable[str] = (), **chat: Any,
+) -> Any:
+    """The awaiting form (``sender.a_initiate_chat``)."""
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await sender.a_initiate_chat(recipient, message=message, **chat)

@@ -1,0 +1,49 @@
+"""The shared adapter promises, checked through AG2's conversation loop, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from ag2_drive import chat, pair
+from agent_saga_ag2 import saga_run, saga_run_sync, wrap_tool
+from autogen.tools import Tool
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestAG2Conformance(AdapterConformance):
+    """``initiate_chat``: a sync tool runs on the caller's thread, an async one on a thread AG2 starts."""
+
+    framework = "ag2"
+    # AG2 turns a tool's exception into an "Error: ..." reply and the chat goes on.
+    error_modes = (True,)
+    sync: ClassVar[bool] = True
+
+    def make_tool(self, fn: Callable[..., Any]) -> Tool:
+        return Tool(func_or_tool=fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool.tool_schema
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        turns = [(c.tool, c.args) for c in calls]
+        with pair(tools, turns) as (executor, assistant):
+            options = {"message": "go", "max_turns": len(calls) + 1, "silent": True, "wal": wal}
+            if self.sync:
+                return saga_run_sync(executor, assistant, **options)
+            return asyncio.run(saga_run(executor, assistant, **options))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return chat(tools, [(c.tool, c.args) for c in calls], sync=self.sync)
+
+
+class TestAG2AsyncConformance(TestAG2Conformance):
+    """``a_initiate_chat``: every tool runs on the event loop."""
+
+    sync = False

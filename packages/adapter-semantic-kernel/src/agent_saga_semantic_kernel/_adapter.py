@@ -1,0 +1,168 @@
+"""Kernel functions as saga steps, an agent response or a kernel call as one saga.
+
+``wrap_tool`` copies a method-backed kernel function (``function_copy``: same type, name,
+description, parameters, plugin) with its ``method`` made a step, so every call inside a
+saga is a step, whichever kernel makes it. ``saga_filter``, a function-invocation filter,
+is an optimisation on top: on a kernel that has it, the filter takes the step on the
+kernel's own async pipeline (a sync function runs on the event loop; the filter awaits
+the log where the method's step would block the loop on it) and the method then calls
+straight through. ``saga_run``, ``saga_invoke`` and ``install`` add
+the filter; ``patch_all()`` puts it innermost in every kernel, where it also classifies
+unwrapped functions by the tool policy.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Any
+
+import wrapt
+from semantic_kernel.filters.filter_types import FilterTypes
+from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
+from semantic_kernel.functions import KernelFunction, KernelPlugin
+from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
+from semantic_kernel.kernel import Kernel
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga_semantic_kernel import _compat
+
+__all__ = ["SemanticKernel", "adapter", "install", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin"]
+
+NextFilter = Callable[[FunctionInvocationContext], Awaitable[None]]
+
+# The spec whose step saga_filter is running: the method under it calls straight through,
+# and a second saga filter on the same call passes it on.
+_filtered: contextvars.ContextVar[ToolSpec | None] = contextvars.ContextVar("agent_saga_sk_filtered", default=None)
+
+
+class SemanticKernel(Adapter):
+    framework = "semantic_kernel"
+    distribution = "agent-saga-semantic-kernel"
+    tool_types = (KernelFunctionFromMethod,)
+    hint = "make one with @kernel_function and KernelFunction.from_method, or take it from a KernelPlugin"
+
+    def function_of(self, tool: Any) -> Callable[..., Any]:
+        return tool.method  # type: ignore[no-any-return]
+
+    def framework_params(self, fn: Callable[..., Any]) -> Collection[str]:
+        signature = signature_of(fn)
+        return () if signature is None else _compat.FILLED & set(signature.parameters)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        copy = tool.function_copy()
+        copy.method = self.step(spec, tool.method)
+        return copy
+
+    def step(self, spec: ToolSpec, fn: Callable[..., Any]) -> Callable[..., Any]:
+        stepped = super().step(spec, fn)
+
+        async def method_async(*args: Any, **kwargs: Any) -> Any:
+            return await (fn if _filtered.get() is spec else stepped)(*args, **kwargs)
+
+        def method_sync(*args: Any, **kwargs: Any) -> Any:
+            return (fn if _filtered.get() is spec else stepped)(*args, **kwargs)
+
+        return functools.update_wrapper(method_async if inspect.iscoroutinefunction(fn) else method_sync, stepped)
+
+    def patch(self) -> None:
+        self.patches.apply(Kernel, "construct_call_stack", lambda original: wrapt.FunctionWrapper(original, _construct))
+
+    async def invocation_filter(self, context: FunctionInvocationContext, next: NextFilter) -> None:
+        """The step of one invocation: a wrapped function's own, else what the tool policy says."""
+        function, arguments = context.function, _compat.arguments(context)
+        spec = self.spec_of(function)
+        if spec is None:
+
+            async def call() -> Any:
+                await next(context)
+                return context.result
+
+            await self.patched_async(function, call, arguments, raw=lambda result: result.value)
+            return
+        if _filtered.get() is spec:
+            await next(context)
+            return
+        takes_key = "idempotency_key" in {p.name for p in function.parameters}
+
+        async def forward(idempotency_key: str | None = None, **_logged: Any) -> Any:
+            if takes_key and idempotency_key is not None:  # the step's key replaces the model's
+                context.arguments["idempotency_key"] = idempotency_key
+            await next(context)
+            return None if context.result is None else context.result.value
+
+        token = _filtered.set(spec)
+        try:
+            await spec.call_async(forward, (), arguments)
+        finally:
+            _filtered.reset(token)
+
+
+adapter = SemanticKernel()
+
+
+async def saga_filter(context: FunctionInvocationContext, next: NextFilter) -> None:
+    """A function-invocation filter: inside a saga, the invocation is a step."""
+    await adapter.invocation_filter(context, next)
+
+
+def _installed(kernel: Kernel) -> bool:
+    return any(f is saga_filter for _, f in kernel.function_invocation_filters)
+
+
+def install(kernel: Kernel) -> Kernel:
+    """Add ``saga_filter`` to ``kernel``'s function-invocation filters (once); returns it."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"install() takes a semantic_kernel.Kernel, got {type(kernel).__name__}")
+    if not _installed(kernel):
+        kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, saga_filter)
+    return kernel
+
+
+def _construct(wrapped: Any, kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call = {**dict(zip(("filter_type", "inner_function"), args, strict=False)), **kwargs}
+    if kernel is None or FilterTypes(call["filter_type"]) is not FilterTypes.FUNCTION_INVOCATION or _installed(kernel):
+        return wrapped(*args, **kwargs)
+    return wrapped(call["filter_type"], functools.partial(saga_filter, next=call["inner_function"]))
+
+
+def wrap_plugin(plugin: KernelPlugin, functions: Mapping[str, Mapping[str, Any]]) -> KernelPlugin:
+    """A copy of ``plugin`` with the named functions wrapped (``{name: wrap_tool options}``)."""
+    if not isinstance(plugin, KernelPlugin):
+        raise TypeError(f"wrap_plugin takes a KernelPlugin, got {type(plugin).__name__}")
+    missing = sorted(set(functions) - set(plugin.functions))
+    if missing:
+        raise KeyError(f"plugin {plugin.name!r} has no function named {missing}; it has {sorted(plugin.functions)}")
+    copied: list[KernelFunction] = [
+        adapter.wrap_tool(fn, **functions[name]) if name in functions else fn for name, fn in plugin.functions.items()
+    ]
+    return KernelPlugin(name=plugin.name, description=plugin.description, functions=copied)
+
+
+async def saga_run(
+    agent: Any, *, wal: WAL | None = None, gate: GatePort | None = None, name: str = "semantic-kernel",
+    tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """``await agent.get_response(**run)`` (e.g. ``messages="..."``) as one transaction, the filter installed.
+
+    Auto function calling hands a function's exception to the model and goes on; the
+    failed step is UNKNOWN all the same, so when the response comes back the run is failed
+    (``ToolFailed``) and every finished step is undone newest-first. Inside an open saga
+    the run joins it.
+    """
+    install(agent.kernel)
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await agent.get_response(**run)
+
+
+async def saga_invoke(
+    kernel: Kernel, function: Any = None, arguments: Any = None, *, wal: WAL | None = None,
+    gate: GatePort | None = None, name: str = "semantic-kernel", tags: Iterable[str] = (), **kwargs: Any,
+) -> Any:
+    """``await kernel.invoke(function, arguments, **kwargs)`` as one transaction, the filter installed."""
+    install(kernel)
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await kernel.invoke(function, arguments, **kwargs)
