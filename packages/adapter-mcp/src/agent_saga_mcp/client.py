@@ -181,13 +181,8 @@ class SagaSession:
             comp = policy.undo(name, rule, wire, {"command": ["?"], "cwd": ""})
             if comp is None or comp.handler != "mcp.call_tool":
                 return comp
-            undo_tool, undo_args = comp.kwargs["tool"], dict(comp.kwargs["arguments"])
-
-            async def call_undo() -> None:
-                answer = await _call(client, undo_tool, undo_args)
-                if is_error_result(answer):
-                    raise ToolErrorResult(undo_tool, answer)
-
+            # An error result from the undo is a failed attempt, as for any step's forward.
+            call_undo = functools.partial(_call_step, client, comp.kwargs["tool"], dict(comp.kwargs["arguments"]), {})
             return Compensation(fn=call_undo, description=comp.description)
 
         return build
