@@ -156,24 +156,28 @@ def test_a_team_run_is_one_saga(tmp_path: Path) -> None:
 
 
 def test_wrap_tool_names_what_it_needs() -> None:
-    with pytest.raises(TypeError, match="FunctionTool"):
-        wrap_tool(probe, semantics="REVERSIBLE")  # type: ignore[type-var]
+    with pytest.raises(TypeError, match=r"takes autogen_core\..*BaseTool, got builtins.function; make one with FunctionTool"):
+        wrap_tool(probe, semantics="REVERSIBLE")
     safe = wrap_tool(FunctionTool(probe, description="p"), semantics="REVERSIBLE")
     with pytest.raises(ValueError, match="already wrapped"):
         wrap_tool(safe, semantics="REVERSIBLE")
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(wrap_tool(OpenTicket(), semantics="REVERSIBLE"), semantics="REVERSIBLE")
 
 
 def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     import agent_saga_autogen
-    import agent_saga_autogen.plugin as plugin
+    from agent_saga_autogen import adapter
 
     from agent_saga.adapters import autogen
 
     assert autogen is agent_saga_autogen
-    plugins().register(plugin, "autogen")
+    plugins().register(adapter, "autogen")
     tool = FunctionTool(probe, description="probe")
-    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "probe")
+    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "ops.probe")
     assert type(wrapped) is FunctionTool and wrapped.schema == tool.schema
+    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "ops.probe"
+    assert adapter.spec_of(tool) is None and adapter.spec_of(OpenTicket()) is None
     assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
 
 
@@ -196,4 +200,32 @@ def test_a_tool_that_takes_the_cancellation_token_still_gets_it_and_the_log_does
     assert WORLD == ["hold 8:00", "cancel slot-8:00"]
     intent = next(r for r in wal.records() if r["type"] == "STEP_INTENT")
     assert intent["body"]["args"] == {"slot": "8:00"}
+    wal.close()
+
+
+class Window(BaseModel):
+    """A type only this module knows: AutoGen must resolve the annotation here, not in the adapter."""
+
+    start: str
+    hours: int
+
+
+def book_window(window: Window, note: str = "") -> dict[str, Any]:
+    """Book a maintenance window."""
+    WORLD.append(f"window {window.start}+{window.hours}h")
+    return {"ref": f"window-{window.start}"}
+
+
+def test_a_tool_annotated_with_its_own_modules_types_keeps_its_schema_and_is_unwound(tmp_path: Path) -> None:
+    tool = FunctionTool(book_window, description="Book a maintenance window.")
+    safe = wrap_tool(tool, semantics="COMPENSABLE", compensate=_undo)
+    assert safe.schema == tool.schema and safe.args_type().model_json_schema() == tool.args_type().model_json_schema()
+    pager = wrap_tool(FunctionTool(page_oncall, description="Page."), semantics="IRREVERSIBLE")
+    wal = FileWAL(tmp_path / "window.wal")
+    calls = [("book_window", {"window": {"start": "02:00", "hours": 2}}), ("page_oncall", {"who": "di"})]
+    with pytest.raises(SagaAborted):
+        asyncio.run(saga_run(agent([safe, pager], calls), task="go", wal=wal))
+    assert WORLD == ["window 02:00+2h", "cancel window-02:00"]
+    intent = next(r for r in wal.records() if r["type"] == "STEP_INTENT")
+    assert intent["body"]["args"]["note"] == ""
     wal.close()

@@ -105,21 +105,25 @@ def test_a_successful_kickoff_commits_and_returns_the_crews_output(tmp_path: Pat
 
 
 def test_wrap_tool_names_what_it_needs() -> None:
-    with pytest.raises(TypeError, match=r"crewai\.tools\.tool"):
-        wrap_tool(len, semantics="REVERSIBLE")  # type: ignore[type-var]
+    with pytest.raises(TypeError, match=r"takes crewai\.tools\..*BaseTool, got .*; wrap the function with crewai\.tools\.tool"):
+        wrap_tool(len, semantics="REVERSIBLE")
     safe = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
     with pytest.raises(ValueError, match="already wrapped"):
         wrap_tool(safe, semantics="COMPENSABLE", compensate=_undo)
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(wrap_tool(BookRoom(), semantics="REVERSIBLE"), semantics="REVERSIBLE")
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    import agent_saga_crewai.plugin as plugin
+    from agent_saga_crewai import adapter
 
-    plugins().register(plugin, "crewai")
+    plugins().register(adapter, "crewai")
     options = StepOptions("REVERSIBLE")
-    wrapped = plugins().wrap_tool(order_lunch, options)
+    wrapped = plugins().wrap_tool(order_lunch, options, "catering.order")
     assert type(wrapped) is type(order_lunch)
     assert wrapped.args_schema is order_lunch.args_schema
+    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "catering.order"
+    assert adapter.spec_of(order_lunch) is None and adapter.spec_of(BookRoom()) is None
     assert plugins().wrap_tool(object(), options) is None
 
 

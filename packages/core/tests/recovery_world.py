@@ -8,6 +8,7 @@ this file, not on the log: it is what the outside world would see.
 The world lives in $RECOVERY_WORLD (a directory). $RECOVERY_ROLE says who calls
 (worker / daemon). $RECOVERY_CRASH_EFFECT="op:ref:after|before" kills the process
 with os._exit inside that effect call, after (or before) the effect is applied.
+$RECOVERY_EFFECT_DELAY (seconds) makes every call slow, so racing callers overlap.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ def _effect(op: str, ref: str, key: str | None, **extra: Any) -> dict[str, Any]:
     path = _file()
     path.parent.mkdir(parents=True, exist_ok=True)
     role = os.environ.get("RECOVERY_ROLE", "worker")
+    time.sleep(float(os.environ.get("RECOVERY_EFFECT_DELAY", "0")))
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)

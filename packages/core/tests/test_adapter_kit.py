@@ -415,11 +415,28 @@ def test_require_framework_reads_the_range_from_metadata(site: Path, monkeypatch
         require_framework("agent-saga-nothing", "nothing")
 
 
+def test_check_compat_raises_naming_what_moved_when_the_probe_says_no_or_fails(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent_saga.adapter import check_compat
+
+    monkeypatch.syspath_prepend(str(site))
+    check_compat("agent-saga-gadgets", "gadgets", lambda: True, "never said")
+    for fits in (lambda: False, lambda: object().renamed, lambda: len(1)):  # no, AttributeError, TypeError
+        with pytest.raises(FrameworkUnsupported) as caught:
+            check_compat("agent-saga-gadgets", "gadgets", fits, "Runner.call_tool is gone")
+        message = str(caught.value)
+        assert message.startswith("agent-saga-gadgets supports pluggy")
+        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]'" in message
+    with pytest.raises(ZeroDivisionError):  # anything else is a bug in the probe, not a moved framework
+        check_compat("agent-saga-gadgets", "gadgets", lambda: bool(1 / 0), "moved")
+
+
 def test_the_kit_is_one_pinned_public_module() -> None:
     import agent_saga.adapter as kit
 
     assert set(kit.__all__) == {
         "SPEC_ATTR", "Adapter", "FrameworkUnsupported", "Patches", "StepKwargs", "StepOptions", "ToolSpec",
-        "carry", "require_framework", "signature_of",
+        "carry", "check_compat", "require_framework", "signature_of",
     }
     assert all(hasattr(kit, name) for name in kit.__all__)

@@ -6,16 +6,12 @@ tools; ``saga_run`` makes one run one transaction. Also importable as
 ``agent_saga.adapters.autogen``.
 """
 
-import importlib.util as _util
+from agent_saga.adapter import require_framework
 
-if _util.find_spec("autogen_core") is None:
-    raise ImportError(
-        "agent-saga-autogen needs its framework, which is not installed: "
-        "pip install 'agent-saga-autogen[autogen]'",
-        name="agent_saga_autogen",
-    )
+require_framework("agent-saga-autogen", "autogen")  # before anything imports the framework
 
-from agent_saga_autogen.run import saga_run
-from agent_saga_autogen.wrapping import FRAMEWORK, wrap_tool, wrap_with_spec
+from agent_saga_autogen._adapter import adapter, saga_run  # noqa: E402
 
-__all__ = ["FRAMEWORK", "saga_run", "wrap_tool", "wrap_with_spec"]
+wrap_tool = adapter.wrap_tool
+
+__all__ = ["adapter", "saga_run", "wrap_tool"]

@@ -5,16 +5,12 @@ argument schema; ``saga_kickoff`` makes one crew run one transaction. Also
 importable as ``agent_saga.adapters.crewai``.
 """
 
-import importlib.util as _util
+from agent_saga.adapter import require_framework
 
-if _util.find_spec("crewai") is None:
-    raise ImportError(
-        "agent-saga-crewai needs its framework, which is not installed: "
-        "pip install 'agent-saga-crewai[crewai]'",
-        name="agent_saga_crewai",
-    )
+require_framework("agent-saga-crewai", "crewai")  # before anything imports the framework
 
-from agent_saga_crewai.run import saga_kickoff, saga_kickoff_async
-from agent_saga_crewai.wrapping import FRAMEWORK, wrap_tool, wrap_with_spec
+from agent_saga_crewai._adapter import adapter, saga_kickoff, saga_kickoff_async  # noqa: E402
 
-__all__ = ["FRAMEWORK", "saga_kickoff", "saga_kickoff_async", "wrap_tool", "wrap_with_spec"]
+wrap_tool = adapter.wrap_tool
+
+__all__ = ["adapter", "saga_kickoff", "saga_kickoff_async", "wrap_tool"]

@@ -1,18 +1,16 @@
 """agent-saga for LlamaIndex: FunctionTools as saga steps, an agent run as one saga.
 
-Also importable as ``agent_saga.adapters.llamaindex``.
+``wrap_tool`` returns a ``FunctionTool`` with the same metadata (name, description,
+``fn_schema``); ``saga_run`` makes one agent run one transaction. Also importable as
+``agent_saga.adapters.llamaindex``.
 """
 
-import importlib.util as _util
+from agent_saga.adapter import require_framework
 
-if _util.find_spec("llama_index") is None:
-    raise ImportError(
-        "agent-saga-llamaindex needs its framework, which is not installed: "
-        "pip install 'agent-saga-llamaindex[llamaindex]'",
-        name="agent_saga_llamaindex",
-    )
+require_framework("agent-saga-llamaindex", "llamaindex")  # before anything imports the framework
 
-from agent_saga_llamaindex.run import saga_run
-from agent_saga_llamaindex.wrapping import FRAMEWORK, wrap_tool, wrap_with_spec
+from agent_saga_llamaindex._adapter import adapter, saga_run  # noqa: E402
 
-__all__ = ["FRAMEWORK", "saga_run", "wrap_tool", "wrap_with_spec"]
+wrap_tool = adapter.wrap_tool
+
+__all__ = ["adapter", "saga_run", "wrap_tool"]

@@ -83,15 +83,26 @@ from agent_saga.gate import (
     set_switch,
     tool_is,
 )
+from agent_saga.isolation import (
+    LockHeld,
+    PostgresSemanticLocks,
+    RedisSemanticLocks,
+    SemanticLockManager,
+    TentativeResource,
+)
 from agent_saga.kit import AgentKit
 from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
 from agent_saga.log.maintenance import compact, redact_record, redact_where
+from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
+from agent_saga.log.redis import RedisWAL  # redis-py likewise
+from agent_saga.log.resolve import open_log
 from agent_saga.observability import configure_logging
 from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
+from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import (
     call_with,
     compensator,
@@ -108,6 +119,7 @@ from agent_saga.semantics import ActionSemantics, Compensation, Observation, Out
 install_default_gate()
 # ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead one.
 install_leases()
+install_server_leases()  # the same, for sagas on a Postgres or Redis log (docs/FLEET.md)
 
 #: ``@saga`` is ``@guard``: ``from agent_saga import saga`` then decorate a function.
 saga = guard
@@ -156,19 +168,24 @@ __all__ = [
     "Interceptor",
     "InvariantReport",
     "KillSwitch",
+    "LockHeld",
     "MemoryLimitStore",
     "MemoryWAL",
     "NonDeterminismError",
     "NotApplied",
     "Observation",
     "Outcome",
+    "PostgresSemanticLocks",
+    "PostgresWAL",
     "PreFlightGate",
     "RateLimit",
     "RecoveryDaemon",
     "RedisApprovalStore",
     "RedisBreakerStore",
     "RedisLimitStore",
+    "RedisSemanticLocks",
     "RedisSwitchStore",
+    "RedisWAL",
     "RetryPolicy",
     "RollbackProof",
     "RollbackReport",
@@ -180,6 +197,7 @@ __all__ = [
     "SagaFleet",
     "SagaInfo",
     "SagaQuarantined",
+    "SemanticLockManager",
     "StepOptions",
     "StepOutcome",
     "StepRefused",
@@ -187,6 +205,7 @@ __all__ = [
     "StepState",
     "StoreUnavailable",
     "SyncSaga",
+    "TentativeResource",
     "ToolFailed",
     "WALError",
     "WALFull",
@@ -211,6 +230,7 @@ __all__ = [
     "export_bundle",
     "guard",
     "inverse_of",
+    "open_log",
     "patch_all",
     "prove_rollback",
     "reconciler",

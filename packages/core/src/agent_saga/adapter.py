@@ -36,7 +36,8 @@ every run helper (:meth:`Adapter.boundary`).
 Also here: :func:`carry` (the saga onto a framework's own threads),
 :func:`require_framework` and :class:`FrameworkUnsupported` (the version check an
 adapter makes on itself, and what its ``_compat`` module raises when the framework
-moved), :func:`signature_of` and :class:`Patches`.
+moved), :func:`check_compat` (that ``_compat`` check), :func:`signature_of` and
+:class:`Patches`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ __all__ = [
     "StepOptions",
     "ToolSpec",
     "carry",
+    "check_compat",
     "require_framework",
     "signature_of",
 ]
@@ -243,6 +245,22 @@ class Adapter(abc.ABC):
     @hookimpl
     def agent_saga_unpatch(self) -> list[str]:
         return self.patches.revert()
+
+
+def check_compat(distribution: str, extra: str, fits: Callable[[], bool], problem: str) -> None:
+    """What an adapter's ``_compat`` module runs at import: :class:`FrameworkUnsupported` unless ``fits()``.
+
+    ``fits`` exercises the framework internals the adapter relies on and says whether
+    they still behave so; an AttributeError, TypeError or ValueError from it (a renamed
+    attribute, a changed signature) counts as no. ``problem`` says what moved; the
+    error adds the supported range, what is installed and the install command.
+    """
+    try:
+        ok = fits()
+    except (AttributeError, TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise FrameworkUnsupported(distribution, extra, problem)
 
 
 def _qualname(obj: Any) -> str:

@@ -85,6 +85,7 @@ def export_bundle(
     *,
     allow_broken: bool = False,
     progress: Progress | None = None,
+    source: str | None = None,
 ) -> ExportResult:
     """Write the audit bundle of the log at ``path`` into ``out_dir`` (new or empty).
 
@@ -93,6 +94,8 @@ def export_bundle(
     are left for the next export). Raises ChainBroken (nothing written) when the
     chain is broken, unchained or partial, unless ``allow_broken``; FileExistsError
     if ``out_dir`` already holds files; OSError if the log cannot be read.
+    ``source`` names the log in the manifest and in a refusal (default: its path;
+    the CLI passes a server log's URL, whose snapshot ``path`` is).
     """
     src = Path(path).absolute()
     out = Path(out_dir)
@@ -113,7 +116,7 @@ def export_bundle(
         report = checker.report(notes)
         if not report.ok and not allow_broken:
             raise ChainBroken.refusing(
-                src, report, "export it as evidence",
+                source or src, report, "export it as evidence",
                 "pass allow_broken=True to export it labelled with this verdict",
             )
         private_dir(out)
@@ -125,7 +128,7 @@ def export_bundle(
         "format": BUNDLE_FORMAT,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "generator": f"agent-saga {__version__}",
-        "source": str(src),
+        "source": source or str(src),
         "records_file": "records.jsonl",
         "records_sha256": records_sha,
         "records_bytes": records_bytes,

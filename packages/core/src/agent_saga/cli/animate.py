@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, existing_log
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_animate"]
 
@@ -42,7 +42,7 @@ def run_animate(args: argparse.Namespace) -> int:
     from agent_saga.viz.model import reconstruct
     from agent_saga.viz.theme import THEMES
 
-    path = existing_log(args)
+    path = log_target(args)
     sagas = reconstruct(read_log(path))
     if args.saga:
         saga = choose_saga(sagas, args.saga, path)

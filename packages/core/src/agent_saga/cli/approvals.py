@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import LOG_ENV
+from agent_saga.cli.options import LOG_ENV, open_log_to_write
 
 __all__ = ["register"]
 
@@ -91,8 +91,9 @@ def register(verbs: Any) -> None:
                        "else $AGENT_SAGA_HOME/approver.key, else ~/.agent-saga/approver.key); a grant needs one")
         _store_arg(p)
         p.add_argument(
-            "--wal-path", "--wal", dest="wal_path", default=None, metavar="PATH",
-            help="also write the decision to this log now (default: $AGENT_SAGA_WAL; without either, the "
+            "--wal-path", "--wal", dest="wal_path", default=None, metavar="LOG",
+            help="also write the decision to this log now, a file or a postgresql:// or redis:// URL (default: "
+            "$AGENT_SAGA_WAL; without either, the "
             "waiting agent writes it into its own log when it sees it)",
         )
         p.set_defaults(run=_run_decide, verdict=verdict)
@@ -207,12 +208,7 @@ def _run_decide(args: argparse.Namespace) -> int:
     wal = None
     path = args.wal_path or os.environ.get(LOG_ENV) or None
     if path:
-        from agent_saga.log.file import FileWAL
-
-        try:
-            wal = FileWAL(path)
-        except OSError as err:
-            raise CliError(f"cannot open the log {path}: {err}", EXIT_UNCHECKED) from None
+        wal = open_log_to_write(path)
     try:
         entry = decide(store, args.request, args.verdict, approver=approver, note=args.note, key=key, wal=wal,
                        via="cli")

@@ -2,7 +2,8 @@
 
 Each verifies the chain first (streaming, see ``agent_saga.log.chain``); export
 and certify refuse a chain that does not verify unless told otherwise
-(``--allow-broken``, ``--allow-unverified``).
+(``--allow-broken``, ``--allow-unverified``). A server log's URL is read through a
+private snapshot of its records (``cli.options.readable_log``).
 
 Exit codes (as for every verb): 0 ok; 1 a finding (a chain that does not verify,
 an unaccounted effect); 2 usage (an empty ``--wal-path``); 3 could not check
@@ -17,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, given_log
+from agent_saga.cli.options import add_log_option, given_log, readable_log
 from agent_saga.cli.progress import Progress
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.fs import NotARegularFile
+from agent_saga.log.resolve import is_url
 
 __all__ = ["register", "run_certify", "run_export", "run_verify"]
 
@@ -105,7 +107,8 @@ def _unreadable(path: str, err: OSError) -> CliError:
 
 def _refused(path: str, err: ChainUnverified, what: str, override: str) -> CliError:
     """The library's refusal, with the command's own flag in place of the Python argument."""
-    return CliError(str(ChainUnverified.refusing(Path(path).absolute(), err.report, what, override)), EXIT_FINDING)
+    where = path if is_url(path) else Path(path).absolute()
+    return CliError(str(ChainUnverified.refusing(where, err.report, what, override)), EXIT_FINDING)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -113,8 +116,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
     _check_path(args)
     try:
-        with Progress("verifying", megabytes=True) as progress:
-            report = verify_log(args.wal_path, expect_head=args.expect_head, progress=progress)
+        with readable_log(args.wal_path) as path, Progress("verifying", megabytes=True) as progress:
+            report = verify_log(path, expect_head=args.expect_head, progress=progress)
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     if args.json:
@@ -131,17 +134,18 @@ def run_export(args: argparse.Namespace) -> int:
     from agent_saga.audit.export import export_bundle
 
     _check_path(args)
+    log = Path(args.wal_path)
     try:
-        with Progress("verifying", megabytes=True) as progress:
-            result = export_bundle(args.wal_path, args.out, allow_broken=args.allow_broken, progress=progress)
+        with readable_log(args.wal_path) as log, Progress("verifying", megabytes=True) as progress:
+            result = export_bundle(log, args.out, allow_broken=args.allow_broken, progress=progress,
+                                   source=args.wal_path if is_url(args.wal_path) else None)
     except ChainUnverified as err:
         raise _refused(args.wal_path, err, "export it as evidence",
                        "rerun with --allow-broken to export it labelled with this verdict") from None
     except FileExistsError as err:
         raise CliError(str(err), EXIT_UNCHECKED) from None
     except OSError as err:
-        if err.filename is not None and str(err.filename) != str(Path(args.wal_path).absolute()) \
-                and str(err.filename) != args.wal_path:
+        if err.filename is not None and str(err.filename) not in (str(log.absolute()), str(log)):
             raise CliError(f"cannot write the bundle at {err.filename}: {err.strerror}", EXIT_UNCHECKED) from None
         raise _unreadable(args.wal_path, err) from None
     m = result.manifest
@@ -163,7 +167,8 @@ def run_certify(args: argparse.Namespace) -> int:
 
     _check_path(args)
     try:
-        cert = certify_log(args.wal_path, allow_unverified=args.allow_unverified)
+        with readable_log(args.wal_path) as log:
+            cert = certify_log(log, allow_unverified=args.allow_unverified)
     except ChainUnverified as err:
         raise _refused(args.wal_path, err, "certify it",
                        "rerun with --allow-unverified to list its effects anyway (never certified over a broken chain)") from None

@@ -40,8 +40,7 @@ __all__ = ["Finding", "diagnose", "register", "run_doctor"]
 BLOCKER, WARNING = "BLOCKER", "WARNING"
 TODO_MARK = "TODO(agent-saga)"
 _TODO_FILES = (".py", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".json", ".env", ".sh")
-_SERVER_SCHEMES = {"postgresql": ("postgres", "psycopg"), "postgres": ("postgres", "psycopg"),
-                   "redis": ("redis", "redis"), "rediss": ("redis", "redis"), "unix": ("redis", "redis")}
+_DRIVERS = {"postgres": "psycopg", "redis": "redis"}  # each server log's backend: the module its extra installs
 
 
 @dataclass(frozen=True)
@@ -192,16 +191,15 @@ class _Doctor:
             self.log_file(path)
 
     def server_log(self, scheme: str) -> None:
-        backend = _SERVER_SCHEMES.get(scheme)
+        from agent_saga.log.resolve import SCHEMES
+
+        backend = SCHEMES.get(scheme)
         if backend is None:
             self.add("log", BLOCKER, f"AGENT_SAGA_WAL={self.wal!r}: {scheme}:// names no log backend",
                      "give a file path or a postgresql:// URL")
-        elif importlib.util.find_spec("agent_saga.log.resolve") is None:
-            self.add("log", BLOCKER, f"AGENT_SAGA_WAL is a {scheme}:// URL, but this agent-saga opens file logs "
-                     "only", "upgrade agent-saga to a version with that backend, or give a file path")
-        elif importlib.util.find_spec(backend[1]) is None:
-            self.add("log", BLOCKER, f"AGENT_SAGA_WAL is a {scheme}:// URL, but its driver ({backend[1]}) is "
-                     "not installed", f"pip install 'agent-saga[{backend[0]}]'")
+        elif importlib.util.find_spec(_DRIVERS[backend]) is None:
+            self.add("log", BLOCKER, f"AGENT_SAGA_WAL is a {scheme}:// URL, but its driver ({_DRIVERS[backend]}) is "
+                     "not installed", f"pip install 'agent-saga[{backend}]'")
 
     def memory_logs(self) -> None:
         for module, call in self.source.calls("MemoryWAL"):

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK
-from agent_saga.cli.options import add_log_option, existing_log
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_graph"]
 
@@ -37,7 +37,7 @@ def run_graph(args: argparse.Namespace) -> int:
     from agent_saga.viz.graph import to_dot, to_mermaid
     from agent_saga.viz.model import reconstruct
 
-    path = existing_log(args)
+    path = log_target(args)
     sagas = reconstruct(read_log(path))
     if args.saga:
         sagas = [choose_saga(sagas, args.saga, path)]

@@ -1,4 +1,7 @@
-"""Reading a log for the picture verbs: one-line errors, and picking one saga by id prefix."""
+"""Reading a log for the picture verbs: one-line errors, and picking one saga by id prefix.
+
+A server log is read through a snapshot file (``cli.options.readable_log``).
+"""
 
 from __future__ import annotations
 
@@ -16,26 +19,29 @@ if TYPE_CHECKING:
 __all__ = ["choose_saga", "read_log", "write_output"]
 
 
-def read_log(path: Path) -> list[Record]:
-    """Every record of the log at ``path``; a missing or unreadable log is a CliError (exit 3)."""
+def read_log(target: Path | str) -> list[Record]:
+    """Every record of the log ``target`` names (a file, or a server log's URL); a missing or
+    unreadable log is a CliError (exit 3)."""
+    from agent_saga.cli.options import readable_log
     from agent_saga.errors import WALCorrupt
     from agent_saga.log import read_records
 
-    try:
-        return list(read_records(path))
-    except FileNotFoundError:
-        raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
-    except IsADirectoryError:
-        raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
-    except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
-        raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
+    with readable_log(target) as path:
+        try:
+            return list(read_records(path))
+        except FileNotFoundError:
+            raise CliError(f"no log at {target} (check --wal)", EXIT_UNCHECKED) from None
+        except IsADirectoryError:
+            raise CliError(f"{target} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
+        except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
+            raise CliError(f"cannot read {target}: {err}", EXIT_UNCHECKED) from None
 
 
-def choose_saga(sagas: Sequence[GraphSaga], prefix: str, path: Path) -> GraphSaga:
-    """The one saga ``prefix`` names (the same rule as every verb that takes a saga id)."""
+def choose_saga(sagas: Sequence[GraphSaga], prefix: str, where: Path | str) -> GraphSaga:
+    """The one saga ``prefix`` names in the log ``where`` (the same rule as every verb that takes a saga id)."""
     from agent_saga.cli.sagaids import pick_saga_id
 
-    chosen = pick_saga_id(prefix, (s.saga_id for s in sagas), str(path))
+    chosen = pick_saga_id(prefix, (s.saga_id for s in sagas), str(where))
     return next(s for s in sagas if s.saga_id == chosen)
 
 

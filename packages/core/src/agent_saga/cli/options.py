@@ -1,8 +1,10 @@
 """Options every verb shares, defined once: which log a verb reads, and how it is checked.
 
-Every verb that reads a log takes ``--wal-path PATH`` (alias ``--wal``); left out, the
+Every verb that reads a log takes ``--wal-path LOG`` (alias ``--wal``); left out, the
 log is ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal`` — read when the verb runs, not when
-the parser is built, so the help text and the behaviour say the same thing.
+the parser is built, so the help text and the behaviour say the same thing. A log is
+a file path or a server log's URL (``postgresql://``, ``redis://``; see
+``agent_saga.log.resolve``), wherever a verb takes one.
 """
 
 from __future__ import annotations
@@ -11,13 +13,29 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.log.resolve import is_url
 
-__all__ = ["LOG_ENV", "add_imports_option", "add_log_option", "default_log", "existing_log", "given_log",
-           "import_modules"]
+if TYPE_CHECKING:
+    from agent_saga.log.base import WAL
+
+__all__ = [
+    "LOG_ENV",
+    "add_imports_option",
+    "add_log_option",
+    "default_log",
+    "existing_log",
+    "given_log",
+    "import_modules",
+    "log_target",
+    "open_log_to_write",
+    "readable_log",
+]
 
 LOG_ENV = "AGENT_SAGA_WAL"
 _DEFAULT_TEXT = f"${LOG_ENV}, else ./agent-saga.wal"
@@ -31,8 +49,8 @@ def default_log() -> str:
 def add_log_option(p: argparse.ArgumentParser, what: str = "the log to read", *, optional: bool = False) -> None:
     """``--wal-path``/``--wal``; ``optional`` for verbs that only write to a log if there is one."""
     default = f"only a log given here, or an existing {_DEFAULT_TEXT}" if optional else _DEFAULT_TEXT
-    p.add_argument("--wal-path", "--wal", dest="wal_path", metavar="PATH", default=None,
-                   help=f"{what} (default: {default})")
+    p.add_argument("--wal-path", "--wal", dest="wal_path", metavar="LOG", default=None,
+                   help=f"{what}: a file, or a postgresql:// or redis:// URL (default: {default})")
 
 
 def given_log(args: argparse.Namespace) -> str:
@@ -42,7 +60,7 @@ def given_log(args: argparse.Namespace) -> str:
 
 
 def existing_log(args: argparse.Namespace) -> Path:
-    """The log to read, checked: an empty path is a usage error, a missing or odd file exit 3."""
+    """The log file to read, checked: an empty path is a usage error, a missing or odd file exit 3."""
     raw = given_log(args)
     if not raw.strip():
         raise CliError(f"--wal-path is empty: give the log file's path (or set ${LOG_ENV})", EXIT_USAGE)
@@ -54,6 +72,56 @@ def existing_log(args: argparse.Namespace) -> Path:
     if not path.is_file():
         raise CliError(f"{path} is not a regular file (a FIFO or a device?): give the log itself", EXIT_UNCHECKED)
     return path
+
+
+def log_target(args: argparse.Namespace) -> Path | str:
+    """The log to read: a server log's URL as given (its server answers when it is opened), else
+    the file, checked as :func:`existing_log` checks it."""
+    raw = given_log(args)
+    return raw if is_url(raw) else existing_log(args)
+
+
+@contextmanager
+def readable_log(target: Path | str) -> Iterator[Path]:
+    """A file holding the log ``target`` names: a path as it is, or a private snapshot of a
+    server log (removed afterwards; see ``log.resolve.local_copy``).
+
+    A server log that is missing or unreachable is a CliError (exit 3). Errors raised
+    by the caller's own block pass through unchanged.
+    """
+    if not is_url(target):
+        yield Path(target)
+        return
+    from agent_saga.errors import ConfigurationError, WALError
+    from agent_saga.log.resolve import local_copy
+
+    with ExitStack() as stack:
+        try:
+            path = stack.enter_context(local_copy(target))
+        except (WALError, ConfigurationError) as err:
+            raise CliError(f"cannot read {target}: {err}", EXIT_UNCHECKED) from None
+        yield path
+
+
+def open_log_to_write(target: str, *, create: bool = True) -> WAL | None:
+    """The log a verb records a change in; exit 3 if it cannot be opened.
+
+    ``create=False`` (a default log, never created unasked): None when there is no
+    such log yet, a file or a server log alike.
+    """
+    from agent_saga.errors import WALError
+    from agent_saga.log.resolve import open_log
+    from agent_saga.log.server import LogNotFound
+
+    if not create and not is_url(target) and not Path(target).exists():
+        return None
+    try:
+        return open_log(target) if create or not is_url(target) else open_log(target, create=False)
+    except LogNotFound:
+        return None
+    except (OSError, WALError, ValueError) as err:
+        raise CliError(f"cannot open the log {target}: {getattr(err, 'strerror', None) or err}",
+                       EXIT_UNCHECKED) from None
 
 
 def add_imports_option(p: argparse.ArgumentParser, what: str) -> None:

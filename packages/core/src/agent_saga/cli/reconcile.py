@@ -1,6 +1,7 @@
 """``agent-saga reconcile``: ask the outside systems whether the log's effects are what it says.
 
-A thin front over :func:`agent_saga.reconciliation.reconcile`. Exit codes: 0 clean
+A thin front over :func:`agent_saga.reconciliation.reconcile`; a server log's URL is
+read through a snapshot (``cli.options.readable_log``). Exit codes: 0 clean
 (every effect checked and agreeing); 1 drift, or a chain that does not verify;
 2 usage (an ``--import`` that fails); 3 something could not be verified (no
 reconciler, a system that could not tell, a check that timed out) or the log could
@@ -10,11 +11,18 @@ not be read.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_UNCHECKED, CliError
-from agent_saga.cli.options import add_imports_option, add_log_option, existing_log, import_modules
+from agent_saga.cli.options import (
+    add_imports_option,
+    add_log_option,
+    import_modules,
+    log_target,
+    readable_log,
+)
 
 __all__ = ["register", "run_reconcile"]
 
@@ -48,14 +56,21 @@ def run_reconcile(args: argparse.Namespace) -> int:
 
     if not args.timeout > 0:
         raise CliError(f"--timeout must be a positive number of seconds, got {args.timeout:g}", 2)
-    path = existing_log(args)
+    target = log_target(args)
     import_modules(args.imports, "@reconciler functions")
     try:
-        report = reconcile(path, timeout=args.timeout, trust_unverified=args.trust_unverified)
+        with readable_log(target) as path:
+            report = reconcile(path, timeout=args.timeout, trust_unverified=args.trust_unverified)
+        if isinstance(target, str):  # a URL names the log, not its snapshot
+            report = dataclasses.replace(report, log=target)
     except ChainUnverified as err:
-        raise CliError(str(err), EXIT_FINDING) from None
+        where = target if isinstance(target, str) else target.absolute()
+        raise CliError(str(ChainUnverified.refusing(
+            where, err.report, "reconcile it",
+            "investigate, then rerun with --trust-unverified to reconcile it anyway",
+        )), EXIT_FINDING) from None
     except WALError as err:
-        raise CliError(f"could not read {path}: {err}", EXIT_UNCHECKED) from None
+        raise CliError(f"could not read {target}: {err}", EXIT_UNCHECKED) from None
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
     else:

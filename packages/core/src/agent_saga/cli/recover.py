@@ -1,7 +1,9 @@
 """``agent-saga recover`` / ``agent-saga escalations`` and the ``saga-recoveryd`` command.
 
-Recovery verifies the log's chain before acting; a chain that does not verify
-stops it (exit 1) with the first bad record and ``--trust-unverified``.
+The log is a file or a server log's URL; its leases, claims, ledger and escalation
+queue live beside it (``recovery.stores``). Recovery verifies the log's chain before
+acting, whatever it is stored in; a chain that does not verify stops it (exit 1)
+with the first bad record and ``--trust-unverified``.
 
 Exit codes: 0 nothing left to do; 1 something needs a human (escalations
 pending, a saga held or dead-lettered, a chain that does not verify); 2 usage;
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import CliError
-from agent_saga.cli.options import add_imports_option, add_log_option, existing_log, import_modules
+from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
 from agent_saga.errors import WALError
 
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
@@ -92,10 +94,22 @@ def _daemon(args: argparse.Namespace) -> Any:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    path = existing_log(args)
+    target = log_target(args)
     import_modules(args.imports, "@compensator handlers")
-    return RecoveryDaemon(path, lease_grace=args.lease_grace, max_attempts=args.max_attempts,
-                          retry_delay=args.retry_delay, trust_unverified=args.trust_unverified)
+    return _opened(target, lambda log: RecoveryDaemon(
+        log, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
+        trust_unverified=args.trust_unverified,
+    ))
+
+
+def _opened(target: Path | str, make: Any) -> Any:
+    """``make(target)``; a server log that is missing or unreachable is exit 3 in one line."""
+    from agent_saga.errors import ConfigurationError
+
+    try:
+        return make(target)
+    except (WALError, ConfigurationError, OSError) as err:
+        raise CliError(f"cannot open {target}: {err}", _EXIT_UNCHECKED) from None
 
 
 def _sweep(daemon: Any, dry_run: bool) -> Any:
@@ -118,13 +132,13 @@ def _failure(daemon: Any, err: Exception) -> CliError:
 
     if isinstance(err, ChainUnverified):
         refusal = ChainUnverified.refusing(
-            daemon.wal_path, err.report, "recover from it",
+            daemon.location, err.report, "recover from it",
             "investigate, then rerun with --trust-unverified to recover from it anyway (recorded in the log)",
         )
         return CliError(str(refusal), _EXIT_FINDING)
     if isinstance(err, OSError) and err.filename is not None:
         return CliError(f"cannot use {err.filename}: {err.strerror or err}", _EXIT_UNCHECKED)
-    return CliError(f"could not read {daemon.wal_path}: {err}", _EXIT_UNCHECKED)
+    return CliError(f"could not read {daemon.location}: {err}", _EXIT_UNCHECKED)
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
@@ -198,22 +212,26 @@ def _check_is_log(path: Path) -> None:
 
 
 def run_escalations(args: argparse.Namespace) -> int:
-    from agent_saga.recovery.escalations import queue_of
+    from agent_saga.recovery.stores import recovery_store
 
-    path = existing_log(args)
-    _check_is_log(path)
-    queue = queue_of(path)
+    target = log_target(args)
+    if isinstance(target, Path):
+        _check_is_log(target)
+    store = _opened(target, recovery_store)
     try:
+        queue = store.escalations()
         if args.resolve:
             try:
                 found = queue.resolve(args.resolve, args.note)
             except KeyError as err:
                 raise CliError(str(err.args[0]), _EXIT_USAGE) from None
-            _record_resolution(path, found)
+            _record_resolution(store.open_wal(), found)
             print(f"resolved {found.id}")
         shown = queue.all() if args.all else queue.pending()
     except (OSError, WALError) as err:
-        raise CliError(f"could not read the escalation queue of {path}: {err}", _EXIT_UNCHECKED) from None
+        raise CliError(f"could not read the escalation queue of {target}: {err}", _EXIT_UNCHECKED) from None
+    finally:
+        store.close()
     for escalation in shown:
         print(escalation.line())
     pending = sum(1 for e in shown if not e.resolved) if args.all else len(shown)
@@ -221,16 +239,14 @@ def run_escalations(args: argparse.Namespace) -> int:
     return _EXIT_FINDING if pending else _EXIT_OK
 
 
-def _record_resolution(path: Path, escalation: Any) -> None:
-    from agent_saga.log.file import FileWAL
+def _record_resolution(wal: Any, escalation: Any) -> None:
     from agent_saga.log.records import RecordType
 
-    with FileWAL(path) as wal:
-        wal.append(RecordType.ESCALATION_RESOLVED.value, escalation.saga, {
-            "escalation": escalation.id, "kind": escalation.kind, "note": escalation.note,
-            "by": f"human via agent-saga escalations ({os.environ.get('USER', 'unknown')})",
-        }, escalation.step)
-        wal.barrier()
+    wal.append(RecordType.ESCALATION_RESOLVED.value, escalation.saga, {
+        "escalation": escalation.id, "kind": escalation.kind, "note": escalation.note,
+        "by": f"human via agent-saga escalations ({os.environ.get('USER', 'unknown')})",
+    }, escalation.step)
+    wal.barrier()
 
 
 def recoveryd_main(argv: Sequence[str] | None = None) -> int:

@@ -15,15 +15,19 @@ from pathlib import Path
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import default_log
+from agent_saga.log.resolve import is_url
 
-__all__ = ["default_log_path", "pick_saga_id", "resolve_saga_id", "saga_ids"]
+__all__ = ["pick_saga_id", "resolve_saga_id", "saga_ids"]
 
 _SHOWN = 5  # candidates named in an "ambiguous" refusal
 
 
-def default_log_path() -> Path:
-    """The log a verb reads without ``--wal-path``: ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``."""
-    return Path(default_log())
+class _NoLog(CliError):
+    """There is no log where a saga id was to be checked."""
+
+    def __init__(self, where: str | os.PathLike[str]) -> None:
+        super().__init__(f"no log at {os.fspath(where)}: a saga id is checked against the log that holds it; "
+                         "name it with --wal-path", EXIT_UNCHECKED)
 
 
 def saga_ids(path: Path) -> set[str]:
@@ -49,8 +53,7 @@ def saga_ids(path: Path) -> set[str]:
                 if isinstance(saga, str) and saga != AUDIT_SAGA:
                     ids.add(saga)
     except FileNotFoundError:
-        raise CliError(f"no log at {path}: a saga id is checked against the log that holds it; name it with "
-                       "--wal-path", EXIT_UNCHECKED) from None
+        raise _NoLog(path) from None
     except IsADirectoryError:
         raise CliError(f"{path} is a directory, not a log file (check --wal-path)", EXIT_UNCHECKED) from None
     except OSError as err:
@@ -77,17 +80,32 @@ def pick_saga_id(ref: str, candidates: Iterable[str], where: str) -> str:
 
 
 def resolve_saga_id(ref: str, log: str | os.PathLike[str] | None = None, *, also: Iterable[str] = ()) -> str:
-    """The full id of the saga ``ref`` names in ``log`` (default: :func:`default_log_path`).
+    """The full id of the saga ``ref`` names in ``log`` (default: ``cli.options.default_log()``).
 
-    ``also`` adds ids known from elsewhere (a quarantine in the switch store); with
-    some, a missing log is not an error.
+    ``log`` is a file or a server log's URL. ``also`` adds ids known from elsewhere (a
+    quarantine in the switch store); with some, a missing log is not an error.
     """
-    path = Path(log) if log is not None else default_log_path()
+    target = os.fspath(log) if log is not None else default_log()
     extra = set(also)
     try:
-        ids = saga_ids(path)
-    except CliError:
-        if not extra or path.exists():
+        ids = _server_saga_ids(target) if is_url(target) else saga_ids(Path(target))
+    except _NoLog:
+        if not extra:
             raise
         return pick_saga_id(ref, extra, "the switch store")
-    return pick_saga_id(ref, ids | extra, str(path))
+    return pick_saga_id(ref, ids | extra, target)
+
+
+def _server_saga_ids(url: str) -> set[str]:
+    """The ids of every saga with a record in a server log (read through a snapshot)."""
+    from agent_saga.errors import ConfigurationError, WALError
+    from agent_saga.log.resolve import local_copy
+    from agent_saga.log.server import LogNotFound
+
+    try:
+        with local_copy(url) as copy:
+            return saga_ids(copy)
+    except LogNotFound:
+        raise _NoLog(url) from None
+    except (WALError, ConfigurationError) as err:
+        raise CliError(f"cannot read {url}: {err}", EXIT_UNCHECKED) from None

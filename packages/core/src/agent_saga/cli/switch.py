@@ -16,11 +16,11 @@ import datetime
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.sagaids import default_log_path, resolve_saga_id
+from agent_saga.cli.options import add_log_option, default_log, open_log_to_write
+from agent_saga.cli.sagaids import resolve_saga_id
 
 __all__ = ["register"]
 
@@ -33,11 +33,8 @@ _STORE_HELP = (
 def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
     p.add_argument("--store", default=None, help=_STORE_HELP)
     if log:
-        p.add_argument(
-            "--wal-path", "--wal", dest="wal_path", default=None, metavar="PATH",
-            help="log that records the change, created if missing (default: $AGENT_SAGA_WAL, else "
-            "./agent-saga.wal, used only if it exists); saga ids are resolved against it",
-        )
+        add_log_option(p, "the log that records the change, created if missing; saga ids are resolved against it",
+                       optional=True)
 
 
 def register(verbs: Any) -> None:
@@ -139,18 +136,15 @@ def _switch(args: argparse.Namespace, log: bool = True) -> Any:
 
 def _log(args: argparse.Namespace) -> Any:
     """The log named by --wal-path (created if need be), else the default log if it exists, else None."""
-    from agent_saga.log.file import FileWAL
-
-    path = Path(args.wal_path) if args.wal_path else default_log_path()
-    if not args.wal_path and not path.exists():
-        print(f"agent-saga {args.verb}: not logged: there is no log at {path}, and one is never created unasked "
+    if args.wal_path:
+        return open_log_to_write(args.wal_path)
+    target = default_log()
+    wal = open_log_to_write(target, create=False)
+    if wal is None:
+        print(f"agent-saga {args.verb}: not logged: there is no log at {target}, and one is never created unasked "
               "(the switch store records who and why; give --wal-path LOG to record it in a log too)",
               file=sys.stderr)
-        return None
-    try:
-        return FileWAL(path)
-    except OSError as err:
-        raise CliError(f"cannot open the log {path}: {err.strerror or err}", EXIT_UNCHECKED) from None
+    return wal
 
 
 def _guard(fn: Any, switch: Any) -> Any:

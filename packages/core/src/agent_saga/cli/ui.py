@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, existing_log
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["TOKEN_ENV", "register", "run_ui"]
 
@@ -39,18 +40,24 @@ def register(verbs: Any) -> None:
 
 
 def run_ui(args: argparse.Namespace) -> int:
-    from agent_saga.errors import SagaError
-    from agent_saga.ui import FileSource, make_server
+    from agent_saga.errors import ConfigurationError, SagaError
+    from agent_saga.log.resolve import open_log
+    from agent_saga.ui import FileSource, RecordSource, WALSource, make_server
 
-    path = existing_log(args)
-    if not path.is_file():
-        what = "is a directory, not a log file" if path.is_dir() else "does not exist"
-        raise CliError(f"{path} {what} (check --wal-path)", EXIT_UNCHECKED)
+    path = log_target(args)
+    source: RecordSource
+    if isinstance(path, Path):
+        source = FileSource(path)
+    else:  # a server log, followed live as the file log is
+        try:
+            source = WALSource(open_log(path, create=False))
+        except (ConfigurationError, SagaError) as err:
+            raise CliError(f"cannot read {path}: {err}", EXIT_UNCHECKED) from None
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
     try:
-        server = make_server(FileSource(path), args.host, args.port, token)
+        server = make_server(source, args.host, args.port, token)
     except ValueError as err:
         raise CliError(str(err), EXIT_USAGE) from None
     except SagaError as err:  # a line that is not a record, an encrypted log with the wrong key

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
-from agent_saga.cli.options import add_log_option, existing_log
+from agent_saga.cli.options import add_log_option, log_target
 
 __all__ = ["register", "run_viz"]
 
@@ -40,18 +40,20 @@ def run_viz(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log, write_output
     from agent_saga.viz.theme import THEMES
 
-    path = existing_log(args)
+    path = log_target(args)
     theme = THEMES[args.theme]
     if args.kind == "chain":
+        from agent_saga.cli.options import readable_log
         from agent_saga.viz.chain import read_entries, render_chain, verify_entries
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
-        if path.is_dir():
-            raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
+        with readable_log(path) as copy:
+            if copy.is_dir():
+                raise CliError(f"{path} is a directory, not a log file (check --wal)", EXIT_UNCHECKED)
+            try:
+                data = copy.read_bytes()
+            except FileNotFoundError:
+                raise CliError(f"no log at {path} (check --wal)", EXIT_UNCHECKED) from None
         entries, notes = read_entries(data)
         report = verify_entries(entries, notes)
         write_output(args.out, render_chain(entries, report, theme))

@@ -28,7 +28,7 @@ import fcntl
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +49,12 @@ __all__ = [
     "RedactionResult",
     "compact",
     "locked_log",
+    "plan_compaction",
+    "plan_redaction",
     "redact_record",
     "redact_where",
+    "redaction_body",
+    "removed_ranges",
     "settled_sagas",
 ]
 
@@ -225,42 +229,68 @@ def _redact(
     path = path.absolute()
     with locked_log(path) as fd:
         log = _Log(fd, path, "redact")
-        now = time.time_ns() // 1000
-        erased: list[int] = []
-        found = False
-        new_lines: list[bytes] = []
-        for line in log.lines:
-            record = line.record
-            is_target = (
-                record["seq"] == exact if predicate is None
-                else record.get("type") not in AUDIT_TYPES and bool(predicate(_readable(record, encryptor)))
-            )
-            if not is_target:
-                new_lines.append(line.raw)
-                continue
-            found = True
-            if record.get("type") in AUDIT_TYPES:
-                raise LogMaintenanceError(
-                    f"{path}: seq {record['seq']} is a {record['type']} record; the verifier needs its "
-                    "body to account for other records, and it holds no saga data"
-                )
-            if not any(k in record for k in _ERASED):
-                new_lines.append(line.raw)  # already erased
-                continue
-            kept = {k: v for k, v in record.items() if k not in _ERASED}
-            kept["redacted"] = {"by": by, "reason": reason, "at": now}
-            new_lines.append(canonical(kept).encode())
-            erased.append(int(record["seq"]))
-        if exact is not None and not found:
-            raise LogMaintenanceError(
-                f"{path}: no record has seq {exact} (it ends at seq {log.last_seq}); list the log's "
-                "records with agent_saga.log.read_records to find the one to erase"
-            )
+        erased = plan_redaction(
+            [line.record for line in log.lines], str(path), by, reason, predicate, encryptor, exact
+        )
         if not erased:
             return RedactionResult((), None)
-        tail, record_seq = _seal_audit(log, RecordType.REDACTION, {"seqs": erased, "by": by, "reason": reason})
+        new_lines = [
+            canonical(erased[line.record["seq"]]).encode() if line.record["seq"] in erased else line.raw
+            for line in log.lines
+        ]
+        tail, record_seq = _seal_audit(log, RecordType.REDACTION, redaction_body(erased, by, reason))
         _replace(fd, path, new_lines, tail)
     return RedactionResult(tuple(erased), record_seq)
+
+
+def plan_redaction(
+    records: list[Record],
+    where: str,
+    by: str,
+    reason: str,
+    predicate: Callable[[Record], bool] | None,
+    encryptor: BodyCipher | None,
+    exact: int | None,
+) -> dict[int, Record]:
+    """What a redaction turns each erased record into, keyed by seq, oldest first.
+
+    Backend-neutral: the file log and the server logs (``log.rewrite``) share it.
+    ``exact`` names one seq (then ``predicate`` is None); an already erased record
+    is left out; an audit record or an unknown seq is refused.
+    """
+    now = time.time_ns() // 1000
+    erased: dict[int, Record] = {}
+    found = False
+    for record in records:
+        is_target = (
+            record["seq"] == exact if predicate is None
+            else record.get("type") not in AUDIT_TYPES and bool(predicate(_readable(record, encryptor)))
+        )
+        if not is_target:
+            continue
+        found = True
+        if record.get("type") in AUDIT_TYPES:
+            raise LogMaintenanceError(
+                f"{where}: seq {record['seq']} is a {record['type']} record; the verifier needs its "
+                "body to account for other records, and it holds no saga data"
+            )
+        if not any(k in record for k in _ERASED):
+            continue  # already erased
+        kept = {k: v for k, v in record.items() if k not in _ERASED}
+        kept["redacted"] = {"by": by, "reason": reason, "at": now}
+        erased[int(record["seq"])] = kept
+    if exact is not None and not found:
+        last = records[-1]["seq"] if records else 0
+        raise LogMaintenanceError(
+            f"{where}: no record has seq {exact} (it ends at seq {last}); list the log's "
+            "records with agent_saga.log.read_records to find the one to erase"
+        )
+    return erased
+
+
+def redaction_body(erased: Mapping[int, Record], by: str, reason: str) -> dict[str, Any]:
+    """The body of the REDACTION record that attests ``erased``."""
+    return {"seqs": list(erased), "by": by, "reason": reason}
 
 
 def settled_sagas(records: Iterable[Record]) -> set[str]:
@@ -298,50 +328,66 @@ def compact(
     p = Path(path).absolute()
     with locked_log(p) as fd:
         log = _Log(fd, p, "compact")
-        views = [_readable(line.record, encryptor) for line in log.lines]
-        keep_rule: Callable[[Record], bool]
-        if keep is None:
-            settled = settled_sagas(views)
-
-            def keep_rule(record: Record) -> bool:
-                return record.get("saga") not in settled
-
-            rule = "settled sagas (SAGA_COMPLETED, or SAGA_ROLLED_BACK with clean=true)"
-        else:
-            keep_rule, rule = keep, "a caller-supplied keep predicate"
-        new_lines: list[bytes] = []
-        removed: list[Record] = []
-        for line, view in zip(log.lines, views, strict=True):
-            if line.record.get("type") in AUDIT_TYPES or keep_rule(view):
-                new_lines.append(line.raw)
-            else:
-                removed.append(line.record)
+        removed, body = plan_compaction([line.record for line in log.lines], keep, by, reason, encryptor)
         if not removed:
             return CompactionResult(0, len(log.lines), (), None, log.size, log.size)
-        ranges = _runs(removed)
-        body = {
-            "removed": [
-                {
-                    "first": run[0]["seq"], "last": run[-1]["seq"], "count": len(run),
-                    "last_hash": run[-1].get("hash"),
-                    "hashes_sha256": hashlib.sha256(
-                        "\n".join(str(r.get("hash")) for r in run).encode()
-                    ).hexdigest(),
-                }
-                for run in ranges
-            ],
-            "records": len(removed),
-            "by": by,
-            "reason": reason,
-            "rule": rule,
-        }
+        gone = {r["seq"] for r in removed}
+        new_lines = [line.raw for line in log.lines if line.record["seq"] not in gone]
         tail, attestation_seq = _seal_audit(log, RecordType.COMPACTION, body)
         size = _replace(fd, p, new_lines, tail)
     return CompactionResult(
-        len(removed), len(new_lines) + 1,
-        tuple((run[0]["seq"], run[-1]["seq"]) for run in ranges),
-        attestation_seq, log.size, size,
+        len(removed), len(new_lines) + 1, removed_ranges(removed), attestation_seq, log.size, size,
     )
+
+
+def plan_compaction(
+    records: list[Record],
+    keep: Callable[[Record], bool] | None,
+    by: str,
+    reason: str,
+    encryptor: BodyCipher | None,
+) -> tuple[list[Record], dict[str, Any]]:
+    """Which records a compaction removes, and the body of the COMPACTION record attesting it.
+
+    Backend-neutral (see :func:`plan_redaction`). Audit records are always kept.
+    """
+    views = [_readable(record, encryptor) for record in records]
+    keep_rule: Callable[[Record], bool]
+    if keep is None:
+        settled = settled_sagas(views)
+
+        def keep_rule(record: Record) -> bool:
+            return record.get("saga") not in settled
+
+        rule = "settled sagas (SAGA_COMPLETED, or SAGA_ROLLED_BACK with clean=true)"
+    else:
+        keep_rule, rule = keep, "a caller-supplied keep predicate"
+    removed = [
+        record for record, view in zip(records, views, strict=True)
+        if record.get("type") not in AUDIT_TYPES and not keep_rule(view)
+    ]
+    body = {
+        "removed": [
+            {
+                "first": run[0]["seq"], "last": run[-1]["seq"], "count": len(run),
+                "last_hash": run[-1].get("hash"),
+                "hashes_sha256": hashlib.sha256(
+                    "\n".join(str(r.get("hash")) for r in run).encode()
+                ).hexdigest(),
+            }
+            for run in _runs(removed)
+        ],
+        "records": len(removed),
+        "by": by,
+        "reason": reason,
+        "rule": rule,
+    }
+    return removed, body
+
+
+def removed_ranges(removed: list[Record]) -> tuple[tuple[int, int], ...]:
+    """The runs of consecutive sequences in ``removed``, as (first, last)."""
+    return tuple((run[0]["seq"], run[-1]["seq"]) for run in _runs(removed))
 
 
 def _runs(records: list[Record]) -> list[list[Record]]:

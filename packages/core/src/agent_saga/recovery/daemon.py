@@ -38,17 +38,16 @@ from typing import Any
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.ids import operation_id
+from agent_saga.log.base import WAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport
 from agent_saga.log.codec import BodyCipher
-from agent_saga.log.file import FileWAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.recovery.claims import try_claim
-from agent_saga.recovery.escalations import Escalation, EscalationQueue, escalation_id
-from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, LogTail, SagaView, StepView
+from agent_saga.recovery.escalations import Escalation, escalation_id
+from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.inflight import settle_in_flight
-from agent_saga.recovery.lease import read_lease, remove_lease
-from agent_saga.recovery.ledger import FileLedger, Ledger
-from agent_saga.recovery.paths import recovery_dir
+from agent_saga.recovery.ledger import Ledger
+from agent_saga.recovery.protocols import EscalationsLike
+from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
 
 __all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient"]
@@ -66,6 +65,8 @@ def is_transient(err: BaseException | None) -> bool:
             return True
         err = err.__cause__
     return False
+
+log = logging.getLogger("agent_saga.recovery")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,24 +129,30 @@ class RecoveryDaemon:
     n-th failure a compensation waits ``retry_delay * 2**(n-1)`` seconds before
     its next attempt. ``clock`` (seconds since the epoch) is the daemon's now.
 
+    ``wal_path`` is the log: a file path, a URL (``postgresql://...``,
+    ``redis://...``) or a log object. Leases, claims, the ledger and the
+    escalation queue live where the log does (``recovery.stores``): beside a file
+    log, or in the same server as a Postgres or Redis log, which is what lets
+    daemons on different hosts share one log without running an undo twice.
+
     Every sweep verifies the log's hash chain first (incrementally: only what was
-    appended since the last sweep is checked) and raises ChainUnverified, acting on
-    nothing, when it is broken, unchained or partial. ``trust_unverified=True`` is
-    the operator's override: the daemon then acts on every record that is sound on
-    its own, never on one that fails its own hash check (such a saga is escalated
-    as ``unverified-records``), and each saga it takes over says in the log that it
-    was recovered from an unverified log.
+    appended since the last sweep is checked), whatever the log is stored in, and
+    raises ChainUnverified, acting on nothing, when it is broken, unchained or
+    partial. ``trust_unverified=True`` is the operator's override: the daemon then
+    acts on every record that is sound on its own, never on one that fails its own
+    hash check (such a saga is escalated as ``unverified-records``), and each saga
+    it takes over says in the log that it was recovered from an unverified log.
     """
 
     def __init__(
         self,
-        wal_path: str | os.PathLike[str],
+        wal_path: str | os.PathLike[str] | WAL,
         *,
         lease_grace: float = 5.0,
         max_attempts: int = 5,
         retry_delay: float = 5.0,
         ledger: Ledger | None = None,
-        escalations: EscalationQueue | None = None,
+        escalations: EscalationsLike | None = None,
         clock: Callable[[], float] = time.time,
         name: str | None = None,
         encryptor: BodyCipher | None = None,
@@ -155,23 +162,30 @@ class RecoveryDaemon:
             raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
         if max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts!r}")
-        self.wal_path = Path(wal_path).absolute()
         if retry_delay < 0:
             raise ValueError(f"retry_delay must be >= 0 seconds, got {retry_delay!r}")
         self.lease_grace = float(lease_grace)
         self.max_attempts = max_attempts
         self.retry_delay = float(retry_delay)
-        base = recovery_dir(self.wal_path)
-        self.ledger: Ledger = ledger or FileLedger(base / "ledger.jsonl")
-        self.escalations = escalations or EscalationQueue(base / "escalations.jsonl")
+        self.store = recovery_store(wal_path, encryptor)
+        self.location = self.store.location
+        #: The log file (None for a log on a server: see ``location``).
+        self.wal_path: Path | None = getattr(self.store, "path", None)
+        self.ledger: Ledger = ledger or self.store.ledger()
+        self.escalations = escalations or self.store.escalations()
+        if self.store.shared and not getattr(self.ledger, "shared", False):
+            log.warning(
+                "%s is shared by every host, but this daemon's ledger (%s) is not: daemons on other "
+                "hosts cannot see its successes and may run an undo twice. Leave ledger= unset to use "
+                "the ledger that lives beside the log", self.location, type(self.ledger).__name__,
+            )
         self.clock = clock
         self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
-        self._claims = base / "claims"
         self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
         self.trust_unverified = trust_unverified
         self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
-        self._tail = LogTail(self.wal_path, encryptor=encryptor)
-        self._wal: FileWAL | None = None
+        self._tail = self.store.tail(encryptor)
+        self._wal: WAL | None = None
 
     # -- public -----------------------------------------------------------------------
 
@@ -185,19 +199,18 @@ class RecoveryDaemon:
         the daemon was told to trust it. ``progress(done, total)`` is called as the
         open sagas are worked through.
         """
-        if not self.wal_path.is_file():
-            raise FileNotFoundError(f"no log at {self.wal_path}")
+        if not self.store.exists():
+            raise FileNotFoundError(f"no log at {self.location}")
         self._tail.refresh()
         self.verdict = self._tail.verdict
         if not self.verdict.ok and not self.trust_unverified:
             raise ChainUnverified.refusing(
-                self.wal_path, self.verdict, "recover from it",
+                self.location, self.verdict, "recover from it",
                 "pass trust_unverified=True to recover from it anyway (recorded in the log as such)",
             )
-        if not dry_run and (self._wal is None or self._wal.broken is not None):
-            if self._wal is not None:
-                self._wal.close()  # broken by an earlier sweep (a full disk): start afresh
-            self._wal = FileWAL(self.wal_path, encryptor=self.encryptor)
+        if not dry_run:
+            # After the verdict: a refused sweep opens nothing (opening a file log moves a torn tail).
+            self._wal = self.store.open_wal()
         self.ledger.refresh()
         report = SweepReport(dry_run=dry_run)
         sagas = list(self._tail.sagas)
@@ -240,16 +253,15 @@ class RecoveryDaemon:
             except Exception as err:
                 if not is_transient(err):
                     raise
-                log.warning("%s: sweep failed (%s); retrying in %gs", self.wal_path, err, interval)
+                log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
             else:
                 if on_report is not None:
                     on_report(report)
             stop.wait(interval)
 
     def close(self) -> None:
-        if self._wal is not None:
-            self._wal.close()
-            self._wal = None
+        self._wal = None
+        self.store.close()  # closes the log it opened for our records
 
     def __enter__(self) -> RecoveryDaemon:
         return self
@@ -262,7 +274,7 @@ class RecoveryDaemon:
     def _expired(self, view: SagaView) -> bool:
         # The later of: lease file renewal + its ttl, the owner's last record + the ttl the
         # saga started with (or the lease file's, or the default, if the log does not say).
-        lease = read_lease(self.wal_path, view.saga_id)
+        lease = self.store.read_lease(view.saga_id)
         ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
         expires = view.owner_ts / 1e6 + ttl
         if lease is not None:
@@ -270,7 +282,7 @@ class RecoveryDaemon:
         return self.clock() > expires + self.lease_grace
 
     def _claim_and_resolve(self, saga_id: str, report: SweepReport) -> None:
-        claim = try_claim(self._claims, saga_id)
+        claim = self.store.try_claim(saga_id)
         if claim is None:
             report.busy.append(saga_id)
             return
@@ -290,7 +302,7 @@ class RecoveryDaemon:
             assert self._wal is not None
             self._wal.barrier()  # durable before the claim is let go
             if finished:
-                remove_lease(self.wal_path, saga_id)
+                self.store.remove_lease(saga_id)
         finally:
             claim.release(remove=finished)
 

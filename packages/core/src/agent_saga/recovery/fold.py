@@ -7,10 +7,14 @@ rule, ``agent_saga.log.lines``); a fragment still being written, or torn by a
 crash, waits, and the records before it stand on their own.
 
 Every record is checked against the hash chain as it is folded
-(``agent_saga.log.chain``): ``LogTail.verdict`` says whether what was read
-verifies, and a record that fails its own hash or digest check (edited, or a
-plain line forged into a chained log) is never folded at all: it is listed in
-its saga's ``ignored`` instead, whoever later decides to trust the log.
+(``agent_saga.log.chain``; ``CheckedFold``, which the tail of a server log
+shares): ``LogTail.verdict`` says whether what was read verifies, and a record
+that fails its own hash or digest check (edited, or a plain line forged into a
+chained log) is never folded at all: it is listed in its saga's ``ignored``
+instead, whoever later decides to trust the log.
+
+``LogTail`` reads a file log; ``ServerTail`` reads a Postgres or Redis log the
+same way, past the last sequence number it has seen.
 """
 
 from __future__ import annotations
@@ -20,18 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_saga.errors import WALCorrupt
+from agent_saga.errors import WALCorrupt, WALError
 from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.fs import open_regular
-from agent_saga.log.lines import iter_lines, parses
+from agent_saga.log.lines import Line, iter_lines, parses
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.resolve import ServerWAL
+from agent_saga.log.server import open_stored
 
-__all__ = ["DEFAULT_LEASE_TTL", "LogTail", "SagaView", "StepView", "fold"]
+__all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
 
 #: Lease length assumed for a saga whose start record does not state one.
 DEFAULT_LEASE_TTL = 30.0
+#: Reads of a server log a compaction or redaction may interrupt before the tail gives up.
+_REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
 _SETTLED = {
@@ -254,8 +262,7 @@ class LogTail:
     def __init__(self, path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None) -> None:
         self.path = Path(path)
         self.encryptor = encryptor
-        self._folder = _Folder()
-        self._checker = ChainChecker()
+        self._fold = CheckedFold(self.path, encryptor)
         self._offset = 0
         self._line = 0  # lines consumed
         self._unterminated = False  # the last record consumed still lacks its newline
@@ -264,12 +271,12 @@ class LogTail:
 
     @property
     def sagas(self) -> dict[str, SagaView]:
-        return self._folder.sagas
+        return self._fold.sagas
 
     @property
     def verdict(self) -> VerifyReport:
         """The chain verdict over everything read so far (``ok``: intact or empty)."""
-        return self._checker.report()
+        return self._fold.verdict
 
     def refresh(self) -> int:
         """Read, check and fold every record appended since the last call; return how many.
@@ -284,8 +291,9 @@ class LogTail:
             if self._inode != stat.st_ino or stat.st_size < self._offset:
                 # Replaced (compaction renames a new file in) or cut: start over, first
                 # collecting what its COMPACTION and REDACTION records attest.
-                self._folder = _Folder()
-                self._checker = ChainChecker(Attestations.scan(iter_lines(fh, 0, stat.st_size)))
+                self._fold = CheckedFold(
+                    self.path, self.encryptor, Attestations.scan(iter_lines(fh, 0, stat.st_size))
+                )
                 self._offset = self._line = self.records = 0
                 self._unterminated = False
                 self._inode = stat.st_ino
@@ -334,7 +342,38 @@ class LogTail:
                 f"{self.path}: the line at byte {self._offset} is not a record ({err}); recovery "
                 f"stops rather than guess. Run 'agent-saga verify --wal-path {self.path}'"
             ) from err
-        if not self._checker.feed(self._line, record):
+        self._fold.feed(self._line, record)
+
+
+class CheckedFold:
+    """Records checked against the hash chain, then folded: what every log's tail does with them.
+
+    A record that fails its own hash or digest check is never folded, only listed
+    in its saga's ``ignored``. ``attestations`` are what the log's COMPACTION and
+    REDACTION records vouch for (collected before the first record is fed);
+    ``where`` names the log in errors.
+    """
+
+    def __init__(
+        self, where: Path | str, encryptor: BodyCipher | None = None,
+        attestations: Attestations | None = None,
+    ) -> None:
+        self.where = where
+        self.encryptor = encryptor
+        self._folder = _Folder()
+        self._checker = ChainChecker(attestations)
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._folder.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        return self._checker.report()
+
+    def feed(self, number: int, record: Record) -> None:
+        """Check the ``number``-th record of the log (from 1) and fold it if it is sound on its own."""
+        if not self._checker.feed(number, record):
             saga, seq = record.get("saga"), record.get("seq")
             if isinstance(saga, str) and saga != AUDIT_SAGA and isinstance(seq, int):
                 self._folder.view(saga).ignored.append(seq)
@@ -347,8 +386,61 @@ class LogTail:
         from agent_saga.log.crypto import EncryptionKeyMissing, open_record
 
         try:
-            return open_record(record, self.encryptor, self.path)
+            return open_record(record, self.encryptor, self.where)
         except EncryptionKeyMissing:
             # Folded without a body: the saga is marked unreadable and escalated, never
             # guessed at. A *wrong* key raises: that is a broken setup, not a saga.
             return record
+
+
+class ServerTail:
+    """An incremental, chain-checked fold of a server log: only records past the last seq seen are read.
+
+    A compaction or redaction (the head's rewrite count moved) starts the fold over,
+    first collecting what the log's COMPACTION and REDACTION records attest, as a
+    file log's tail does when the file is replaced; one that lands while records
+    are being read is caught by reading the count again afterwards. An encrypted
+    record this reader has no key for is folded without its body, so its saga is
+    escalated as unreadable, never guessed at.
+    """
+
+    def __init__(self, wal: ServerWAL, encryptor: BodyCipher | None = None) -> None:
+        self.wal = wal
+        self.encryptor = encryptor
+        self._fold = CheckedFold(wal.location, encryptor)
+        self._seq = 0
+        self._rewrites: int | None = None
+        self.records = 0
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._fold.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        """The chain verdict over everything read so far (``ok``: intact or empty)."""
+        return self._fold.verdict
+
+    def refresh(self) -> int:
+        """Read, check and fold every record committed since the last call; return how many."""
+        for _ in range(_REWRITE_TRIES):
+            _, _, rewrites = self.wal.head()
+            if rewrites != self._rewrites:
+                lines = (Line(0, 0, line.encode(), True) for _, line in self.wal.lines_after(0))
+                self._fold = CheckedFold(self.wal.location, self.encryptor, Attestations.scan(lines))
+                self._seq = self.records = 0
+                self._rewrites = rewrites
+            count = 0
+            for seq, line in self.wal.lines_after(self._seq):
+                self.records += 1
+                self._fold.feed(self.records, open_stored(line, self.wal.location))
+                self._seq = seq
+                count += 1
+            if self.wal.head()[2] == rewrites:
+                return count
+            self._rewrites = None  # rewritten while we read: what was read may mix two versions
+        raise WALError(
+            f"{self.wal.location}: the log was compacted or redacted during each of {_REWRITE_TRIES} reads; "
+            "recover it at a quieter time"
+        )
+

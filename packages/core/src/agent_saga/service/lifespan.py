@@ -33,6 +33,7 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.log.default import set_default_wal
 from agent_saga.log.file import FileWAL
+from agent_saga.log.resolve import open_log
 from agent_saga.recovery.daemon import RecoveryDaemon
 from agent_saga.recovery.paths import file_log_path
 from agent_saga.service import readiness
@@ -54,17 +55,12 @@ def _open_log(target: WAL | str | os.PathLike[str]) -> tuple[WAL, bool, Any]:
         wal, owned = target, False
         location = file_log_path(target) or target
     elif "://" in os.fspath(target):
-        url = location = os.fspath(target)
         try:
-            from agent_saga.log.resolve import open_log  # type: ignore[import-not-found, unused-ignore]
-        except ImportError:
-            raise ConfigurationError(
-                f"{url!r}: this version of agent-saga opens file logs only; give a file path"
-            ) from None
-        try:
-            wal, owned = open_log(url), True
-        except ImportError as err:
-            raise ConfigurationError(f"{url!r}: {err}") from None
+            wal, owned = open_log(os.fspath(target)), True
+        except ValueError as err:  # an unknown scheme, or the backend's extra not installed
+            raise ConfigurationError(str(err)) from None
+        # The daemon reads and writes through this log (a new Redis log has no key to open by URL yet).
+        location = wal
     else:
         wal, owned = FileWAL(os.fspath(target)), True
         location = file_log_path(wal)
@@ -130,13 +126,7 @@ class SagaService:
             self._default_set = True
             _import_handlers(self._handlers)
             if self._recovery:
-                try:
-                    daemon = RecoveryDaemon(location, lease_grace=self._lease_grace)
-                except TypeError:
-                    raise ConfigurationError(
-                        f"the recovery daemon of this agent-saga cannot read {wal!r}; pass recovery=False "
-                        "and run saga-recoveryd where the log can be read"
-                    ) from None
+                daemon = RecoveryDaemon(location, lease_grace=self._lease_grace)
                 self._sweeper = Sweeper(daemon, self._interval)
             self._drain.install()
             if self._sweeper is not None:

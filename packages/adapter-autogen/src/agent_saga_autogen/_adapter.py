@@ -1,0 +1,123 @@
+"""AutoGen tools as saga steps, an agent or team run as one saga.
+
+``wrap_tool`` builds a new ``FunctionTool`` with the public constructor over the step
+made of the tool's function, with the original's name, description and strictness, so
+the argument model and schema are computed from the same signature. AutoGen runs a
+sync function with ``loop.run_in_executor(None, ...)``, which does not copy the
+caller's context: the step of a sync function is async, and hands the function to
+that same executor with :func:`~agent_saga.adapter.carry`, so the saga (and whatever
+plugins carry) is there. A custom ``BaseTool`` is copied with its ``run`` made a step.
+The step sits inside the tool, so it sees the raw exception that AutoGen's workbench
+turns into an ``is_error`` result. ``patch_all()`` patches ``BaseTool.run_json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import wrapt
+from autogen_core import CancellationToken
+from autogen_core.tools import BaseTool, FunctionTool
+from pydantic import BaseModel
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, carry
+from agent_saga_autogen import _compat
+
+__all__ = ["AutoGen", "adapter", "saga_run"]
+
+
+class AutoGen(Adapter):
+    framework = "autogen"
+    distribution = "agent-saga-autogen"
+    tool_types = (BaseTool,)
+    hint = "make one with FunctionTool(fn, description=...)"
+
+    def function_of(self, tool: Any) -> Callable[..., Any] | None:
+        return _compat.function_of(tool) if isinstance(tool, FunctionTool) else None
+
+    def framework_params(self, fn: Callable[..., Any]) -> frozenset[str]:
+        return frozenset({"cancellation_token"}) & set(inspect.signature(fn).parameters)
+
+    def spec_of(self, tool: Any) -> ToolSpec | None:
+        return getattr(self.function_of(tool) or _compat.own_run(tool), SPEC_ATTR, None)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        if not isinstance(tool, FunctionTool):
+            return _compat.with_run(tool, _run_step(spec, tool))
+        fn = _compat.function_of(tool)
+        step = self.step(spec, fn if inspect.iscoroutinefunction(fn) else _on_executor(fn))
+        return FunctionTool(
+            _compat.reads_as(step, fn), tool.description, name=tool.name, strict=tool.schema.get("strict", False)
+        )
+
+    def patch(self) -> None:
+        self.patches.apply(BaseTool, "run_json", lambda original: wrapt.FunctionWrapper(original, self._run_json))
+
+    async def _run_json(self, wrapped: Any, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if tool is None:
+            return await wrapped(*args, **kwargs)
+        carried = _carried(tool)
+        return await self.patched_async(tool, lambda: wrapped.__func__(carried, *args, **kwargs), _logged(args, kwargs))
+
+
+def _on_executor(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run where AutoGen runs a sync tool (the loop's default executor), the saga carried there."""
+
+    @functools.wraps(fn)
+    async def handed_off(*args: Any, **kwargs: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, carry(functools.partial(fn, *args, **kwargs)))
+
+    return handed_off
+
+
+def _run_step(spec: ToolSpec, tool: BaseTool[Any, Any]) -> Callable[..., Any]:
+    """The custom tool's own ``run`` as a step; the log holds the validated arguments' fields."""
+    run = tool.run
+
+    async def stepped(args: BaseModel, cancellation_token: CancellationToken) -> Any:
+        async def forward(**_fields: Any) -> Any:
+            return await run(args, cancellation_token)
+
+        return await spec.call_async(forward, (), args.model_dump())
+
+    setattr(stepped, SPEC_ATTR, spec)
+    return stepped
+
+
+def _carried(tool: Any) -> Any:
+    """``tool``, or for a sync ``FunctionTool`` inside a saga a per-call copy whose function carries it."""
+    if not isinstance(tool, FunctionTool) or type(tool).run is not FunctionTool.run:
+        return tool
+    fn = _compat.function_of(tool)
+    carried = fn if inspect.iscoroutinefunction(fn) else carry(fn)  # an async function runs on the loop
+    return tool if carried is fn else _compat.with_function(tool, carried)
+
+
+def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The model's arguments as ``run_json(args, cancellation_token, call_id=)`` received them."""
+    given = args[0] if args else kwargs.get("args", {})
+    return dict(given) if isinstance(given, Mapping) else {"args": repr(given)}
+
+
+adapter = AutoGen()
+
+
+async def saga_run(
+    runner: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "autogen", tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """``await runner.run(**run)`` (e.g. ``task="..."``) as one transaction.
+
+    ``runner`` is an agent (``AssistantAgent``) or a team (``RoundRobinGroupChat``, ...).
+    AutoGen's workbench turns a tool exception into an ``is_error`` result and the
+    model carries on; the failed step is UNKNOWN all the same, so when the run
+    returns the helper fails it (``ToolFailed``) and every finished step is undone
+    newest-first. Inside an open saga the run joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await runner.run(**run)

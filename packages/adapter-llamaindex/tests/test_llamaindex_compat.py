@@ -1,0 +1,110 @@
+"""The workflow Context, callbacks, the hook, and what the adapter takes from LlamaIndex beyond its API (_compat)."""
+
+# No ``from __future__ import annotations`` here: LlamaIndex recognises a Context
+# parameter by its annotation object, so the tools below must carry the class itself.
+import asyncio
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_saga_llamaindex import adapter, saga_run, wrap_tool
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.tools import FunctionTool
+from llama_index.core.workflow import Context
+from test_llamaindex_conformance import pytestmark, scripted  # noqa: F401 - the framework's own warnings
+
+from agent_saga import FileWAL, StepOptions
+from agent_saga.plugins.manager import plugins
+from agent_saga.testing import Call
+
+SEEN: list[Any] = []
+
+
+def remember(ctx: Context, note: str) -> dict[str, str]:
+    """Write a note to the agent's memory."""
+    SEEN.append((type(ctx).__name__, note))
+    return {"ref": note}
+
+
+def lookup(topic: str) -> dict[str, str]:
+    """Look a topic up."""
+    return {"topic": topic}
+
+
+def test_the_workflow_context_reaches_the_function_but_not_the_log(tmp_path: Path) -> None:
+    SEEN.clear()
+    tool = FunctionTool.from_defaults(remember)
+    safe = wrap_tool(tool, semantics="REVERSIBLE")
+    assert (safe.ctx_param_name, safe.metadata.get_parameters_dict()) == ("ctx", tool.metadata.get_parameters_dict())
+    wal = FileWAL(tmp_path / "ctx.wal")
+    agent = FunctionAgent(tools=[safe], llm=scripted([Call("remember", {"note": "x"})]))
+    asyncio.run(saga_run(agent, user_msg="go", wal=wal))
+    assert SEEN == [("Context", "x")]
+    step = next(r["body"] for r in wal.records() if r["type"] == "STEP_COMMITTED")
+    assert (step["tool"], step["args"]) == ("remember", {"note": "x"})
+    wal.close()
+
+
+def test_the_callbacks_of_the_tool_still_run_with_the_functions_own_result(tmp_path: Path) -> None:
+    raw: list[Any] = []
+
+    def sync_seen(result: Any) -> str:
+        raw.append(("sync", result))
+        return "looked up"
+
+    async def async_seen(result: Any) -> str:
+        raw.append(("async", result))
+        return "looked up"
+
+    for callbacks in ({"callback": sync_seen}, {"async_callback": async_seen}):
+        safe = wrap_tool(FunctionTool.from_defaults(lookup, **callbacks), semantics="REVERSIBLE")
+        agent = FunctionAgent(tools=[safe], llm=scripted([Call("lookup", {"topic": "q3"})]))
+        asyncio.run(saga_run(agent, user_msg="go", wal=FileWAL(tmp_path / f"{len(raw)}.wal")))
+    # FunctionAgent awaits acall: a sync-only callback runs there through LlamaIndex's own bridge
+    assert raw == [("sync", {"topic": "q3"}), ("async", {"topic": "q3"})]
+
+
+def test_wrap_tool_names_what_it_takes_and_wraps_once() -> None:
+    with pytest.raises(TypeError, match=r"FunctionTool.*got builtins.function; make one with FunctionTool.from_defaults"):
+        wrap_tool(lookup, semantics="REVERSIBLE")
+    safe = wrap_tool(FunctionTool.from_defaults(lookup), semantics="REVERSIBLE")
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(safe, semantics="REVERSIBLE")
+
+
+def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
+    import agent_saga_llamaindex
+
+    from agent_saga.adapters import llamaindex
+
+    assert llamaindex is agent_saga_llamaindex
+    plugins().register(adapter, "llamaindex")
+    tool = FunctionTool.from_defaults(lookup)
+    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "research.lookup")
+    assert type(wrapped) is FunctionTool and wrapped.metadata is tool.metadata
+    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "research.lookup"
+    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+
+
+def test_an_install_whose_llamaindex_moved_fails_at_import_naming_the_supported_range() -> None:
+    code = textwrap.dedent("""
+        from llama_index.core.tools import FunctionTool
+        original = FunctionTool.__init__
+
+        def renamed(self, *args, **kwargs):  # what a refactor of llama-index-core could do
+            original(self, *args, **kwargs)
+            self._callbacks = (self.__dict__.pop("_callback"), self.__dict__.pop("_async_callback"))
+
+        FunctionTool.__init__ = renamed
+        try:
+            import agent_saga_llamaindex
+        except ImportError as err:
+            print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("agent-saga-llamaindex supports llama-index-core<0.15,>=0.14 (installed: llama-index-core 0.14")
+    assert "no longer keeps a FunctionTool's callbacks in _callback/_async_callback" in out
+    assert out.rstrip().endswith("pip install 'agent-saga-llamaindex[llamaindex]'")

@@ -1,0 +1,20 @@
+"""Saga isolation countermeasures: semantic locks and tentative resources (docs/FLEET.md)."""
+
+from agent_saga.isolation.locks import (
+    LockHeld,
+    PostgresSemanticLocks,
+    RedisSemanticLocks,
+    SemanticLockManager,
+)
+from agent_saga.isolation.tentative import COMMITTED, PENDING, ROLLED_BACK, TentativeResource
+
+__all__ = [
+    "COMMITTED",
+    "PENDING",
+    "ROLLED_BACK",
+    "LockHeld",
+    "PostgresSemanticLocks",
+    "RedisSemanticLocks",
+    "SemanticLockManager",
+    "TentativeResource",
+]

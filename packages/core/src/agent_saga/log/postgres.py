@@ -1,0 +1,276 @@
+"""PostgresWAL: one log shared by every process and host that reaches one database.
+
+Records are the file log's records (same header, body, salt and hash; see
+``codec``), one row each, the line stored as sealed. One hash chain runs across
+all writers: the log's *head row* holds the last sequence number and hash, and a
+commit locks it (``SELECT ... FOR UPDATE``), continues the chain from it, copies
+its rows in and moves the head, all in one transaction. The head row is the
+log's sequence: a Postgres ``SEQUENCE`` hands out numbers outside transactions,
+so a rolled-back commit would leave a hole that reads as a break in the chain;
+the head row moves with the rows or not at all, so the numbers have no gaps.
+
+Group commit: each process's flusher puts every record queued meanwhile (every
+saga, every thread) into one transaction; writers in other processes queue on
+the head row's lock.
+
+Durability is Postgres's own: a barrier returns once the transaction committed,
+which with ``synchronous_commit = on`` (the server default) means its WAL was
+flushed to disk, and with synchronous replicas configured, also reached them.
+With ``synchronous_commit = off`` a server crash can lose the last commits
+(never corrupt them); :attr:`PostgresWAL.synchronous_commit` says what the
+server runs with, and a warning is logged when it is off.
+
+A commit whose connection broke may or may not have landed. The same transaction
+records the writer's last committed ticket (``<table>_writers``); the retry reads
+it back and skips a batch that did land, so a restart of the server never writes
+a record twice. Needs ``pip install 'agent-saga[postgres]'`` (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+from agent_saga.errors import ConfigurationError, WALError
+from agent_saga.log.codec import BodyCipher, decode_line, seal
+from agent_saga.log.group import Entry, GroupCommitWAL
+from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record
+from agent_saga.log.rewrite import Change, ServerLog, Stored
+from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
+
+__all__ = ["PostgresWAL", "import_psycopg"]
+
+log = logging.getLogger("agent_saga.wal")
+
+DEFAULT_TABLE = "agent_saga_wal"
+DEFAULT_LOG = "default"
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,40}\Z")
+_PAGE = 2000
+
+
+def import_psycopg() -> Any:
+    """The psycopg module, or a one-line error naming the extra to install."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigurationError(
+            "the Postgres backend needs psycopg 3: pip install 'agent-saga[postgres]'"
+        ) from None
+    return psycopg
+
+
+class PostgresWAL(GroupCommitWAL, ServerLog):
+    """A shared, durable log in a Postgres database.
+
+    ``url`` is a libpq URL (``postgresql://user@host:port/db``); two query
+    parameters are ours: ``log`` (which log, default ``default``: many logs can
+    share one table) and ``table`` (default ``agent_saga_wal``). The tables are
+    created on first use. The other keywords are FileWAL's (group commit,
+    bounded barriers, backpressure, encryption).
+    """
+
+    backend = "postgres"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        chain: bool = True,
+        linger: float = 0.002,
+        barrier_timeout: float = 30.0,
+        max_pending: int = 100_000,
+        backpressure: Literal["refuse", "block"] = "refuse",
+        encryptor: BodyCipher | None = None,
+        connect_timeout: float = 5.0,
+        create: bool = True,
+    ) -> None:
+        self._psycopg = import_psycopg()
+        self._conninfo, ours, location = split_url(url, log=DEFAULT_LOG, table=DEFAULT_TABLE)
+        table = ours["table"]
+        if not _IDENTIFIER.match(table):
+            raise ConfigurationError(
+                f"table={table!r} is not a plain lower-case SQL name (letters, digits, _; at most 41)"
+            )
+        if not ours["log"]:
+            raise ConfigurationError("log= must name the log (a non-empty string), e.g. ?log=orders")
+        super().__init__(
+            location, linger=linger, barrier_timeout=barrier_timeout,
+            max_pending=max_pending, backpressure=backpressure,
+        )
+        self.log_name = ours["log"]
+        self.table = table
+        self.chain = chain
+        self.encryptor = default_encryptor(encryptor)
+        self.connect_timeout = connect_timeout
+        self._sql = _Statements(self._psycopg, table)
+        self._conn: Any = None
+        self._uncertain = False  # the last commit failed on a broken connection: did it land?
+        try:
+            conn = self._connect()
+        except self._psycopg.Error as err:
+            raise WALError(f"cannot open the log {self.location}: {err}".strip()) from err
+        try:
+            if create:
+                with conn.transaction():
+                    # Creating tables races with other processes doing the same: serialise on a lock.
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agent-saga-schema:{table}",))
+                    for statement in self._sql.schema:
+                        conn.execute(statement)
+                    conn.execute(self._sql.init_head, (self.log_name, GENESIS))
+            elif not self._exists(conn):
+                raise LogNotFound(f"no log named {self.log_name!r} at {self.location} (nothing was created)")
+            self.synchronous_commit = str(conn.execute("SHOW synchronous_commit").fetchone()[0])
+        except BaseException:
+            conn.close()
+            raise
+        if self.synchronous_commit == "off":
+            log.warning(
+                "%s: the server runs with synchronous_commit=off: a committed record can be lost if the "
+                "server crashes. Set it to on for this role or database", self.location,
+            )
+        self._conn = conn
+        self._start()
+
+    def _exists(self, conn: Any) -> bool:
+        found = conn.execute("SELECT to_regclass(%s)", (f"{self.table}_head",)).fetchone()[0]
+        return found is not None and conn.execute(self._sql.read_head, (self.log_name,)).fetchone() is not None
+
+    # -- connections ------------------------------------------------------------------
+
+    def connect(self) -> Any:
+        """A new autocommit connection to the log's database (for the recovery state beside it)."""
+        return self._connect()
+
+    def _connect(self) -> Any:
+        return self._psycopg.connect(
+            self._conninfo, connect_timeout=max(1, round(self.connect_timeout)), autocommit=True,
+            application_name="agent-saga",
+        )
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _transient(self, err: BaseException) -> bool:
+        if isinstance(err, self._psycopg.OperationalError):
+            self._disconnect()  # reconnect on the next attempt
+            return True
+        return False
+
+    # -- writing -----------------------------------------------------------------------
+
+    def _commit(self, batch: list[Entry]) -> None:
+        if self._conn is None:
+            self._conn = self._connect()
+        conn = self._conn
+        last_ticket = batch[0][0] + len(batch) - 1
+        if self._uncertain:
+            row = conn.execute(self._sql.writer_ticket, (self.log_name, self.writer)).fetchone()
+            if row is not None and row[0] >= last_ticket:
+                self._uncertain = False
+                return  # it landed before the connection died
+        self._uncertain = True
+        with conn.transaction(), conn.cursor() as cur:
+            seq, prev = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
+            data, head, count = seal(
+                ((seq + 1 + i, ts, rtype, saga, step, body)
+                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
+                prev, self.chain, self.encryptor,
+            )
+            lines = data.decode().split("\n")
+            with cur.copy(self._sql.copy_in) as copy:
+                for i, entry in enumerate(batch):
+                    copy.write_row((self.log_name, seq + 1 + i, entry[3], entry[2], lines[i]))
+            cur.execute(self._sql.move_head, (seq + count, head, self.log_name))
+            cur.execute(self._sql.mark_writer, (self.log_name, self.writer, last_ticket))
+        self._uncertain = False
+
+    def close(self, timeout: float | None = None) -> None:
+        super().close(timeout)
+        if self.broken is None and not self._abandon:
+            try:  # a cleanly closed writer has no commit in doubt: its marker can go
+                with self._connect() as conn:
+                    conn.execute(self._sql.forget_writer, (self.log_name, self.writer))
+            except self._psycopg.Error:
+                pass
+
+    # -- reading -----------------------------------------------------------------------
+
+    def lines_after(self, seq: int = 0) -> Iterator[tuple[int, str]]:
+        """(seq, stored line) of every committed record after ``seq``, oldest first, one snapshot."""
+        with self._connect() as conn:
+            conn.autocommit = False
+            conn.isolation_level = self._psycopg.IsolationLevel.REPEATABLE_READ
+            with conn.transaction(), conn.cursor(name="agent_saga_read") as cur:
+                cur.itersize = _PAGE
+                cur.execute(self._sql.read_after, (self.log_name, seq))
+                yield from cur
+
+    def head(self) -> tuple[int, str, int]:
+        """The last committed (seq, hash) and how many rewrites (compactions, redactions) the log had."""
+        with self._connect() as conn:
+            row = conn.execute(self._sql.read_head, (self.log_name,)).fetchone()
+        return (int(row[0]), str(row[1]), int(row[2])) if row else (0, GENESIS, 0)
+
+    def records(self) -> Iterator[Record]:
+        """Every committed record, oldest first (call ``barrier()`` first to include queued ones)."""
+        for _, line in self.lines_after(0):
+            yield decode_stored(line, self.encryptor, self.location)
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
+        with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
+            seq, head = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
+            lines = cur.execute(self._sql.read_after, (self.log_name, 0)).fetchall()
+            change = plan(Stored([(int(s), str(line)) for s, line in lines], int(seq), str(head)))
+            if change is None:
+                return
+            cur.executemany(self._sql.replace_line, [(line, self.log_name, s) for s, line in change.replaced.items()])
+            if change.removed:
+                cur.execute(self._sql.delete_seqs, (self.log_name, change.removed))
+            if change.appended is not None:
+                new_seq, line, new_head = change.appended
+                cur.execute(self._sql.insert_row, (self.log_name, new_seq, AUDIT_SAGA, decode_line(line)["type"], line))
+                cur.execute(self._sql.move_head_rewritten, (new_seq, new_head, self.log_name))
+
+
+class _Statements:
+    """The SQL of one table family, built once with safely quoted names."""
+
+    def __init__(self, psycopg: Any, table: str) -> None:
+        sql = psycopg.sql
+        t = sql.Identifier(table)
+        head = sql.Identifier(f"{table}_head")
+        writers = sql.Identifier(f"{table}_writers")
+
+        def q(text: str) -> Any:
+            return sql.SQL(text).format(t=t, head=head, writers=writers)
+
+        self.schema = [
+            q("CREATE TABLE IF NOT EXISTS {t} (log text NOT NULL, seq bigint NOT NULL, saga text NOT NULL, "
+              "type text NOT NULL, line text NOT NULL, PRIMARY KEY (log, seq))"),
+            q("CREATE TABLE IF NOT EXISTS {head} (log text PRIMARY KEY, seq bigint NOT NULL, "
+              "hash text NOT NULL, rewrites bigint NOT NULL DEFAULT 0)"),
+            q("CREATE TABLE IF NOT EXISTS {writers} (log text NOT NULL, writer text NOT NULL, "
+              "ticket bigint NOT NULL, PRIMARY KEY (log, writer))"),
+        ]
+        self.init_head = q("INSERT INTO {head} (log, seq, hash) VALUES (%s, 0, %s) ON CONFLICT DO NOTHING")
+        self.lock_head = q("SELECT seq, hash FROM {head} WHERE log = %s FOR UPDATE")
+        self.read_head = q("SELECT seq, hash, rewrites FROM {head} WHERE log = %s")
+        self.move_head = q("UPDATE {head} SET seq = %s, hash = %s WHERE log = %s")
+        self.move_head_rewritten = q("UPDATE {head} SET seq = %s, hash = %s, rewrites = rewrites + 1 WHERE log = %s")
+        self.copy_in = q("COPY {t} (log, seq, saga, type, line) FROM STDIN")
+        self.insert_row = q("INSERT INTO {t} (log, seq, saga, type, line) VALUES (%s, %s, %s, %s, %s)")
+        self.mark_writer = q(
+            "INSERT INTO {writers} (log, writer, ticket) VALUES (%s, %s, %s) "
+            "ON CONFLICT (log, writer) DO UPDATE SET ticket = EXCLUDED.ticket"
+        )
+        self.writer_ticket = q("SELECT ticket FROM {writers} WHERE log = %s AND writer = %s")
+        self.forget_writer = q("DELETE FROM {writers} WHERE log = %s AND writer = %s")
+        self.read_after = q("SELECT seq, line FROM {t} WHERE log = %s AND seq > %s ORDER BY seq")
+        self.replace_line = q("UPDATE {t} SET line = %s WHERE log = %s AND seq = %s")
+        self.delete_seqs = q("DELETE FROM {t} WHERE log = %s AND seq = ANY(%s)")

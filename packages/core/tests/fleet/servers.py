@@ -1,0 +1,145 @@
+"""Reaching the test servers, and starting throwaway ones a test may kill and restart.
+
+`scripts/services start` serves Redis on 127.0.0.1:6399 and PostgreSQL 15 on 127.0.0.1:55432;
+`eval "$(scripts/services env)"` exports REDIS_URL, AGENT_SAGA_TEST_PG_URL and AGENT_SAGA_TEST_PG_BIN.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+DEFAULT_REDIS = "redis://127.0.0.1:6399/0"
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:55432/postgres"
+HOW = "start it with `scripts/services start` and `eval \"$(scripts/services env)\"`"
+
+
+def redis_url() -> str:
+    import redis
+
+    url = os.environ.get("REDIS_URL") or DEFAULT_REDIS
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.RedisError as err:
+        pytest.fail(f"no Redis answers at {url} ({err}); {HOW}", pytrace=False)
+    return url
+
+
+def pg_url() -> str:
+    import psycopg
+
+    url = os.environ.get("AGENT_SAGA_TEST_PG_URL") or DEFAULT_PG
+    try:
+        psycopg.connect(url, connect_timeout=3).close()
+    except psycopg.Error as err:
+        pytest.fail(f"no PostgreSQL answers at {url} ({err}); {HOW}", pytrace=False)
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(check: object, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not come up within {timeout:g}s")
+
+
+class ThrowawayRedis:
+    """A redis-server of our own (AOF, fsync always), to kill with SIGKILL and start again."""
+
+    def __init__(self, directory: Path) -> None:
+        if shutil.which("redis-server") is None:
+            pytest.fail(f"redis-server is not installed; {HOW}", pytrace=False)
+        self.dir = directory
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.kills = 0
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        _wait(self._up, f"redis-server on port {self.port}")
+
+    def _up(self) -> bool:
+        import redis
+
+        try:
+            return bool(redis.Redis(port=self.port, socket_connect_timeout=0.5).ping())
+        except redis.RedisError:
+            return False
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.kills += 1
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class ThrowawayPostgres:
+    """A PostgreSQL cluster of our own in a temp dir (initdb as the postgres user when root)."""
+
+    def __init__(self) -> None:
+        found = os.environ.get("AGENT_SAGA_TEST_PG_BIN") or _pg_bin()
+        if not found or not (Path(found) / "initdb").exists():
+            pytest.fail(f"PostgreSQL's binaries (initdb, pg_ctl) were not found; {HOW}", pytrace=False)
+        self.bin = Path(found)
+        self.dir = Path(tempfile.mkdtemp(prefix="agent-saga-pg-"))
+        self.port = free_port()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.restarts = 0
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres")
+        self._as_pg([str(self.bin / "initdb"), "-D", str(self.dir / "db"), "-A", "trust", "-U", "postgres"])
+
+    def _as_pg(self, argv: list[str]) -> None:
+        if os.geteuid() == 0:
+            argv = ["su", "postgres", "-s", "/bin/sh", "-c", " ".join(f"'{a}'" for a in argv)]
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _ctl(self, *args: str) -> None:
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=on"
+        self._as_pg([str(self.bin / "pg_ctl"), "-D", str(self.dir / "db"), "-w", "-o", opts,
+                     "-l", str(self.dir / "log"), *args])
+
+    def start(self) -> None:
+        self._ctl("start")
+
+    def restart(self) -> None:
+        """An immediate restart: the server stops as if it crashed, then recovers from its WAL."""
+        self._ctl("restart", "-m", "immediate")
+        self.restarts += 1
+
+    def stop(self) -> None:
+        try:
+            self._ctl("stop", "-m", "fast")
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _pg_bin() -> str | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+    return str(found[-1]) if found else None

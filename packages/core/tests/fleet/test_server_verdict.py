@@ -1,0 +1,155 @@
+"""Recovery over a server log verifies the chain first, as it does over a file log.
+
+A record edited in the database (what anyone with write access to the table or
+the Redis keys could do) must stop recovery before it acts on anything; the
+operator's override acts only on records sound on their own and says so in the
+log; a compaction between two sweeps is not mistaken for an edit. Each test runs
+on both backends.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent_saga import ActionSemantics, Compensation, compensator, saga_scope
+from agent_saga.log.chain import ChainUnverified
+from agent_saga.log.resolve import open_log
+from agent_saga.recovery import RecoveryDaemon
+from agent_saga.recovery.fold import ServerTail
+
+LATER = 3600.0  # the daemon's clock this far ahead: every lease has long run out
+
+refunds: list[str] = []
+
+
+@compensator("fleet-verdict.refund")
+def refund(ref: str, idempotency_key: str | None = None) -> None:
+    refunds.append(ref)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_refunds() -> Iterator[None]:
+    refunds.clear()
+    yield
+    refunds.clear()
+
+
+def later() -> float:
+    return time.time() + LATER
+
+
+def dead_saga(wal: Any, saga: str, ref: str) -> None:
+    """An open saga with one committed charge whose undo is known from its commit record."""
+    wal.append("SAGA_STARTED", saga, {"name": "checkout", "lease_ttl": 1.0})
+    wal.append("STEP_INTENT", saga, {"tool": "stripe.charge", "semantics": "COMPENSABLE", "op": f"o-{saga}",
+                                     "args": {}, "compensation": None}, 1)
+    wal.append("STEP_COMMITTED", saga, {"op": f"o-{saga}", "compensation": {
+        "handler": "fleet-verdict.refund", "kwargs": {"ref": ref}, "key": f"key-{saga}", "recoverable": True}}, 1)
+    wal.barrier()
+
+
+def edit_stored_line(wal: Any, backend: str, seq: int, old: str, new: str) -> None:
+    """Change one stored record behind the log's back."""
+    line = next(line for s, line in wal.lines_after(0) if s == seq)
+    assert old in line
+    forged = line.replace(old, new)
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(wal._conninfo, autocommit=True) as conn:
+            conn.execute(f"UPDATE {wal.table} SET line = %s WHERE log = %s AND seq = %s", (forged, wal.log_name, seq))
+    else:
+        key = wal.keys["records"]
+        wal.client.zremrangebyscore(key, seq, seq)
+        wal.client.zadd(key, {forged: seq})
+
+
+def types(url: str) -> list[str]:
+    with open_log(url, create=False) as wal:
+        return [r["type"] for r in wal.records()]
+
+
+def test_recovery_refuses_an_edited_server_log_and_the_override_never_acts_on_the_edit(
+    url: str, backend: str
+) -> None:
+    with open_log(url) as wal:
+        dead_saga(wal, "s1", "A")
+        edit_stored_line(wal, backend, 3, '"kwargs":{"ref":"A"}', '"kwargs":{"ref":"Z"}')  # the attack
+    written = types(url)
+
+    with RecoveryDaemon(url, clock=later, lease_grace=0) as daemon:
+        with pytest.raises(ChainUnverified, match=r"seq 3 \(line 3\).*trust_unverified=True"):
+            daemon.sweep()
+        assert daemon.verdict is not None and daemon.verdict.status == "broken"
+    assert refunds == [] and types(url) == written  # refused before acting, nothing written
+
+    with RecoveryDaemon(url, clock=later, lease_grace=0, trust_unverified=True) as daemon:
+        report = daemon.sweep()
+        escalated = {e.kind for e in daemon.escalations.pending()}
+    assert refunds == []  # the forged undo is never run, trusted or not
+    assert report.recovered or report.held
+    assert "unverified-records" in escalated
+    with open_log(url, create=False) as wal:
+        claim = next(r for r in wal.records() if r["type"] == "RECOVERY_CLAIMED")
+    assert claim["body"]["trust_unverified"].startswith("BROKEN at seq 3")
+    assert claim["body"]["ignored_seqs"] == [3]
+
+
+def test_recover_cli_over_a_server_url_refuses_in_one_line_naming_the_override(url: str, backend: str) -> None:
+    with open_log(url) as wal:
+        dead_saga(wal, "s1", "A")
+        edit_stored_line(wal, backend, 2, '"tool":"stripe.charge"', '"tool":"stripe.refund"')
+    done = subprocess.run([sys.executable, "-m", "agent_saga", "recover", "--wal-path", url, "--lease-grace", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    # (Redis without persistence also gets its warning logged: the refusal is one line of its own.)
+    (message,) = [line for line in done.stderr.splitlines() if line.startswith("agent-saga recover:")]
+    assert url.rpartition("log=")[2] in message and "Traceback" not in done.stderr
+    assert "seq 2 (line 2)" in message and "--trust-unverified" in message
+
+
+def test_a_sweep_after_a_compaction_still_finds_the_chain_intact(url: str) -> None:
+    with open_log(url) as wal:
+        with saga_scope(wal, name="settled") as s:
+            s.execute(tool="crm.add", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 1},
+                      compensate=lambda r: Compensation(fn=lambda: None))
+        dead_saga(wal, "s2", "B")
+        with RecoveryDaemon(url, clock=time.time, lease_grace=0) as daemon:
+            daemon.sweep()  # s2's lease has not run out yet: it is live, nothing is done
+            assert daemon.verdict is not None and daemon.verdict.ok
+            assert wal.compact(by="ops", reason="settled").removed > 0
+            report = daemon.sweep()
+            assert daemon.verdict.ok, daemon.verdict.label
+            assert report.open_sagas == 1
+
+
+def test_a_compaction_landing_between_the_tails_two_reads_is_not_taken_for_an_edit(url: str) -> None:
+    # A tail that starts over reads the log twice: once for what its COMPACTION records
+    # attest, once to check and fold. A compaction in between must not read as deleted records.
+    with open_log(url) as wal:
+        with saga_scope(wal, name="settled") as s:
+            s.execute(tool="crm.add", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 1},
+                      compensate=lambda r: Compensation(fn=lambda: None))
+        dead_saga(wal, "s3", "C")
+        read = wal.lines_after
+        reads: list[int] = []
+
+        def compact_before_the_second_read(seq: int = 0) -> Iterator[tuple[int, str]]:
+            reads.append(seq)
+            if len(reads) == 2:  # another process compacts just then
+                with open_log(url) as other:
+                    assert other.compact(by="ops", reason="settled").removed > 0
+            return iter(list(read(seq)))
+
+        wal.lines_after = compact_before_the_second_read
+        tail = ServerTail(wal)
+        tail.refresh()
+    assert tail.verdict.status == "intact", tail.verdict.label
+    assert len(reads) > 2  # it noticed, and read again
+    assert set(tail.sagas) == {"s3"}
