@@ -13,15 +13,21 @@ import argparse
 import asyncio
 import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_saga import FileWAL, GatePort
+from agent_saga import GatePort
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import LOG_ENV, add_log_option, given_log
+from agent_saga.cli.options import (
+    LOG_ENV,
+    add_imports_option,
+    add_log_option,
+    given_log,
+    import_modules,
+    open_log_to_write,
+)
 from agent_saga.plugins import PolicyError
 
 __all__ = ["add_arguments", "load_gate", "main", "register", "run"]
@@ -50,8 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gate", metavar="MODULE:ATTR", default=None,
                    help="a gate object (or a zero-argument factory) to check each call, e.g. myapp.gates:payments "
                    "(default: the kill switch)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (its @compensator handlers, for compensate.handler entries)")
+    add_imports_option(p, "@compensator handlers (for compensate.handler entries)")
     p.add_argument("--name", default="mcp", help="the saga name in the log (default: %(default)s)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
                    help="the MCP server to run over stdio, after --")
@@ -88,19 +93,16 @@ def _checked(args: argparse.Namespace) -> list[str]:
     return command
 
 
-def _import_from_cwd(module: str) -> Any:
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    return importlib.import_module(module)
-
-
 def load_gate(spec: str) -> GatePort:
-    """``module:attr`` -> a gate (an attribute that is a gate, or a factory returning one)."""
+    """``module:attr`` -> a gate (an attribute that is a gate, or a factory returning one).
+
+    The module is looked for in the working directory too (see ``import_modules``).
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise CliError(f"--gate takes MODULE:ATTR, got {spec!r}", EXIT_USAGE)
     try:
-        value: Any = getattr(_import_from_cwd(module_name), attr)
+        value: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise CliError(f"--gate {spec}: {err}", EXIT_USAGE) from None
     if not isinstance(value, GatePort) and callable(value):
@@ -120,11 +122,7 @@ def run(args: argparse.Namespace) -> int:
     from agent_saga_mcp.policy import McpPolicy
     from agent_saga_mcp.proxy import run_proxy
 
-    for module in args.imports:
-        try:
-            _import_from_cwd(module)
-        except ImportError as err:
-            raise CliError(f"--import {module}: {err}", EXIT_USAGE) from None
+    import_modules(args.imports, "@compensator handlers")  # and the working directory on sys.path
     server = server_spec(command)
     try:
         if args.observe:
@@ -133,7 +131,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             config = ProxyConfig(
                 server=server, policy=McpPolicy.load(args.policy), boundary=BoundaryMode(args.boundary),
-                name=args.name, wal=FileWAL(given_log(args)), gate=load_gate(args.gate) if args.gate else None,
+                name=args.name, wal=open_log_to_write(given_log(args)),
+                gate=load_gate(args.gate) if args.gate else None,
             )
         return asyncio.run(run_proxy(config, command))
     except PolicyError as err:
