@@ -123,7 +123,7 @@ async def test_the_log_may_be_a_server_log_url(world: World) -> None:
         for key in cleanup.scan_iter(match=f"*{{{name}}}*"):
             cleanup.delete(key)
         cleanup.close()
-    assert [t for t, _ in records][0] == "SAGA_STARTED" and records[-1][0] == "SAGA_COMPLETED"
+    assert records[0][0] == "SAGA_STARTED" and records[-1][0] == "SAGA_COMPLETED"
     assert ("STEP_INTENT", "create_charge") in records and ("STEP_COMMITTED", None) in records
     assert not world.wal.exists()  # nothing went to the default file log
     assert world.called() == ["create_charge"]
