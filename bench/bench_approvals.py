@@ -22,8 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from agent_saga import ApprovalGateway, ApprovalPolicy, ConsoleNotifier, FileApprovalStore, FileWAL
-from agent_saga.approvals import RedisApprovalStore, SigningKey, decide, trust_key
+from agent_saga import ApprovalGateway, ApprovalPolicy, FileApprovalStore, FileWAL
+from agent_saga.approvals import ConsoleNotifier, RedisApprovalStore, SigningKey, decide, trust_key
 from agent_saga.approvals.entry import new_entry
 from agent_saga.engine.ports import StepRequest
 from agent_saga.gate.approval import ApprovalRequest

@@ -19,12 +19,12 @@ from agent_saga import (
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
-    RedisApprovalStore,
     SagaAborted,
     StepRefused,
     WebhookNotifier,
     saga_scope,
 )
+from agent_saga.approvals import RedisApprovalStore
 
 
 def main() -> int:

@@ -30,7 +30,6 @@ from agent_saga import (
     ApprovalGateway,
     ApprovalPolicy,
     ConfigurationError,
-    ConsoleNotifier,
     EscalationLevel,
     FileApprovalStore,
     FileWAL,
@@ -41,7 +40,7 @@ from agent_saga import (
     WebhookNotifier,
     saga_scope,
 )
-from agent_saga.approvals import ApprovalEntry, Status, decide
+from agent_saga.approvals import ApprovalEntry, ConsoleNotifier, Status, decide
 from agent_saga.approvals.authority import SigningKey, TrustedKeys, default_trust_path, trust_key
 from agent_saga.approvals.entry import new_entry
 from agent_saga.approvals.notify import Notification

@@ -27,18 +27,16 @@ from gate_support import free_port, req
 from agent_saga import (
     ApprovalGateway,
     ApprovalPolicy,
-    ConsoleNotifier,
     EscalationLevel,
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
-    RedisApprovalStore,
     SagaAborted,
     StepRefused,
     WebhookNotifier,
     saga_scope,
 )
-from agent_saga.approvals import Status, decide, request_id
+from agent_saga.approvals import ConsoleNotifier, RedisApprovalStore, Status, decide, request_id
 from agent_saga.approvals.evidence import log_key
 from agent_saga.approvals.gateway import CLAIM_GRACE
 from agent_saga.audit import verify_log

@@ -22,7 +22,6 @@ from agent_saga import (
     ConfigurationError,
     EscalationLevel,
     FileApprovalStore,
-    RedisApprovalStore,
     StoreUnavailable,
     WebhookNotifier,
 )
@@ -30,6 +29,7 @@ from agent_saga.approvals import (
     ApprovalEntry,
     ApprovalNotFound,
     ApprovalNotPending,
+    RedisApprovalStore,
     Status,
     decide,
     find,

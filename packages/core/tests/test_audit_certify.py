@@ -11,18 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent_saga import (
-    ActionSemantics,
-    Compensation,
-    FileWAL,
-    SagaAborted,
-    certify,
-    compact,
-    redact_where,
-    saga_scope,
-)
-from agent_saga.audit import certify_log
-from agent_saga.log import read_records
+from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
+from agent_saga.audit import certify, certify_log
+from agent_saga.log import compact, read_records, redact_where
 from agent_saga.log.chain import ChainUnverified
 
 C, IRR, R = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE, ActionSemantics.REVERSIBLE

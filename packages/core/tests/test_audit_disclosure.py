@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from agent_saga import FileWAL, audit_root, build_disclosure, redact_record, verify_disclosure
+from agent_saga import FileWAL, audit_root, build_disclosure, verify_disclosure
 from agent_saga.audit.disclosure import LEAF_DOMAIN, DisclosureProof, record_leaf
 from agent_saga.audit.merkle import leaf_hash, tree_root
-from agent_saga.log import HEADER_FIELDS, canonical, read_records
+from agent_saga.log import HEADER_FIELDS, canonical, read_records, redact_record
 
 
 def make_log(path: Path) -> list[dict[str, Any]]:

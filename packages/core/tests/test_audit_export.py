@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga import FileWAL, compact, export_bundle, redact_record, verify_log
-from agent_saga.audit import VERIFICATION_RULE, ChainBroken
+from agent_saga import FileWAL
+from agent_saga.audit import VERIFICATION_RULE, ChainBroken, export_bundle, verify_log
+from agent_saga.log import compact, redact_record
 
 # An auditor's checker written from the manifest's prose rule: hashlib and json only.
 INDEPENDENT_CHECK = textwrap.dedent("""

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_saga import FileWAL, verify_log
-from agent_saga.audit import verify_records
+from agent_saga import FileWAL
+from agent_saga.audit import verify_log, verify_records
 from agent_saga.log import canonical, chain_hash, read_records
 from agent_saga.log.maintenance import compact, redact_record
 

@@ -9,16 +9,9 @@ from pathlib import Path
 import pytest
 from gate_support import reset_gate_globals
 
-from agent_saga import (
-    Compensation,
-    FileSwitchStore,
-    FileWAL,
-    KillSwitch,
-    PreFlightGate,
-    SagaQuarantined,
-    saga_scope,
-)
+from agent_saga import Compensation, FileWAL, KillSwitch, PreFlightGate, SagaQuarantined, saga_scope
 from agent_saga.cli.main import main
+from agent_saga.gate import FileSwitchStore
 from agent_saga.log import read_records
 
 

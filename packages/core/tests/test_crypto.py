@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga import FileWAL, SagaAborted, compact, redact_where, saga_scope, verify_log
-from agent_saga.audit import certify_log
+from agent_saga import FileWAL, SagaAborted, saga_scope
+from agent_saga.audit import certify_log, verify_log
 from agent_saga.cli.main import main
-from agent_saga.log import read_records
+from agent_saga.log import compact, read_records, redact_where
 from agent_saga.log.crypto import (
     AESGCMEncryptor,
     EncryptionKeyMissing,
@@ -145,7 +145,8 @@ def test_importing_the_package_does_not_import_cryptography(tmp_path: Path) -> N
     code = textwrap.dedent(f"""
         import sys
         import agent_saga
-        from agent_saga import FileWAL, verify_log, certify, audit_root
+        from agent_saga import FileWAL, audit_root
+        from agent_saga.audit import certify, verify_log
         with FileWAL({str(tmp_path / 'x.wal')!r}) as wal:
             wal.append("SAGA_STARTED", "a", {{}})
         assert verify_log({str(tmp_path / 'x.wal')!r}).ok

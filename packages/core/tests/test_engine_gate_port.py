@@ -9,20 +9,11 @@ from typing import Any
 
 import pytest
 
-from agent_saga import (
-    Compensation,
-    MemoryWAL,
-    Outcome,
-    SagaAborted,
-    SagaInfo,
-    SagaQuarantined,
-    StepRefused,
-    StepRequest,
-    saga_scope,
-)
+from agent_saga import Compensation, MemoryWAL, Outcome, SagaAborted, SagaQuarantined, StepRefused, saga_scope
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.saga import SagaStatus
+from agent_saga.gate import SagaInfo, StepRequest
 from agent_saga.semantics import ActionSemantics, StepState
 
 

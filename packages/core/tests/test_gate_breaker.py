@@ -15,7 +15,6 @@ from agent_saga import (
     CircuitBreaker,
     Compensation,
     ConfigurationError,
-    MemoryLimitStore,
     MemoryWAL,
     PreFlightGate,
     RetryPolicy,
@@ -24,7 +23,7 @@ from agent_saga import (
     saga_scope,
     set_breaker,
 )
-from agent_saga.gate import LocalBreakerStore
+from agent_saga.gate import LocalBreakerStore, MemoryLimitStore
 
 
 @pytest.fixture(autouse=True)

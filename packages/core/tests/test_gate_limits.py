@@ -15,22 +15,17 @@ from agent_saga import (
     BudgetLimit,
     Compensation,
     ConfigurationError,
-    MemoryLimitStore,
     MemoryWAL,
     PreFlightGate,
     RateLimit,
-    Rule,
     SagaAborted,
     StepRefused,
-    arg_exceeds,
     by_arg,
     by_tool,
     combine,
     saga_scope,
-    semantics_is,
-    set_limit_store,
-    tool_is,
 )
+from agent_saga.gate import MemoryLimitStore, Rule, arg_exceeds, semantics_is, set_limit_store, tool_is
 from agent_saga.gate.approval import ApprovalDecision
 from agent_saga.gate.stores import Charge
 

@@ -23,20 +23,9 @@ from gate_support import Clock, free_port, redis_url, req, reset_gate_globals
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_saga import (
-    BreakerPolicy,
-    BudgetLimit,
-    CircuitBreaker,
-    KillSwitch,
-    MemoryLimitStore,
-    PreFlightGate,
-    RedisBreakerStore,
-    RedisLimitStore,
-    RedisSwitchStore,
-    StepRefused,
-    tool_is,
-)
+from agent_saga import BreakerPolicy, BudgetLimit, CircuitBreaker, KillSwitch, PreFlightGate, StepRefused
 from agent_saga.cli.main import main
+from agent_saga.gate import MemoryLimitStore, RedisBreakerStore, RedisLimitStore, RedisSwitchStore, tool_is
 from agent_saga.gate.stores import Charge
 
 pytestmark = pytest.mark.redis
@@ -74,8 +63,8 @@ def prefix(url: str) -> Iterator[str]:
 
 CHARGER = textwrap.dedent("""
     import os, sys, time
-    from agent_saga import (BudgetLimit, Compensation, MemoryLimitStore, MemoryWAL, PreFlightGate,
-                            RedisLimitStore, SagaAborted, saga_scope)
+    from agent_saga import BudgetLimit, Compensation, MemoryWAL, PreFlightGate, SagaAborted, saga_scope
+    from agent_saga.gate import MemoryLimitStore, RedisLimitStore
 
     kind, url, prefix, go, count, crash = sys.argv[1:]
     store = RedisLimitStore(url, prefix=prefix) if kind == "redis" else MemoryLimitStore()

@@ -17,21 +17,17 @@ from agent_saga import (
     BudgetLimit,
     Compensation,
     ConfigurationError,
-    FileSwitchStore,
     FileWAL,
     KillSwitch,
-    MemoryLimitStore,
     MemoryWAL,
     PreFlightGate,
     SagaAborted,
-    SagaInfo,
     SagaQuarantined,
     StepRefused,
     saga_scope,
-    set_switch,
 )
 from agent_saga.cli.main import main
-from agent_saga.gate import default_switch
+from agent_saga.gate import FileSwitchStore, MemoryLimitStore, SagaInfo, default_switch, set_switch
 from agent_saga.gate.switch import default_switch_path
 from agent_saga.log import read_records
 

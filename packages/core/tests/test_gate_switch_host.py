@@ -21,16 +21,9 @@ import pytest
 from gate_support import Clock, req, reset_gate_globals
 from host_support import OtherUser, in_namespace, private_var_lib, shared_dir
 
-from agent_saga import (
-    FileSwitchStore,
-    KillSwitch,
-    MemoryWAL,
-    PreFlightGate,
-    StepRefused,
-    set_switch,
-)
+from agent_saga import KillSwitch, MemoryWAL, PreFlightGate, StepRefused
 from agent_saga.cli.main import main
-from agent_saga.gate import DefaultGate, default_switch
+from agent_saga.gate import DefaultGate, FileSwitchStore, default_switch, set_switch
 from agent_saga.gate.host import HOST_ROOT_ENV, config_dir, state_dir
 from agent_saga.gate.switch import DEFAULT_POLL_INTERVAL, default_switch_path, switch_posture
 from agent_saga.log import read_records

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_saga import FileWAL, verify_log
-from agent_saga.audit import verify_records
+from agent_saga import FileWAL
+from agent_saga.audit import verify_log, verify_records
 from agent_saga.log import read_records
 
 

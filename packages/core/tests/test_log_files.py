@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from small_disk import run_on_small_disk
 
-from agent_saga import FileWAL, verify_log
+from agent_saga import FileWAL
+from agent_saga.audit import verify_log
 from agent_saga.errors import WALError
 from agent_saga.log import read_records
 

@@ -19,18 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_saga import (
-    ActionSemantics,
-    Compensation,
-    FileWAL,
-    SagaAborted,
-    compact,
-    redact_record,
-    redact_where,
-    saga_scope,
-    verify_log,
-)
-from agent_saga.log import read_records
+from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
+from agent_saga.audit import verify_log
+from agent_saga.log import compact, read_records, redact_record, redact_where
 from agent_saga.log.maintenance import LogMaintenanceError, settled_sagas
 
 C, IRR, R = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE, ActionSemantics.REVERSIBLE

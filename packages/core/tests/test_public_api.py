@@ -2,59 +2,95 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 import agent_saga
 
+PACKAGES = Path(__file__).resolve().parents[2]
+
+# The top level: what the quickstart and the seed's snippets import, plus every error.
+# The rest of each subject lives in its sub-namespace (pinned below); adding a name here
+# is a decision, not a side effect of writing a module.
 EXPECTED = {
-    "WAL", "ActionSemantics", "AgentKit", "BoundaryRequired", "Compensation", "CompensationError",
-    "ConfigurationError", "FileWAL", "GatePort", "MemoryWAL", "NonDeterminismError", "NotApplied",
-    "Outcome", "RetryPolicy", "RollbackReport", "Saga", "SagaAborted", "SagaClosed", "SagaError",
-    "SagaInfo", "SagaQuarantined", "StepOutcome", "StepRefused", "StepRequest", "StepState",
-    "SyncSaga", "WALError", "WALFull", "WALStalled", "__version__", "call_with", "compensator",
-    "current_saga", "default_wal", "delete_by", "guard", "inverse_of", "registered", "resolve",
-    "saga", "saga_scope", "set_default_gate", "set_default_wal", "tool",
-}
-# The pre-flight gate (issue 8).
-EXPECTED |= {
-    "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BudgetLimit",
-    "CircuitBreaker", "FileSwitchStore", "KillSwitch", "MemoryLimitStore", "PreFlightGate", "RateLimit",
-    "RedisBreakerStore", "RedisLimitStore", "RedisSwitchStore", "Rule", "StoreUnavailable", "arg_exceeds",
-    "by_arg", "by_tool", "combine", "semantics_is", "set_breaker", "set_limit_store", "set_switch", "tool_is",
+    # steps, sagas and boundaries
+    "ActionSemantics", "AgentKit", "Boundary", "Compensation", "Outcome", "RetryPolicy", "RollbackReport", "Saga",
+    "SagaFleet", "StepOptions", "StepOutcome", "StepState", "SyncSaga", "__version__", "current_saga", "guard",
+    "saga", "saga_scope", "tool",
+    # undo and reconciliation declared once per tool
+    "Observation", "call_with", "compensator", "delete_by", "inverse_of", "reconciler",
+    # adapters and observers
+    "Interceptor", "add_interceptor", "patch_all", "remove_interceptor", "unpatch_all", "wrap_tool",
+    # the log and recovery
+    "WAL", "FileWAL", "MemoryWAL", "PostgresWAL", "RecoveryDaemon", "RedisWAL", "default_wal", "open_log",
+    "set_default_wal",
+    # the pre-flight gate and approvals
+    "ApprovalGateway", "ApprovalPolicy", "BreakerPolicy", "BudgetLimit", "CircuitBreaker", "EscalationLevel",
+    "FileApprovalStore", "GatePort", "KillSwitch", "PreFlightGate", "RateLimit", "WebhookNotifier", "by_arg",
+    "by_tool", "combine", "set_breaker", "set_default_gate",
+    # audit, proofs, service
+    "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
+    "verify_rollback_invariants",
+    # errors
+    "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
+    "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
+    "WALError", "WALFull", "WALStalled",
 }
 
-# Durable human approvals (issue 9).
-EXPECTED |= {
-    "ApprovalGateway", "ApprovalPolicy", "ConsoleNotifier", "EscalationLevel", "FileApprovalStore",
-    "RedisApprovalStore", "WebhookNotifier",
-}
-# Plugins, patch_all and SagaFleet (issue 5).
-EXPECTED |= {"SagaFleet", "patch_all", "unpatch_all"}
-# The audit tools and log maintenance (issue 3), and recovery (issue 4).
-EXPECTED |= {
-    "audit_root", "build_disclosure", "certify", "compact", "export_bundle", "redact_record",
-    "redact_where", "verify_disclosure", "verify_log", "RecoveryDaemon",
-}
-# Reconciliation: asking the outside system what really happened.
-EXPECTED |= {"Observation", "reconciler"}
-# Proving the rollback (issue 18).
-EXPECTED |= {"InvariantReport", "RollbackProof", "prove_rollback", "verify_rollback_invariants"}
-# One step, one boundary, observers in the engine (issue 14).
-EXPECTED |= {"Boundary", "Interceptor", "StepOptions", "ToolFailed", "add_interceptor", "remove_interceptor"}
-# The adapter kit's top-level face (issue 14): any framework's tool, through its adapter.
-EXPECTED |= {"wrap_tool"}
-# Running it in a service (issue 19); saga_lifespan and setup_telemetry need an extra, so they
-# are imported on first use and stay out of __all__ (see test_service_extras.py).
-EXPECTED |= {"configure_logging"}
-
-# Beyond one machine: server logs and isolation countermeasures (issue 16).
-EXPECTED |= {
-    "LockHeld", "PostgresSemanticLocks", "PostgresWAL", "RedisSemanticLocks", "RedisWAL", "SemanticLockManager",
-    "TentativeResource", "open_log",
+# The sub-namespaces: each is a public module with its own __all__.
+SUBNAMESPACES = {
+    "agent_saga.gate": {
+        "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",
+        "BudgetLimit", "CircuitBreaker", "Condition", "DefaultGate", "FileSwitchStore", "GatePort", "Halt",
+        "KillSwitch", "Limit", "LimitStore", "LocalBreakerStore", "MemoryLimitStore", "PreFlightGate", "Quarantine",
+        "RateLimit", "RedisBreakerStore", "RedisLimitStore", "RedisSwitchStore", "Rule", "SagaInfo",
+        "StepRequest", "StoreUnavailable", "SwitchState", "SwitchStore", "arg_exceeds", "by_arg", "by_tool",
+        "combine", "default_switch", "everything", "get_breaker", "get_limit_store", "install_default_gate",
+        "semantics_is", "set_breaker", "set_limit_store", "set_switch", "switch_posture", "tool_is",
+    },
+    "agent_saga.approvals": {
+        "ApprovalEntry", "ApprovalError", "ApprovalExpired", "ApprovalGateway", "ApprovalNotAuthenticated",
+        "ApprovalNotFound", "ApprovalNotPending", "ApprovalPolicy", "ApprovalStore", "ApprovalUnavailable",
+        "ConsoleNotifier", "EscalationLevel", "FileApprovalStore", "Notification", "NotificationFailed",
+        "Notifier", "RedisApprovalStore", "SigningKey", "Status", "TrustedKeys", "WebhookNotifier", "decide",
+        "find", "open_store", "request_id", "trust_key",
+    },
+    "agent_saga.audit": {
+        "Certificate", "ChainBroken", "DisclosureProof", "DisclosureVerdict", "ExportResult", "Unaccounted",
+        "VERIFICATION_RULE", "VerifyReport", "audit_root", "build_disclosure", "certify", "certify_log",
+        "export_bundle", "verify_disclosure", "verify_log", "verify_records",
+    },
+    "agent_saga.log": {
+        "ChainUnverified", "FileWAL", "GENESIS", "HEADER_FIELDS", "MemoryWAL", "PostgresWAL", "Record",
+        "RecordType", "RedisWAL", "TornTail", "VerifyReport", "WAL", "canonical", "chain_hash", "compact",
+        "content_digest", "default_wal", "open_log", "read_records", "redact_record", "redact_where",
+        "set_default_wal", "verify_file",
+    },
+    "agent_saga.recovery": {
+        "Action", "Claim", "Escalation", "EscalationQueue", "FileLedger", "JournalCorrupt", "KeyState", "Lease",
+        "LeaseKeeper", "LeaseLifecycle", "Ledger", "LogTail", "RecoveryDaemon", "SagaView", "StepView",
+        "SweepReport", "check_replay", "check_step", "configure_leases", "escalate_rollback", "fold", "read_lease",
+        "recovery_dir", "try_claim",
+    },
+    "agent_saga.registry": {
+        "CompensationFactory", "call_with", "compensator", "delete_by", "from_recipe", "handler_name",
+        "inverse_for", "inverse_of", "reconciler", "reconciler_for", "recoverable", "registered", "resolve",
+        "unregister", "unregister_reconciler",
+    },
+    "agent_saga.isolation": {
+        "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",
+        "SemanticLockManager", "TentativeResource",
+    },
+    "agent_saga.proving": {
+        "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport", "Probe",
+        "RollbackProof", "Verdict", "prove_rollback", "verify_rollback_invariants",
+    },
 }
 
 
@@ -63,6 +99,35 @@ def test_all_is_pinned() -> None:
     assert len(agent_saga.__all__) == len(set(agent_saga.__all__))
     for name in agent_saga.__all__:
         assert hasattr(agent_saga, name), name
+
+
+@pytest.mark.parametrize("module", sorted(SUBNAMESPACES))
+def test_each_subnamespace_is_pinned(module: str) -> None:
+    namespace = importlib.import_module(module)
+    assert set(namespace.__all__) == SUBNAMESPACES[module]
+    for name in namespace.__all__:
+        assert hasattr(namespace, name), f"{module}.{name}"
+
+
+def test_every_top_level_name_of_a_subject_is_the_same_object_in_its_namespace() -> None:
+    # One object, two doors: `agent_saga.PreFlightGate is agent_saga.gate.PreFlightGate`.
+    for module, names in SUBNAMESPACES.items():
+        namespace = importlib.import_module(module)
+        for name in names & EXPECTED:
+            assert getattr(agent_saga, name) is getattr(namespace, name), f"{module}.{name}"
+
+
+@pytest.mark.parametrize(("name", "home"), [("certify", "agent_saga.audit"), ("RedisLimitStore", "agent_saga.gate"),
+                                            ("TentativeResource", "agent_saga.isolation")])
+def test_a_name_that_moved_says_where_it_lives(name: str, home: str) -> None:
+    with pytest.raises(AttributeError, match=rf"from {home} import {name}"):
+        getattr(agent_saga, name)
+    assert name in SUBNAMESPACES[home]
+
+
+def test_an_unknown_name_is_a_plain_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="has no attribute 'nothing_here'"):
+        agent_saga.nothing_here  # noqa: B018
 
 
 @pytest.mark.slow
@@ -79,3 +144,33 @@ def test_import_loads_no_third_party_module() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     extra = set(json.loads(out.stdout)) - {"pluggy"}
     assert extra == set(), f"import agent_saga pulled in {extra}"
+
+
+PUBLIC_MODULES = {"agent_saga", "agent_saga.adapter", "agent_saga.adapters", "agent_saga.connectors",
+                  "agent_saga.testing", "agent_saga.service", "agent_saga.observability", *SUBNAMESPACES}
+# What the two non-adapter distributions still take from implementation modules, named
+# so that a new reach is a visible decision.
+KNOWN_REACHES = {
+    "temporal": {"agent_saga.ids", "agent_saga.context"},
+    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.context", "agent_saga.engine.ports", "agent_saga.engine.saga",
+                    "agent_saga.errors", "agent_saga.log.base", "agent_saga.log.default", "agent_saga.log.file",
+                    "agent_saga.plugins.patching", "agent_saga.plugins.policy", "agent_saga.semantics"},
+}
+
+
+def imported_agent_saga_modules(root: Path) -> set[str]:
+    found: set[str] = set()
+    for source in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "agent_saga":
+                found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.split(".")[0] == "agent_saga"}
+    return found
+
+
+@pytest.mark.parametrize("distribution", sorted(p.name for p in PACKAGES.iterdir()
+                                                if p.name.startswith("adapter-") or p.name == "temporal"))
+def test_a_distribution_imports_only_public_modules(distribution: str) -> None:
+    reaches = imported_agent_saga_modules(PACKAGES / distribution / "src") - PUBLIC_MODULES
+    assert reaches <= KNOWN_REACHES.get(distribution, set()), f"{distribution} imports internals: {sorted(reaches)}"

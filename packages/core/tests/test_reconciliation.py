@@ -353,6 +353,7 @@ def test_no_effect_is_both_standing_and_reported_clean(tmp_path: Path, sc: dict[
         assert completed or not WORLD.standing()
 
 
+@pytest.mark.slow
 def test_the_lost_response_example_runs_offline_and_shows_clean_then_drift(tmp_path: Path) -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "lost_response.py"
     out = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True,

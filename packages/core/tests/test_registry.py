@@ -14,11 +14,9 @@ from agent_saga import (
     compensator,
     delete_by,
     inverse_of,
-    registered,
-    resolve,
     saga_scope,
 )
-from agent_saga.registry import handler_name, inverse_for, unregister
+from agent_saga.registry import handler_name, inverse_for, registered, resolve, unregister
 
 
 @pytest.fixture(autouse=True)

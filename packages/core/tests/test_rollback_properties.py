@@ -98,7 +98,8 @@ def run(shape_list: list[Shape], halt: bool, world: World) -> tuple[Any, MemoryW
     def undo_for(n: int, shape: Shape) -> Any:
         kwargs = {"step": n, "fail_first": shape.undo_failures}
         if shape.undo == "prebound":
-            from agent_saga import call_with, resolve
+            from agent_saga import call_with
+            from agent_saga.registry import resolve
 
             return call_with(resolve("prop.undo"), **kwargs)
         if shape.undo == "derived":

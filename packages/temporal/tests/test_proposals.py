@@ -20,7 +20,8 @@ from agent_saga_temporal.examples.ecommerce.run import checkout_job
 from conftest import kinds, open_order, start, worker
 from temporalio.client import WorkflowUpdateFailedError
 
-from agent_saga import PreFlightGate, Rule, arg_exceeds
+from agent_saga import PreFlightGate
+from agent_saga.gate import Rule, arg_exceeds
 
 FORWARD = ["create reservation", "create charge", "create shipment"]
 RESERVE_ARGS = {"sku": "SKU-42", "quantity": 2}

@@ -9,20 +9,11 @@ from agent_saga._version import __version__
 from agent_saga.approvals import (
     ApprovalGateway,
     ApprovalPolicy,
-    ConsoleNotifier,
     EscalationLevel,
     FileApprovalStore,
-    RedisApprovalStore,
     WebhookNotifier,
 )
-from agent_saga.audit import (
-    audit_root,
-    build_disclosure,
-    certify,
-    export_bundle,
-    verify_disclosure,
-    verify_log,
-)
+from agent_saga.audit import audit_root, build_disclosure, verify_disclosure
 from agent_saga.context import Boundary, SyncSaga, current_saga, saga_scope, set_default_gate
 from agent_saga.decorators import guard, tool
 from agent_saga.engine import (
@@ -31,10 +22,8 @@ from agent_saga.engine import (
     RetryPolicy,
     RollbackReport,
     Saga,
-    SagaInfo,
     StepOptions,
     StepOutcome,
-    StepRequest,
     add_interceptor,
     remove_interceptor,
 )
@@ -56,62 +45,38 @@ from agent_saga.errors import (
 )
 from agent_saga.fleet import SagaFleet
 from agent_saga.gate import (
-    ApprovalDecision,
-    ApprovalProvider,
-    ApprovalRequest,
     BreakerPolicy,
     BudgetLimit,
     CircuitBreaker,
-    FileSwitchStore,
     KillSwitch,
-    MemoryLimitStore,
     PreFlightGate,
     RateLimit,
-    RedisBreakerStore,
-    RedisLimitStore,
-    RedisSwitchStore,
-    Rule,
     StoreUnavailable,
-    arg_exceeds,
     by_arg,
     by_tool,
     combine,
     install_default_gate,
-    semantics_is,
     set_breaker,
-    set_limit_store,
-    set_switch,
-    tool_is,
-)
-from agent_saga.isolation import (
-    LockHeld,
-    PostgresSemanticLocks,
-    RedisSemanticLocks,
-    SemanticLockManager,
-    TentativeResource,
 )
 from agent_saga.kit import AgentKit
-from agent_saga.log import WAL, FileWAL, MemoryWAL, default_wal, set_default_wal
-from agent_saga.log.maintenance import compact, redact_record, redact_where
-from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
-from agent_saga.log.redis import RedisWAL  # redis-py likewise
-from agent_saga.log.resolve import open_log
+from agent_saga.log import (
+    WAL,
+    FileWAL,
+    MemoryWAL,
+    PostgresWAL,
+    RedisWAL,
+    default_wal,
+    open_log,
+    set_default_wal,
+)
 from agent_saga.observability import configure_logging
 from agent_saga.plugins.dispatch import wrap_tool
 from agent_saga.plugins.patching import patch_all, unpatch_all
-from agent_saga.proving import InvariantReport, RollbackProof, prove_rollback, verify_rollback_invariants
+from agent_saga.proving import prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
-from agent_saga.registry import (
-    call_with,
-    compensator,
-    delete_by,
-    inverse_of,
-    reconciler,
-    registered,
-    resolve,
-)
+from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
@@ -129,28 +94,46 @@ saga = guard
 # are not in ``__all__``: ``from agent_saga import *`` would fail without the extra.
 _EXTRAS = {"saga_lifespan": "agent_saga.service.lifespan", "setup_telemetry": "agent_saga.observability.telemetry"}
 
+# Names that 2.x exported here and 3.0 keeps in a sub-namespace only: the top level holds
+# what a user of the quickstart needs, each sub-namespace the rest of its subject. A stale
+# import fails with the name of the new home instead of a bare AttributeError.
+_MOVED = {
+    **dict.fromkeys(["ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "FileSwitchStore",
+                     "MemoryLimitStore", "RedisBreakerStore", "RedisLimitStore", "RedisSwitchStore", "Rule",
+                     "SagaInfo", "StepRequest", "arg_exceeds", "semantics_is", "set_limit_store", "set_switch",
+                     "tool_is"], "agent_saga.gate"),
+    **dict.fromkeys(["ConsoleNotifier", "RedisApprovalStore"], "agent_saga.approvals"),
+    **dict.fromkeys(["certify", "export_bundle", "verify_log"], "agent_saga.audit"),
+    **dict.fromkeys(["compact", "redact_record", "redact_where"], "agent_saga.log"),
+    **dict.fromkeys(["registered", "resolve"], "agent_saga.registry"),
+    **dict.fromkeys(["LockHeld", "PostgresSemanticLocks", "RedisSemanticLocks", "SemanticLockManager",
+                     "TentativeResource"], "agent_saga.isolation"),
+    **dict.fromkeys(["InvariantReport", "RollbackProof"], "agent_saga.proving"),
+}
+
 
 def __getattr__(name: str) -> object:
     module = _EXTRAS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
-    import importlib
+    if module is not None:
+        import importlib
 
-    return getattr(importlib.import_module(module), name)
+        return getattr(importlib.import_module(module), name)
+    home = _MOVED.get(name)
+    if home is not None:
+        raise AttributeError(f"agent_saga.{name} lives in {home} since 3.0: use `from {home} import {name}`")
+    raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_EXTRAS])
 
+
 __all__ = [
     "WAL",
     "ActionSemantics",
     "AgentKit",
-    "ApprovalDecision",
     "ApprovalGateway",
     "ApprovalPolicy",
-    "ApprovalProvider",
-    "ApprovalRequest",
     "Boundary",
     "BoundaryRequired",
     "BreakerPolicy",
@@ -159,53 +142,36 @@ __all__ = [
     "Compensation",
     "CompensationError",
     "ConfigurationError",
-    "ConsoleNotifier",
     "EscalationLevel",
     "FileApprovalStore",
-    "FileSwitchStore",
     "FileWAL",
     "GatePort",
     "Interceptor",
-    "InvariantReport",
     "KillSwitch",
-    "LockHeld",
-    "MemoryLimitStore",
     "MemoryWAL",
     "NonDeterminismError",
     "NotApplied",
     "Observation",
     "Outcome",
-    "PostgresSemanticLocks",
     "PostgresWAL",
     "PreFlightGate",
     "RateLimit",
     "RecoveryDaemon",
-    "RedisApprovalStore",
-    "RedisBreakerStore",
-    "RedisLimitStore",
-    "RedisSemanticLocks",
-    "RedisSwitchStore",
     "RedisWAL",
     "RetryPolicy",
-    "RollbackProof",
     "RollbackReport",
-    "Rule",
     "Saga",
     "SagaAborted",
     "SagaClosed",
     "SagaError",
     "SagaFleet",
-    "SagaInfo",
     "SagaQuarantined",
-    "SemanticLockManager",
     "StepOptions",
     "StepOutcome",
     "StepRefused",
-    "StepRequest",
     "StepState",
     "StoreUnavailable",
     "SyncSaga",
-    "TentativeResource",
     "ToolFailed",
     "WALError",
     "WALFull",
@@ -213,45 +179,32 @@ __all__ = [
     "WebhookNotifier",
     "__version__",
     "add_interceptor",
-    "arg_exceeds",
     "audit_root",
     "build_disclosure",
     "by_arg",
     "by_tool",
     "call_with",
-    "certify",
     "combine",
-    "compact",
     "compensator",
     "configure_logging",
     "current_saga",
     "default_wal",
     "delete_by",
-    "export_bundle",
     "guard",
     "inverse_of",
     "open_log",
     "patch_all",
     "prove_rollback",
     "reconciler",
-    "redact_record",
-    "redact_where",
-    "registered",
     "remove_interceptor",
-    "resolve",
     "saga",
     "saga_scope",
-    "semantics_is",
     "set_breaker",
     "set_default_gate",
     "set_default_wal",
-    "set_limit_store",
-    "set_switch",
     "tool",
-    "tool_is",
     "unpatch_all",
     "verify_disclosure",
-    "verify_log",
     "verify_rollback_invariants",
     "wrap_tool",
 ]

@@ -25,8 +25,8 @@ from agent_saga import (
     WALFull,
     WALStalled,
     saga_scope,
-    verify_log,
 )
+from agent_saga.audit import verify_log
 from agent_saga.audit.verify import verify_records
 from agent_saga.log import HEADER_FIELDS, read_records
 from agent_saga.log.crypto import AESGCMEncryptor, EncryptionKeyMissing, generate_key

@@ -17,18 +17,9 @@ from typing import Any, Literal
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agent_saga import (
-    ActionSemantics,
-    GatePort,
-    NotApplied,
-    Observation,
-    SagaInfo,
-    StepRefused,
-    StepRequest,
-    registered,
-    resolve,
-)
-from agent_saga.registry import reconciler_for
+from agent_saga import ActionSemantics, GatePort, NotApplied, Observation, StepRefused
+from agent_saga.gate import SagaInfo, StepRequest
+from agent_saga.registry import reconciler_for, registered, resolve
 from agent_saga_temporal.drivers import Driver
 from agent_saga_temporal.model import (
     ACTIVITY,

@@ -104,7 +104,8 @@ def _world() -> World:
 
 def _register_handlers() -> None:
     """The named undos, importable by any process (the daemon runs them after a crash)."""
-    from agent_saga import compensator, registered
+    from agent_saga import compensator
+    from agent_saga.registry import registered
 
     if registered("demo.undo"):
         return
@@ -230,7 +231,8 @@ def worker_main(directory: str) -> None:
     to disk with the intent: the daemon can finish the unwind although the
     worker never got to record how its call ended.
     """
-    from agent_saga import FileWAL, call_with, resolve, saga_scope
+    from agent_saga import FileWAL, call_with, saga_scope
+    from agent_saga.registry import resolve
 
     os.environ["AGENT_SAGA_DEMO_WORLD"] = str(Path(directory) / WORLD_FILE)
     _register_handlers()

@@ -253,7 +253,7 @@ class _Doctor:
                 except CredentialError as err:
                     self.add("secrets", BLOCKER, f"{path}: {str(err).split(';')[0]}, stored in clear",
                              "encrypt the log (AGENT_SAGA_WAL_KEY, pip install 'agent-saga[encryption]'), pass "
-                             "credentials as credential_ref(...), and redact the record (agent_saga.redact_where)")
+                             "credentials as credential_ref(...), and redact the record (agent_saga.log.redact_where)")
                     return
 
     def fleet(self) -> None:

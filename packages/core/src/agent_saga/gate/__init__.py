@@ -8,6 +8,7 @@ says so, or says why not, for a saga's start record. The Redis stores import
 redis-py only when one is created.
 """
 
+from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
 from agent_saga.gate.approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
 from agent_saga.gate.breaker import (
     BreakerPolicy,
@@ -53,6 +54,7 @@ __all__ = [
     "Condition",
     "DefaultGate",
     "FileSwitchStore",
+    "GatePort",
     "Halt",
     "KillSwitch",
     "Limit",
@@ -66,6 +68,8 @@ __all__ = [
     "RedisLimitStore",
     "RedisSwitchStore",
     "Rule",
+    "SagaInfo",
+    "StepRequest",
     "StoreUnavailable",
     "SwitchState",
     "SwitchStore",
