@@ -41,7 +41,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_saga import WAL, Boundary, GatePort, NotApplied, Saga, StepRefused
+from agent_saga import WAL, Boundary, GatePort, NotApplied, Saga, StepRefused, default_wal
 from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
 from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import ToolInfo, call_params, is_error_result, list_tools_result, validate_message
@@ -444,8 +444,6 @@ class ProxyCore:
 
     def _wal(self) -> WAL:
         if self.config.wal is None:
-            from agent_saga.log.default import default_wal
-
             self.config.wal = default_wal()
         return self.config.wal
 

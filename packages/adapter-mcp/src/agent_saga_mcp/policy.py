@@ -13,8 +13,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga import ActionSemantics, Compensation, CompensationError, StepOptions, registered
+from agent_saga import ActionSemantics, Compensation, CompensationError, StepOptions
 from agent_saga.plugins.policy import JsonPath, PolicyError, ToolPolicy, ToolRule
+from agent_saga.registry import registered
 from agent_saga_mcp.compat import ToolInfo
 from agent_saga_mcp.document import result_document, schema_misses
 
