@@ -53,15 +53,23 @@ def expected_client_type() -> str:
     return "Client" if MCP_MAJOR >= 2 else "ClientSession"
 
 
-async def test_a_failing_run_undoes_wrapped_calls_newest_first(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("form", ["keywords", "options"])
+async def test_a_failing_run_undoes_wrapped_calls_newest_first(
+    world: World, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
     async with sdk_client(world, monkeypatch) as client:
         assert type(client).__name__ == expected_client_type()
 
         async def refund(charge: str) -> None:
             assert not error_flag(await client.call_tool("create_refund", {"charge": charge}))
 
-        charge = wrap_tool(client, "create_charge", semantics=ActionSemantics.COMPENSABLE,
-                           compensate=lambda doc: Compensation(fn=refund, kwargs={"charge": doc["id"]}))
+        def undo(doc: Any) -> Compensation:  # gets the result document, whichever way it is given
+            return Compensation(fn=refund, kwargs={"charge": doc["id"]})
+
+        if form == "keywords":
+            charge = wrap_tool(client, "create_charge", semantics=ActionSemantics.COMPENSABLE, compensate=undo)
+        else:
+            charge = wrap_tool(client, "create_charge", options=StepOptions("COMPENSABLE", compensate=undo))
         wal = MemoryWAL()
         with pytest.raises(SagaAborted) as aborted:
             async with saga_scope(wal=wal):

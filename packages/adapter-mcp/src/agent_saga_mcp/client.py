@@ -135,12 +135,13 @@ def wrap_tool(
     while the result is unknown).
     """
     _check_client(client, "wrap_tool")
-    if "origin" not in more and (options is None or options.origin is None):
-        more["origin"] = ORIGIN
-    compensate = more.get("compensate")
+    opts = ToolSpec.of(name, semantics=semantics, options=options, **more).options
+    compensate = opts.compensate
     if callable(compensate) and not isinstance(compensate, Compensation):
-        more["compensate"] = _from_result(compensate)
-    return SagaTool(client, ToolSpec.of(name, semantics=semantics, options=options, **more))
+        opts = opts.with_changes(compensate=_from_result(compensate))
+    if opts.origin is None:
+        opts = opts.with_changes(origin=ORIGIN)
+    return SagaTool(client, ToolSpec(name, opts))
 
 
 class SagaSession:
