@@ -1,61 +1,33 @@
 """Durable-path and fast-path cost of agent-saga, against this machine's own floor.
 
-    python bench/bench_wal.py [--dir DIR] [--steps N] [--json]
+    python bench/bench_wal.py [--dir DIR] [--steps N] [--json] [--peer PYTHON]
 
 Everything is measured in one run, on one disk, so the ratios travel between
-machines even when the absolute numbers do not:
+machines even when the absolute numbers do not (``harness.py`` says what each
+figure is). ``--peer PYTHON`` runs the same harness in that interpreter against
+the public ``agent-saga`` 2.3.x from the package index (``peer_agent_saga.py``
+adapts its API), right after ours and on the same disk, and prints both side by
+side. Make that interpreter with::
 
-* floor: p50 of ``os.write`` + ``os.fdatasync`` of one log-sized line (what any
-  durable append must pay at least once);
-* durable step: one COMPENSABLE step through ``saga.execute`` (the default gate,
-  a trivial async tool, an undo derived from the result), from call to return,
-  one saga at a time; ratio = p50 / floor. The two are measured in alternating
-  blocks so that both see the same disk;
-* throughput: durable steps per second and fsyncs per step with 1, 8, 64 and 256
-  sagas running concurrently on one event loop, sharing one FileWAL;
-* fast path: the overhead of a REVERSIBLE step (``execute`` minus a direct await of
-  the same tool), in microseconds.
+    uv venv .tox/peer && uv pip install -p .tox/peer 'agent-saga==2.3.11'
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
-import os
-import statistics
+import subprocess
 import sys
 import tempfile
-import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from agent_saga import Compensation, FileWAL, compensator, saga_scope
-from agent_saga.log.codec import seal
-from agent_saga.log.records import GENESIS
+import harness
 
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def fsync_floor(directory: Path, n: int) -> list[float]:
-    line, _, _ = seal([(1, 1, "STEP_INTENT", "x" * 32, 1, {"tool": "stripe.charge", "args": {"amount": 4200}})],
-                      GENESIS)
-    path = directory / "floor.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    samples = []
-    try:
-        for _ in range(n):
-            t0 = time.perf_counter()
-            os.write(fd, line)
-            os.fdatasync(fd)
-            samples.append(time.perf_counter() - t0)
-    finally:
-        os.close(fd)
-    return samples
+from agent_saga import Compensation, FileWAL, Saga, compensator, saga_scope
 
 
 @compensator("bench.refund")
@@ -72,80 +44,79 @@ async def _charge() -> dict[str, str]:
     return {"id": "ch_1"}
 
 
-async def durable_latency(wal: FileWAL, n: int) -> list[float]:
-    samples = []
-    async with saga_scope(wal) as s:
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await s.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=_charge, compensate=_undo)
-            samples.append(time.perf_counter() - t0)
-    return samples
+class Ours:
+    """This repository's agent-saga, through its public API."""
 
+    name = "agent-saga (this repo)"
+    inline_sync = True
 
-async def throughput(wal: FileWAL, sagas: int, steps_each: int) -> tuple[float, float]:
-    async def one() -> None:
-        async with saga_scope(wal) as s:
-            for _ in range(steps_each):
-                await s.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=_charge, compensate=_undo)
+    async def open_log(self, path: Path) -> FileWAL:
+        return FileWAL(path)
 
-    flushes0 = wal.flushes
-    t0 = time.perf_counter()
-    await asyncio.gather(*(one() for _ in range(sagas)))
-    elapsed = time.perf_counter() - t0
-    total = sagas * steps_each
-    return total / elapsed, (wal.flushes - flushes0) / total
-
-
-async def reversible_overhead(wal: FileWAL, n: int) -> list[float]:
-    async def tool() -> int:
-        return 1
-
-    direct, stepped = [], []
-    async with saga_scope(wal) as s:
-        for _ in range(200):  # warm up caches and the allocator
-            await s.execute(tool="cart.add", semantics="REVERSIBLE", forward=tool)
-        for _ in range(n):
-            t0 = time.perf_counter()
-            await tool()
-            t1 = time.perf_counter()
-            await s.execute(tool="cart.add", semantics="REVERSIBLE", forward=tool)
-            t2 = time.perf_counter()
-            direct.append(t1 - t0)
-            stepped.append(t2 - t1)
-    med = statistics.median(direct)
-    return [x - med for x in stepped]
-
-
-async def run(directory: Path, steps: int) -> dict[str, Any]:
-    results: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
-    wal = FileWAL(directory / "bench.wal")
-    try:
-        gc.disable()
-        # The floor and the durable step are measured in alternating blocks, so
-        # both see the same disk: a virtual disk's latency drifts over seconds.
-        floor: list[float] = []
-        lat: list[float] = []
-        block = max(10, steps // 10)
-        for _ in range(steps // block):
-            floor += fsync_floor(directory, block)
-            lat += await durable_latency(wal, block)
-        results["floor_p50_ms"] = percentile(floor, 0.5) * 1e3
-        results["floor_p99_ms"] = percentile(floor, 0.99) * 1e3
-        results["durable_p50_ms"] = percentile(lat, 0.5) * 1e3
-        results["durable_p99_ms"] = percentile(lat, 0.99) * 1e3
-        results["durable_ratio_to_floor"] = results["durable_p50_ms"] / results["floor_p50_ms"]
-        results["throughput"] = {}
-        for sagas in (1, 8, 64, 256):
-            steps_each = max(4, (steps * 4) // sagas)
-            rate, fsyncs = await throughput(wal, sagas, steps_each)
-            results["throughput"][sagas] = {"steps_per_s": rate, "fsyncs_per_step": fsyncs}
-        overhead = await reversible_overhead(wal, steps * 4)
-        results["reversible_overhead_p50_us"] = percentile(overhead, 0.5) * 1e6
-        results["reversible_overhead_p99_us"] = percentile(overhead, 0.99) * 1e6
-    finally:
-        gc.enable()
+    async def close_log(self, wal: FileWAL) -> None:
         wal.close()
-    return results
+
+    def flushes(self, wal: FileWAL) -> int:
+        return wal.flushes
+
+    @asynccontextmanager
+    async def scope(self, wal: FileWAL) -> AsyncIterator[Saga]:
+        async with saga_scope(wal) as saga:
+            yield saga
+
+    def durable_step(self, saga: Saga) -> Awaitable[Any]:
+        return saga.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=_charge, compensate=_undo)
+
+    def reversible_async(self, saga: Saga, tool: Callable[[], Awaitable[int]]) -> Awaitable[Any]:
+        return saga.execute(tool="cart.add", semantics="REVERSIBLE", forward=tool)
+
+    def reversible_sync(self, saga: Saga, tool: Callable[[], int], inline: bool) -> Awaitable[Any]:
+        return saga.execute(tool="cart.add", semantics="REVERSIBLE", forward=tool, inline=inline)
+
+
+def _peer(python: str, directory: Path, steps: int) -> dict[str, Any]:
+    script = Path(__file__).with_name("peer_agent_saga.py")
+    done = subprocess.run(
+        [python, str(script), "--dir", str(directory), "--steps", str(steps)],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"the peer benchmark under {python} failed:\n{done.stderr.strip()}")
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def _row(label: str, values: list[str]) -> str:
+    return f"  {label:<52}" + "".join(f"{v:>28}" for v in values)
+
+
+def _table(runs: list[dict[str, Any]]) -> str:
+    def each(fmt: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [fmt(r) for r in runs]
+
+    def rev(kind: str, r: dict[str, Any]) -> str:
+        fig = r["reversible"][kind]
+        return "n/a" if fig is None else f"{fig['p50_us']:.1f} / {fig['p99_us']:.1f} us"
+
+    lines = [
+        f"WAL benchmark (Python {runs[0]['python']}, {runs[0]['cpus']} CPUs)",
+        _row("", each(lambda r: r["subject"])),
+        _row("load average (1 min), before / after", each(lambda r: f"{r['loadavg_before']:.2f} / {r['loadavg_after']:.2f}")),
+        _row("floor write+fdatasync p50 / p99", each(lambda r: f"{r['floor_p50_ms']:.3f} / {r['floor_p99_ms']:.3f} ms")),
+        _row("durable step, 1 saga, p50 / p99", each(lambda r: f"{r['durable_p50_ms']:.3f} / {r['durable_p99_ms']:.3f} ms")),
+        _row("durable p50 / floor", each(lambda r: f"{r['durable_ratio_to_floor']:.2f} x")),
+    ]
+    for sagas in harness.SAGA_COUNTS:
+        def tp(r: dict[str, Any], s: int = sagas) -> dict[str, float]:
+            return r["throughput"][str(s)]  # type: ignore[no-any-return]
+
+        lines.append(_row(f"{sagas} sagas: steps/s, fsyncs/step", each(
+            lambda r, tp=tp: f"{tp(r)['steps_per_s']:,.0f}, {tp(r)['fsyncs_per_step']:.3f}")))
+        lines.append(_row(f"{sagas} sagas: CPU per step (user)", each(
+            lambda r, tp=tp: f"{tp(r)['cpu_us_per_step']:.0f} ({tp(r)['user_us_per_step']:.0f}) us")))
+    for kind, label in (("async", "async tool"), ("sync_inline", "sync tool, inline=True"),
+                        ("sync_thread", "sync tool on a thread"), ("thread_hop_alone", "  the thread hop alone")):
+        lines.append(_row(f"REVERSIBLE overhead p50/p99: {label}", each(lambda r, k=kind: rev(k, r))))
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -153,22 +124,14 @@ def main() -> None:
     parser.add_argument("--dir", help="directory on the disk to measure (default: a temp dir)")
     parser.add_argument("--steps", type=int, default=1000, help="samples per latency measurement")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--peer", metavar="PYTHON", help="also measure the public agent-saga 2.3.x installed there")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        results = asyncio.run(run(Path(tmp), args.steps))
-    if args.json:
-        print(json.dumps(results, indent=2))
-        return
-    print(f"agent-saga WAL benchmark (Python {results['python']}, {results['cpus']} CPUs)")
-    print(f"  floor  write+fdatasync        p50 {results['floor_p50_ms']:.3f} ms   p99 {results['floor_p99_ms']:.3f} ms")
-    print(f"  durable step, 1 saga          p50 {results['durable_p50_ms']:.3f} ms   p99 {results['durable_p99_ms']:.3f} ms"
-          f"   = {results['durable_ratio_to_floor']:.2f} x floor")
-    for sagas, row in results["throughput"].items():
-        print(f"  {sagas:>3} concurrent sagas          {row['steps_per_s']:>9,.0f} durable steps/s"
-              f"   {row['fsyncs_per_step']:.3f} fsyncs/step")
-    print(f"  REVERSIBLE step overhead      p50 {results['reversible_overhead_p50_us']:.1f} us"
-          f"   p99 {results['reversible_overhead_p99_us']:.1f} us")
+        runs = [asyncio.run(harness.run(Ours(), Path(tmp), args.steps))]
+        if args.peer:
+            runs.append(_peer(args.peer, Path(tmp), args.steps))
+    print(json.dumps(runs, indent=2) if args.json else _table(runs))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -68,6 +68,33 @@ def test_the_sync_face_consults_the_gate_too() -> None:
     assert gate.checked == ["wire"] and isinstance(info.value.cause, StepRefused)
 
 
+class InlineGate(ListGate):
+    """A gate that says its check never waits: the engine must call ``check``, never await."""
+
+    never_waits = True
+
+    async def check_async(self, request: StepRequest) -> None:
+        raise AssertionError("a gate that never waits is checked inline, not awaited")
+
+
+@pytest.mark.parametrize("gate_type", [ListGate, InlineGate])
+async def test_a_gate_that_never_waits_is_checked_inline_with_the_same_outcomes(gate_type: type[ListGate]) -> None:
+    gate, wal = gate_type(refuse={"wire"}, freeze={"frozen"}), MemoryWAL()
+    with pytest.raises(SagaAborted) as info:
+        async with saga_scope(wal, gate=gate) as s:
+            await s.execute(tool="ok", semantics="COMPENSABLE", forward=lambda: 1,
+                            compensate=lambda r: Compensation(fn=lambda: None))
+            await s.execute(tool="wire", semantics="IRREVERSIBLE", forward=lambda: None, args={"amount": 5})
+    assert isinstance(info.value.cause, StepRefused) and gate.checked == ["ok", "wire"]
+    assert [r["type"] for r in wal.records()] == [
+        "SAGA_STARTED", "STEP_INTENT", "STEP_COMMITTED", "STEP_REFUSED", "ROLLBACK_STARTED",
+        "COMPENSATION_STARTED", "STEP_COMPENSATED", "SAGA_ROLLED_BACK",
+    ]
+    with pytest.raises(SagaQuarantined):
+        with saga_scope(MemoryWAL(), gate=gate) as sync:
+            sync.execute(tool="frozen", semantics="REVERSIBLE", forward=lambda: None)
+
+
 async def test_outcomes_are_observed_but_compensations_never_pass_the_gate() -> None:
     gate = ListGate()
 

@@ -102,6 +102,37 @@ def test_two_processes_append_to_one_chain(wal_path: Path) -> None:
     assert {r["saga"] for r in recs} == {"p0", "p1", "p2", "local"}
 
 
+def test_a_busy_writer_lets_another_writer_of_the_file_take_turns(wal_path: Path) -> None:
+    """A flusher keeps the file lock across a burst of flushes, but never so long that another
+    writer of the same file (here a second FileWAL, as a second process would be) stalls."""
+    busy = FileWAL(wal_path, max_pending=500, backpressure="block")
+    other = FileWAL(wal_path, barrier_timeout=5.0)
+    done = threading.Event()
+
+    def keep_busy(n: int) -> None:  # never lets the busy log's flusher run out of records
+        i = 0
+        while not done.is_set():
+            busy.append("T", f"busy{n}", {"i": i})
+            i += 1
+
+    threads = [threading.Thread(target=keep_busy, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(50):
+            other.barrier(other.append("T", "other", {"i": i}))  # WALStalled if starved
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        busy.close()
+        other.close()
+    recs = lines(wal_path)
+    assert [r["seq"] for r in recs] == list(range(1, len(recs) + 1))
+    assert all(b["prev"] == a["hash"] for a, b in itertools.pairwise(recs))
+    assert [r["body"]["i"] for r in recs if r["saga"] == "other"] == list(range(50))
+
+
 def test_group_commit_shares_flushes_across_threads(wal: FileWAL) -> None:
     def writer(n: int) -> None:
         for i in range(50):

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_saga import FileWAL
 from agent_saga.audit import verify_log, verify_records
-from agent_saga.log import read_records
+from agent_saga.log import canonical, chain_hash, content_digest, read_records
+from agent_saga.log.codec import chain_lines, prepare_lines
+from agent_saga.log.records import GENESIS
 
 
 def chained_log(path: Path, n: int = 3) -> None:
@@ -92,3 +98,33 @@ def test_a_break_later_says_how_far_it_checked(wal_path: Path) -> None:
     report = verify_log(wal_path)
     assert report.bad_seq == 4
     assert "records: 5 (seq 1..3 checked before the break)" in report.format_text()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**62), st.text(min_size=1), st.text(), st.none() | st.integers(0, 10**6),
+                          st.dictionaries(st.text(), json_values, max_size=4)), min_size=1, max_size=5),
+       st.integers(1, 10**9))
+def test_hand_formatted_lines_are_the_canonical_encoding(entries: list[Any], first: int) -> None:
+    """The flusher formats each line by hand for speed; it must be exactly what the chain rule says."""
+    data, last = chain_lines(prepare_lines(entries), first, GENESIS)
+    prev = GENESIS
+    lines = data.decode().split("\n")
+    assert lines.pop() == ""
+    for seq, ((ts, rtype, saga, step, body), line) in enumerate(zip(entries, lines, strict=True), first):
+        record = json.loads(line)
+        header = {"digest": record["digest"], "prev": prev, "saga": saga, "seq": seq, "ts": ts, "type": rtype}
+        if step is not None:
+            header["step"] = step
+        assert record["digest"] == content_digest(record["salt"], canonical(body))
+        assert record["hash"] == chain_hash(header)
+        assert line == (f'{canonical(header)[:-1]},"body":{canonical(body)},"salt":"{record["salt"]}",'
+                        f'"hash":"{record["hash"]}"}}')
+        prev = record["hash"]
+    assert last == prev

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_saga.credentials import CredentialError, assert_no_secrets
 from agent_saga.redaction import REDACTED, looks_secret, redact_args
 
 
@@ -43,3 +46,22 @@ def test_redaction_keeps_every_name_and_only_changes_secret_values(args: dict[st
     assert list(out) == list(args)
     for name, value in args.items():
         assert out[name] == (REDACTED if looks_secret(name) else value)
+
+
+secretish_names = st.sampled_from(["api_key", "apiKey", "password", "token", "auth", "amount", "id", "key_ref", "x"])
+secretish_values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12),
+    st.sampled_from(["", "sk_live_12345678abc", "AKIA0123456789ABCDEF", "Bearer abcdefgh12", "ch_1"]),
+)
+
+
+@given(st.dictionaries(secretish_names | st.text(max_size=8), secretish_values, max_size=5))
+def test_the_quick_check_of_flat_kwargs_never_passes_what_the_full_walk_refuses(kwargs: dict[str, object]) -> None:
+    """Compensation kwargs are checked for secrets on every step; flat ones take a fast path."""
+    try:
+        assert_no_secrets({"nested": kwargs})  # not flat: always the full walk
+        refused = False
+    except CredentialError:
+        refused = True
+    with pytest.raises(CredentialError) if refused else nullcontext():
+        assert_no_secrets(kwargs)

@@ -130,6 +130,27 @@ def test_options_are_frozen_and_shared_when_plain() -> None:
         opts.timeout = 3  # type: ignore[misc]
 
 
+def test_options_from_the_same_keywords_are_built_once_yet_always_validated() -> None:
+    def build(**more: Any) -> StepOptions:
+        return StepOptions.build(None, "COMPENSABLE", more)
+
+    assert build(compensate=_noop) is build(compensate=_noop)  # a front door's usual call
+    assert build(compensate=_noop, timeout=2.0) is not build(compensate=_noop, timeout=3.0)
+    assert build(inline=True, compensate=_noop).inline is True
+    with pytest.raises(ConfigurationError, match="inline= must be True or False"):
+        build(inline=1, compensate=_noop)  # equal to True, yet refused: not answered from the cache
+    with pytest.raises(ConfigurationError, match="timeout"):
+        build(timeout=float("nan"), compensate=_noop)
+    unhashable = RetryPolicy(retry_on=[ValueError])  # type: ignore[arg-type]
+    assert build(compensate=_noop, retry=unhashable).retry is unhashable  # built, just not kept
+    payload = ["a call's data"]
+
+    def holds(result: Any) -> Compensation:  # a closure over a call's data is never kept alive
+        return Compensation(fn=_noop, kwargs={"n": len(payload)})
+
+    assert build(compensate=holds) is not build(compensate=holds)
+
+
 def test_secret_looking_arguments_never_reach_the_log_unless_revealed() -> None:
     wal = MemoryWAL()
     with saga_scope(wal) as s:

@@ -45,7 +45,10 @@ _current: contextvars.ContextVar[Saga | None] = contextvars.ContextVar("agent_sa
 _gate_lock = threading.Lock()
 #: What ``set_default_gate`` takes: a gate, a zero-argument factory of one, or None.
 GateSetting = GatePort | Callable[[], GatePort | None] | None
-_default_gate: GateSetting = None
+# (setting, gate, factory): gate and factory told apart once, when set (the structural
+# isinstance check against GatePort is too slow for every saga), replaced as one tuple
+# so that a reader needs no lock.
+_default_gate: tuple[GateSetting, GatePort | None, Callable[[], GatePort | None] | None] = (None, None, None)
 
 
 def current_saga() -> Saga | None:
@@ -67,18 +70,16 @@ def set_default_gate(gate: GateSetting) -> GateSetting:
     setting is returned so that a caller can wrap it and put it back.
     """
     global _default_gate
+    told = (gate, gate, None) if gate is None or isinstance(gate, GatePort) else (gate, None, gate)
     with _gate_lock:
-        previous, _default_gate = _default_gate, gate
+        previous, _default_gate = _default_gate[0], told
     return previous
 
 
 def default_gate() -> GatePort | None:
     """The gate a saga started now gets when it is not given one (a fresh one per call)."""
-    with _gate_lock:
-        gate = _default_gate
-    if gate is None or isinstance(gate, GatePort):
-        return gate
-    return gate()
+    _, gate, factory = _default_gate
+    return gate if factory is None else factory()
 
 
 class SyncSaga:

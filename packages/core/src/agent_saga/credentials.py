@@ -143,6 +143,8 @@ def assert_no_secrets(value: Any, *, where: str = "value") -> None:
     key) under any name. Call it where a value is about to become durable: the
     library calls it on every compensation's kwargs.
     """
+    if type(value) is dict and _flat_and_clean(value):
+        return
     for path, name, item in _walk(value, where):
         if name is not None and looks_secret(name) and item not in (None, "") and not is_credential_ref(item) \
                 and not isinstance(item, (Mapping, list)):
@@ -155,6 +157,28 @@ def assert_no_secrets(value: Any, *, where: str = "value") -> None:
                 f"{path} holds a value shaped like a secret key or token; pass credential_ref('<name>') "
                 "instead, so the secret never enters the log"
             )
+
+
+_SCALARS = (int, float, bool, type(None))
+
+
+def _flat_and_clean(kwargs: dict[Any, Any]) -> bool:
+    """True for the usual kwargs, flat scalars with nothing secret-looking: a fast yes.
+
+    Anything else (nesting, a reference, a suspect) is left to the full walk, which
+    also words the error.
+    """
+    for name, item in kwargs.items():
+        kind = type(item)
+        if kind is str:
+            if _SECRET_VALUES.search(item) or (item and looks_secret(str(name))):
+                return False
+        elif kind in _SCALARS:
+            if item is not None and looks_secret(str(name)):
+                return False
+        else:
+            return False
+    return True
 
 
 def _walk(value: Any, path: str, name: str | None = None) -> Iterator[tuple[str, str | None, Any]]:

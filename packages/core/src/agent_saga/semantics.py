@@ -139,16 +139,19 @@ class Compensation:
             )
         if self.fn is not None and not callable(self.fn):
             raise CompensationError(f"Compensation fn must be callable, got {self.fn!r}")
-        if not isinstance(self.kwargs, Mapping):
-            raise CompensationError(
-                f"Compensation kwargs must be a mapping of argument names, got {self.kwargs!r}"
-            )
+        kwargs = self.kwargs
+        if type(kwargs) is not dict:  # a plain dict (the usual case) needs no ABC check or copy
+            if not isinstance(kwargs, Mapping):
+                raise CompensationError(
+                    f"Compensation kwargs must be a mapping of argument names, got {self.kwargs!r}"
+                )
+            kwargs = dict(kwargs)
         if self.handler is not None:
             if not isinstance(self.handler, str) or not self.handler:
                 raise CompensationError(f"handler must be a non-empty name, got {self.handler!r}")
             # These kwargs are written to the log: a secret belongs there only as a reference.
-            assert_no_secrets(dict(self.kwargs), where=f"kwargs of compensation handler {self.handler!r}")
-            if not json_roundtrips(dict(self.kwargs)):
+            assert_no_secrets(kwargs, where=f"kwargs of compensation handler {self.handler!r}")
+            if not json_roundtrips(kwargs):
                 raise CompensationError(
                     f"kwargs of compensation handler {self.handler!r} do not survive a JSON round "
                     f"trip ({dict(self.kwargs)!r}); a recovery daemon in another process could not "
@@ -159,9 +162,12 @@ class Compensation:
     def with_key(self, key: str) -> Compensation:
         """A copy carrying ``key`` as its idempotency key (fields already validated)."""
         twin = object.__new__(Compensation)
-        for name in ("fn", "kwargs", "description", "handler"):
-            object.__setattr__(twin, name, getattr(self, name))
-        object.__setattr__(twin, "idempotency_key", key)
+        setattr_ = object.__setattr__  # unrolled: this runs for every step with an undo
+        setattr_(twin, "fn", self.fn)
+        setattr_(twin, "kwargs", self.kwargs)
+        setattr_(twin, "description", self.description)
+        setattr_(twin, "handler", self.handler)
+        setattr_(twin, "idempotency_key", key)
         return twin
 
     @property

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any, TypedDict
 
 from agent_saga.engine.reconcile import ReconcilePolicy
@@ -142,11 +142,10 @@ class StepOptions:
                     "a step needs semantics= (REVERSIBLE, COMPENSABLE or IRREVERSIBLE); agent-saga never "
                     "guesses whether an effect can be undone"
                 )
-            if not more and isinstance(semantics, str):
-                plain = _PLAIN.get(semantics)
-                if plain is not None:
-                    return plain
-            return cls(ActionSemantics.parse(semantics), **(more or {}))
+            if not more:
+                plain = _PLAIN.get(semantics) if isinstance(semantics, str) else None
+                return plain if plain is not None else cls(ActionSemantics.parse(semantics))
+            return _from_keywords(semantics, more)
         if not isinstance(options, StepOptions):
             raise ConfigurationError(f"options= must be a StepOptions, got {type(options).__name__}")
         if semantics is None and not more:
@@ -173,6 +172,39 @@ class StepOptions:
         for name, path in self._paths.items():
             out[name] = path.find(args)
         return out
+
+
+# Options built from keywords, kept by value: a front door that passes the same
+# compensate= (or inline=True, ...) on every call builds and validates them once.
+# Only values that hold nothing else alive are kept (no closures, bound methods or
+# partials, which may hold a call's data), and the type is part of the key so that
+# inline=1 is never answered with the options validated for inline=True.
+_BUILT: dict[tuple[Any, ...], StepOptions] = {}
+_BUILT_MAX = 1024
+_KEPT_TYPES = frozenset({bool, int, float, str, type(None), RetryPolicy, ReconcilePolicy})
+
+
+def _from_keywords(semantics: ActionSemantics | str, more: Mapping[str, Any]) -> StepOptions:
+    key: tuple[Any, ...] | None = (semantics,)
+    for name, value in more.items():
+        kind = type(value)
+        if kind not in _KEPT_TYPES and not (kind is FunctionType and value.__closure__ is None):
+            key = None
+            break
+        key += (name, kind, value)  # type: ignore[operator]
+    if key is not None:
+        try:
+            built = _BUILT.get(key)
+        except TypeError:  # e.g. a RetryPolicy given a list: validated below, never kept
+            key = built = None
+        if built is not None:
+            return built
+    options = StepOptions(ActionSemantics.parse(semantics), **more)
+    if key is not None:
+        if len(_BUILT) >= _BUILT_MAX:
+            _BUILT.clear()
+        _BUILT[key] = options
+    return options
 
 
 def _positive(seconds: Any) -> bool:

@@ -56,9 +56,11 @@ class GatePort(Protocol):
 
     ``check``/``check_async`` raise ``StepRefused`` to refuse (or
     ``SagaQuarantined`` to freeze the saga); returning means "go". They may wait
-    (a human approval), which is why there is an async form. ``observe`` reports
-    how a forward call that actually ran went (``error`` is None on success).
-    Compensations never pass through the gate.
+    (a human approval), which is why there is an async form. A gate whose check
+    never waits may say so with a true ``never_waits`` attribute: the engine then
+    calls ``check`` inline in both faces, sparing each step a trip through the
+    driver. ``observe`` reports how a forward call that actually ran went
+    (``error`` is None on success). Compensations never pass through the gate.
     """
 
     def admit(self, saga: SagaInfo) -> None: ...

@@ -135,7 +135,8 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
     """Turn what a compensate= factory returned into a Compensation (or refuse it)."""
     if value is None:
         return None
-    if isinstance(value, Mapping):
+    # The concrete class first: isinstance against the Mapping ABC costs ~0.4 µs per step.
+    if not isinstance(value, Compensation) and isinstance(value, Mapping):
         handler = value.get("handler")
         if not isinstance(handler, str):
             raise CompensationError(
@@ -247,7 +248,7 @@ class Saga:
         body: dict[str, Any] = {
             "name": self.name,
             "tags": sorted(self.tags),
-            "owner": f"{socket.gethostname()}:{os.getpid()}",
+            "owner": _owner(),
             "durable_log": self.wal.durable,
             "gate": _posture(self.gate),
         }
@@ -420,20 +421,26 @@ class Saga:
         compensate = self._undo_for(tool, forward, opts)
         sem = opts.semantics
         with self._lock:
-            self._check_open()
+            if self.status is not SagaStatus.OPEN or not self._started:
+                self._check_open()
             index = len(self._steps) + 1  # steps are numbered from 1, as people count them
             step = Step(
                 self.saga_id, index, tool, sem,
                 undo_declared=compensate is not None, via_fallback=via_fallback,
             )
             self._steps.append(step)
+        gate = self.gate
         request = None
         logged_args: dict[str, Any] = {}
         try:
-            logged_args = self._policed(tool, args, opts)
-            if self.gate is not None:
+            if args or opts.policy_args:
+                logged_args = self._policed(tool, args, opts)
+            if gate is not None:
                 request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
-                yield Check(self.gate, request)
+                if getattr(gate, "never_waits", False):
+                    gate.check(request)  # nothing to await: spare the driver a round trip
+                else:
+                    yield Check(gate, request)
         except StepRefused as refused:
             step.state = StepState.NOT_APPLIED
             self._failed(tool, refused)
@@ -826,6 +833,18 @@ class Saga:
         if observed is not None:
             observed.end(result)
         return result
+
+
+_owners: dict[int, str] = {}
+
+
+def _owner() -> str:
+    """``host:pid`` of this process (asked of the system once per process, not per saga)."""
+    pid = os.getpid()
+    owner = _owners.get(pid)
+    if owner is None:
+        owner = _owners[pid] = f"{socket.gethostname()}:{pid}"
+    return owner
 
 
 def _posture(gate: GatePort | None) -> Any:

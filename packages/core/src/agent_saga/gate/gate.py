@@ -269,6 +269,9 @@ class DefaultGate:
     on the host with no setup at all. Configure a :class:`PreFlightGate` for policy.
     """
 
+    #: Its check never waits (no human, nothing to await): the engine calls it inline.
+    never_waits = True
+
     def __init__(self, switch: KillSwitch | None = None) -> None:
         # Resolved once per saga (install_default_gate gives each saga its own
         # DefaultGate), so a step pays for no environment lookup.

@@ -248,6 +248,7 @@ class KillSwitch:
         self._failure: StoreUnavailable | None = None
         self._next_poll = float("-inf")
         self._lock = threading.Lock()
+        self._posture: tuple[str | None, dict[str, Any]] | None = None  # see switch_posture
 
     # -- the gate's side ------------------------------------------------------------------
 
@@ -520,11 +521,18 @@ def switch_posture(gate: object = _PROCESS_DEFAULT) -> dict[str, Any]:
     switch = getattr(gate, "switch", None)
     if not isinstance(switch, KillSwitch):
         return _posture([], [f"gate {type(gate).__name__} has no kill switch"])
-    stores = [source.location for source in switch.sources]
-    if str(default_switch_path()) not in stores:
-        return _posture(stores, ["KillSwitch(host=False)"], enforced=True)
+    # Worked out once per switch (and host location): every saga's start asks.
     moved = relocated()
-    return _posture(stores, [moved] if moved else [], enforced=True)
+    known = switch._posture
+    if known is None or known[0] != moved:
+        stores = [source.location for source in switch.sources]
+        if str(default_switch_path()) not in stores:
+            known = (moved, _posture(stores, ["KillSwitch(host=False)"], enforced=True))
+        else:
+            known = (moved, _posture(stores, [moved] if moved else [], enforced=True))
+        switch._posture = known
+    posture = known[1]
+    return {**posture, "stores": list(posture["stores"]), "overrides": list(posture["overrides"])}
 
 
 def _posture(stores: list[str], overrides: list[str], *, enforced: bool = False) -> dict[str, Any]:

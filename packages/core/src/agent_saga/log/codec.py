@@ -25,12 +25,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agent_saga.log.records import HEADER_FIELDS, Record
 
-__all__ = ["BodyCipher", "canonical", "chain_hash", "content_digest", "decode_line", "encryption_aad", "seal"]
+__all__ = [
+    "BodyCipher", "canonical", "chain_hash", "chain_lines", "content_digest", "decode_line", "encryption_aad",
+    "prepare_lines", "seal",
+]
 
 
 class BodyCipher(Protocol):
@@ -91,6 +94,57 @@ def chain_hash(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(_encode(header).encode()).hexdigest()
 
 
+_Entry = tuple[int, str, str, "int | None", Mapping[str, Any]]  # ts, type, saga, step, body
+_Prepared = tuple[str, str, str, str]  # the pieces of a line around its prev, seq and hash
+
+
+_encode_string = json.encoder.encode_basestring  # what the canonical encoder uses for a str
+
+
+def _string(value: Any) -> str:
+    # Saga ids and record types are str (or a StrEnum): the C string encoder alone.
+    return _encode_string(value) if isinstance(value, str) else _encode(value)
+
+
+def prepare_lines(entries: Sequence[_Entry]) -> list[_Prepared]:
+    """Everything of each chained line that does not depend on its place in the log.
+
+    The body's encoding, its salt and digest: the costly part of sealing, done
+    before the file lock is taken so that other writers wait only for :func:`chain_lines`.
+    """
+    out: list[_Prepared] = []
+    salts = os.urandom(16 * len(entries))
+    salts_hex = salts.hex()
+    sha256 = hashlib.sha256
+    for i, (ts, rtype, saga, step, body) in enumerate(entries):
+        body_json = _encode(body)
+        salt = salts_hex[32 * i : 32 * i + 32]
+        digest = sha256(salts[16 * i : 16 * i + 16] + body_json.encode()).hexdigest()
+        step_json = "" if step is None else f'"step":{step:d},'
+        out.append((
+            f'{{"digest":"{digest}","prev":"',
+            f'","saga":{_string(saga)},"seq":',
+            f',{step_json}"ts":{ts:d},"type":{_string(rtype)}',
+            f',"body":{body_json},"salt":"{salt}","hash":"',
+        ))
+    return out
+
+
+def chain_lines(prepared: Sequence[_Prepared], first_seq: int, prev: str) -> tuple[bytes, str]:
+    """Number and chain prepared records from ``first_seq`` after ``prev``: the log lines, the last hash.
+
+    The header is formatted by hand in canonical (sorted-key) order; a test checks
+    that it equals ``canonical`` of the same fields.
+    """
+    out: list[str] = []
+    sha256 = hashlib.sha256
+    for seq, (before_prev, before_seq, after_seq, tail) in enumerate(prepared, first_seq):
+        header = f"{before_prev}{prev}{before_seq}{seq:d}{after_seq}"
+        prev = sha256(f"{header}}}".encode()).hexdigest()
+        out.append(f'{header}{tail}{prev}"}}\n')
+    return "".join(out).encode(), prev
+
+
 def seal(
     entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
     prev: str,
@@ -100,31 +154,18 @@ def seal(
     """Encode ``(seq, ts, type, saga, step, body)`` entries into log lines.
 
     Returns the bytes to append, the last record's hash (``prev`` of the next
-    batch) and how many records were sealed. Runs on the flusher thread.
-    With ``cipher``, each body is stored encrypted in ``enc``.
+    batch) and how many records were sealed. With ``cipher``, each body is
+    stored encrypted in ``enc``. The entries' seqs must be consecutive.
     """
     if cipher is not None:
         return _seal_encrypted(entries, prev, chain, cipher)
     if not chain:
         return _seal_unchained(entries, prev)
-    # The hot loop of the flusher. The header is formatted by hand in canonical
-    # (sorted-key) order; only the two free-text fields go through the encoder.
-    out: list[str] = []
-    entries = list(entries)
-    salts = os.urandom(16 * len(entries))
-    sha256 = hashlib.sha256
-    for i, (seq, ts, rtype, saga, step, body) in enumerate(entries):
-        body_json = _encode(body)
-        salt = salts[16 * i : 16 * i + 16]
-        digest = sha256(salt + body_json.encode()).hexdigest()
-        step_json = "" if step is None else f'"step":{step:d},'
-        header_json = (
-            f'{{"digest":"{digest}","prev":"{prev}","saga":{_encode(saga)},"seq":{seq:d},'
-            f'{step_json}"ts":{ts:d},"type":{_encode(rtype)}}}'
-        )
-        prev = sha256(header_json.encode()).hexdigest()
-        out.append(f'{header_json[:-1]},"body":{body_json},"salt":"{salt.hex()}","hash":"{prev}"}}\n')
-    return "".join(out).encode(), prev, len(out)
+    listed = list(entries)
+    if not listed:
+        return b"", prev, 0
+    data, prev = chain_lines(prepare_lines([entry[1:] for entry in listed]), listed[0][0], prev)
+    return data, prev, len(listed)
 
 
 def _seal_unchained(

@@ -8,8 +8,11 @@ When nobody is waiting on a barrier, the flusher lingers a moment before writing
 so that a step's commit record and the next step's intent share one flush; a
 record nobody waits for is still durable within ``linger`` seconds.
 
-Several processes may append to one file: each flush holds an exclusive
-``flock`` and continues the sequence and chain from whatever the file ends with.
+Several processes may append to one file: a flush holds an exclusive ``flock``
+and continues the sequence and chain from whatever the file ends with. A busy
+flusher keeps the lock across the flushes of a short burst (at most
+``_HOLD_MAX``, and never while idle): while it holds the lock nobody else can
+have written, so the burst pays no lock, ``fstat`` or catch-up per flush.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import fcntl
-import heapq
 import itertools
 import logging
 import os
@@ -31,19 +33,23 @@ from typing import Any, Literal
 
 from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
-from agent_saga.log.codec import BodyCipher, decode_line, seal
+from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, prepare_lines, seal
 from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
+from agent_saga.log.waiters import AsyncWaiters, settle
 
 __all__ = ["FileWAL", "TornTail", "read_records"]
 
 log = logging.getLogger("agent_saga.wal")
 
-_Entry = tuple[int, int, str, str, "int | None", Mapping[str, Any]]  # ticket, ts, type, saga, step, body
-_Waiter = tuple[int, int, "asyncio.Future[None]", float, float]  # ticket, tiebreak, future, deadline, limit
-_WATCH_INTERVAL = 0.05  # how often an event loop with waiters looks for expired barriers
+_Entry = tuple[int, str, str, "int | None", Mapping[str, Any]]  # ts, type, saga, step, body
 _TAIL_WINDOW = 1 << 16
+# How long a busy flusher may keep the file lock across flushes before letting
+# another writer (a process, the recovery daemon, a compaction) have its turn.
+_HOLD_MAX = 0.01
+# Where the flusher is: running, waiting a bounded moment for more records, or idle.
+_RUNNING, _LINGERING, _IDLE = 0, 1, 2
 _open_logs: weakref.WeakSet[FileWAL] = weakref.WeakSet()
 
 
@@ -211,17 +217,24 @@ class FileWAL(WAL):
         self._open()
 
         self._lock = threading.Lock()
-        self._work = threading.Condition(self._lock)
+        # Threads blocked in barrier() (or in append() under 'block' backpressure) wait
+        # on _done; the flusher signals it only when _blocked says someone does.
         self._done = threading.Condition(self._lock)
+        self._blocked = 0
+        # The flusher parks on _kick, a lock used as a one-shot signal: cheaper than a
+        # Condition, which allocates a lock per wait. Released only with _lock held,
+        # only while the flusher is parked, and at most once per park (_kicked).
+        self._kick = threading.Lock()
+        self._kick.acquire()
+        self._parked = _RUNNING
+        self._kicked = False
         self._pending: list[_Entry] = []
-        self._tickets = itertools.count(1)
         self._last_ticket = 0
+        self._batch_end = 0  # the ticket of the batch being written
         self._durable = 0
         self._wanted = 0
-        # per event loop: a heap of (ticket, tiebreak, future, deadline, limit)
-        self._async_waiters: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
-        self._watchdogs: dict[asyncio.AbstractEventLoop, asyncio.TimerHandle] = {}
-        self._waiter_ids = itertools.count()
+        self._waiters = AsyncWaiters(self._lock, self._stalled, self.path.name)
+        self._held_since: float | None = None  # when the flusher took the file lock it still holds
 
         self._broken: WALError | None = None
         self._closing = False
@@ -303,25 +316,42 @@ class FileWAL(WAL):
     ) -> int:
         ts = time.time_ns() // 1000
         with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            if self._closing:
-                raise WALClosed(f"{self!r} is closed; records can no longer be appended")
-            if len(self._pending) >= self.max_pending:
-                if self.backpressure == "refuse":
-                    raise WALFull(
-                        f"{self!r} has {len(self._pending)} records waiting for the disk "
-                        f"(max_pending={self.max_pending}); refusing rather than dropping. "
-                        "Raise max_pending or use backpressure='block'"
-                    )
-                while len(self._pending) >= self.max_pending and self._broken is None:
-                    self._done.wait(self.barrier_timeout)
-            ticket = next(self._tickets)
-            self._last_ticket = ticket
-            self._pending.append((ticket, ts, str(type), saga, step, body))
-            if len(self._pending) == 1:
-                self._work.notify()
+            if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
+                self._admit()
+            self._last_ticket = ticket = self._last_ticket + 1
+            self._pending.append((ts, type, saga, step, body))
+            if self._parked == _IDLE and not self._kicked:
+                self._kicked = True
+                self._kick.release()
             return ticket
+
+    def _admit(self) -> None:
+        """Raise why a record cannot be queued now, or wait for room ('block'); lock held."""
+        if self._broken is not None:
+            raise self._broken
+        if self._closing:
+            raise WALClosed(f"{self!r} is closed; records can no longer be appended")
+        if self.backpressure == "refuse":
+            raise WALFull(
+                f"{self!r} has {len(self._pending)} records waiting for the disk "
+                f"(max_pending={self.max_pending}); refusing rather than dropping. "
+                "Raise max_pending or use backpressure='block'"
+            )
+        self._blocked += 1
+        try:
+            while len(self._pending) >= self.max_pending and self._broken is None:
+                self._done.wait(self.barrier_timeout)
+        finally:
+            self._blocked -= 1
+        if self._broken is not None:
+            raise self._broken
+
+    def _want(self, target: int) -> None:
+        """Someone waits for ``target``: wake the flusher from any wait (lock held)."""
+        self._wanted = target
+        if self._parked and not self._kicked:
+            self._kicked = True
+            self._kick.release()
 
     def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
         target = self._last_ticket if ticket is None else ticket
@@ -331,70 +361,35 @@ class FileWAL(WAL):
         deadline = time.monotonic() + limit
         with self._lock:
             if target > self._wanted:
-                self._wanted = target
-                self._work.notify()
-            while self._durable < target:
-                if self._broken is not None:
-                    raise self._broken
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._stalled(target, limit)
-                self._done.wait(remaining)
+                self._want(target)
+            self._blocked += 1
+            try:
+                while self._durable < target:
+                    if self._broken is not None:
+                        raise self._broken
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise self._stalled(target, limit)
+                    self._done.wait(remaining)
+            finally:
+                self._blocked -= 1
 
     async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
         target = self._last_ticket if ticket is None else ticket
         if target <= self._durable and self._broken is None:
             return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         limit = self.barrier_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             if self._durable >= target:
                 return
-            heapq.heappush(
-                self._async_waiters.setdefault(loop, []),
-                (target, next(self._waiter_ids), future, loop.time() + limit, limit),
-            )
+            self._waiters.add(target, future, deadline, limit)
             if target > self._wanted:
-                self._wanted = target
-                self._work.notify()
-        # One watchdog per loop rather than a timer per barrier: this runs once per
-        # durable step, and hundreds of pending timers make every heap push slow.
-        if loop not in self._watchdogs:
-            self._watchdogs[loop] = loop.call_later(_WATCH_INTERVAL, self._watch, loop)
+                self._want(target)
         await future
-
-    def _watch(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Fail this loop's barriers that outlived their limit (runs on that loop)."""
-        now = loop.time()
-        with self._lock:
-            heap = self._async_waiters.get(loop, [])
-            expired = [w for w in heap if not w[2].done() and w[3] <= now]
-            heap[:] = [w for w in heap if not w[2].done() and w[3] > now]
-            heapq.heapify(heap)
-        for ticket, _, future, _, limit in expired:
-            future.set_exception(self._stalled(ticket, limit))
-        del self._watchdogs[loop]
-        if heap:
-            self._watchdogs[loop] = loop.call_later(_WATCH_INTERVAL, self._watch, loop)
-        else:
-            self._forget_if_idle(loop)
-
-    def _forget_if_idle(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Drop a loop's entry (waiters and watchdog) once nothing waits on it (runs on that loop).
-
-        ``asyncio.run`` per request makes a new loop each time; keeping every loop
-        this log ever served would grow without bound.
-        """
-        with self._lock:
-            if self._async_waiters.get(loop):
-                return
-            self._async_waiters.pop(loop, None)
-        watchdog = self._watchdogs.pop(loop, None)
-        if watchdog is not None:
-            watchdog.cancel()
 
     def _stalled(self, ticket: int, limit: float) -> WALStalled:
         return WALStalled(
@@ -404,86 +399,101 @@ class FileWAL(WAL):
 
     # -- the flusher ----------------------------------------------------------------
 
-    def _flush_queue(self) -> bool:
-        """Write everything queued as one batch. False once the log is broken."""
-        with self._lock:
-            batch, self._pending = self._pending, []
-            self._done.notify_all()  # room for 'block' backpressure
-        if not batch:
-            return self._broken is None
-        try:
-            self._write(batch)
-        except BaseException as err:  # noqa: BLE001 - any failure breaks durability
-            self._fail(err)
-            return False
-        self._acknowledge(batch[-1][0])
-        return True
-
     def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._pending and not self._closing:
-                    self._work.wait()
-                if not self._pending:
+        try:
+            while True:
+                batch = self._next_batch()
+                if batch is None:
                     return
-                if self._wanted <= self._durable and not self._closing and self.linger > 0:
-                    # Nobody is waiting: give the next step's intent a moment to join.
-                    self._work.wait(self.linger)
-            if not self._flush_queue():
-                return
+                try:
+                    self._write(batch)
+                except BaseException as err:  # noqa: BLE001 - any failure breaks durability
+                    self._fail(err)
+                    return
+                self._acknowledge()
+        finally:
+            self._unlock_file()
+
+    def _next_batch(self) -> list[_Entry] | None:
+        """Wait for records worth writing and take them all; None once closed and drained."""
+        with self._lock:
+            lingered = False
+            if not self._pending and not self._closing:
+                if self.linger > 0:
+                    # Right after a flush: a record queued now waits at most linger.
+                    self._park(_LINGERING, self.linger)
+                    lingered = True
+                if not self._pending and not self._closing:
+                    self._unlock_file()  # idle: other writers need not wait for us
+                    self._park(_IDLE, -1)
+                    lingered = False
+            if not self._pending:
+                return None
+            if not lingered and self._wanted <= self._durable and not self._closing and self.linger > 0:
+                # Nobody is waiting: give the next step's intent a moment to join.
+                self._park(_LINGERING, self.linger)
+            batch, self._pending = self._pending, []
+            # Tickets are consecutive and a batch is everything pending: it ends
+            # with the last ticket given.
+            self._batch_end = self._last_ticket
+            if self._blocked:
+                self._done.notify_all()  # room for 'block' backpressure
+            return batch
+
+    def _park(self, state: int, timeout: float) -> None:
+        """Release the lock and wait for a kick (at most ``timeout`` s; -1: forever); lock held."""
+        self._parked = state
+        self._lock.release()
+        try:
+            kicked = self._kick.acquire(True, timeout)
+        finally:
+            self._lock.acquire()
+            self._parked = _RUNNING
+        if self._kicked:
+            if not kicked:  # kicked after the timeout, before we took the lock back
+                self._kick.acquire()
+            self._kicked = False
 
     def _write(self, batch: list[_Entry]) -> None:
-        status = self._lock_file()
-        try:
+        prepared = prepare_lines(batch) if self.chain and self.encryptor is None else None
+        if self._held_since is None:
+            status = self._lock_file()
+            self._held_since = time.monotonic()
             self._catch_up(status)
-            first = self._seq + 1
-            data, self._prev, count = seal(
-                ((first + i, ts, rtype, saga, step, body)
-                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
-                self._prev,
-                self.chain,
-                self.encryptor,
+        first = self._seq + 1
+        if prepared is not None:
+            data, self._prev = chain_lines(prepared, first, self._prev)
+        else:
+            data, self._prev, _ = seal(
+                [(first + i, *entry) for i, entry in enumerate(batch)], self._prev, self.chain, self.encryptor
             )
-            if self._terminate:
-                data = b"\n" + data  # the last record is complete; only its newline was lost
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-            os.fdatasync(self._fd)
-            self._terminate = False
-            self._seq += count
-            self._size += len(data)
-            self.flushes += 1
-        finally:
+        if self._terminate:
+            data = b"\n" + data  # the last record is complete; only its newline was lost
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fdatasync(self._fd)
+        self._terminate = False
+        self._seq += len(batch)
+        self._size += len(data)
+        self.flushes += 1
+        if time.monotonic() - self._held_since > _HOLD_MAX:
+            self._unlock_file()  # a long burst: let another writer have a turn
+
+    def _unlock_file(self) -> None:
+        if self._held_since is not None:
+            self._held_since = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def _acknowledge(self, ticket: int) -> None:
+    def _acknowledge(self) -> None:
         with self._lock:
-            self._durable = ticket
-            self._done.notify_all()
-            loops = [loop for loop, heap in self._async_waiters.items() if heap and heap[0][0] <= ticket]
-        for loop in loops:
-            try:
-                loop.call_soon_threadsafe(self._wake, loop)
-            except RuntimeError:  # that loop is closed; its waiters are gone
-                with self._lock:
-                    self._async_waiters.pop(loop, None)
-
-    def _wake(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:
-            heap = self._async_waiters.get(loop, [])
-            ready = []
-            while heap and heap[0][0] <= self._durable:
-                ready.append(heapq.heappop(heap)[2])
-            broken = self._broken
-        for future in ready:
-            if not future.done():
-                future.set_result(None)
-        if broken is not None:
-            self._fail_async(loop, broken)
-        else:
-            self._forget_if_idle(loop)
+            self._durable = self._batch_end
+            if self._blocked:
+                self._done.notify_all()
+            ready = self._waiters.ready(self._durable)
+        if ready:
+            settle(ready)
 
     def _fail(self, err: BaseException) -> None:
         broken = err if isinstance(err, WALError) else WALError(f"writing {self.path} failed: {err!r}")
@@ -493,20 +503,8 @@ class FileWAL(WAL):
         with self._lock:
             self._broken = broken
             self._done.notify_all()
-            loops = list(self._async_waiters)
-        for loop in loops:
-            try:
-                loop.call_soon_threadsafe(self._fail_async, loop, broken)
-            except RuntimeError:
-                pass
-
-    def _fail_async(self, loop: asyncio.AbstractEventLoop, err: WALError) -> None:
-        with self._lock:
-            heap = self._async_waiters.pop(loop, [])
-        for waiter in heap:
-            if not waiter[2].done():
-                waiter[2].set_exception(err)
-        self._forget_if_idle(loop)
+            waiting = self._waiters.take_all(broken)
+        settle(waiting)
 
     # -- reading and closing -------------------------------------------------------
 
@@ -530,11 +528,14 @@ class FileWAL(WAL):
             if self._closed:
                 return
             self._closing = True
-            self._work.notify()
+            if self._parked and not self._kicked:
+                self._kicked = True
+                self._kick.release()
         self._flusher.join(self.barrier_timeout if timeout is None else timeout)
         with self._lock:
             self._closed = True
             lost = len(self._pending)
+            self._waiters.close()
         if self._flusher.is_alive() or lost:
             log.error("%s closed with %d records not written (flusher stalled)", self.path, lost)
         os.close(self._fd)

@@ -19,4 +19,4 @@ def file_log_path(wal: object) -> Path | None:
     if not getattr(wal, "durable", False):
         return None
     path = getattr(wal, "path", None)
-    return Path(path) if isinstance(path, Path) else None
+    return path if isinstance(path, Path) else None  # a Path is immutable: no copy needed
