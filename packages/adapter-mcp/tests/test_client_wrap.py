@@ -14,7 +14,9 @@ import pytest
 from agent_saga_mcp import MCP_MAJOR, ToolErrorResult, wrap_session, wrap_tool
 from conftest import World, error_flag
 
-from agent_saga import ActionSemantics, Compensation, SagaAborted, saga_scope
+from agent_saga import ActionSemantics, Compensation, RetryPolicy, Saga, SagaAborted, StepOptions, saga_scope
+from agent_saga.engine.options import option_names
+from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.errors import BoundaryRequired
 from agent_saga.log import MemoryWAL
 from agent_saga.plugins import ToolNotClassified
@@ -51,15 +53,23 @@ def expected_client_type() -> str:
     return "Client" if MCP_MAJOR >= 2 else "ClientSession"
 
 
-async def test_a_failing_run_undoes_wrapped_calls_newest_first(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("form", ["keywords", "options"])
+async def test_a_failing_run_undoes_wrapped_calls_newest_first(
+    world: World, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
     async with sdk_client(world, monkeypatch) as client:
         assert type(client).__name__ == expected_client_type()
 
         async def refund(charge: str) -> None:
             assert not error_flag(await client.call_tool("create_refund", {"charge": charge}))
 
-        charge = wrap_tool(client, "create_charge", semantics=ActionSemantics.COMPENSABLE,
-                           compensate=lambda doc: Compensation(fn=refund, kwargs={"charge": doc["id"]}))
+        def undo(doc: Any) -> Compensation:  # gets the result document, whichever way it is given
+            return Compensation(fn=refund, kwargs={"charge": doc["id"]})
+
+        if form == "keywords":
+            charge = wrap_tool(client, "create_charge", semantics=ActionSemantics.COMPENSABLE, compensate=undo)
+        else:
+            charge = wrap_tool(client, "create_charge", options=StepOptions("COMPENSABLE", compensate=undo))
         wal = MemoryWAL()
         with pytest.raises(SagaAborted) as aborted:
             async with saga_scope(wal=wal):
@@ -140,3 +150,72 @@ def test_wrapping_something_that_is_not_a_client_is_refused() -> None:
         wrap_tool(object(), "x", semantics="REVERSIBLE")
     with pytest.raises(TypeError, match="call_tool"):
         wrap_session(object(), POLICY)
+
+
+def _noop(*_: Any, **__: Any) -> None:
+    return None
+
+
+# One non-default value per step option; adding an option to StepOptions fails the test
+# below until it gets a value here, and then wrap_tool is checked for it.
+OPTIONS: dict[str, Any] = {
+    "compensate": Compensation(fn=_noop),
+    "retry": RetryPolicy(max_attempts=2, base_delay=0),
+    "timeout": 30.0,
+    "fallback_action": _noop,
+    "inline": True,
+    "require_boundary": True,
+    "policy_args": {"asked": "$.query"},
+    "reveal": frozenset({"api_key"}),
+    "wait_for_commit": True,
+    "origin": "probe",
+    "reconcile": ReconcilePolicy(delay=0, attempts=1),
+}
+
+
+async def test_wrap_tool_takes_every_step_option_and_hands_it_to_the_engine(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert set(OPTIONS) == option_names()
+    seen: list[StepOptions] = []
+    original = Saga._step
+
+    def spy(self: Saga, tool: str, forward: Any, args: Any, opts: StepOptions, via_fallback: bool = False) -> Any:
+        seen.append(opts)
+        return original(self, tool, forward, args, opts, via_fallback)
+
+    monkeypatch.setattr(Saga, "_step", spy)
+    async with sdk_client(world, monkeypatch) as client:
+        docs = wrap_tool(client, "search_docs", semantics="COMPENSABLE", **OPTIONS)
+        plain = wrap_tool(client, "search_docs", options=StepOptions("REVERSIBLE"))
+        wal = MemoryWAL()
+        async with saga_scope(wal=wal):
+            await docs({"query": "q"})
+            await plain({"query": "r"})
+    mine, theirs = seen
+    for name, value in OPTIONS.items():
+        got = getattr(mine, name)
+        if name == "fallback_action":  # bound to the call's arguments
+            assert got.func is value and got.args == ({"query": "q"},)
+            continue
+        assert got == value, f"wrap_tool lost option {name}: {got!r}"
+    assert theirs.origin == "mcp"  # the origin, unless one is given
+    intents = [r["body"] for r in wal.records() if r["type"] == "STEP_INTENT"]
+    assert intents[0]["args"] == {"query": "q", "asked": "q"} and intents[0]["origin"] == "probe"
+    committed = [r["body"] for r in wal.records() if r["type"] == "STEP_COMMITTED"]
+    assert committed[-1]["origin"] == "mcp"  # a REVERSIBLE step says what ran in its commit record
+
+
+async def test_an_undeclared_tool_refused_by_wrap_session_is_on_record(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with sdk_client(world, monkeypatch) as client:
+        session = wrap_session(client, POLICY)
+        wal = MemoryWAL()
+        with pytest.raises(SagaAborted):
+            async with saga_scope(wal=wal):
+                await session.call_tool("delete_everything", {"everything": True})
+    (refusal,) = [r["body"] for r in wal.records() if r["type"] == "STEP_REFUSED"]
+    assert (refusal["tool"], refusal["rule"], refusal["origin"]) == ("delete_everything", "policy.unclassified", "mcp")
+    assert refusal["args"] == {"everything": True}
+    assert world.called() == []

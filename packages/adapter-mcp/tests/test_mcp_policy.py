@@ -17,6 +17,7 @@ from agent_saga_mcp.proxy import lines
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_saga import ActionSemantics, MemoryWAL, SagaAborted, saga_scope
 from agent_saga.errors import CompensationError, StepRefused
 from agent_saga.plugins import PolicyError, ToolPolicy, policy_schema
 from agent_saga.plugins.policy import JsonPath
@@ -60,17 +61,43 @@ def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolv
         policy.undo("create_charge", rule, {"content": [{"type": "text", "text": "done"}]}, server)
 
 
-def test_policy_args_feed_the_gate_from_the_call_arguments() -> None:
-    policy = McpPolicy.load({"tools": {"create_charge": CHARGE}})
-    rule = policy.rule_for("create_charge")
+def test_the_policy_builds_the_step_options_the_engine_runs() -> None:
+    policy = McpPolicy.load({"tools": {"create_charge": CHARGE, "create_refund": {"semantics": "IRREVERSIBLE"}}})
+    charge, refund = policy.rule_for("create_charge"), policy.rule_for("create_refund")
+    assert charge is not None and refund is not None
+
+    def undo(result: Any) -> None:
+        return None
+
+    options = policy.step_options(charge, undo)
+    assert (options.semantics, options.compensate, options.origin) == (ActionSemantics.COMPENSABLE, undo, "mcp")
+    assert options.policed({"amount": 5, "c": "x"}) == {"amount": 5, "c": "x"}  # policy_args on top of the call's
+    assert policy.step_options(refund, undo).compensate is None  # the rule declares no undo
+
+
+def test_a_policy_args_path_the_call_lacks_refuses_the_step_on_record() -> None:
+    policy = McpPolicy.load({"tools": {"t": {"semantics": "IRREVERSIBLE", "policy_args": {"spent": "$.a.b"}}}})
+    rule = policy.rule_for("t")
     assert rule is not None
-    assert policy.gate_args("create_charge", rule, {"amount": 5, "c": "x"}) == {"amount": 5, "c": "x"}
-    spending = McpPolicy.load({"tools": {"t": {"semantics": "IRREVERSIBLE", "policy_args": {"spent": "$.a.b"}}}})
-    spent_rule = spending.rule_for("t")
-    assert spent_rule is not None
-    assert spending.gate_args("t", spent_rule, {"a": {"b": 3}})["spent"] == 3
-    with pytest.raises(Exception, match=r"policy_args\['spent'\]"):
-        spending.gate_args("t", spent_rule, {"a": 3})
+    options = policy.step_options(rule, lambda result: None)
+    assert options.policed({"a": {"b": 3}})["spent"] == 3
+    ran: list[str] = []
+
+    async def forward() -> None:
+        ran.append("t")
+
+    wal = MemoryWAL()
+
+    async def run() -> None:
+        async with saga_scope(wal) as saga:
+            await saga.execute(tool="t", forward=forward, args={"a": 3}, options=options)
+
+    with pytest.raises(SagaAborted) as aborted:
+        asyncio.run(run())
+    assert isinstance(aborted.value.cause, StepRefused) and aborted.value.cause.rule == "policy_args"
+    assert ran == []  # refused before it ran
+    (refusal,) = [r["body"] for r in wal.records() if r["type"] == "STEP_REFUSED"]
+    assert refusal["rule"] == "policy_args" and "$.a.b" in refusal["reason"]
 
 
 def test_an_unregistered_handler_is_refused_at_load() -> None:

@@ -12,9 +12,11 @@ import json
 import os
 import signal
 import time
+import uuid
 from typing import Any
 
 import pytest
+import redis
 from conftest import (
     POLICY,
     SEED_ENFORCE,
@@ -29,6 +31,7 @@ from conftest import (
 )
 
 from agent_saga.log import read_records
+from agent_saga.log.redis import RedisWAL
 
 pytestmark = pytest.mark.slow
 
@@ -98,6 +101,32 @@ async def test_session_clean_close_commits_and_undeclared_tools_never_reach_the_
     types = types_of(world)
     assert types[0] == "SAGA_STARTED" and types[-1] == "SAGA_COMPLETED"
     assert "SAGA_ROLLED_BACK" not in types
+
+
+async def test_the_log_may_be_a_server_log_url(world: World) -> None:
+    # --wal-path takes what every verb's does: a file, or a server log's URL.
+    base = os.environ.get("REDIS_URL")
+    assert base, "REDIS_URL is not set: run `eval \"$(scripts/services env)\"` (Redis on 127.0.0.1:6399) first"
+    name = f"mcp-proxy-{uuid.uuid4().hex}"
+    url = f"{base}?log={name}"
+    write_policy(world)
+    try:
+        async with connect([*SEED_ENFORCE[:2], "--wal-path", url, *SEED_ENFORCE[2:]], world) as client:
+            await client.call_tool("create_charge", {"amount": 5, "customer": "acme"})
+        log = RedisWAL(url, create=False)
+        try:
+            records = [(r["type"], r["body"].get("tool")) for r in log.records()]
+        finally:
+            log.close()
+    finally:
+        cleanup = redis.Redis.from_url(base)
+        for key in cleanup.scan_iter(match=f"*{{{name}}}*"):
+            cleanup.delete(key)
+        cleanup.close()
+    assert records[0][0] == "SAGA_STARTED" and records[-1][0] == "SAGA_COMPLETED"
+    assert ("STEP_INTENT", "create_charge") in records and ("STEP_COMMITTED", None) in records
+    assert not world.wal.exists()  # nothing went to the default file log
+    assert world.called() == ["create_charge"]
 
 
 async def test_a_tool_error_result_is_an_unknown_step_and_reaches_the_client_unchanged(world: World) -> None:

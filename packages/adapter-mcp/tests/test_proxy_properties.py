@@ -20,7 +20,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from agent_saga_mcp.core import Boundary, ErrorCode, ProxyConfig, ProxyCore
+from agent_saga_mcp.core import BoundaryMode, ErrorCode, ProxyConfig, ProxyCore
 from agent_saga_mcp.policy import McpPolicy
 from conftest import POLICY as POLICY_FILE
 from conftest import World, encode
@@ -183,7 +183,7 @@ def _first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 class Harness:
     """A ProxyCore with a responder in place of the server and the client's view recorded."""
 
-    def __init__(self, boundary: Boundary = Boundary.SESSION, answer_calls: bool = True) -> None:
+    def __init__(self, boundary: BoundaryMode = BoundaryMode.SESSION, answer_calls: bool = True) -> None:
         self.answer_calls = answer_calls
         self.to_server: list[bytes] = []
         self.to_client: list[bytes] = []
@@ -233,7 +233,7 @@ class Harness:
                 if m not in self.sent and not str(m.get("id") if isinstance(m, dict) else "").startswith("agent-saga:")]
 
 
-async def _run(steps: list[tuple[str, bytes]], boundary: Boundary, answer_calls: bool = True) -> Harness:
+async def _run(steps: list[tuple[str, bytes]], boundary: BoundaryMode, answer_calls: bool = True) -> Harness:
     h = Harness(boundary, answer_calls)
     h.core.attach()  # compensating calls go through this in-process connection
     for side, chunk in steps:
@@ -250,9 +250,9 @@ async def _run(steps: list[tuple[str, bytes]], boundary: Boundary, answer_calls:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(steps=script, boundary=st.sampled_from(list(Boundary)))
+@given(steps=script, boundary=st.sampled_from(list(BoundaryMode)))
 def test_no_input_crashes_the_proxy_or_leaks_an_undeclared_call(steps: list[tuple[str, bytes]],
-                                                                  boundary: Boundary) -> None:
+                                                                  boundary: BoundaryMode) -> None:
     h = asyncio.run(_run(steps, boundary))
     for call in h.forwarded_calls():
         assert call["params"]["name"] in DECLARED, call
@@ -270,7 +270,7 @@ def test_other_messages_are_forwarded_as_the_proxys_own_encoding(messages: list[
     # Loose spacing, raw non-ASCII text (U+2028 and U+0085 among it) and CRLF line ends are
     # all fine JSON; what reaches the server is the same messages in the proxy's encoding.
     lines = [json.dumps(m, separators=(", ", " : "), ensure_ascii=False).encode() + spaces for m in messages]
-    h = asyncio.run(_run([("client", line) for line in lines], Boundary.SESSION))
+    h = asyncio.run(_run([("client", line) for line in lines], BoundaryMode.SESSION))
     assert [json.loads(line) for line in h.to_server] == messages
     assert h.to_client == []
 
@@ -307,7 +307,7 @@ def refused_steps(h: Harness) -> list[tuple[str, str]]:
 def test_a_line_the_proxy_cannot_stand_behind_is_refused_and_its_calls_logged(
     line: bytes, code: int, id_: Any, calls: list[str]
 ) -> None:
-    h = asyncio.run(_run([("client", line)], Boundary.SESSION))
+    h = asyncio.run(_run([("client", line)], BoundaryMode.SESSION))
     assert h.to_server == []
     (answer,) = map(json.loads, h.to_client)
     assert answer["error"]["code"] == code and answer["id"] == id_
@@ -321,7 +321,7 @@ def test_a_line_the_proxy_cannot_stand_behind_is_refused_and_its_calls_logged(
 def test_text_a_line_reader_might_split_reaches_the_server_escaped(text: str, value: str) -> None:
     line = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_docs","arguments":{"query":' \
         + text.encode() + b"}}}\r"
-    h = asyncio.run(_run([("client", line)], Boundary.SESSION))
+    h = asyncio.run(_run([("client", line)], BoundaryMode.SESSION))
     (forwarded,) = [c for c in h.forwarded_calls() if c["params"]["name"] == "search_docs"]
     assert forwarded["params"]["arguments"] == {"query": value}
     assert refused_steps(h) == []
@@ -329,7 +329,7 @@ def test_text_a_line_reader_might_split_reaches_the_server_escaped(text: str, va
 
 def test_a_message_exactly_as_deep_as_allowed_is_forwarded() -> None:
     deep = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":' + b"[" * 199 + b"]" * 199 + b"}"  # 200 levels
-    h = asyncio.run(_run([("client", deep)], Boundary.SESSION))
+    h = asyncio.run(_run([("client", deep)], BoundaryMode.SESSION))
     assert [json.loads(line) for line in h.to_server] == [json.loads(deep)]
 
 
@@ -341,7 +341,7 @@ def test_a_server_line_the_proxy_cannot_read_never_reaches_the_client() -> None:
     steps = [("client", charge), *[("server", b"")] * 5, ("server", b"garbage\r" + answer),
              ("server", "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":\"\u2028\"}".encode()),
              ("server", answer)]
-    h = asyncio.run(_run(steps, Boundary.SESSION, answer_calls=False))
+    h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_calls=False))
     received = [json.loads(line) for line in h.to_client]
     assert received == [{"jsonrpc": "2.0", "method": "n", "params": "\u2028"}, json.loads(answer)]
     assert any("not JSON" in note and "garbage" in note for note in h.notes)
@@ -352,7 +352,7 @@ def test_a_server_line_the_proxy_cannot_read_never_reaches_the_client() -> None:
 def test_every_undeclared_call_gets_its_own_error_answer(names: list[str]) -> None:
     calls = [encode({"jsonrpc": "2.0", "id": f"req-{i}", "method": "tools/call",
                      "params": {"name": n, "arguments": {}}}) for i, n in enumerate(names)]
-    h = asyncio.run(_run([("client", c) for c in calls], Boundary.SESSION))
+    h = asyncio.run(_run([("client", c) for c in calls], BoundaryMode.SESSION))
     answers = {json.loads(a)["id"]: json.loads(a)["error"] for a in h.to_client}
     assert sorted(answers) == sorted(f"req-{i}" for i in range(len(names)))
     assert {e["code"] for e in answers.values()} == {int(ErrorCode.TOOL_NOT_DECLARED)}
@@ -366,15 +366,15 @@ def test_declared_calls_in_a_batch_are_steps_and_answered_one_by_one() -> None:
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "delete_everything"}},
         {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
     ])
-    h = asyncio.run(_run([("client", batch)], Boundary.SESSION))
+    h = asyncio.run(_run([("client", batch)], BoundaryMode.SESSION))
     answers = {json.loads(a)["id"]: json.loads(a) for a in h.to_client}
     assert answers[1]["result"]["structuredContent"] == {"id": "ch_1"}
     assert answers[2]["error"]["code"] == int(ErrorCode.TOOL_NOT_DECLARED)
     assert [c["params"]["name"] for c in h.forwarded_calls()] == ["create_charge"]
-    saga = h.core.sagas[0]
+    (saga,) = h.core.sagas
     assert saga.status.value == "COMPLETED"
-    assert sorted((s.tool, s.state.value) for s in saga.steps) == [
-        ("create_charge", "COMMITTED"), ("delete_everything", "NOT_APPLIED")]
+    # The refusal is a record of the same saga (Saga.refuse), not a step: nothing ran.
+    assert [(s.tool, s.state.value) for s in saga.steps] == [("create_charge", "COMMITTED")]
     assert refused_steps(h) == [("delete_everything", "policy.unclassified")]  # refused, and on record
 
 
@@ -383,7 +383,7 @@ def test_concurrent_commits_and_rollbacks_each_get_one_answer() -> None:
                      "params": {"name": "create_charge", "arguments": {"amount": 1, "customer": "a"}}})
     control = [encode({"jsonrpc": "2.0", "id": f"b{i}", "method": "tools/call", "params": {"name": tool}})
                for i, tool in enumerate(["saga_rollback", "saga_commit", "saga_rollback"])]
-    h = asyncio.run(_run([("client", line) for line in [charge, *control]], Boundary.EXPLICIT))
+    h = asyncio.run(_run([("client", line) for line in [charge, *control]], BoundaryMode.EXPLICIT))
     answers = {json.loads(a)["id"]: json.loads(a) for a in h.to_client}
     assert sorted(answers) == ["b0", "b1", "b2", "c"]
     texts = [answers[f"b{i}"]["result"]["content"][0]["text"] for i in range(3)]
@@ -398,7 +398,7 @@ def test_a_cancelled_call_is_an_unknown_step_and_gets_no_answer() -> None:
                    "params": {"name": "create_charge", "arguments": {"amount": 1, "customer": "a"}}})
     cancel = encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c1"}})
     steps = [("client", call)] + [("server", b"")] * 5 + [("client", cancel)]
-    h = asyncio.run(_run(steps, Boundary.SESSION, answer_calls=False))  # the server never answers
+    h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_calls=False))  # the server never answers
     assert json.loads(cancel) in map(json.loads, h.to_server)  # the server hears about the cancellation
     assert h.to_client == []  # and the client gets no answer to a request it cancelled
     (step,) = h.core.sagas[0].steps

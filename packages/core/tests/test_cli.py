@@ -11,8 +11,9 @@ import pytest
 
 from agent_saga.cli.main import build_parser
 
+# The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", "escalations", "export", "graph", "halt",
-         "init-host", "mcp", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
+         "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,8 @@
-"""Runs the ``agent-saga mcp`` verb (its flags are defined in ``agent_saga.cli.mcp``).
+"""The ``agent-saga mcp`` verb: its flags, and the proxy run from them.
+
+This distribution registers the verb with the ``agent-saga`` command through the
+``agent_saga_cli`` entry-point group. The command loads this module every time it starts,
+so it imports neither the MCP SDK nor the proxy until the verb runs.
 
 ``main()`` is also the ``agent-saga-mcp`` console script: the same flags, without the verb.
 """
@@ -9,26 +13,94 @@ import argparse
 import asyncio
 import importlib
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent_saga import GatePort
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.engine.ports import GatePort
-from agent_saga.plugins.policy import PolicyError
+from agent_saga.cli.options import (
+    LOG_ENV,
+    add_imports_option,
+    add_log_option,
+    given_log,
+    import_modules,
+    open_log_to_write,
+)
+from agent_saga.plugins import PolicyError
 
-__all__ = ["load_gate", "main", "run"]
+__all__ = ["add_arguments", "load_gate", "main", "register", "run"]
+
+_EXAMPLES = (
+    "examples:\n"
+    "  agent-saga mcp --observe --emit-policy saga-policy.json -- python -m my_mcp_server\n"
+    "  agent-saga mcp --policy saga-policy.json -- python -m my_mcp_server\n"
+    "  agent-saga mcp --policy saga-policy.json --boundary explicit -- npx some-mcp-server\n"
+    "recover what a killed proxy left open:\n"
+    "  agent-saga recover --wal-path agent-saga.wal --import agent_saga_mcp.handler"
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--observe", action="store_true",
+                      help="forward everything and record the server's tools (writes --emit-policy)")
+    mode.add_argument("--policy", metavar="FILE", help="enforce this tool policy (JSON, agent-saga's tool policy format)")
+    p.add_argument("--emit-policy", metavar="FILE", default=None,
+                   help="with --observe: the policy skeleton to write or extend (default: saga-policy.json)")
+    p.add_argument("--boundary", choices=("session", "explicit", "none"), default="session",
+                   help="where a transaction ends: the connection (session), saga_commit/saga_rollback "
+                   "tools (explicit), or nowhere: gate and audit only (none). Default: %(default)s")
+    add_log_option(p, "the log to write")
+    p.add_argument("--gate", metavar="MODULE:ATTR", default=None,
+                   help="a gate object (or a zero-argument factory) to check each call, e.g. myapp.gates:payments "
+                   "(default: the kill switch)")
+    add_imports_option(p, "@compensator handlers (for compensate.handler entries)")
+    p.add_argument("--name", default="mcp", help="the saga name in the log (default: %(default)s)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                   help="the MCP server to run over stdio, after --")
+
+
+def register(verbs: Any) -> None:
+    """Add the ``mcp`` verb to the ``agent-saga`` command (the ``agent_saga_cli`` entry point)."""
+    p = verbs.add_parser(
+        "mcp",
+        help="run an MCP server behind a transactional stdio proxy (observe, then enforce a policy)",
+        description="Sit between an MCP client and a stdio MCP server. --observe forwards everything and "
+        "writes a policy skeleton (every tool IRREVERSIBLE with a TODO); --policy runs declared tools as "
+        "saga steps under the gate and refuses undeclared ones before they reach the server.",
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(p)
+    p.set_defaults(run=run)
+
+
+def _checked(args: argparse.Namespace) -> list[str]:
+    """The server command, once the flags are known to make sense together (usage errors exit 2)."""
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise CliError("name the server command after --, e.g. -- python -m my_mcp_server", EXIT_USAGE)
+    if not args.observe and not args.policy:
+        raise CliError("say --observe (learn the tools) or --policy FILE (enforce one)", EXIT_USAGE)
+    if args.emit_policy and not args.observe:
+        raise CliError("--emit-policy goes with --observe", EXIT_USAGE)
+    if not given_log(args).strip():
+        raise CliError(f"--wal-path is empty: give the log file's path (or set ${LOG_ENV})", EXIT_USAGE)
+    return command
 
 
 def load_gate(spec: str) -> GatePort:
-    """``module:attr`` -> a gate (an attribute that is a gate, or a factory returning one)."""
+    """``module:attr`` -> a gate (an attribute that is a gate, or a factory returning one).
+
+    The module is looked for in the working directory too (see ``import_modules``).
+    """
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise CliError(f"--gate takes MODULE:ATTR, got {spec!r}", EXIT_USAGE)
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
         value: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
@@ -43,37 +115,26 @@ def load_gate(spec: str) -> GatePort:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy for parsed ``agent-saga mcp`` arguments; return the exit code."""
-    import agent_saga_mcp.handler  # noqa: F401 - registers mcp.call_tool in this process
-    from agent_saga.log.file import FileWAL
-    from agent_saga_mcp.core import Boundary, ProxyConfig
+    command = _checked(args)
+    # Only now the MCP SDK: agent_saga_mcp.handler registers mcp.call_tool in this process.
+    from agent_saga_mcp.core import BoundaryMode, ProxyConfig
     from agent_saga_mcp.handler import server_spec
     from agent_saga_mcp.policy import McpPolicy
     from agent_saga_mcp.proxy import run_proxy
 
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for module in args.imports:
-        try:
-            importlib.import_module(module)
-        except ImportError as err:
-            raise CliError(f"--import {module}: {err}", EXIT_USAGE) from None
-    server = server_spec(list(args.command))
+    import_modules(args.imports, "@compensator handlers")  # and the working directory on sys.path
+    server = server_spec(command)
     try:
         if args.observe:
             emit = Path(args.emit_policy or "saga-policy.json")
             config = ProxyConfig(server=server, emit_policy=emit, name=args.name)
         else:
-            policy = McpPolicy.load(args.policy)
-            gate = load_gate(args.gate) if args.gate else None
             config = ProxyConfig(
-                server=server, policy=policy, boundary=Boundary(args.boundary), name=args.name,
-                wal=FileWAL(args.wal_path), gate=gate,
+                server=server, policy=McpPolicy.load(args.policy), boundary=BoundaryMode(args.boundary),
+                name=args.name, wal=open_log_to_write(given_log(args)),
+                gate=load_gate(args.gate) if args.gate else None,
             )
-            if gate is None:
-                from agent_saga.context import default_gate
-
-                config.gate = default_gate()  # the default gate: the kill switch
-        return asyncio.run(run_proxy(config, list(args.command)))
+        return asyncio.run(run_proxy(config, command))
     except PolicyError as err:
         raise CliError(f"tool policy refused: {err}", EXIT_USAGE) from None
     except json.JSONDecodeError as err:

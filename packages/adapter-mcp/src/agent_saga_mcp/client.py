@@ -4,6 +4,12 @@ Works with the official SDK's clients of both live major versions: ``ClientSessi
 (1.x and 2.x) and ``Client`` (2.x). Anything with an awaitable
 ``call_tool(name, arguments)`` returning a ``CallToolResult`` will do.
 
+Each wrapped tool is a :class:`~agent_saga.adapter.ToolSpec` (its name and its
+:class:`~agent_saga.StepOptions`), built by ``wrap_tool`` from every step option, or by the
+tool policy for ``wrap_session``. The kit's ``Adapter`` base class does not fit here: what
+it wraps is one tool object into a copy of the same type, where an MCP client is one object
+holding many tools, each of them only a name.
+
 A result with ``isError`` / ``is_error`` set is a **failed step**, left UNKNOWN: the server
 reports the failure in band, but nothing in the protocol says whether the tool changed
 anything before failing (a payment API that timed out after charging reports an error
@@ -13,19 +19,19 @@ steps before it; outside a saga the result is returned as is.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from agent_saga.context import current_saga
-from agent_saga.errors import BoundaryRequired
-from agent_saga.plugins.patching import ToolNotClassified
-from agent_saga.plugins.policy import PolicyError, ToolPolicy, ToolRule
-from agent_saga.semantics import ActionSemantics, Compensation
+from agent_saga import ActionSemantics, BoundaryRequired, Compensation, StepOptions, current_saga
+from agent_saga.adapter import SPEC_ATTR, StepKwargs, ToolSpec
+from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
+from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import is_error_result, result_as_wire
 from agent_saga_mcp.document import result_document
 from agent_saga_mcp.handler import add_route, server_spec
-from agent_saga_mcp.policy import McpPolicy
+from agent_saga_mcp.policy import ORIGIN, McpPolicy
 
 __all__ = ["SagaSession", "SagaTool", "ToolErrorResult", "wrap_session", "wrap_tool"]
 
@@ -47,49 +53,52 @@ async def _call(client: Any, tool: str, arguments: Mapping[str, Any] | None, **k
     return await client.call_tool(tool, dict(arguments or {}), **kwargs)
 
 
-class SagaTool:
-    """One MCP tool of one client, callable as ``await tool(arguments)``; a saga step inside a saga."""
+async def _call_step(client: Any, tool: str, arguments: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+    """One call as a step's forward: an error result fails the step."""
+    result = await _call(client, tool, arguments, **kwargs)
+    if is_error_result(result):
+        raise ToolErrorResult(tool, result)
+    return result
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        semantics: ActionSemantics,
-        compensate: Factory | None,
-        gate_args: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
-        require_boundary: bool = False,
-    ) -> None:
+
+class SagaTool:
+    """One MCP tool of one client, callable as ``await tool(arguments)``; a saga step inside a saga.
+
+    ``arguments`` are what the gate polices and the log records; keywords go to the
+    client's ``call_tool`` as they are (a progress callback, a timeout). A
+    ``fallback_action`` is called with the same ``arguments``.
+    """
+
+    def __init__(self, client: Any, spec: ToolSpec) -> None:
         self.client = client
-        self.name = name
-        self.semantics = semantics
-        self.compensate = compensate
-        self._gate_args = gate_args
-        self.require_boundary = require_boundary
+        self.spec = spec
+        setattr(self, SPEC_ATTR, spec)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def options(self) -> StepOptions:
+        return self.spec.options
 
     def __repr__(self) -> str:
-        return f"SagaTool({self.name!r}, {self.semantics.value})"
+        return f"SagaTool({self.name!r}, {self.options.semantics.value})"
 
     async def __call__(self, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         saga = current_saga()
+        args = dict(arguments or {})
         if saga is None:
-            if self.require_boundary:
+            if self.options.require_boundary:
                 raise BoundaryRequired(
                     f"MCP tool {self.name!r} was called outside a saga; open one with saga_scope()"
                 )
-            return await _call(self.client, self.name, arguments, **kwargs)
-        args = dict(arguments or {})
-
-        async def forward() -> Any:
-            result = await _call(self.client, self.name, args, **kwargs)
-            if is_error_result(result):
-                raise ToolErrorResult(self.name, result)
-            return result
-
-        return await saga.execute(
-            tool=self.name, semantics=self.semantics, forward=forward,
-            compensate=self.compensate,
-            args=self._gate_args(args) if self._gate_args is not None else args, inline=True,
-        )
+            return await _call(self.client, self.name, args, **kwargs)
+        options = self.options
+        if options.fallback_action is not None:
+            options = options.with_changes(fallback_action=functools.partial(options.fallback_action, args))
+        forward = functools.partial(_call_step, self.client, self.name, args, kwargs)
+        return await saga.execute(tool=self.name, forward=forward, args=args, options=options)
 
 
 def _from_result(factory: Callable[[Any], Any]) -> Factory:
@@ -99,28 +108,40 @@ def _from_result(factory: Callable[[Any], Any]) -> Factory:
         return factory(None if result is None else result_document(result_as_wire(result)))
 
     build.__qualname__ = getattr(factory, "__qualname__", "compensate")
+    # An undo declared not to need the result can still undo an UNKNOWN step.
+    build.known_before_call = getattr(factory, "known_before_call", False)  # type: ignore[attr-defined]
     return build
+
+
+def _check_client(client: Any, what: str) -> None:
+    if not callable(getattr(client, "call_tool", None)):
+        raise TypeError(f"{what} needs an MCP client with call_tool (ClientSession or Client), got {client!r}")
 
 
 def wrap_tool(
     client: Any,
     name: str,
     *,
-    semantics: ActionSemantics | str,
-    compensate: Callable[[Any], Compensation | None] | None = None,
-    require_boundary: bool = False,
+    semantics: ActionSemantics | str | None = None,
+    options: StepOptions | None = None,
+    **more: Unpack[StepKwargs],
 ) -> SagaTool:
     """``await wrap_tool(session, "create_charge", semantics=..., compensate=...)({"amount": 5})``.
 
-    ``compensate`` receives the result *document* (``structuredContent``, else the JSON of
-    the only text block, else the wire result; see ``agent_saga_mcp.document``) and
-    returns a :class:`Compensation` (or None while the result is unknown).
+    Takes every step option (see :class:`~agent_saga.StepOptions`), or a ready ``options=``;
+    ``origin`` is ``"mcp"`` unless given. A ``compensate`` factory receives the result
+    *document* (``structuredContent``, else the JSON of the only text block, else the wire
+    result; see ``agent_saga_mcp.document``) and returns a :class:`Compensation` (or None
+    while the result is unknown).
     """
-    if not callable(getattr(client, "call_tool", None)):
-        raise TypeError(f"wrap_tool needs an MCP client with call_tool (ClientSession or Client), got {client!r}")
-    sem = ActionSemantics.parse(semantics)
-    return SagaTool(client, name, sem, _from_result(compensate) if compensate is not None else None,
-                    require_boundary=require_boundary)
+    _check_client(client, "wrap_tool")
+    opts = ToolSpec.of(name, semantics=semantics, options=options, **more).options
+    compensate = opts.compensate
+    if callable(compensate) and not isinstance(compensate, Compensation):
+        opts = opts.with_changes(compensate=_from_result(compensate))
+    if opts.origin is None:
+        opts = opts.with_changes(origin=ORIGIN)
+    return SagaTool(client, ToolSpec(name, opts))
 
 
 class SagaSession:
@@ -146,16 +167,12 @@ class SagaSession:
         rule = self._policy.rule_for(name)
         if rule is None:
             return None
-        wrapped = SagaTool(
-            self._client, name, rule.semantics, self._undo(name, rule),
-            gate_args=lambda args: self._policy.gate_args(name, rule, args),
-        )
+        options = self._policy.step_options(rule, self._undo(name, rule))
+        wrapped = SagaTool(self._client, ToolSpec(name, options))
         self._tools[name] = wrapped
         return wrapped
 
-    def _undo(self, name: str, rule: ToolRule) -> Factory | None:
-        if rule.compensate is None:
-            return None
+    def _undo(self, name: str, rule: ToolRule) -> Factory:
         policy, server, client = self._policy, self._server, self._client
 
         def build(result: Any) -> Compensation | None:
@@ -165,13 +182,8 @@ class SagaSession:
             comp = policy.undo(name, rule, wire, {"command": ["?"], "cwd": ""})
             if comp is None or comp.handler != "mcp.call_tool":
                 return comp
-            undo_tool, undo_args = comp.kwargs["tool"], dict(comp.kwargs["arguments"])
-
-            async def call_undo() -> None:
-                answer = await _call(client, undo_tool, undo_args)
-                if is_error_result(answer):
-                    raise ToolErrorResult(undo_tool, answer)
-
+            # An error result from the undo is a failed attempt, as for any step's forward.
+            call_undo = functools.partial(_call_step, client, comp.kwargs["tool"], dict(comp.kwargs["arguments"]), {})
             return Compensation(fn=call_undo, description=comp.description)
 
         return build
@@ -180,8 +192,11 @@ class SagaSession:
         wrapped = self.tool(name)
         if wrapped is not None:
             return await wrapped(arguments, **kwargs)
-        if current_saga() is not None and self._policy.enforce:
-            raise ToolNotClassified(name, "mcp")
+        saga = current_saga()
+        if saga is not None and self._policy.enforce:
+            refused = ToolNotClassified(name, ORIGIN)
+            saga.refuse(name, dict(arguments or {}), refused, origin=ORIGIN)  # on record, like the proxy's
+            raise refused
         return await _call(self._client, name, arguments, **kwargs)
 
 
@@ -198,8 +213,7 @@ def wrap_session(
     ``mcp.call_tool`` handler instead, which the recovery daemon can run after a crash;
     while the client is open, such undos still go through it.
     """
-    if not callable(getattr(client, "call_tool", None)):
-        raise TypeError(f"wrap_session needs an MCP client with call_tool (ClientSession or Client), got {client!r}")
+    _check_client(client, "wrap_session")
     loaded = policy if isinstance(policy, McpPolicy) else McpPolicy.load(policy)
     spec = server_spec(server) if server is not None else None
     session = SagaSession(client, loaded, spec)
@@ -213,4 +227,3 @@ def wrap_session(
             raise PolicyError("wrap_session(server=...) must be called inside the event loop that uses the client") \
                 from err
     return session
-

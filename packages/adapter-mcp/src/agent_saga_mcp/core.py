@@ -19,8 +19,12 @@ error; a ``tools/call`` without an ``id`` (a notification cannot return a result
 server might still act on it) is dropped; a batch that carries a ``tools/call`` or
 ``tools/list`` is split and its members handled one by one (their responses come back
 unbatched); a server line that is not JSON is dropped and noted. Every ``tools/call`` the
-proxy does not forward is recorded in the log as a refused step
-(:mod:`agent_saga_mcp.refusal`).
+proxy does not forward is recorded in the log (``Saga.refuse``: a ``STEP_REFUSED`` record).
+
+Transactions are the core's :class:`~agent_saga.Boundary` (see
+:mod:`agent_saga_mcp.transaction`): with ``--boundary session`` or ``explicit`` one boundary
+is entered when the first call needs it and left at EOF (commit) or by ``saga_rollback``;
+with ``none`` every call has a boundary of its own, left (committed) once the call settles.
 """
 
 from __future__ import annotations
@@ -37,23 +41,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_saga.engine.ports import GatePort
-from agent_saga.engine.saga import Saga, SagaStatus
-from agent_saga.errors import NotApplied, StepRefused
-from agent_saga.log.base import WAL
-from agent_saga.plugins.patching import ToolNotClassified
-from agent_saga.plugins.policy import PolicyError, ToolPolicy, ToolRule
-from agent_saga.semantics import ActionSemantics
+from agent_saga import WAL, Boundary, GatePort, NotApplied, Saga, StepRefused, default_wal
+from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
+from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import ToolInfo, call_params, is_error_result, list_tools_result, validate_message
 from agent_saga_mcp.handler import add_route, remove_route
-from agent_saga_mcp.policy import McpPolicy
-from agent_saga_mcp.refusal import ProxyGate, record_refusal
+from agent_saga_mcp.policy import ORIGIN, McpPolicy
+from agent_saga_mcp.transaction import Transaction
 from agent_saga_mcp.wire import LineRefused, encode, read_client_line, read_server_line, tool_calls_in
 
 __all__ = [
     "COMMIT_TOOL",
     "ROLLBACK_TOOL",
-    "Boundary",
+    "BoundaryMode",
     "CallCancelled",
     "ErrorCode",
     "ProxyConfig",
@@ -71,7 +71,9 @@ _OWN_PREFIX = "agent-saga:"
 _METHODS_OF_INTEREST = ("tools/call", "tools/list")
 
 
-class Boundary(enum.StrEnum):
+class BoundaryMode(enum.StrEnum):
+    """Where a transaction of the proxy ends (``--boundary``)."""
+
     SESSION = "session"
     EXPLICIT = "explicit"
     NONE = "none"
@@ -142,11 +144,15 @@ def merge_skeleton(existing: Mapping[str, Any] | None, names: list[str]) -> dict
 
 @dataclass
 class ProxyConfig:
-    """How one proxy session behaves. ``policy=None`` is observe mode."""
+    """How one proxy session behaves. ``policy=None`` is observe mode.
+
+    ``wal=None`` is the default log and ``gate=None`` the default gate (the kill switch),
+    as for any boundary.
+    """
 
     server: dict[str, Any]
     policy: McpPolicy | None = None
-    boundary: Boundary = Boundary.SESSION
+    boundary: BoundaryMode = BoundaryMode.SESSION
     emit_policy: Path | None = None
     wal: WAL | None = None
     gate: GatePort | None = None
@@ -170,8 +176,8 @@ class ProxyCore:
         self._note = note or (lambda text: print(f"agent-saga mcp: {text}", file=sys.stderr, flush=True))
         self.fatal: str | None = None
         self.stopped = asyncio.Event()
-        self.saga: Saga | None = None
-        self.sagas: list[Saga] = []
+        self._session: Transaction | None = None  # the open transaction (session, explicit)
+        self.sagas: list[Saga] = []  # every saga this proxy opened, oldest first
         self.observed: dict[str, ToolInfo | None] = {}
         self.surface: dict[str, ToolInfo] | None = None
         self._surface_pages: dict[str, ToolInfo] = {}
@@ -302,7 +308,7 @@ class ProxyCore:
             return
         policy = self.config.policy
         assert policy is not None
-        if self.config.boundary is Boundary.EXPLICIT and name in (COMMIT_TOOL, ROLLBACK_TOOL):
+        if self.config.boundary is BoundaryMode.EXPLICIT and name in (COMMIT_TOOL, ROLLBACK_TOOL):
             self._spawn(self._explicit(id_, name, arguments))
             return
         rule = policy.rule_for(name)
@@ -342,15 +348,13 @@ class ProxyCore:
     async def _refuse(self, refused: StepRefused, arguments: Mapping[str, Any]) -> None:
         if self.observing:
             return  # observe mode writes no log
-        rule = self.config.policy.rule_for(refused.tool) if self.config.policy is not None else None
-        semantics = rule.semantics if rule is not None else ActionSemantics.IRREVERSIBLE
         try:
             saga, single = await self._saga_for_call()
             try:
-                await record_refusal(saga, refused, semantics, arguments)
+                saga.refuse(refused.tool, arguments, refused, origin=ORIGIN)
             finally:
-                if single and saga.status is SagaStatus.OPEN:
-                    await saga.complete()
+                if single is not None:
+                    await single.commit()
         except Exception as err:  # noqa: BLE001 - the call stays refused; only its record is missing
             self._note(f"could not record the refused call of {refused.tool!r}: {type(err).__name__}: {err}")
 
@@ -364,11 +368,6 @@ class ProxyCore:
             if not await self._check_surface():
                 await self._reply_error(id_, ErrorCode.PROXY_ERROR, self.fatal or "tool policy check failed")
                 self.stopped.set()
-                return
-            try:
-                gate_args = policy.gate_args(name, rule, arguments)
-            except StepRefused as refused:
-                await self._reply_error(id_, ErrorCode.STEP_REFUSED, str(refused), {"tool": name, "rule": refused.rule})
                 return
 
             async def forward() -> dict[str, Any]:
@@ -391,14 +390,10 @@ class ProxyCore:
 
             saga, single = await self._saga_for_call()
             try:
-                await saga.execute(
-                    tool=name, semantics=rule.semantics, forward=forward,
-                    compensate=undo if rule.compensate is not None else None,
-                    args=gate_args, inline=True,
-                )
+                await saga.execute(tool=name, forward=forward, args=arguments, options=policy.step_options(rule, undo))
             finally:
-                if single and saga.status is SagaStatus.OPEN:
-                    await saga.complete()
+                if single is not None:
+                    await single.commit()
         except StepRefused as refused:
             await self._reply_error(id_, ErrorCode.STEP_REFUSED, str(refused), {"tool": name, "rule": refused.rule})
             return
@@ -425,26 +420,30 @@ class ProxyCore:
                 self._note(f"{name}: the log could not confirm the step's outcome: {type(err).__name__}: {err}")
             await self._send_client(response)
 
-    async def _saga_for_call(self) -> tuple[Saga, bool]:
-        if self.config.boundary is Boundary.NONE:
-            return self._new_saga(), True
+    async def _saga_for_call(self) -> tuple[Saga, Transaction | None]:
+        """The saga a call runs in, and the transaction to commit once it settles (``none``: its own)."""
+        if self.config.boundary is BoundaryMode.NONE:
+            single = self._transaction()
+            return await self._open(single), single
         async with self._saga_lock:
-            if self.saga is None or self.saga.status is not SagaStatus.OPEN:
-                self.saga = self._new_saga()
-            return self.saga, False
+            if self._session is None or not self._session.is_open:
+                session = self._transaction()
+                await self._open(session)
+                self._session = session
+            assert self._session.saga is not None
+            return self._session.saga, None
 
-    def _new_saga(self) -> Saga:
+    def _transaction(self) -> Transaction:
         config = self.config
-        # Every proxy saga's gate is a ProxyGate, so the proxy's own refusals are logged too.
-        saga = Saga(self._wal(), name=config.name, gate=ProxyGate(config.gate), tags=config.tags)
-        saga.start()
+        return Transaction(Boundary(self._wal(), name=config.name, gate=config.gate, tags=config.tags))
+
+    async def _open(self, transaction: Transaction) -> Saga:
+        saga = await transaction.open()
         self.sagas.append(saga)
         return saga
 
     def _wal(self) -> WAL:
         if self.config.wal is None:
-            from agent_saga.log.default import default_wal
-
             self.config.wal = default_wal()
         return self.config.wal
 
@@ -455,16 +454,17 @@ class ProxyCore:
             while self._step_tasks:
                 await asyncio.gather(*list(self._step_tasks), return_exceptions=True)
             async with self._saga_lock:
-                saga, self.saga = self.saga, None
-            if saga is None or saga.status is not SagaStatus.OPEN:
+                session, self._session = self._session, None
+            if session is None or session.saga is None or not session.is_open:
                 await self._reply_result(id_, _text_result("no open transaction: nothing to do"))
                 return
+            saga = session.saga
             if name == COMMIT_TOOL:
-                await saga.complete()
+                await session.commit()
                 await self._reply_result(id_, _text_result(f"committed {saga.saga_id}: {len(saga.steps)} step(s)"))
                 return
             reason = str(arguments.get("reason") or "saga_rollback called")
-            report = await saga.rollback(RollbackRequested(reason))
+            report = await session.roll_back(RollbackRequested(reason))
         text = (f"rolled back {saga.saga_id}: {len(report.compensated)} compensated, "
                 f"{len(report.failed)} failed, {len(report.orphaned)} orphaned, "
                 f"{len(report.unresolved)} unresolved; clean={report.clean}")
@@ -499,7 +499,7 @@ class ProxyCore:
         policy = self.config.policy
         if policy is None:
             return
-        reserved = (COMMIT_TOOL, ROLLBACK_TOOL) if self.config.boundary is Boundary.EXPLICIT else ()
+        reserved = (COMMIT_TOOL, ROLLBACK_TOOL) if self.config.boundary is BoundaryMode.EXPLICIT else ()
         try:
             for warning in policy.check_surface(tools, reserved):
                 self._note(warning)
@@ -606,7 +606,7 @@ class ProxyCore:
                 await self._reply_error(message.get("id"), ErrorCode.PROXY_ERROR, self.fatal)
                 self.stopped.set()
                 return
-            if self.config.boundary is Boundary.EXPLICIT:
+            if self.config.boundary is BoundaryMode.EXPLICIT:
                 assert isinstance(result, dict)
                 message = {**message, "result": {**result, "tools": [*result.get("tools", []), *_SAGA_TOOLS]}}
         await self._send_client(message)
@@ -648,9 +648,9 @@ class ProxyCore:
         """The client closed its side cleanly: settle calls in flight and commit what is open."""
         await self.drain()
         async with self._saga_lock:
-            saga, self.saga = self.saga, None
-        if saga is not None and saga.status is SagaStatus.OPEN:
-            await saga.complete()
+            session, self._session = self._session, None
+        if session is not None:
+            await session.commit()
 
     def server_gone(self) -> None:
         """The server closed its output: calls waiting for an answer fail (their steps UNKNOWN)."""

@@ -31,7 +31,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from agent_saga.errors import CompensationError
+from agent_saga import CompensationError
 from agent_saga.registry import compensator
 from agent_saga_mcp.compat import is_error_result, result_as_wire
 

@@ -9,21 +9,22 @@ must be able to resolve in a call's arguments. Errors name the entry and the fix
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.errors import CompensationError, StepRefused
+from agent_saga import ActionSemantics, Compensation, CompensationError, StepOptions
 from agent_saga.plugins.policy import JsonPath, PolicyError, ToolPolicy, ToolRule
 from agent_saga.registry import registered
-from agent_saga.semantics import ActionSemantics, Compensation
 from agent_saga_mcp.compat import ToolInfo
 from agent_saga_mcp.document import result_document, schema_misses
 
-__all__ = ["CALL_TOOL_HANDLER", "McpPolicy", "PolicyError"]
+__all__ = ["CALL_TOOL_HANDLER", "ORIGIN", "McpPolicy", "PolicyError"]
 
 # The registered handler every compensating tool call is recorded under (see handler.py).
 CALL_TOOL_HANDLER = "mcp.call_tool"
+#: The ``origin`` of every step and refusal the MCP client wrapper and the proxy record.
+ORIGIN = "mcp"
 
 
 @dataclass(frozen=True)
@@ -109,20 +110,18 @@ class McpPolicy:
                     )
         return warnings
 
-    def gate_args(self, tool: str, rule: ToolRule, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """The arguments the gate polices and the log records: the call's, plus ``policy_args``."""
-        args = dict(arguments)
-        for key, text in rule.policy_args.items():
-            try:
-                args[key] = JsonPath.parse(text).find(arguments)
-            except KeyError as err:
-                raise StepRefused(
-                    tool,
-                    f"policy_args[{key!r}] = {text!r} does not resolve in the call's arguments ({err.args[0]}), "
-                    "so the gate cannot check it",
-                    "policy_args",
-                ) from None
-        return args
+    def step_options(self, rule: ToolRule, undo: Callable[[Any], Compensation | None]) -> StepOptions:
+        """The StepOptions of a call under ``rule``: its semantics and ``policy_args``, origin ``mcp``.
+
+        ``undo`` (a factory over the call's result, see :meth:`undo`) is the step's
+        ``compensate`` when the rule declares one. The engine reads ``policy_args`` from the
+        call's arguments for the gate and the log, and refuses the call (``STEP_REFUSED``,
+        rule ``policy_args``) when a path does not resolve in them.
+        """
+        return StepOptions(
+            rule.semantics, compensate=undo if rule.compensate is not None else None,
+            policy_args=dict(rule.policy_args), origin=ORIGIN,
+        )
 
     def undo(
         self, tool: str, rule: ToolRule, result: Mapping[str, Any] | None, server: Mapping[str, Any]

@@ -1,0 +1,68 @@
+"""``agent-saga mcp``: the verb this distribution adds to the core's command.
+
+It is registered through the ``agent_saga_cli`` entry-point group (the core defines no
+``mcp`` verb, see the core's test_cli_mcp.py); the proxy behind it is tested end to end in
+test_proxy_e2e.py. Here: the verb is there, its usage errors exit 2 before anything runs, and
+registering it costs the command no MCP SDK import.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import agent_saga_mcp
+import pytest
+from conftest import BIN
+
+
+def agent_saga(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "agent-saga"), *args], capture_output=True, text=True, timeout=120,
+                          check=False, cwd=cwd)
+
+
+def test_the_verb_is_registered_through_the_entry_point_group() -> None:
+    (ep,) = [ep for ep in metadata.entry_points(group="agent_saga_cli") if ep.name == "mcp"]
+    assert ep.value == "agent_saga_mcp.cli"
+
+
+def test_help_shows_the_observe_and_enforce_command_lines(tmp_path: Path) -> None:
+    out = agent_saga("mcp", "--help", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "agent-saga mcp --observe --emit-policy saga-policy.json -- python -m my_mcp_server" in out.stdout
+    assert "agent-saga mcp --policy saga-policy.json -- python -m my_mcp_server" in out.stdout
+    assert "could not be loaded" not in out.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "p.json"], "name the server command after --"),
+    (["--", "python", "-m", "s"], "--observe"),
+    (["--policy", "p.json", "--emit-policy", "x.json", "--", "python"], "--emit-policy goes with --observe"),
+    (["--observe", "--policy", "p.json", "--", "python"], "not allowed with"),
+    (["--policy", "p.json", "--boundary", "sometimes", "--", "python"], "invalid choice"),
+    (["--policy", "p.json", "--wal-path", " ", "--", "python"], "--wal-path is empty"),
+])
+def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str, tmp_path: Path) -> None:
+    out = agent_saga("mcp", *args, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []  # no log, no policy file: nothing ran
+
+
+def test_building_the_command_does_not_import_the_mcp_sdk() -> None:
+    # The command registers this distribution's verb every time it starts, whatever the verb.
+    code = ("import sys; from agent_saga.cli.main import build_parser; build_parser(); "
+            "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')), "
+            "'agent_saga_mcp.cli' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["[]", "True"], out.stdout + out.stderr
+
+
+def test_every_public_name_is_importable_from_the_package() -> None:
+    for name in agent_saga_mcp.__all__:
+        assert getattr(agent_saga_mcp, name) is not None, name
+    assert set(agent_saga_mcp.__all__) <= set(dir(agent_saga_mcp))
+    with pytest.raises(AttributeError, match="no attribute 'Boundary'"):
+        agent_saga_mcp.Boundary  # noqa: B018 - the proxy's old name: the core's Boundary is a different thing
