@@ -14,7 +14,7 @@ figures can be read against what the design must pay anyway:
   that the writer completes with ``call_soon_threadsafe`` (the event loop sleeps
   in its poll meanwhile);
 * ``loop, held``: the task waits on a lock on the loop's own thread instead
-  (``FileWAL(hold_loop=...)``);
+  (the "spin briefly before parking" idea, without the spinning);
 * ``engine, no disk``: one COMPENSABLE step through ``await saga.execute`` on a
   ``MemoryWAL`` (no encoding, no disk, no thread), 1 and 256 sagas: the engine's
   own Python;
