@@ -17,7 +17,9 @@ figures can be read against what the design must pay anyway:
   (the "spin briefly before parking" idea, without the spinning);
 * ``engine, no disk``: one COMPENSABLE step through ``await saga.execute`` on a
   ``MemoryWAL`` (no encoding, no disk, no thread), 1 and 256 sagas: the engine's
-  own Python;
+  own Python. A MemoryWAL's barrier returns at once, so its sagas never yield to
+  one another; ``engine, no disk, one await`` makes each intent's barrier await
+  a future the loop completes, as a durable log's barrier does;
 * ``codec``: encoding, salting, digesting and chaining one record;
 * ``asyncio``: one ``await`` of a future completed by the loop, 256 tasks.
 
@@ -140,9 +142,18 @@ def _disk(directory: Path, n: int) -> dict[str, dict[str, float]]:
     return out
 
 
-async def _engine(sagas: int, steps: int) -> float:
+class _AwaitingMemoryWAL(MemoryWAL):
+    """A MemoryWAL whose barrier suspends the saga once, as a durable log's does."""
+
+    async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        loop.call_soon(future.set_result, None)
+        await future
+
+
+async def _engine(sagas: int, steps: int, wal: MemoryWAL) -> float:
     ours = Ours()
-    wal = MemoryWAL()
     ours.flushes = lambda wal: 0  # type: ignore[method-assign]
     await harness.throughput(ours, wal, sagas, 20)
     return (await harness.throughput(ours, wal, sagas, max(4, steps // sagas)))["cpu_us_per_step"]
@@ -180,7 +191,10 @@ def run(directory: Path, n: int) -> dict[str, Any]:
         return {
             "python": sys.version.split()[0], "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()[0],
             "disk": _disk(directory, n),
-            "engine_no_disk_cpu_us": {str(s): asyncio.run(_engine(s, n * 4)) for s in (1, 256)},
+            "engine_no_disk_cpu_us": {str(s): asyncio.run(_engine(s, n * 4, MemoryWAL())) for s in (1, 256)},
+            "engine_no_disk_await_cpu_us": {
+                str(s): asyncio.run(_engine(s, n * 4, _AwaitingMemoryWAL())) for s in (1, 256)
+            },
             "codec_us_per_record": _codec(n * 4),
             "asyncio_await_cpu_us": asyncio.run(_awaits(256, max(4, n // 64))),
             "loadavg_after": os.getloadavg()[0],
@@ -196,9 +210,10 @@ def _table(r: dict[str, Any]) -> str:
     ]
     for name, row in r["disk"].items():
         lines.append(f"  {name:<44}{row['p50_us']:>8.0f}us{row['ratio']:>9.2f}x{row['cpu_us']:>10.0f}us")
-    engine = r["engine_no_disk_cpu_us"]
+    engine, waits = r["engine_no_disk_cpu_us"], r["engine_no_disk_await_cpu_us"]
     lines += [
         f"  {'engine, no disk: CPU per step, 1 / 256 sagas':<44}{engine['1']:>8.1f}us / {engine['256']:.1f}us",
+        f"  {'engine, no disk, one await: same':<44}{waits['1']:>8.1f}us / {waits['256']:.1f}us",
         f"  {'codec: CPU per record':<44}{r['codec_us_per_record']:>8.1f}us",
         f"  {'asyncio: CPU per await, 256 tasks':<44}{r['asyncio_await_cpu_us']:>8.1f}us",
     ]

@@ -49,5 +49,5 @@ def test_bench_floors_prints_every_part(tmp_path: Path) -> None:
     assert list(run["disk"]) == ["inline", "thread", "loop, parked", "loop, held"]
     assert run["disk"]["inline"]["ratio"] == 1.0
     assert all(row["p50_us"] > 0 and isinstance(row["cpu_us"], float) for row in run["disk"].values())
-    assert set(run["engine_no_disk_cpu_us"]) == {"1", "256"}
+    assert set(run["engine_no_disk_cpu_us"]) == set(run["engine_no_disk_await_cpu_us"]) == {"1", "256"}
     assert run["codec_us_per_record"] > 0 and run["asyncio_await_cpu_us"] > 0
