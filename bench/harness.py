@@ -33,7 +33,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["LINE", "SAGA_COUNTS", "BlockingSubject", "Subject", "cpu_seconds", "percentile", "run", "throughput"]
+__all__ = ["LINE", "SAGA_COUNTS", "BlockingSubject", "Subject", "cpu_seconds", "floor_samples", "percentile", "run", "throughput"]
 
 SAGA_COUNTS = (1, 8, 64, 256)
 # What a typical intent record weighs on disk; the floor writes one such line.
@@ -86,7 +86,7 @@ def cpu_seconds() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-def _floor(directory: Path, n: int) -> list[float]:
+def floor_samples(directory: Path, n: int) -> list[float]:
     fd = os.open(directory / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     samples = []
     try:
@@ -207,7 +207,7 @@ async def run(subject: Subject, directory: Path, steps: int) -> dict[str, Any]:
         lat: list[float] = []
         block = max(10, steps // 10)
         for _ in range(steps // block):
-            floor += _floor(directory, block)
+            floor += floor_samples(directory, block)
             lat += await _durable_block(subject, wal, block)
         results["floor_p50_ms"] = percentile(floor, 0.5) * 1e3
         results["floor_p99_ms"] = percentile(floor, 0.99) * 1e3
@@ -218,7 +218,7 @@ async def run(subject: Subject, directory: Path, steps: int) -> dict[str, Any]:
         if hasattr(subject, "durable_step_sync"):
             floor, lat = [], []
             for _ in range(steps // block):
-                floor += _floor(directory, block)
+                floor += floor_samples(directory, block)
                 lat += await asyncio.to_thread(_durable_sync_block, subject, wal, block)
             results["durable_sync"] = {
                 "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
