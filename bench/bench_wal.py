@@ -21,13 +21,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import harness
 
-from agent_saga import Compensation, FileWAL, Saga, compensator, saga_scope
+from agent_saga import Compensation, FileWAL, Saga, SyncSaga, compensator, saga_scope
 
 
 @compensator("bench.refund")
@@ -41,6 +41,10 @@ def _undo(r: Any) -> Compensation:
 
 
 async def _charge() -> dict[str, str]:
+    return {"id": "ch_1"}
+
+
+def _charge_sync() -> dict[str, str]:
     return {"id": "ch_1"}
 
 
@@ -66,6 +70,12 @@ class Ours:
 
     def durable_step(self, saga: Saga) -> Awaitable[Any]:
         return saga.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=_charge, compensate=_undo)
+
+    def sync_scope(self, wal: FileWAL) -> AbstractContextManager[SyncSaga]:
+        return saga_scope(wal)
+
+    def durable_step_sync(self, saga: SyncSaga) -> Any:
+        return saga.execute(tool="stripe.charge", semantics="COMPENSABLE", forward=_charge_sync, compensate=_undo)
 
     def reversible_async(self, saga: Saga, tool: Callable[[], Awaitable[int]]) -> Awaitable[Any]:
         return saga.execute(tool="cart.add", semantics="REVERSIBLE", forward=tool)
@@ -104,6 +114,10 @@ def _table(runs: list[dict[str, Any]]) -> str:
         _row("floor write+fdatasync p50 / p99", each(lambda r: f"{r['floor_p50_ms']:.3f} / {r['floor_p99_ms']:.3f} ms")),
         _row("durable step, 1 saga, p50 / p99", each(lambda r: f"{r['durable_p50_ms']:.3f} / {r['durable_p99_ms']:.3f} ms")),
         _row("durable p50 / floor", each(lambda r: f"{r['durable_ratio_to_floor']:.2f} x")),
+        _row("durable step, blocking face, p50 / p99", each(lambda r: "n/a" if not r.get("durable_sync") else
+             f"{r['durable_sync']['p50_ms']:.3f} / {r['durable_sync']['p99_ms']:.3f} ms")),
+        _row("blocking face p50 / floor", each(lambda r: "n/a" if not r.get("durable_sync") else
+             f"{r['durable_sync']['ratio_to_floor']:.2f} x")),
     ]
     for sagas in harness.SAGA_COUNTS:
         def tp(r: dict[str, Any], s: int = sagas) -> dict[str, float]:

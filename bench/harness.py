@@ -10,6 +10,8 @@ Figures (see docs/BENCHMARKS.md for the method):
 * ``durable``: one COMPENSABLE step (async tool, undo from the result with a
   registered handler), call to return, one saga at a time, in blocks alternating
   with the floor's so both see the same disk;
+* ``durable_sync``: the same step through the blocking face (``execute_sync``)
+  on a thread of its own, where the subject has one;
 * ``throughput``: steps/s, fsyncs/step and process CPU (``getrusage``, user+sys,
   every thread) per step with 1, 8, 64, 256 sagas on one event loop and one log;
 * ``reversible``: the overhead of a REVERSIBLE step over calling its tool directly,
@@ -27,15 +29,15 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["SAGA_COUNTS", "Subject", "cpu_seconds", "percentile", "run"]
+__all__ = ["LINE", "SAGA_COUNTS", "BlockingSubject", "Subject", "cpu_seconds", "floor_samples", "percentile", "run", "throughput"]
 
 SAGA_COUNTS = (1, 8, 64, 256)
 # What a typical intent record weighs on disk; the floor writes one such line.
-_LINE = (
+LINE = (
     b'{"digest":"' + b"d" * 64 + b'","prev":"' + b"p" * 64 + b'","saga":"' + b"s" * 32
     + b'","seq":1,"step":1,"ts":1700000000000000,"type":"STEP_INTENT","body":{"args":{},'
     b'"compensation":null,"fallback":false,"op":"' + b"o" * 32 + b'","semantics":"COMPENSABLE",'
@@ -65,6 +67,14 @@ class Subject(Protocol):
     def reversible_sync(self, saga: Any, tool: Callable[[], int], inline: bool) -> Awaitable[Any]: ...
 
 
+class BlockingSubject(Subject, Protocol):
+    """A subject that also has a blocking face."""
+
+    def sync_scope(self, wal: Any) -> AbstractContextManager[Any]: ...
+
+    def durable_step_sync(self, saga: Any) -> Any: ...
+
+
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -76,13 +86,13 @@ def cpu_seconds() -> tuple[float, float]:
     return usage.ru_utime, usage.ru_stime
 
 
-def _floor(directory: Path, n: int) -> list[float]:
+def floor_samples(directory: Path, n: int) -> list[float]:
     fd = os.open(directory / "floor.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     samples = []
     try:
         for _ in range(n):
             t0 = time.perf_counter()
-            os.write(fd, _LINE)
+            os.write(fd, LINE)
             os.fdatasync(fd)
             samples.append(time.perf_counter() - t0)
     finally:
@@ -100,7 +110,17 @@ async def _durable_block(subject: Subject, wal: Any, n: int) -> list[float]:
     return samples
 
 
-async def _throughput(subject: Subject, wal: Any, sagas: int, steps_each: int) -> dict[str, float]:
+def _durable_sync_block(subject: BlockingSubject, wal: Any, n: int) -> list[float]:
+    samples = []
+    with subject.sync_scope(wal) as saga:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            subject.durable_step_sync(saga)
+            samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def throughput(subject: Subject, wal: Any, sagas: int, steps_each: int) -> dict[str, float]:
     async def one() -> None:
         async with subject.scope(wal) as saga:
             for _ in range(steps_each):
@@ -187,17 +207,27 @@ async def run(subject: Subject, directory: Path, steps: int) -> dict[str, Any]:
         lat: list[float] = []
         block = max(10, steps // 10)
         for _ in range(steps // block):
-            floor += _floor(directory, block)
+            floor += floor_samples(directory, block)
             lat += await _durable_block(subject, wal, block)
         results["floor_p50_ms"] = percentile(floor, 0.5) * 1e3
         results["floor_p99_ms"] = percentile(floor, 0.99) * 1e3
         results["durable_p50_ms"] = percentile(lat, 0.5) * 1e3
         results["durable_p99_ms"] = percentile(lat, 0.99) * 1e3
         results["durable_ratio_to_floor"] = results["durable_p50_ms"] / results["floor_p50_ms"]
+        results["durable_sync"] = None
+        if hasattr(subject, "durable_step_sync"):
+            floor, lat = [], []
+            for _ in range(steps // block):
+                floor += floor_samples(directory, block)
+                lat += await asyncio.to_thread(_durable_sync_block, subject, wal, block)
+            results["durable_sync"] = {
+                "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
+                "ratio_to_floor": percentile(lat, 0.5) / percentile(floor, 0.5),
+            }
         results["throughput"] = {}
         for sagas in SAGA_COUNTS:
             steps_each = max(4, (steps * 4) // sagas)
-            results["throughput"][str(sagas)] = await _throughput(subject, wal, sagas, steps_each)
+            results["throughput"][str(sagas)] = await throughput(subject, wal, sagas, steps_each)
         results["reversible"] = await _reversible(subject, wal, steps * 4)
     finally:
         gc.enable()

@@ -1,0 +1,61 @@
+"""The benchmarks in bench/ keep running and keep printing every figure docs/BENCHMARKS.md reports.
+
+Only shapes and counts are checked (no timing): a benchmark that broke, or silently
+stopped measuring a figure, fails here rather than on the day someone needs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+
+
+def _run(script: str, *args: str, cwd: Path) -> Any:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--json", "--dir", str(cwd), *args],
+        capture_output=True, text=True, timeout=300, check=False, cwd=BENCH,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_bench_wal_prints_every_figure(tmp_path: Path) -> None:
+    (run,) = _run("bench_wal.py", "--steps", "20", cwd=tmp_path)
+    for key in ("floor_p50_ms", "durable_p50_ms", "durable_p99_ms", "durable_ratio_to_floor"):
+        assert run[key] > 0, key
+    assert run["durable_sync"]["ratio_to_floor"] > 0
+    rows = run["throughput"]
+    assert sorted(rows, key=int) == ["1", "8", "64", "256"]
+    # One saga: every step's intent needs its own flush. Many: they share flushes.
+    assert rows["1"]["fsyncs_per_step"] >= 0.9
+    assert rows["256"]["fsyncs_per_step"] < 0.5
+    for row in rows.values():
+        assert row["steps_per_s"] > 0 and row["cpu_us_per_step"] + 1e-6 >= row["user_us_per_step"] >= 0
+    assert set(run["reversible"]) == {"async", "sync_inline", "sync_thread", "thread_hop_alone"}
+    assert all(fig["p99_us"] >= fig["p50_us"] for fig in run["reversible"].values())
+
+
+def test_bench_floors_prints_every_part(tmp_path: Path) -> None:
+    run = _run("bench_floors.py", "--n", "20", cwd=tmp_path)
+    assert list(run["disk"]) == ["inline", "thread", "loop, parked", "loop, held"]
+    assert run["disk"]["inline"]["ratio"] == 1.0
+    assert all(row["p50_us"] > 0 and isinstance(row["cpu_us"], float) for row in run["disk"].values())
+    assert set(run["engine_no_disk_cpu_us"]) == set(run["engine_no_disk_await_cpu_us"]) == {"1", "256"}
+    assert run["codec_us_per_record"] > 0 and run["asyncio_await_cpu_us"] > 0
+
+
+def test_trace_step_times_every_interval(tmp_path: Path) -> None:
+    run = _run("trace_step.py", "--steps", "20", cwd=tmp_path)
+    assert run["steps_traced"] == 20  # every step passed through every hand-off
+    intervals = run["intervals_p50_us"]
+    assert len(intervals) == 7 and all(value > 0 for value in intervals.values())
+    assert intervals["fdatasync"] < run["step_p50_us"]
