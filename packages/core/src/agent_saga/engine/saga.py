@@ -53,7 +53,7 @@ from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
-from agent_saga.ids import new_saga_id, operation_id
+from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import redact_args
@@ -110,10 +110,7 @@ class Step:
 
     def _keys(self) -> tuple[str, str]:
         if self._ids is None:
-            self._ids = (
-                operation_id(self.saga_id, self.index, self.tool, "forward"),
-                operation_id(self.saga_id, self.index, self.tool, "compensate"),
-            )
+            self._ids = step_keys(self.saga_id, self.index, self.tool)
         return self._ids
 
 
