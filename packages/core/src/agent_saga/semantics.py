@@ -179,7 +179,7 @@ class Compensation:
         if self.description:
             return self.description
         name = self.handler or getattr(self.fn, "__qualname__", repr(self.fn))
-        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        args = ", ".join([f"{k}={v!r}" for k, v in self.kwargs.items()])
         return f"{name}({args})"
 
 
