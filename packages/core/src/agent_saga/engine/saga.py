@@ -458,7 +458,7 @@ class Saga:
         if durable:
             op, undo_key = step._keys()
             if compensate is not None:
-                prebuilt = self._prebuild(compensate, opts, tool, undo_key)
+                prebuilt = self._prebuild(compensate, tool, undo_key)
             intent: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "op": op, "args": logged_args,
                 "compensation": describe(prebuilt), "fallback": via_fallback,
@@ -503,7 +503,7 @@ class Saga:
                 if not durable:
                     # Nothing had to reach the disk before the call, so a declared
                     # known-before undo is built only now that it is needed.
-                    prebuilt = self._prebuild(compensate, opts, tool, step.compensation_key)
+                    prebuilt = self._prebuild(compensate, tool, step.compensation_key)
                 step.compensation = prebuilt
                 self._append(R.STEP_UNKNOWN, {
                     "tool": tool, "semantics": sem, "op": step.operation_id,
@@ -636,14 +636,16 @@ class Saga:
 
     @staticmethod
     def _prebuild(
-        compensate: CompensationFactory | Compensation | None, opts: StepOptions, tool: str, key: str
+        compensate: CompensationFactory | Compensation | None, tool: str, key: str
     ) -> Compensation | None:
         """The undo when it is declared known before the call; None otherwise (never a probe)."""
         if compensate is None:
             return None
         if isinstance(compensate, Compensation):
             return _normalize(compensate, tool, key)
-        if opts.known_before_call or getattr(compensate, "known_before_call", False):
+        # The step's opts.compensate when one was given, else an @inverse_of factory: asking
+        # the factory itself is all StepOptions.known_before_call would ask.
+        if getattr(compensate, "known_before_call", False):
             return _normalize(compensate(None), tool, key)
         return None
 
