@@ -179,8 +179,10 @@ class Compensation:
         if self.description:
             return self.description
         name = self.handler or getattr(self.fn, "__qualname__", repr(self.fn))
-        args = ", ".join([f"{k}={v!r}" for k, v in self.kwargs.items()])
-        return f"{name}({args})"
+        parts = []  # a loop, not a comprehension: on 3.11 that is one frame fewer per step
+        for key, value in self.kwargs.items():
+            parts.append(f"{key}={value!r}")
+        return f"{name}({', '.join(parts)})"
 
 
 @dataclass(frozen=True, slots=True)
