@@ -12,7 +12,7 @@ from agent_saga.ids import operation_id, step_keys
 
 def test_operation_id_is_the_documented_digest() -> None:
     # Recovery in another process (or another version) derives the same key: pin the recipe.
-    expected = hashlib.sha256("s1\x1f3\x1fstripe.charge\x1fforward".encode()).hexdigest()[:32]
+    expected = hashlib.sha256(b"s1\x1f3\x1fstripe.charge\x1fforward").hexdigest()[:32]
     assert operation_id("s1", 3, "stripe.charge", "forward") == expected
 
 

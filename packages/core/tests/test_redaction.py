@@ -98,6 +98,5 @@ def test_a_compensation_refuses_exactly_what_the_full_checks_refuse(kwargs: dict
     except CredentialError as err:
         got = str(err)
     except CompensationError as err:
-        assert "JSON round trip" in str(err)
-        got = "JSON round trip"
+        got = "JSON round trip" if "JSON round trip" in str(err) else str(err)
     assert got == expected

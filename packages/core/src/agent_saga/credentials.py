@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 import threading
-from math import isfinite
 from collections.abc import Callable, Iterator, Mapping
+from math import isfinite
 from typing import Any
 
 from agent_saga.errors import ConfigurationError

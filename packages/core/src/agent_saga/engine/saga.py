@@ -132,7 +132,9 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
     """Turn what a compensate= factory returned into a Compensation (or refuse it)."""
     if value is None:
         return None
-    if not isinstance(value, Compensation):
+    if isinstance(value, Compensation):
+        comp = value
+    else:
         if not isinstance(value, Mapping):
             raise CompensationError(
                 f"compensate= for {tool!r} must return a Compensation (or a dict naming a registered "
@@ -151,23 +153,23 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
             fn = resolve(handler)
         except KeyError as err:
             raise CompensationError(str(err.args[0])) from None
-        value = Compensation(
+        comp = Compensation(
             fn=fn, handler=handler, kwargs=value.get("kwargs") or {},
             description=str(value.get("description", "")),
         )
-    if value.handler is not None and value.fn is not None:
+    if comp.handler is not None and comp.fn is not None:
         try:
-            registered_fn = resolve(value.handler)
+            registered_fn = resolve(comp.handler)
         except KeyError:
             registered_fn = None
-        if registered_fn is not None and registered_fn != value.fn:  # == : bound methods are fresh objects
+        if registered_fn is not None and registered_fn != comp.fn:  # == : bound methods are fresh objects
             raise CompensationError(
-                f"compensation for {tool!r} runs {getattr(value.fn, '__qualname__', value.fn)!r} in "
-                f"process but names handler {value.handler!r}, which is registered to "
+                f"compensation for {tool!r} runs {getattr(comp.fn, '__qualname__', comp.fn)!r} in "
+                f"process but names handler {comp.handler!r}, which is registered to "
                 f"{getattr(registered_fn, '__qualname__', registered_fn)!r}; the recovery daemon "
                 "would run a different function. Use the registered function or another name"
             )
-    return value if value.idempotency_key is not None else value.with_key(key)
+    return comp if comp.idempotency_key is not None else comp.with_key(key)
 
 
 class Saga:
