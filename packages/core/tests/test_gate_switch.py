@@ -204,6 +204,24 @@ def test_grace_zero_fails_closed_at_once_and_an_unread_store_has_no_grace(tmp_pa
         sw.check(req("db.read"))
 
 
+def test_between_polls_a_step_gets_the_last_answer_read_a_refusal_included(tmp_path: Path) -> None:
+    """Each step asks; between two reads the cached answer holds, whichever it was."""
+    clock, path = Clock(), tmp_path / "switch.json"
+    path.mkdir()  # unreadable from the start
+    sw = KillSwitch(FileSwitchStore(path), grace=0, poll_interval=60, clock=clock)
+    for _ in range(2):  # the second check is inside the poll window: still refused
+        with pytest.raises(StepRefused, match="never read"):
+            sw.check(req("db.read"))
+    path.rmdir()
+    clock.advance(61)
+    sw.check(req("db.read"))  # read again: readable and empty
+    KillSwitch(FileSwitchStore(path)).halt(reason="incident", by="soc")  # another process's lever
+    clock.advance(30)
+    sw.check(req("db.read"))  # within the window: the last read (no halt) holds
+    clock.advance(31)
+    assert refused(sw, "db.read")
+
+
 def test_the_default_gate_enforces_the_switch_but_no_policy_by_surprise() -> None:
     sent: list[str] = []
     with saga_scope(MemoryWAL()) as s:  # no gate given, nothing configured

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from types import MappingProxyType
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_saga.credentials import CredentialError, assert_no_secrets
+from agent_saga.credentials import CredentialError, assert_no_secrets, plain_and_clean
+from agent_saga.errors import CompensationError
 from agent_saga.redaction import REDACTED, looks_secret, redact_args
+from agent_saga.semantics import Compensation, json_roundtrips
 
 
 @pytest.mark.parametrize(
@@ -65,3 +68,35 @@ def test_the_quick_check_of_flat_kwargs_never_passes_what_the_full_walk_refuses(
         refused = True
     with pytest.raises(CredentialError) if refused else nullcontext():
         assert_no_secrets(kwargs)
+
+
+flat_kwargs = st.dictionaries(
+    secretish_names | st.text(max_size=8) | st.integers(),
+    secretish_values | st.tuples(st.integers()) | st.just(float("nan")) | st.just(float("inf")),
+    max_size=5,
+)
+
+
+def _full_checks(kwargs: dict[object, object], where: str) -> str | None:
+    """The error the full checks give (the secret walk, then the JSON round trip), or None."""
+    try:
+        assert_no_secrets(MappingProxyType(kwargs), where=where)  # not a dict: never the fast path
+    except CredentialError as err:
+        return str(err)
+    return None if json_roundtrips(kwargs) else "JSON round trip"
+
+
+@given(flat_kwargs)
+def test_a_compensation_refuses_exactly_what_the_full_checks_refuse(kwargs: dict[object, object]) -> None:
+    """Flat kwargs skip both walks on every step; the short cut never passes what a walk refuses."""
+    expected = _full_checks(kwargs, "kwargs of compensation handler 'x.undo'")
+    if plain_and_clean(kwargs):
+        assert expected is None
+    try:
+        Compensation(fn=print, handler="x.undo", kwargs=kwargs)
+        got = None
+    except CredentialError as err:
+        got = str(err)
+    except CompensationError as err:
+        got = "JSON round trip" if "JSON round trip" in str(err) else str(err)
+    assert got == expected

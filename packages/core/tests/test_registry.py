@@ -155,6 +155,24 @@ def test_unregister_drops_pairings() -> None:
     assert inverse_for(charge) is None
 
 
+def test_a_pairing_made_after_a_function_was_first_asked_about_is_found() -> None:
+    async def charge() -> dict[str, str]:
+        return {"id": "x"}
+
+    assert inverse_for(charge) is None  # asked on every step: the answer is never kept
+
+    @inverse_of(charge, maps={"charge_id": "id"})
+    @compensator("reg.late")
+    def refund(charge_id: str) -> None: ...
+
+    try:
+        factory = inverse_for(charge)
+        assert factory is not None and dict(factory({"id": "ch_2"}).kwargs) == {"charge_id": "ch_2"}
+    finally:
+        unregister("reg.late")
+    assert inverse_for(charge) is None
+
+
 def test_delete_by_takes_a_scalar_or_the_id_field() -> None:
     @compensator("reg.delete")
     def delete(record_id: str, idempotency_key: str | None = None) -> None: ...

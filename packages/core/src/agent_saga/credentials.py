@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from math import isfinite
 from typing import Any
 
 from agent_saga.errors import ConfigurationError
@@ -33,6 +34,7 @@ __all__ = [
     "assert_no_secrets",
     "credential_ref",
     "is_credential_ref",
+    "plain_and_clean",
     "resolve_credentials",
     "scrub",
     "set_credential_resolver",
@@ -41,7 +43,9 @@ __all__ = [
 #: The single key of a reference's JSON form: ``{"$credential_ref": "stripe_prod"}``.
 REF_KEY = "$credential_ref"
 
-# Shapes of well-known secrets, for values that sit under an innocent-looking name.
+# Shapes of well-known secrets, for values that sit under an innocent-looking name. Every
+# alternative is anchored at the start, so ``match`` (one attempt) is what is meant, not
+# ``search`` (an attempt at every position of a long value).
 _SECRET_VALUES = re.compile(
     r"^(sk|rk|pk)_(live|test)_[A-Za-z0-9]{8,}|^AKIA[0-9A-Z]{16}$|^(ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{20,}"
     r"|^xox[abposr]-[A-Za-z0-9-]{10,}|^Bearer\s+\S{8,}|^-----BEGIN [A-Z ]*PRIVATE KEY-----"
@@ -143,7 +147,7 @@ def assert_no_secrets(value: Any, *, where: str = "value") -> None:
     key) under any name. Call it where a value is about to become durable: the
     library calls it on every compensation's kwargs.
     """
-    if type(value) is dict and _flat_and_clean(value):
+    if type(value) is dict and plain_and_clean(value):
         return
     for path, name, item in _walk(value, where):
         if name is not None and looks_secret(name) and item not in (None, "") and not is_credential_ref(item) \
@@ -152,31 +156,35 @@ def assert_no_secrets(value: Any, *, where: str = "value") -> None:
                 f"{path} looks like a secret ({name!r}); pass credential_ref('<name>') instead and resolve it "
                 "with set_credential_resolver(), so the secret never enters the log"
             )
-        if isinstance(item, str) and _SECRET_VALUES.search(item):
+        if isinstance(item, str) and _SECRET_VALUES.match(item):
             raise CredentialError(
                 f"{path} holds a value shaped like a secret key or token; pass credential_ref('<name>') "
                 "instead, so the secret never enters the log"
             )
 
 
-_SCALARS = (int, float, bool, type(None))
+def plain_and_clean(kwargs: dict[Any, Any]) -> bool:
+    """True for the usual kwargs: str names, flat JSON scalars, nothing secret-looking.
 
-
-def _flat_and_clean(kwargs: dict[Any, Any]) -> bool:
-    """True for the usual kwargs, flat scalars with nothing secret-looking: a fast yes.
-
-    Anything else (nesting, a reference, a suspect) is left to the full walk, which
-    also words the error.
+    A fast yes for both checks a compensation's kwargs go through on every step:
+    such kwargs pass :func:`assert_no_secrets` and survive a JSON round trip (str,
+    int, bool, None, finite floats). Anything else (nesting, a reference, a suspect,
+    a name that is not a str) is left to the full checks, which also word the error.
     """
     for name, item in kwargs.items():
+        if type(name) is not str:
+            return False
         kind = type(item)
         if kind is str:
-            if _SECRET_VALUES.search(item) or (item and looks_secret(str(name))):
+            if item and (looks_secret(name) or _SECRET_VALUES.match(item)):
                 return False
-        elif kind in _SCALARS:
-            if item is not None and looks_secret(str(name)):
+        elif kind is int or kind is bool:
+            if looks_secret(name):
                 return False
-        else:
+        elif kind is float:
+            if not isfinite(item) or looks_secret(name):
+                return False
+        elif item is not None:
             return False
     return True
 

@@ -13,6 +13,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import FunctionType
 from typing import Any, TypeVar
 
 from agent_saga.errors import CompensationError, ConfigurationError
@@ -277,6 +278,10 @@ def inverse_for(forward: Callable[..., Any]) -> CompensationFactory | None:
     Found on the function itself or on what it wraps (``functools.wraps``'s
     ``__wrapped__``, a ``partial``'s ``func``, a bound method's ``__func__``).
     """
+    if type(forward) is FunctionType and not forward.__dict__:
+        # A plain function carries its pairing and what it wraps (__wrapped__) as
+        # attributes: with none, it has neither. Asked on every step without compensate=.
+        return None
     seen: set[int] = set()
     target: Any = forward
     while target is not None and id(target) not in seen:

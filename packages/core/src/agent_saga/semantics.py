@@ -8,9 +8,10 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from math import isfinite
 from typing import Any
 
-from agent_saga.credentials import assert_no_secrets
+from agent_saga.credentials import assert_no_secrets, plain_and_clean
 from agent_saga.errors import CompensationError, ConfigurationError
 
 __all__ = [
@@ -101,7 +102,7 @@ def json_roundtrips(value: Any) -> bool:
         if kind in _SCALARS:
             continue
         if kind is float:
-            if item != item or item in (float("inf"), float("-inf")):
+            if not isfinite(item):
                 return False
         elif kind is dict:
             if not all(type(k) is str for k in item):
@@ -149,6 +150,8 @@ class Compensation:
         if self.handler is not None:
             if not isinstance(self.handler, str) or not self.handler:
                 raise CompensationError(f"handler must be a non-empty name, got {self.handler!r}")
+            if plain_and_clean(kwargs):  # the usual flat kwargs: both checks below would pass
+                return
             # These kwargs are written to the log: a secret belongs there only as a reference.
             assert_no_secrets(kwargs, where=f"kwargs of compensation handler {self.handler!r}")
             if not json_roundtrips(kwargs):
@@ -176,8 +179,10 @@ class Compensation:
         if self.description:
             return self.description
         name = self.handler or getattr(self.fn, "__qualname__", repr(self.fn))
-        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
-        return f"{name}({args})"
+        parts = []  # a loop, not a comprehension: on 3.11 that is one frame fewer per step
+        for key, value in self.kwargs.items():
+            parts.append(f"{key}={value!r}")
+        return f"{name}({', '.join(parts)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,10 +184,13 @@ def drive_sync(protocol: Protocol[T]) -> T:
 # -- awaiting side --------------------------------------------------------------------
 
 
+_CO_COROUTINE = inspect.CO_COROUTINE
+
+
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
     code = getattr(fn, "__code__", None)
-    if code is not None:  # a plain function: read the flag directly (the hot path)
-        return bool(code.co_flags & inspect.CO_COROUTINE)
+    if code is not None:  # a plain function: read the flag directly
+        return bool(code.co_flags & _CO_COROUTINE)
     return inspect.iscoroutinefunction(fn)
 
 
@@ -226,10 +229,12 @@ async def drive_async(protocol: Protocol[T]) -> T:
         value, error = None, None
         try:
             if isinstance(op, Call):
-                if op.timeout is None and _is_coroutine_function(op.fn):
-                    value = await op.fn(**op.kwargs)  # the common case, without another coroutine
+                fn = op.fn
+                code = getattr(fn, "__code__", None)  # a plain async function: the common case
+                if op.timeout is None and code is not None and code.co_flags & _CO_COROUTINE:
+                    value = await fn(**op.kwargs)  # without another coroutine or call
                 else:
-                    value = await _call_async(op)
+                    value = await _call_async(op)  # (which also knows partials and other callables)
             elif isinstance(op, Barrier):
                 await op.wal.barrier_async(op.ticket)
             elif isinstance(op, Check):

@@ -130,12 +130,11 @@ class StepOptions:
         What every front door calls with what its caller gave it: an unknown option is
         refused by name, and a missing ``semantics`` says how to declare one.
         """
-        if more:
+        if more and not more.keys() <= _NAMES:
             unknown = sorted(set(more) - _NAMES)
-            if unknown:
-                raise ConfigurationError(
-                    f"unknown step option(s) {unknown}; the options are: semantics, {', '.join(sorted(_NAMES))}"
-                )
+            raise ConfigurationError(
+                f"unknown step option(s) {unknown}; the options are: semantics, {', '.join(sorted(_NAMES))}"
+            )
         if options is None:
             if semantics is None:
                 raise ConfigurationError(

@@ -53,7 +53,7 @@ from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
-from agent_saga.ids import new_saga_id, operation_id
+from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import redact_args
@@ -110,10 +110,7 @@ class Step:
 
     def _keys(self) -> tuple[str, str]:
         if self._ids is None:
-            self._ids = (
-                operation_id(self.saga_id, self.index, self.tool, "forward"),
-                operation_id(self.saga_id, self.index, self.tool, "compensate"),
-            )
+            self._ids = step_keys(self.saga_id, self.index, self.tool)
         return self._ids
 
 
@@ -135,8 +132,14 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
     """Turn what a compensate= factory returned into a Compensation (or refuse it)."""
     if value is None:
         return None
-    # The concrete class first: isinstance against the Mapping ABC costs ~0.4 µs per step.
-    if not isinstance(value, Compensation) and isinstance(value, Mapping):
+    if isinstance(value, Compensation):
+        comp = value
+    else:
+        if not isinstance(value, Mapping):
+            raise CompensationError(
+                f"compensate= for {tool!r} must return a Compensation (or a dict naming a registered "
+                f"handler), but it returned {type(value).__name__}: {value!r}"
+            )
         handler = value.get("handler")
         if not isinstance(handler, str):
             raise CompensationError(
@@ -150,28 +153,23 @@ def _normalize(value: Any, tool: str, key: str) -> Compensation | None:
             fn = resolve(handler)
         except KeyError as err:
             raise CompensationError(str(err.args[0])) from None
-        value = Compensation(
+        comp = Compensation(
             fn=fn, handler=handler, kwargs=value.get("kwargs") or {},
             description=str(value.get("description", "")),
         )
-    if not isinstance(value, Compensation):
-        raise CompensationError(
-            f"compensate= for {tool!r} must return a Compensation (or a dict naming a registered "
-            f"handler), but it returned {type(value).__name__}: {value!r}"
-        )
-    if value.handler is not None and value.fn is not None:
+    if comp.handler is not None and comp.fn is not None:
         try:
-            registered_fn = resolve(value.handler)
+            registered_fn = resolve(comp.handler)
         except KeyError:
             registered_fn = None
-        if registered_fn is not None and registered_fn != value.fn:  # == : bound methods are fresh objects
+        if registered_fn is not None and registered_fn != comp.fn:  # == : bound methods are fresh objects
             raise CompensationError(
-                f"compensation for {tool!r} runs {getattr(value.fn, '__qualname__', value.fn)!r} in "
-                f"process but names handler {value.handler!r}, which is registered to "
+                f"compensation for {tool!r} runs {getattr(comp.fn, '__qualname__', comp.fn)!r} in "
+                f"process but names handler {comp.handler!r}, which is registered to "
                 f"{getattr(registered_fn, '__qualname__', registered_fn)!r}; the recovery daemon "
                 "would run a different function. Use the registered function or another name"
             )
-    return value if value.idempotency_key is not None else value.with_key(key)
+    return comp if comp.idempotency_key is not None else comp.with_key(key)
 
 
 class Saga:
@@ -458,10 +456,13 @@ class Saga:
 
         # The undo declared known before the call is what rescues an UNKNOWN outcome.
         durable = sem is not _REVERSIBLE
-        prebuilt = self._prebuild(compensate, opts, tool, step.compensation_key) if durable else None
+        prebuilt = None
         if durable:
+            op, undo_key = step._keys()
+            if compensate is not None:
+                prebuilt = self._prebuild(compensate, tool, undo_key)
             intent: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "op": step.operation_id, "args": logged_args,
+                "tool": tool, "semantics": sem, "op": op, "args": logged_args,
                 "compensation": describe(prebuilt), "fallback": via_fallback,
             }
             recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
@@ -471,7 +472,7 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
-            ticket = self._append(R.STEP_INTENT, intent, index)
+            ticket = self.wal.append(R.STEP_INTENT, self.saga_id, intent, index)
             try:
                 yield Barrier(self.wal, ticket)
             except BaseException as err:
@@ -504,7 +505,7 @@ class Saga:
                 if not durable:
                     # Nothing had to reach the disk before the call, so a declared
                     # known-before undo is built only now that it is needed.
-                    prebuilt = self._prebuild(compensate, opts, tool, step.compensation_key)
+                    prebuilt = self._prebuild(compensate, tool, step.compensation_key)
                 step.compensation = prebuilt
                 self._append(R.STEP_UNKNOWN, {
                     "tool": tool, "semantics": sem, "op": step.operation_id,
@@ -522,7 +523,8 @@ class Saga:
             # the fallback is a step of its own, undone like any other.
             fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
             return (yield from self._step(tool, opts.fallback_action, args, fallback_opts, True))
-        self._observe(request, None)
+        if gate is not None and request is not None:
+            gate.observe(request, None)
 
         problem: CompensationError | None = None
         comp: Compensation | None = None
@@ -540,13 +542,13 @@ class Saga:
             }
             if opts.origin is not None:
                 body["origin"] = opts.origin
-        else:
-            body = {"op": step.operation_id, "compensation": describe(comp)}
+        else:  # durable: op was derived for the intent
+            body = {"op": op, "compensation": describe(comp)}
         if step.reconciled:
             body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
             body["problem"] = str(problem)
-        ticket = self._append(R.STEP_COMMITTED, body, index)
+        ticket = self.wal.append(R.STEP_COMMITTED, self.saga_id, body, index)
         if observed is not None:
             observed.end(StepEnd(StepState.COMMITTED, problem, result))
         if problem is not None:
@@ -636,14 +638,16 @@ class Saga:
 
     @staticmethod
     def _prebuild(
-        compensate: CompensationFactory | Compensation | None, opts: StepOptions, tool: str, key: str
+        compensate: CompensationFactory | Compensation | None, tool: str, key: str
     ) -> Compensation | None:
         """The undo when it is declared known before the call; None otherwise (never a probe)."""
         if compensate is None:
             return None
         if isinstance(compensate, Compensation):
             return _normalize(compensate, tool, key)
-        if opts.known_before_call or getattr(compensate, "known_before_call", False):
+        # The step's opts.compensate when one was given, else an @inverse_of factory: asking
+        # the factory itself is all StepOptions.known_before_call would ask.
+        if getattr(compensate, "known_before_call", False):
             return _normalize(compensate(None), tool, key)
         return None
 
