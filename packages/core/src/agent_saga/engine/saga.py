@@ -472,7 +472,7 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
-            ticket = self.wal.append(R.STEP_INTENT, self.saga_id, intent, index)
+            ticket = self._append(R.STEP_INTENT, intent, index)
             try:
                 yield Barrier(self.wal, ticket)
             except BaseException as err:
@@ -523,8 +523,7 @@ class Saga:
             # the fallback is a step of its own, undone like any other.
             fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
             return (yield from self._step(tool, opts.fallback_action, args, fallback_opts, True))
-        if gate is not None and request is not None:
-            gate.observe(request, None)
+        self._observe(request, None)
 
         problem: CompensationError | None = None
         comp: Compensation | None = None
@@ -548,7 +547,7 @@ class Saga:
             body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
             body["problem"] = str(problem)
-        ticket = self.wal.append(R.STEP_COMMITTED, self.saga_id, body, index)
+        ticket = self._append(R.STEP_COMMITTED, body, index)
         if observed is not None:
             observed.end(StepEnd(StepState.COMMITTED, problem, result))
         if problem is not None:
