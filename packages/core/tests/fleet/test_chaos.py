@@ -124,7 +124,8 @@ def test_sagas_survive_server_restarts_with_nothing_lost_doubled_or_unaccounted(
     record_property("chaos", figures)
 
     # Nothing lost, nothing twice: one chain, contiguous sequence, each record of a saga once.
-    assert verify_records(records).status == "intact"
+    chain = verify_records(records)
+    assert chain.status == "intact", chain  # the report names the first record that breaks it
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
     keys = [(r["saga"], r["type"], r.get("step"), r["body"].get("attempt")) for r in records]
     assert len(keys) == len(set(keys))
