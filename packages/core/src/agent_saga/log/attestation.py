@@ -171,7 +171,7 @@ class OperatorKeys:
         """Why ``record`` (an attestation) is not signed by a trusted operator key ('' when it is)."""
         body = record.get("body")
         signed = body.get(SIGNATURE_FIELD) if isinstance(body, dict) else None
-        if not isinstance(signed, dict):
+        if not isinstance(body, dict) or not isinstance(signed, dict):
             return (
                 "it carries no operator signature: anyone who can write the log could have written it "
                 f"(attestations are signed by a key listed in {self.location})"

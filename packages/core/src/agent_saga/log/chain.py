@@ -651,7 +651,7 @@ def _compaction_problem(body: Mapping[str, Any], seq: int, chained: bool) -> str
             and all(_is_int(item.get(k)) for k in ("first", "last", "count"))
             and after < item["first"] <= item["last"] < seq
             and item["count"] == item["last"] - item["first"] + 1
-            and (item.get("last_hash") is None and not chained or _HEX64.match(str(item.get("last_hash"))))
+            and ((item.get("last_hash") is None and not chained) or _HEX64.match(str(item.get("last_hash"))))
             and _HEX64.match(str(item.get("hashes_sha256")))
         )
         if not ok:
@@ -707,7 +707,7 @@ def _terminal_problem(
     rtype, tbody = t.get("type"), t.get("body")
     if rtype == _COMPLETED:
         return ""
-    if rtype == _ROLLED_BACK and (isinstance(tbody, dict) and tbody.get("clean") is True or "enc" in t):
+    if rtype == _ROLLED_BACK and ((isinstance(tbody, dict) and tbody.get("clean") is True) or "enc" in t):
         return ""  # an encrypted body is not readable here: the operator's signature vouches for it
     what = "a SAGA_ROLLED_BACK that is not clean" if rtype == _ROLLED_BACK else f"a {rtype}"
     return (
