@@ -298,7 +298,7 @@ def test_the_cli_refuses_a_log_whose_dead_saga_was_hidden(tmp_path: Path, signer
     assert named in exported.stderr
     assert not (tmp_path / "bundle" / "records.jsonl").exists()
     recovered = cli("recover", "--import", "recovery_world", "--lease-grace", "0")
-    assert recovered.returncode != 0, recovered.stdout
+    assert recovered.returncode == 1, recovered.stdout + recovered.stderr
     assert named in recovered.stderr
     assert "nothing" not in recovered.stdout
     assert world.applied(world.entries(tmp_path), "refund") == []  # and nothing was guessed at
