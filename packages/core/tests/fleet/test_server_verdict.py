@@ -187,7 +187,7 @@ def test_a_dead_saga_hidden_behind_an_unsigned_compaction_stops_recovery(url: st
 
         wal._rewrite(hide)
         with RecoveryDaemon(url, clock=later, lease_grace=0) as daemon, pytest.raises(
-            ChainUnverified, match="the COMPACTION record at seq [0-9]+ cannot be trusted: it carries no operator"
+            ChainUnverified, match=r"the COMPACTION record at seq [0-9]+ cannot be trusted: it carries no operator"
         ):
             daemon.sweep()
         assert refunds == []
