@@ -274,7 +274,7 @@ class Attestations:
             return
         self._merged = None
         problem = self.keys.problem(r) or (
-            _redaction_problem(body, seq) if r["type"] == _REDACTION else _compaction_problem(body, seq, "hash" in r)
+            _redaction_problem(body, seq) if r["type"] == _REDACTION else _compaction_problem(body, seq)
         )
         if problem:
             self.rejected[seq] = f"the {r['type']} record at seq {seq} cannot be trusted: {problem}"
@@ -631,13 +631,14 @@ def _redaction_problem(body: Mapping[str, Any], seq: int) -> str:
     return ""
 
 
-def _compaction_problem(body: Mapping[str, Any], seq: int, chained: bool) -> str:
+def _compaction_problem(body: Mapping[str, Any], seq: int) -> str:
     """Why a signed COMPACTION body does not add up ('' when it does).
 
     Its ranges must be ascending and disjoint, below its own seq, each with a count
     matching it and (in a chained log) the hash of its last record; ``records`` must
     be their total; and ``sagas`` must account for every removed record, each saga
-    with its terminal record among the removed ones.
+    with its terminal record among the removed ones (checked against its own hash
+    and, where it ends a range, the attested one).
     """
     removed = body.get("removed")
     if not isinstance(removed, list) or not removed:
@@ -651,7 +652,9 @@ def _compaction_problem(body: Mapping[str, Any], seq: int, chained: bool) -> str
             and all(_is_int(item.get(k)) for k in ("first", "last", "count"))
             and after < item["first"] <= item["last"] < seq
             and item["count"] == item["last"] - item["first"] + 1
-            and ((item.get("last_hash") is None and not chained) or _HEX64.match(str(item.get("last_hash"))))
+            # None: the run ended in an unchained record (a partial log); a chained record after
+            # the gap then has nothing to link to, which the second pass reports.
+            and (item.get("last_hash") is None or _HEX64.match(str(item.get("last_hash"))))
             and _HEX64.match(str(item.get("hashes_sha256")))
         )
         if not ok:
@@ -678,7 +681,7 @@ def _compaction_problem(body: Mapping[str, Any], seq: int, chained: bool) -> str
         ):
             return f"it names a removed saga as {entry!r}; each needs a distinct 'saga', 'records' >= 1 and 'terminal'"
         seen.add(saga)
-        problem = _terminal_problem(entry.get("terminal"), saga, ranges, end_hash, chained)
+        problem = _terminal_problem(entry.get("terminal"), saga, ranges, end_hash)
         if problem:
             return f"removed saga {saga!r} {problem}"
         named += entry["records"]
@@ -687,9 +690,7 @@ def _compaction_problem(body: Mapping[str, Any], seq: int, chained: bool) -> str
     return ""
 
 
-def _terminal_problem(
-    t: object, saga: str, ranges: list[tuple[int, int]], end_hash: Mapping[int, Any], chained: bool
-) -> str:
+def _terminal_problem(t: object, saga: str, ranges: list[tuple[int, int]], end_hash: Mapping[int, Any]) -> str:
     """Why ``t`` is not ``saga``'s settled terminal record among the removed ones ('' when it is)."""
     if not isinstance(t, dict):
         return "is named without its terminal record (its SAGA_COMPLETED or clean SAGA_ROLLED_BACK)"
@@ -698,12 +699,12 @@ def _terminal_problem(
         return f"names a terminal record (seq {tseq!r}) that is not among the records removed"
     if t.get("saga") != saga:
         return f"names as its terminal record seq {tseq}, which belongs to saga {t.get('saga')!r}"
-    if chained:
-        problem = check_record(t) if "hash" in t else "it carries no hash"
+    if "hash" in t:
+        problem = check_record(t)
         if problem:
             return f"names a terminal record (seq {tseq}) that does not add up: {problem}"
-        if tseq in end_hash and end_hash[tseq] != t["hash"]:
-            return f"names a terminal record whose hash is not the attested hash of removed seq {tseq}"
+    if end_hash.get(tseq) is not None and end_hash[tseq] != t.get("hash"):
+        return f"names a terminal record whose hash is not the attested hash of removed seq {tseq}"
     rtype, tbody = t.get("type"), t.get("body")
     if rtype == _COMPLETED:
         return ""
