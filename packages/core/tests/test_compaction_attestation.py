@@ -16,13 +16,16 @@ import hashlib
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_support import untrusted_operator_key
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from operator_support import trusted_operator_key, untrusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, saga_scope
 from agent_saga.audit import certify_log, export_bundle, verify_log
@@ -302,3 +305,41 @@ def test_the_cli_refuses_a_log_whose_dead_saga_was_hidden(tmp_path: Path, signer
     assert named in recovered.stderr
     assert "nothing" not in recovered.stdout
     assert world.applied(world.entries(tmp_path), "refund") == []  # and nothing was guessed at
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _leaves(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _leaves(v, (*path, i))]
+    return [path]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pick=st.integers(0, 10_000))
+def test_any_change_to_a_signed_body_resealed_by_the_agent_is_a_break(pick: int) -> None:
+    """The signature covers the whole body: change any field, re-chain it correctly, and it no longer counts."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "log.wal"
+        key = trusted_operator_key(Path(tmp))
+        log_with_a_dead_saga_in_the_middle(path)
+        compact(path, signer=key)
+        records = list(read_records(path))
+        attestation = records[-1]
+        body = attestation["body"]
+        leaves = [p for p in _leaves(body) if p[0] != "signature"]
+        where = leaves[pick % len(leaves)]
+        parent = body
+        for part in where[:-1]:
+            parent = parent[part]
+        old = parent[where[-1]]
+        parent[where[-1]] = (not old if isinstance(old, bool) else old + 1 if isinstance(old, int)
+                             else (old or "") + "x" if isinstance(old, str) or old is None else old)
+        assert parent[where[-1]] != old
+        data, _, _ = seal([(attestation["seq"], attestation["ts"], "COMPACTION", "", None, body)],
+                          attestation["prev"], True)
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(b"".join(lines[:-1]) + data)
+        report = verify_log(path)
+        assert report.status == "broken", (where, report.format_text())
+        assert f"the COMPACTION record at seq {attestation['seq']} cannot be trusted" in report.reason
