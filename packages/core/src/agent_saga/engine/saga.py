@@ -12,6 +12,12 @@ Write-ahead protocol for a non-REVERSIBLE step:
 
 REVERSIBLE steps skip (2) and never wait on the disk.
 
+Rollback, newest step first: each undo's COMPENSATION_STARTED is made durable
+(with everything queued before it, so the previous undo's outcome, in one flush)
+before the undo is called, and the end record is waited for. A crash mid-rollback
+therefore leaves at most the one undo in flight without its outcome on disk: the
+only one the recovery daemon calls again (with the same idempotency key).
+
 A compensate factory is only ever called with the forward's actual result. An undo
 is "known before the call" only when declared so (a ``Compensation`` given
 directly, ``call_with``, an ``@inverse_of`` that needs no result field).
@@ -802,7 +808,13 @@ class Saga:
         comp = step.compensation
         assert comp is not None
         observed = self._observe_rollback(step)
-        self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler}, step.index)
+        ticket = self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler},
+                              step.index)
+        if self.wal.durable:
+            # No undo starts before every record ahead of it is on disk: the previous undo's
+            # outcome (and this one's intent, in the same flush). A crash then leaves at most
+            # this one undo unrecorded, the only one the daemon repeats (same key).
+            yield Barrier(self.wal, ticket)
         policy = self.compensation_retry
         attempt = 0
         secrets: list[str] = []
