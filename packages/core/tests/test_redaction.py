@@ -83,7 +83,7 @@ def _full_checks(kwargs: dict[object, object], where: str) -> str | None:
         assert_no_secrets(MappingProxyType(kwargs), where=where)  # not a dict: never the fast path
     except CredentialError as err:
         return str(err)
-    return None if json_roundtrips(kwargs) else "JSON round trip"
+    return None if json_roundtrips(kwargs, values=False) else "JSON round trip"
 
 
 @given(flat_kwargs)

@@ -27,6 +27,7 @@ __all__ = [
     "WALCorrupt",
     "WALError",
     "WALFull",
+    "WALRefused",
     "WALStalled",
 ]
 
@@ -134,6 +135,10 @@ class WALStalled(WALError):
 
 class WALFull(WALError):
     """The log's pending queue is full and the backpressure policy refuses new records."""
+
+
+class WALRefused(WALError, ValueError):
+    """One record was refused because the log cannot encode it; nothing was written, the log is intact."""
 
 
 class WALClosed(WALError):
