@@ -95,9 +95,8 @@ class SagaAborted(SagaError):
         self.cause = cause
         self.report = report
         verdict = "clean" if report.clean else "NOT clean"
-        super().__init__(
-            f"saga {report.saga_id} aborted by {type(cause).__name__}: {cause}; rollback {verdict}"
-        )
+        # report.cause is the cause as the rollback recorded it: secrets scrubbed (engine.saga).
+        super().__init__(f"saga {report.saga_id} aborted by {report.cause}; rollback {verdict}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.cause, self.report))

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 from agent_saga.approvals.entry import SHORT_ID, ApprovalEntry
 from agent_saga.approvals.errors import NotificationFailed
 from agent_saga.errors import ConfigurationError
+from agent_saga.redaction import remember_secret, scrub_text
 
 __all__ = ["ConsoleNotifier", "Notification", "Notifier", "WebhookNotifier"]
 
@@ -102,7 +103,16 @@ class WebhookNotifier:
         self.timeout = float(timeout)
         self.headers = dict(headers or {})
         # The webhook URL is a credential (anyone holding it can post): never print it whole.
-        self._shown = f"{parsed.scheme}://{parsed.netloc}"
+        # Shown as scheme://host[:port] only: no userinfo (its password), no path (its token).
+        host = parsed.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        self._shown = f"{parsed.scheme}://{host}" + (f":{port}" if port is not None else "")
+        remember_secret(parsed.password or "")
 
     def notify(self, notification: Notification) -> None:
         body = json.dumps(notification.payload()).encode()
@@ -117,7 +127,7 @@ class WebhookNotifier:
             err.close()
             raise NotificationFailed(f"webhook {self._shown} answered HTTP {err.code}") from None
         except (urllib.error.URLError, OSError, ValueError) as err:
-            reason = getattr(err, "reason", err)
+            reason = scrub_text(str(getattr(err, "reason", err))).replace(self.url, self._shown)
             raise NotificationFailed(f"webhook {self._shown} unreachable: {reason}") from None
         if not 200 <= status < 300:
             raise NotificationFailed(f"webhook {self._shown} answered HTTP {status}")

@@ -57,7 +57,7 @@ from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, inert_text, unencodable
 from agent_saga.log.records import RecordType as R
-from agent_saga.redaction import redact_args
+from agent_saga.redaction import redact_args, scrub_text
 from agent_saga.registry import CompensationFactory, inverse_for, reconciler_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -885,6 +885,8 @@ def _posture(gate: GatePort | None) -> Any:
 
 
 def _describe_error(err: BaseException) -> str:
-    # Error text becomes records: inert_text keeps a lone surrogate in it from breaking the log.
-    text = inert_text(str(err))
+    # Where error text becomes records, reports and SagaAborted's message: a secret this
+    # process knows (or a URL's password) echoed in it is scrubbed, and inert_text keeps
+    # a lone surrogate in it from breaking the log.
+    text = inert_text(scrub_text(str(err)))
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
