@@ -94,7 +94,7 @@ def redact_args(args: Mapping[str, Any], reveal: Collection[str] = ()) -> dict[s
             else:
                 out[name] = value
         else:
-            out[name] = _redact_value(value, 0, reveal)
+            out[name] = _redact(name, value, 0, reveal)
     return out
 
 
