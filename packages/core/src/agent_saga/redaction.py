@@ -86,7 +86,7 @@ def redact_args(args: Mapping[str, Any], reveal: Collection[str] = ()) -> dict[s
     for name, value in args.items():
         if name in reveal:
             out[name] = value
-        elif type(value) is str and "://" not in value or type(value) in _INERT:
+        elif (type(value) is str and "://" not in value) or type(value) in _INERT:
             # The usual flat values, without the walk's calls.
             if isinstance(name, str) and looks_secret(name):
                 remember_secret(value)
