@@ -19,7 +19,10 @@ from agent_saga.semantics import Compensation, json_roundtrips
     "name",
     ["api_key", "apiKey", "X-Api-Key", "password", "db_password", "auth_token", "token", "secret",
      "client_secret", "Authorization", "private_key", "aws_access_key_id", "refresh_token", "auth",
-     "session_id", "cookie", "stripeSecretKey"],
+     "session_id", "cookie", "stripeSecretKey",
+     # issue 25, item 8: names the word-by-word match did not know
+     "pass", "db_pass", "PWD", "passwd", "Set-Cookie", "api-key", "apikey", "x-api-key", "accessToken",
+     "secretKey", "access_key", "clientSecret"],
 )
 def test_secret_names_are_recognised(name: str) -> None:
     assert looks_secret(name)
