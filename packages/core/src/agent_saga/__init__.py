@@ -41,6 +41,7 @@ from agent_saga.errors import (
     ToolFailed,
     WALError,
     WALFull,
+    WALRefused,
     WALStalled,
 )
 from agent_saga.fleet import SagaFleet
@@ -175,6 +176,7 @@ __all__ = [
     "ToolFailed",
     "WALError",
     "WALFull",
+    "WALRefused",
     "WALStalled",
     "WebhookNotifier",
     "__version__",

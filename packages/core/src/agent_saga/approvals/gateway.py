@@ -53,6 +53,7 @@ from agent_saga.gate.stores import StoreUnavailable
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.log.records import RecordType
+from agent_saga.redaction import scrub_text
 
 __all__ = ["CLAIM_GRACE", "ApprovalGateway"]
 
@@ -152,7 +153,7 @@ class ApprovalGateway:
                     raise ApprovalNotFound(f"request {fresh.id} disappeared from the approval store {store.location}")
                 entry = seen
         except (StoreUnavailable, ApprovalNotFound) as err:
-            reason = f"approval store {store.location} failed: {err}"
+            reason = scrub_text(f"approval store {store.location} failed: {err}")
             yield from self._log_system_denial(wal, entry, reason)
             raise ApprovalUnavailable(f"{reason} -- denied, since a decision that cannot be read was not given") from err
 
@@ -190,7 +191,8 @@ class ApprovalGateway:
                 yield Call(partial(self.notifier.notify, notice), {})
             except Exception as err:  # noqa: BLE001 - any failure to tell a person denies
                 # Nobody was asked, so nobody can say yes: deny, and say why.
-                why = f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}"
+                # The reason becomes the denial's note (APPROVAL_DENIED, the exception): scrubbed.
+                why = scrub_text(f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}")
                 entry = yield Call(partial(store.update, rid, _deny_system(self.clock(), why)), {})
                 break
             entry = yield Call(partial(store.update, rid, _notified(level)), {})

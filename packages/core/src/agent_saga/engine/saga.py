@@ -61,8 +61,9 @@ from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
+from agent_saga.log.encodable import encodable, inert_text, unencodable
 from agent_saga.log.records import RecordType as R
-from agent_saga.redaction import redact_args
+from agent_saga.redaction import redact_args, scrub_text
 from agent_saga.registry import CompensationFactory, inverse_for, reconciler_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -327,7 +328,7 @@ class Saga:
         """
         with self._lock:
             self._unprotected.append(tool)
-        body: dict[str, Any] = {"tool": tool, "args": redact_args(args)}
+        body: dict[str, Any] = {"tool": tool, "args": encodable(redact_args(args))}
         if origin is not None:
             body["origin"] = origin
         self._append(R.STEP_UNPROTECTED, body)
@@ -342,7 +343,7 @@ class Saga:
         """
         self._failed(tool, refused)
         body: dict[str, Any] = {
-            "tool": tool, "semantics": None, "args": redact_args(args),
+            "tool": tool, "semantics": None, "args": encodable(redact_args(args)),
             "reason": refused.reason, "rule": refused.rule,
         }
         if origin is not None:
@@ -439,6 +440,13 @@ class Saga:
         try:
             if args or opts.policy_args:
                 logged_args = self._policed(tool, args, opts)
+                unfit = unencodable(logged_args, "args")
+                if unfit is not None:
+                    # Refused at the door, before the gate, the intent and any effect: one such
+                    # record would break the log's flush for every saga writing to it. The
+                    # refusal records the args with the bad parts replaced by marked text.
+                    logged_args = encodable(logged_args)
+                    raise StepRefused(tool, unfit, "unencodable")
             if gate is not None:
                 request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
                 if getattr(gate, "never_waits", False):
@@ -478,8 +486,8 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
-            ticket = self._append(R.STEP_INTENT, intent, index)
             try:
+                ticket = self._append(R.STEP_INTENT, intent, index)
                 yield Barrier(self.wal, ticket)
             except BaseException as err:
                 # The intent never became durable, so the effect never started.
@@ -538,17 +546,30 @@ class Saga:
                 comp = self._build(compensate, result, tool, step.compensation_key, sem)
             except CompensationError as err:
                 problem = err
+        described = describe(comp)
+        unfit = unencodable(described, "compensation") if comp is not None else None
+        if unfit is not None:
+            # The undo, built from the result, holds a value the log cannot hold (a NaN
+            # amount): the commit record still says what ran, with the undo marked as not
+            # replayable, and the step fails with its effect standing, so the rollback runs
+            # the undo here and now. Carrying on would leave an effect only this process
+            # can undo: a crash would orphan it. (Failing the commit record instead would
+            # lose the step from the log and break the log for every saga.)
+            described = encodable({**(described or {}), "kwargs": None, "recoverable": False})
+            problem = CompensationError(
+                f"{tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
+            )
         step.compensation = comp
         step.problem = str(problem) if problem else ""
         step.state = StepState.COMMITTED
         if sem is _REVERSIBLE:  # no intent record before it: this one says what ran
             body: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "args": logged_args, "compensation": describe(comp),
+                "tool": tool, "semantics": sem, "args": logged_args, "compensation": described,
             }
             if opts.origin is not None:
                 body["origin"] = opts.origin
         else:  # durable: op was derived for the intent
-            body = {"op": op, "compensation": describe(comp)}
+            body = {"op": op, "compensation": described}
         if step.reconciled:
             body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
@@ -635,7 +656,7 @@ class Saga:
                 seen = Observation(None, detail=f"the reconciler failed: {_describe_error(failed)}")
             self._append(R.RECONCILE_ANSWERED, {
                 "op": step.operation_id, "attempt": attempt, "exists": seen.exists,
-                "detail": seen.detail, "amount": seen.amount,
+                "detail": inert_text(seen.detail), "amount": encodable(seen.amount),
             }, step.index)
             if seen.exists is not None:
                 break
@@ -876,5 +897,8 @@ def _posture(gate: GatePort | None) -> Any:
 
 
 def _describe_error(err: BaseException) -> str:
-    text = str(err)
+    # Where error text becomes records, reports and SagaAborted's message: a secret this
+    # process knows (or a URL's password) echoed in it is scrubbed, and inert_text keeps
+    # a lone surrogate in it from breaking the log.
+    text = inert_text(scrub_text(str(err)))
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
