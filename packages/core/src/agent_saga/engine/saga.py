@@ -504,8 +504,8 @@ class Saga:
         recheck = getattr(gate, "recheck", None) if request is not None else None
         try:
             if opts.retry is None:  # the common case, without a nested generator
-                if recheck is not None and (durable or waits):
-                    self._last_word(recheck, request, step, None, 1)  # type: ignore[arg-type]
+                if recheck is not None and request is not None and (durable or waits):
+                    self._last_word(recheck, request, step, None, 1)
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
                 try:
                     result = yield Call(forward, kwargs, opts.timeout, opts.inline)
