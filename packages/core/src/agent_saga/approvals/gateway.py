@@ -162,7 +162,7 @@ class ApprovalGateway:
                         if not entry.decided:  # the store will not say so: the deadline stands anyway
                             entry = _expired(entry, now, deadline)
                         continue
-                    entry = yield from self._announce(wal, entry, now, resumed)
+                    entry = yield from self._announce(wal, entry, now, resumed, deadline)
                     if entry.decided:
                         continue
                 yield Sleep(self._pause(entry, deadline))
@@ -183,7 +183,8 @@ class ApprovalGateway:
         soonest = min(t for t in upcoming if t > now) if any(t > now for t in upcoming) else now
         return max(_MIN_SLEEP, min(self.policy.poll_interval, soonest - now))
 
-    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool) -> Protocol[ApprovalEntry]:
+    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool,
+                  deadline: float) -> Protocol[ApprovalEntry]:
         """Ask every level whose time has come and that nobody has asked yet."""
         store, rid = self.store, entry.id
         for level, (targets, after) in enumerate(entry.levels):
@@ -204,7 +205,8 @@ class ApprovalGateway:
             if level > 0:
                 entry = yield from self._log_once(wal, entry, f"escalated:{level}", RecordType.APPROVAL_ESCALATED,
                                                   escalation_body(entry, level))
-            notice = Notification(entry, level, targets)
+            # People are told the deadline the gateway holds to, not the store's (the agent's to edit).
+            notice = Notification(entry.replace(deadline=deadline), level, targets)
             try:
                 yield Call(partial(self.notifier.notify, notice), {})
             except Exception as err:  # noqa: BLE001 - any failure to tell a person denies
