@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 from approval_support import Hook, of_type, trusted_key, wait_for
-from gate_support import reset_gate_globals
+from gate_support import Approver, req, reset_gate_globals
 
 from agent_saga import (
     ApprovalGateway,
     ApprovalPolicy,
+    BudgetLimit,
     Compensation,
     EscalationLevel,
     FileApprovalStore,
@@ -35,7 +36,7 @@ from agent_saga import (
 )
 from agent_saga.approvals import decide
 from agent_saga.engine.report import Outcome
-from agent_saga.gate import FileSwitchStore, default_switch
+from agent_saga.gate import ApprovalDecision, FileSwitchStore, MemoryLimitStore, default_switch
 from agent_saga.gate.switch import default_switch_path
 from agent_saga.registry import compensator, unregister
 
@@ -114,6 +115,39 @@ def test_a_halt_pulled_while_a_human_decides_stops_the_approved_step(wal: FileWA
     (refusal,) = records(wal, "STEP_REFUSED")
     assert refusal["body"]["rule"] == "kill-switch"
     assert not records(wal, "STEP_INTENT")  # refused before the intent: nothing was even about to run
+
+
+async def test_the_async_face_stops_the_approved_step_too(wal: FileWAL) -> None:
+    def halt_then_approve(request: Any) -> ApprovalDecision:
+        default_switch().halt("tool:wire.send", reason="incident 46", by="soc@corp")
+        return ApprovalDecision(True, "risk@corp", "ok")
+
+    sent: list[int] = []
+
+    async def wire() -> None:
+        sent.append(1)
+
+    with pytest.raises(SagaAborted) as caught:
+        async with saga_scope(wal, gate=PreFlightGate(approval_provider=Approver(halt_then_approve))) as saga:
+            await saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=wire)
+    assert sent == [] and isinstance(caught.value.__cause__, StepRefused)
+
+
+def test_a_halt_after_the_approval_hands_the_budget_back() -> None:
+    halting = [True]
+
+    def answer(request: Any) -> ApprovalDecision:
+        if halting[0]:
+            default_switch().halt("tool:wire.send", reason="incident 47", by="soc@corp", ttl=60)
+        return ApprovalDecision(True, "risk@corp", "ok")
+
+    gate = PreFlightGate(limits=[BudgetLimit("b", arg="amount", max_total=100, window=60)],
+                         approval_provider=Approver(answer), store=MemoryLimitStore())
+    with pytest.raises(StepRefused, match="incident 47"):
+        gate.check(req("wire.send", "IRREVERSIBLE", amount=100))
+    halting[0] = False
+    default_switch().resume("tool:wire.send", by="soc@corp")
+    gate.check(req("wire.send", "IRREVERSIBLE", amount=100))  # the whole budget is still there
 
 
 def test_a_halt_pulled_between_retry_attempts_stops_the_next_attempt(wal: FileWAL, ledger: Ledger) -> None:
