@@ -35,9 +35,12 @@ from agent_saga import (
     saga_scope,
 )
 from agent_saga.approvals import decide
+from agent_saga.audit import certify_log, verify_log
 from agent_saga.engine.report import Outcome
 from agent_saga.gate import ApprovalDecision, FileSwitchStore, MemoryLimitStore, default_switch
 from agent_saga.gate.switch import default_switch_path
+from agent_saga.log import read_records
+from agent_saga.recovery import fold
 from agent_saga.registry import compensator, unregister
 
 
@@ -291,6 +294,13 @@ def test_a_host_root_moved_mid_saga_is_recorded(wal: FileWAL, tmp_path: Path, mo
     assert body["source"] == [{"setting": "AGENT_SAGA_HOST_ROOT", "from": str(tmp_path / "host"),
                                "to": str(tmp_path / "elsewhere")}]
     assert "AGENT_SAGA_HOST_ROOT=" + str(tmp_path / "elsewhere") in body["to"]["overrides"]
+    # Every reader takes the new record in its stride: the chain verifies, the saga is certified
+    # and the recovery fold sees three committed steps and nothing left to do.
+    wal.close()
+    assert verify_log(wal.path).ok
+    assert certify_log(wal.path).certified
+    (view,) = fold(read_records(wal.path)).values()
+    assert view.ended == "SAGA_COMPLETED" and [s.state for s in view.newest_first()] == ["committed"] * 3
 
 
 def test_an_unchanged_posture_writes_nothing(wal: FileWAL) -> None:
