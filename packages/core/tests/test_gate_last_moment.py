@@ -37,7 +37,7 @@ from agent_saga import (
 from agent_saga.approvals import decide
 from agent_saga.audit import certify_log, verify_log
 from agent_saga.engine.report import Outcome
-from agent_saga.gate import ApprovalDecision, FileSwitchStore, MemoryLimitStore, default_switch
+from agent_saga.gate import ApprovalDecision, FileSwitchStore, MemoryLimitStore, default_switch, set_switch
 from agent_saga.gate.switch import default_switch_path
 from agent_saga.log import read_records
 from agent_saga.recovery import fold
@@ -245,6 +245,33 @@ def test_a_halt_naming_the_undo_stops_it_and_the_rollback_is_not_clean(
 def test_a_halt_on_the_forward_tool_does_not_stop_its_undo(wal: FileWAL, ledger: Ledger) -> None:
     aborted = run_then_fail(wal, ledger, "tool:billing.charge")
     assert ledger.calls == ["refund ch_7"] and aborted.report.clean
+
+
+def test_an_unreadable_switch_store_refuses_steps_but_not_undos(wal: FileWAL, ledger: Ledger, tmp_path: Path) -> None:
+    path = tmp_path / "switch.json"
+    set_switch(KillSwitch(FileSwitchStore(path), host=False, poll_interval=0, grace=0))
+    with pytest.raises(SagaAborted) as caught, saga_scope(wal) as saga:
+        saga.execute(tool="billing.charge", semantics="COMPENSABLE", forward=lambda: "ch_8",
+                     compensate=refund_of(ledger))
+        path.write_text("not a switch state")  # the store breaks mid-saga
+        saga.execute(tool="billing.charge", semantics="COMPENSABLE", forward=lambda: "ch_9",
+                     compensate=refund_of(ledger))
+    assert isinstance(caught.value.__cause__, StepRefused)  # fail closed for new effects
+    assert ledger.calls == ["refund ch_8"] and caught.value.report.clean  # the undo still ran
+
+
+def test_no_fallback_runs_under_a_halt(wal: FileWAL) -> None:
+    calls: list[str] = []
+
+    def primary() -> None:
+        calls.append("primary")
+        default_switch().halt("global", reason="incident 48", by="soc@corp")
+        raise ConnectionError("reset by peer")
+
+    with pytest.raises(SagaAborted), saga_scope(wal) as saga:
+        saga.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=primary,
+                     fallback_action=lambda: calls.append("fallback"), retry=RetryPolicy(max_attempts=2, base_delay=0))
+    assert calls == ["primary"]
 
 
 # -- item 11: a posture change mid-saga is recorded --------------------------------------------
