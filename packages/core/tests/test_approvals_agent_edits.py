@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,38 @@ def test_moving_the_deadline_in_the_store_does_not_move_it(wal: FileWAL, tmp_pat
     assert deadline <= seconds(expired["decided_at"]) < agent.moved_to
     (entry,) = store.entries()
     assert entry.status is Status.EXPIRED and entry.deadline < agent.moved_to
+
+
+class PersonShownAMovedDeadline(AgentMovesTheDeadline):
+    """The agent moves the deadline; a person, shown the moved one, approves after the real one."""
+
+    def __init__(self, store: FileApprovalStore, key: Any) -> None:
+        super().__init__(store, extra=60.0)
+        self.key = key
+
+    def notify(self, notification: Notification) -> None:
+        super().notify(notification)
+        real = notification.entry.deadline  # what the gateway told people
+        while time.time() <= real:  # the person answers after it (a wait for an instant, not a timing claim)
+            time.sleep(0.05)
+        decide(self.store, notification.entry.id, "approve", approver="risk@corp", note="ok", key=self.key)
+
+
+def test_a_grant_signed_after_the_real_deadline_is_denied_as_late(wal: FileWAL, tmp_path: Path) -> None:
+    store = FileApprovalStore(tmp_path / "approvals")
+    person = PersonShownAMovedDeadline(store, trusted_key())
+    gate = PreFlightGate(approval_provider=ApprovalGateway(store=store, notifier=person, wal=wal, policy=policy(0.3)))
+    sent: list[int] = []
+    with pytest.raises(SagaAborted) as caught, saga_scope(wal, gate=gate) as saga:
+        saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: sent.append(1))
+    assert sent == []
+    cause = caught.value.__cause__
+    assert isinstance(cause, StepRefused) and "after its deadline" in cause.reason
+    (entry,) = store.entries()
+    assert entry.status is Status.GRANTED  # the store says yes; the gateway did not believe it
+    (denied,) = bodies(wal, "APPROVAL_DENIED")
+    assert denied["approver"] is None and "after its deadline" in denied["note"]
+    assert not bodies(wal, "APPROVAL_GRANTED")
 
 
 def deny_once(store: Any, hook: Hook, key: Any) -> threading.Thread:
