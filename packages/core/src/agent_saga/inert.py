@@ -110,9 +110,9 @@ def inert_value(value: Any) -> str:
 def inert_tree(value: Any) -> Any:
     """``value`` with :func:`inert` applied to every string in it, keys included (JSON-shaped data).
 
-    Numbers, booleans and None are kept; lists, tuples and mappings are walked. For a
-    page that shows data it received as JSON: the client then never holds a character
-    that acts.
+    Numbers, booleans and None are kept; lists, tuples and mappings are walked; any
+    other object becomes its inert ``str()``. For a page that shows data it received as
+    JSON: the client then never holds a character that acts.
     """
     if isinstance(value, str):
         return inert(value)
@@ -120,4 +120,6 @@ def inert_tree(value: Any) -> Any:
         return {inert(k) if isinstance(k, str) else k: inert_tree(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [inert_tree(v) for v in value]
-    return value
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return inert(value)  # anything else is shown as its str(), so inert too

@@ -14,7 +14,6 @@ its public half to ``/etc/agent-saga/approver-keys``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
