@@ -366,3 +366,11 @@ def test_recover_and_escalations_are_inert(tmp_path: Path, capsys: pytest.Captur
     assert f"escalate             saga{SHOWN} step 1: [" in out  # what the sweep did
     assert re.search(f"OPEN      saga saga{re.escape(SHOWN)} step 1  \\[[a-z-]+\\] ", out)  # the queue's line
     assert _acting(out) == []
+
+
+def test_certify_lines_are_inert(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = _evil_log(tmp_path / "e.wal")
+    assert main(["certify", "--wal-path", str(log)]) == 1  # the failed undo leaves the charge unaccounted
+    out = capsys.readouterr().out
+    assert f"UNACCOUNTED saga saga{SHOWN} step 1 pay{SHOWN} [COMPENSABLE]" in out
+    assert _acting(out) == []
