@@ -42,7 +42,6 @@ from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material
 __all__ = [
     "ANONYMOUS",
     "KEY_ENV",
-    "SIGNED",
     "SigningKey",
     "TrustedKeys",
     "action_digest",
@@ -111,8 +110,6 @@ def _material(blob: str, what: str) -> bytes:
         raise ConfigurationError(str(err)) from None
 
 
-#: What the action digest covers, as a person reads the fields of a request.
-SIGNED = ("request id", "saga", "step", "tool", "semantics", "rule", "reason", "arguments")
 _ACTION = "agent-saga approval action v1\n"
 # v1 signatures (before the action digest) covered neither the reason nor the semantics; they
 # are still verified as such, so decisions signed by an earlier CLI keep their standing.
