@@ -273,6 +273,20 @@ def test_graph_labels_are_inert(tmp_path: Path, fmt: str, capsys: pytest.Capture
     assert f"pay{shown}" in out and f"cause{shown}" in out
 
 
+@pytest.mark.slow
+def test_graphviz_draws_the_escapes_as_written(tmp_path: Path) -> None:
+    import html
+
+    from agent_saga.viz.graph import to_dot
+    from agent_saga.viz.model import reconstruct
+
+    dot = to_dot(reconstruct(read_records(_evil_log(tmp_path / "e.wal"))))
+    drawn = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60, check=True)
+    text = html.unescape(drawn.stdout)
+    assert f"1. pay{SHOWN}" in text  # DOT's \\ is drawn as one backslash; no \n became a line break
+    assert _acting(text) == []
+
+
 def test_svgs_draw_the_escapes(tmp_path: Path) -> None:
     from agent_saga.viz.animate import render_animation
     from agent_saga.viz.fleet import render_fleet
