@@ -11,18 +11,27 @@ answers with the new head and the batch is sealed again against it.
 Durability class, plainly: weaker than an fsync'd file or Postgres by default.
 A reached barrier means the Redis *server* has the records; whether they survive
 the server's own crash depends on its persistence: ``appendonly yes`` with
-``appendfsync always`` fsyncs before replying (comparable to a file log);
-``everysec`` (Redis's default when AOF is on) can lose up to a second of
-acknowledged records; with no persistence a restart loses the log. ``wait=N``
-makes every barrier also wait until N replicas acknowledged the commit (``WAIT``),
-which survives the loss of the primary once one of them is promoted.
-:attr:`RedisWAL.persistence` says what the server runs with, and a log that finds
-its sequence gone backwards (a server that lost data) breaks rather than start a
-second history under the same name.
+``appendfsync always`` fsyncs before replying; ``everysec`` (Redis's default when
+AOF is on) can lose up to a second of acknowledged records; with no persistence a
+restart loses the log. Even with ``always``, a crash in the middle of writing a
+commit leaves a torn transaction at the end of the append-only file, and Redis
+7.0 loading it anyway (``aof-load-truncated yes``, its default) replays the torn
+part at the restart after next: run it with ``aof-load-truncated no`` (it then
+refuses to start until ``redis-check-aof --fix``; docs/FLEET.md says what was
+seen). ``wait=N`` makes every barrier also wait until N replicas acknowledged the
+commit (``WAIT``), which survives the loss of the primary once one of them is
+promoted. :attr:`RedisWAL.persistence` says what the server runs with.
+
+What the log refuses rather than guess: a sequence gone backwards (a server that
+lost data), a sequence counter that disagrees with the highest stored record (the
+script refuses), and the writer's own last head found under another sequence
+(the counter moved alone). Each breaks the log: callers get :class:`WALError`,
+never a second history or a gap under the same name.
 
 A commit whose connection broke may or may not have landed; the script also
-records the writer's last committed ticket, and the retry reads it back, so a
-batch is never written twice. Needs ``pip install 'agent-saga[redis]'``.
+records the writer's last committed ticket and reads it first, in the same atomic
+call, so a retry whose earlier attempt landed (even one the server read only after
+the client gave up) writes nothing. Needs ``pip install 'agent-saga[redis]'``.
 """
 
 from __future__ import annotations
