@@ -84,6 +84,9 @@ class RespProxy:
         with self._lock:
             self._hold_next = True
 
+    def admitting(self) -> bool:
+        return self._admitting
+
     def admit(self) -> None:
         with self._lock:
             self._admitting = True
@@ -108,7 +111,7 @@ class RespProxy:
     def _serve(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
-            if not self._admitting:
+            if not self.admitting():
                 return
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=30)
             self._sockets.append(upstream)
@@ -117,7 +120,7 @@ class RespProxy:
                 request, words = read_message(from_client)
                 script = bool(words) and words[0].upper() in _SCRIPT_CALLS
                 with self._lock:
-                    if not self._admitting:
+                    if not self.admitting():  # turned away since this connection was opened
                         return
                     if script and self._hold_next:
                         self._hold_next = False
