@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from resp_proxy import RespProxy
 from servers import ThrowawayRedis
 
@@ -182,4 +184,40 @@ def test_a_counter_that_moved_without_the_head_breaks_the_writer(rd: str) -> Non
         assert wal.client.get(wal.keys["seq"]) == "3"
     finally:
         wal.close(timeout=5)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    shift=st.integers(-2, 2),
+    added=st.sets(st.integers(1, 6), max_size=3),
+    removed=st.sets(st.integers(1, 3), max_size=2),
+)
+def test_whatever_moved_the_counter_or_records_the_writer_never_seals_past_a_gap_or_beside_a_record(
+    rd: str, shift: int, added: set[int], removed: set[int]
+) -> None:
+    """Tamper with a 3-record log's counter and records (not its head): the next commit either
+    refuses, or lands right after the highest record, alone at its number."""
+    wal = _log(rd)
+    try:
+        for i in (1, 2, 3):
+            wal.append("STEP_INTENT", "s", {"i": i}, i)
+        wal.barrier()
+        k = wal.keys
+        wal.client.incrby(k["seq"], shift)
+        for n in added:
+            wal.client.zadd(k["records"], {f"tampered {n}": n})
+        for n in removed:
+            wal.client.zremrangebyscore(k["records"], n, n)
+        wal.append("STEP_INTENT", "s", {"i": "new"}, 4)
+        try:
+            wal.barrier(timeout=10)
+        except WALError:
+            assert shift or added or removed  # an untouched log is never refused
+            return
+        stored = [(n, line) for n, line in wal.lines_after(0)]
+    finally:
+        wal.close(timeout=5)
+    mine = [n for n, line in stored if '"new"' in line]
+    others = [n for n, line in stored if '"new"' not in line]
+    assert len(mine) == 1 and mine[0] == max(others) + 1
 

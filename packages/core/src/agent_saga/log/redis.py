@@ -65,16 +65,19 @@ _FIX = (
 # writer got in: seal again); {2, seq, head} if this writer's marker says the batch already landed
 # (an earlier attempt whose reply was lost, or which the server read only after the client gave
 # up). The marker is read here, in the script, because a separate read could run before that
-# earlier attempt lands and the batch would be written twice. A counter that disagrees with the
-# highest stored record (a gap, or records above it) is damage, never another writer: refuse.
+# earlier attempt lands and the batch would be written twice. Exactly one record stands at the
+# counter and none above it (none at all at 0): anything else (a gap, a record above it, one seq
+# twice) is damage, never another writer: refuse. ZCOUNTs, not ZREVRANGE: they copy no line.
 _COMMIT = f"""
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
 local head = redis.call('GET', KEYS[2]) or '{GENESIS}'
 local marked = redis.call('HGET', KEYS[4], ARGV[4])
 if marked and tonumber(marked) >= tonumber(ARGV[5]) then return {{2, seq, head}} end
-local top = tonumber(redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2] or '0')
-if top ~= seq then
-  return redis.error_reply('{_DAMAGED}: its sequence counter is ' .. seq .. ' but its highest record is ' .. top)
+local above = redis.call('ZCOUNT', KEYS[3], string.format('(%d', seq), '+inf')
+if above ~= 0 or redis.call('ZCOUNT', KEYS[3], seq, seq) ~= math.min(seq, 1) then
+  local top = tonumber(redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2] or '0')
+  local why = top ~= seq and ('its highest record is ' .. top) or 'more than one record holds that number'
+  return redis.error_reply('{_DAMAGED}: its sequence counter is ' .. seq .. ' but ' .. why)
 end
 if seq ~= tonumber(ARGV[1]) or head ~= ARGV[2] then return {{0, seq, head}} end
 local n = #ARGV - 5
