@@ -72,6 +72,7 @@ class ThrowawayRedis:
         if shutil.which("redis-server") is None:
             pytest.fail(f"redis-server is not installed; {HOW}", pytrace=False)
         self.dir = directory
+        directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.load_truncated = load_truncated
