@@ -37,6 +37,8 @@ EXPECTED = {
     # audit, proofs, service
     "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
     "verify_rollback_invariants",
+    # repair once, stop the thrash (issue 26 part 4)
+    "RepairPolicy", "RepairRequested", "SagaStopped", "ThrashPolicy",
     # errors
     "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",

@@ -80,6 +80,11 @@ from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
+# Issue 26 part 4: repair once, stop the thrash (agent_saga.runtime).
+from agent_saga.errors import RepairRequested, SagaStopped  # noqa: I001 - one block per runtime part
+from agent_saga.runtime.repair import RepairPolicy
+from agent_saga.runtime.thrash import ThrashPolicy
+
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
 install_default_gate()
@@ -159,6 +164,8 @@ __all__ = [
     "RateLimit",
     "RecoveryDaemon",
     "RedisWAL",
+    "RepairPolicy",
+    "RepairRequested",
     "RetryPolicy",
     "RollbackReport",
     "Saga",
@@ -167,12 +174,14 @@ __all__ = [
     "SagaError",
     "SagaFleet",
     "SagaQuarantined",
+    "SagaStopped",
     "StepOptions",
     "StepOutcome",
     "StepRefused",
     "StepState",
     "StoreUnavailable",
     "SyncSaga",
+    "ThrashPolicy",
     "ToolFailed",
     "WALError",
     "WALFull",

@@ -60,7 +60,15 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.errors import CompensationError, NotApplied, SagaClosed, SagaQuarantined, StepRefused
+from agent_saga.errors import (
+    CompensationError,
+    NotApplied,
+    RepairRequested,
+    SagaClosed,
+    SagaQuarantined,
+    SagaStopped,
+    StepRefused,
+)
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, unencodable, utf8_safe
@@ -77,6 +85,8 @@ COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_del
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _COMPENSABLE = ActionSemantics.COMPENSABLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+# The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
+_THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 
 
@@ -216,6 +226,8 @@ class Saga:
         self._steps: list[Step] = []
         self._failures: list[tuple[str, BaseException]] = []
         self._unprotected: list[str] = []
+        # The refusal that ended this saga (repair spent, thrash): every later step is refused.
+        self._stopped: SagaStopped | None = None
         self._lock = threading.Lock()
         self._started = False
         self._observed: Wrappers | None = None
@@ -250,6 +262,11 @@ class Saga:
         """Tools that ran inside this saga with no declared semantics (see :meth:`note_unprotected`)."""
         with self._lock:
             return tuple(self._unprotected)
+
+    @property
+    def stopped(self) -> SagaStopped | None:
+        """The gate's refusal that ended this saga (a boundary rolls it back), or None."""
+        return self._stopped
 
     def start(self) -> None:
         """Admit the saga through the gate and record its start (no disk wait)."""
@@ -451,6 +468,10 @@ class Saga:
         logged_args: dict[str, Any] = {}
         waits = False
         try:
+            stopped = self._stopped
+            if stopped is not None:
+                # Whatever the framework did with the stopping error, nothing more runs here.
+                raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if args or opts.policy_args:
                 logged_args = self._policed(tool, args, opts)
                 unfit = unencodable(logged_args, "args")
@@ -471,11 +492,26 @@ class Saga:
                     yield Check(gate, request)
         except StepRefused as refused:
             step.state = StepState.NOT_APPLIED
+            if isinstance(refused, RepairRequested):
+                # Not a failure of the run: the model gets the errors and one more try.
+                self._append(R.ACTION_REPAIR_REQUESTED, {
+                    "tool": tool, "semantics": sem, "args": logged_args,
+                    "errors": list(refused.errors), "reason": refused.reason, "rule": refused.rule,
+                }, index)
+                raise
             self._failed(tool, refused)
             self._append(R.STEP_REFUSED, {
                 "tool": tool, "semantics": sem, "args": logged_args,
                 "reason": refused.reason, "rule": refused.rule,
             }, index)
+            if isinstance(refused, SagaStopped):
+                with self._lock:
+                    self._stopped = self._stopped or refused
+                if refused.pattern in _THRASH_PATTERNS:
+                    self._append(R.THRASH_STOPPED, {
+                        "tool": tool, "pattern": refused.pattern, "reason": refused.reason,
+                        "calls": encodable(list(refused.calls)),
+                    }, index)
             raise
 
         observed = None

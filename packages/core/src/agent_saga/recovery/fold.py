@@ -235,7 +235,7 @@ class _Folder:
             step.unknown_compensation = _compensation(body)
         elif rtype == R.STEP_NOT_APPLIED:
             step.not_applied = True
-        elif rtype == R.STEP_REFUSED:
+        elif rtype in (R.STEP_REFUSED, R.ACTION_REPAIR_REQUESTED):  # the gate refused it: nothing ran
             step.refused = True
         elif rtype == R.COMPENSATION_STARTED:
             step.compensation_started += 1
