@@ -40,5 +40,5 @@ class TestLangGraphConformance(AdapterConformance):
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(self._graph(tools, calls, False).ainvoke({"messages": [HumanMessage("go")]}))
 
-    def tool_errors(self, result: Any) -> list[str] | None:
+    def tool_results(self, result: Any) -> list[str] | None:
         return [str(m.content) for m in result["messages"] if isinstance(m, ToolMessage) and m.status == "error"]

@@ -227,8 +227,8 @@ class AdapterConformance:
         """The same loop with no saga at all."""
         raise NotImplementedError
 
-    def tool_errors(self, result: Any) -> list[str] | None:
-        """The tool error results the model was given in a run (what ``run`` returned), oldest first.
+    def tool_results(self, result: Any) -> list[str] | None:
+        """The tool results (error results included) the model was given in a run (what ``run`` returned).
 
         None: this framework's run result does not show them (the repair case then checks
         the log only, and says so).
@@ -493,7 +493,7 @@ class AdapterConformance:
         assert (asked["step"], asked["body"]["tool"]) == (2, "reserve")
         assert asked["body"]["errors"] == ["amount: got 0, minimum is 1"]
         assert self.records("SAGA_COMPLETED") and not self.records("STEP_REFUSED")
-        shown = self.tool_errors(result)
+        shown = self.tool_results(result)
         if shown is not None:  # the validation errors reached the model as the tool's error
             assert any("amount: got 0, minimum is 1" in text for text in shown), shown
 
