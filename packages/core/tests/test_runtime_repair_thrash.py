@@ -296,3 +296,48 @@ def test_the_records_bodies_are_plain_json(wal: Any) -> None:
         step(s, "charge", charge, amount=1)
         step(s, "charge", charge, amount=1)
     json.dumps([r["body"] for r in of(wal, "THRASH_STOPPED")])
+
+
+# -- graph and ui show each verdict, inert --------------------------------------------------------
+
+
+def _verdict_log(wal: Any) -> None:
+    """One saga with a repair (a model value with control characters in it) and a thrash stop."""
+    gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy(max_identical=2))
+    with pytest.raises(SagaAborted), saga_scope(wal, name="verdicts", gate=gate) as saga:
+        with pytest.raises(RepairRequested):
+            step(saga, "charge", charge, amount="\x1b[31mred")
+        step(saga, "charge", charge, amount=3)
+        step(saga, "charge", charge, amount=3)
+
+
+def test_agent_saga_graph_shows_each_verdict_inert(wal: Any, tmp_path: Path) -> None:
+    _verdict_log(wal)
+    path = str(tmp_path / "runtime.wal")
+    for fmt in ("mermaid", "dot"):
+        shown = subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal-path", path, "--format", fmt],
+                               capture_output=True, text=True, timeout=60, check=True).stdout
+        assert "repair requested: amount: got " in shown, shown
+        assert "THRASH STOPPED (identical)" in shown
+        assert "\x1b" not in shown and "\\x1b" in shown  # the model's escape is shown, never acted on
+    dot = subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal-path", path, "--format", "dot"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    rendered = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60, check=False)
+    assert rendered.returncode == 0, rendered.stderr  # graphviz itself accepts it
+
+
+def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
+    from agent_saga.ui import WALSource
+    from agent_saga.ui.runs import RunStore
+
+    _verdict_log(wal)
+    store = RunStore(WALSource(wal))
+    store.refresh()
+    (summary,) = store.runs()["runs"]
+    detail = store.run(summary["id"])
+    assert detail is not None
+    notes = {s["index"]: s["note"] for s in detail["steps"]}
+    assert notes[1].startswith("repair requested: amount: got ") and "\\x1b" in notes[1]
+    assert "\x1b" not in notes[1]
+    assert notes[2] == "" and notes[3].startswith("THRASH STOPPED (identical)")
+    assert {r["type"] for r in detail["records"]} >= {"ACTION_REPAIR_REQUESTED", "THRASH_STOPPED"}

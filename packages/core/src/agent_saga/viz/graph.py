@@ -71,8 +71,9 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         for step in saga.steps:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
+            note = f"<br/>{_m(step.note)}" if step.note else ""
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}"]:::{css}')
+                         f'{_m(f"{step.semantics} - {step.state}")}{note}"]:::{css}')
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
@@ -125,6 +126,8 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
             label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
+            if step.note:
+                label += "\\n" + _d(step.note)
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")

@@ -61,6 +61,7 @@ class GraphStep:
     state: str  # committed | unknown | in-flight | not-applied | refused
     outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
     undo: str = ""  # the compensation the log names for this step ("" if none)
+    note: str = ""  # a runtime verdict on the call (repair requested, thrash stopped), one line
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -145,6 +146,7 @@ def build(
     views: Iterable[SagaView],
     causes: Mapping[str, str] | None = None,
     rollbacks: Mapping[str, int] | None = None,
+    notes: Mapping[tuple[str, int], str] | None = None,
 ) -> list[GraphSaga]:
     """The drawable model of each saga, in log order."""
     sagas = []
@@ -157,7 +159,8 @@ def build(
             else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
         )
         steps = tuple(
-            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s))
+            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s),
+                      (notes or {}).get((view.saga_id, s.index), ""))
             for s in (view.steps[i] for i in sorted(view.steps))
         )
         sagas.append(GraphSaga(
@@ -172,7 +175,11 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
     records = list(records)
     causes: dict[str, str] = {}
     rollbacks: dict[str, int] = {}
+    notes: dict[tuple[str, int], str] = {}
     for r in records:
+        note = _note(r)
+        if note:
+            notes[(r["saga"], r["step"])] = note
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
             continue
         body: Any = r.get("body")
@@ -180,4 +187,18 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
             causes[r["saga"]] = str(body["cause"])
         if isinstance(r.get("ts"), int):
             rollbacks.setdefault(r["saga"], r["ts"])
-    return build(fold(records).values(), causes, rollbacks)
+    return build(fold(records).values(), causes, rollbacks, notes)
+
+
+def _note(record: Record) -> str:
+    """The one-line verdict a repair or thrash record puts on its step ("" for other records)."""
+    kind, body = record.get("type"), record.get("body")
+    if not isinstance(body, dict) or not isinstance(record.get("saga"), str) or not isinstance(record.get("step"), int):
+        return ""
+    if kind == R.ACTION_REPAIR_REQUESTED:
+        errors = body.get("errors")
+        listed = "; ".join(str(e) for e in errors) if isinstance(errors, list) else ""
+        return short(f"repair requested: {listed}")
+    if kind == R.THRASH_STOPPED:
+        return short(f"THRASH STOPPED ({body.get('pattern')}): {body.get('reason', '')}")
+    return ""
