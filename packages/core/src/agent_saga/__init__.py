@@ -33,10 +33,12 @@ from agent_saga.errors import (
     ConfigurationError,
     NonDeterminismError,
     NotApplied,
+    RepairRequested,
     SagaAborted,
     SagaClosed,
     SagaError,
     SagaQuarantined,
+    SagaStopped,
     StepRefused,
     ToolFailed,
     WALError,
@@ -78,12 +80,9 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
-from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
-
-# Issue 26 part 4: repair once, stop the thrash (agent_saga.runtime).
-from agent_saga.errors import RepairRequested, SagaStopped  # noqa: I001 - one block per runtime part
 from agent_saga.runtime.repair import RepairPolicy
 from agent_saga.runtime.thrash import ThrashPolicy
+from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.

@@ -44,6 +44,10 @@ _JSON_TYPES: dict[str, Callable[[Any], bool]] = {
     "object": lambda v: isinstance(v, Mapping),
     "null": lambda v: v is None,
 }
+_BOUNDS: tuple[tuple[str, Callable[[Any, Any], bool]], ...] = (
+    ("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
+    ("exclusiveMinimum", lambda v, b: v > b), ("exclusiveMaximum", lambda v, b: v < b),
+)
 _SKIPPED = frozenset({"idempotency_key", "self", "cls"})
 
 
@@ -167,7 +171,7 @@ def _fits(value: Any, hint: Any) -> bool:
     if hint in (str, list, dict, tuple):
         return isinstance(value, hint if hint is not tuple else (list, tuple))
     if isinstance(hint, type) and hasattr(hint, "model_validate"):
-        return isinstance(value, Mapping) or isinstance(value, hint)
+        return isinstance(value, (Mapping, hint))
     return True
 
 
@@ -195,10 +199,7 @@ def _json_errors(schema: Mapping[str, Any], value: Any, where: str) -> list[str]
     if "const" in schema and value != schema["const"]:
         errors.append(f"{at}: got {_shown(value)}, needs {_shown(schema['const'])}")
     if _JSON_TYPES["number"](value):
-        for key, ok in (
-            ("minimum", lambda v, b: v >= b), ("maximum", lambda v, b: v <= b),
-            ("exclusiveMinimum", lambda v, b: v > b), ("exclusiveMaximum", lambda v, b: v < b),
-        ):
+        for key, ok in _BOUNDS:
             bound = schema.get(key)
             if _JSON_TYPES["number"](bound) and not ok(value, bound):
                 errors.append(f"{at}: got {_shown(value)}, {key} is {bound}")

@@ -492,7 +492,8 @@ class AdapterConformance:
         (asked,) = self.records("ACTION_REPAIR_REQUESTED")
         assert (asked["step"], asked["body"]["tool"]) == (2, "reserve")
         assert asked["body"]["errors"] == ["amount: got 0, minimum is 1"]
-        assert self.records("SAGA_COMPLETED") and not self.records("STEP_REFUSED")
+        assert self.records("SAGA_COMPLETED")
+        assert not self.records("STEP_REFUSED")
         shown = self.tool_results(result)
         if shown is not None:  # the validation errors reached the model as the tool's error
             assert any("amount: got 0, minimum is 1" in text for text in shown), shown
