@@ -260,7 +260,7 @@ def test_canonical_arguments_differ_when_the_values_differ(a: int, b: int) -> No
 # -- the records are evidence -----------------------------------------------------------------------
 
 
-def test_the_records_verify_fold_and_certify(wal: Any, tmp_path: Path) -> None:
+def test_the_records_verify_and_fold(wal: Any, tmp_path: Path) -> None:
     gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy())
     with pytest.raises(SagaAborted), saga_scope(wal, gate=gate) as saga:
         with pytest.raises(RepairRequested):
@@ -271,6 +271,17 @@ def test_the_records_verify_fold_and_certify(wal: Any, tmp_path: Path) -> None:
     assert verify_log(path).ok
     (view,) = fold(read_records(path)).values()
     assert view.steps[1].refused  # the repaired call: refused, nothing ran
+
+
+@pytest.mark.slow
+def test_agent_saga_verify_and_certify_accept_the_records(wal: Any, tmp_path: Path) -> None:
+    gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy())
+    with pytest.raises(SagaAborted), saga_scope(wal, gate=gate) as saga:
+        with pytest.raises(RepairRequested):
+            step(saga, "charge", charge, amount="x")
+        for _ in range(3):
+            step(saga, "charge", charge, amount=1)
+    path = tmp_path / "runtime.wal"
     for verb in ("verify", "certify"):
         done_ = subprocess.run([sys.executable, "-m", "agent_saga", verb, "--wal-path", str(path)], capture_output=True,
                                text=True, timeout=60, check=False)
@@ -311,6 +322,7 @@ def _verdict_log(wal: Any) -> None:
         step(saga, "charge", charge, amount=3)
 
 
+@pytest.mark.slow
 def test_agent_saga_graph_shows_each_verdict_inert(wal: Any, tmp_path: Path) -> None:
     _verdict_log(wal)
     path = str(tmp_path / "runtime.wal")
