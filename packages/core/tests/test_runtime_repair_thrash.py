@@ -336,6 +336,12 @@ def test_agent_saga_graph_shows_each_verdict_inert(wal: Any, tmp_path: Path) -> 
                          capture_output=True, text=True, timeout=60, check=True).stdout
     rendered = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60, check=False)
     assert rendered.returncode == 0, rendered.stderr  # graphviz itself accepts it
+    mermaid = Path(__file__).parent / "mermaid"
+    subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal-path", path, "-o", str(tmp_path / "v.mmd")],
+                   capture_output=True, text=True, timeout=60, check=True)
+    parsed = subprocess.run(["node", str(mermaid / "parse.mjs"), str(tmp_path / "v.mmd")], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr  # and so does Mermaid's own parser
 
 
 def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
