@@ -359,3 +359,12 @@ def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
     assert "\x1b" not in notes[1]
     assert notes[2] == "" and notes[3].startswith("THRASH STOPPED (identical)")
     assert {r["type"] for r in detail["records"]} >= {"ACTION_REPAIR_REQUESTED", "THRASH_STOPPED"}
+
+
+def test_policy_args_are_not_taken_for_unexpected_arguments(wal: Any) -> None:
+    gate = PreFlightGate(repair=RepairPolicy({"charge": charge}))
+    with saga_scope(wal, gate=gate) as saga:
+        saga.execute(tool="charge", forward=lambda: charge(amount=3), args={"amount": 3}, semantics="COMPENSABLE",
+                     compensate=_undo, policy_args={"spend": "$.amount"})
+    assert of(wal, "ACTION_REPAIR_REQUESTED") == []
+    assert of(wal, "STEP_INTENT")[0]["body"]["args"] == {"amount": 3, "spend": 3}

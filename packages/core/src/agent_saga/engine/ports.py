@@ -43,6 +43,8 @@ class StepRequest:
     semantics: ActionSemantics
     args: Mapping[str, Any] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    #: Names in ``args`` that ``policy_args`` added (read from the call, not passed by the caller).
+    derived: frozenset[str] = frozenset()
 
     @property
     def operation_id(self) -> str:

@@ -482,7 +482,8 @@ class Saga:
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
             if gate is not None:
-                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
+                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags,
+                                      frozenset(opts.policy_args) if opts.policy_args else frozenset())
                 if self._posture_since is not None:
                     self._note_posture(index)
                 if getattr(gate, "never_waits", False):

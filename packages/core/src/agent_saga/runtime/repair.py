@@ -54,7 +54,10 @@ class RepairPolicy:
         return check(args) if check is not None else []
 
     def check(self, request: StepRequest) -> None:
-        errors = self.errors(request.tool, request.args)
+        args = request.args
+        if request.derived:  # policy_args values are the gate's reading of the call, not arguments
+            args = {k: v for k, v in args.items() if k not in request.derived}
+        errors = self.errors(request.tool, args)
         if not errors:
             return
         with self._spent.lock:

@@ -43,7 +43,7 @@ from agent_saga.engine.options import StepOptions, option_names
 from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
-from agent_saga.errors import NotApplied, SagaAborted, SagaStopped, ToolFailed
+from agent_saga.errors import NotApplied, RepairRequested, SagaAborted, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
@@ -497,6 +497,18 @@ class AdapterConformance:
         shown = self.tool_results(result)
         if shown is not None:  # the validation errors reached the model as the tool's error
             assert any("amount: got 0, minimum is 1" in text for text in shown), shown
+
+    @pytest.mark.usefixtures("gated")
+    def test_where_a_tool_error_ends_the_run_a_repair_request_ends_it_too(self) -> None:
+        if False not in self.error_modes:
+            pytest.skip(f"{self.framework} always hands a tool error to the model")
+        tools = [self.wrapped(reserve), self.wrapped(publish)]
+        calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": 5})]
+        err = self.aborted(tools, calls, errors_as_results=False)
+        cause = root_cause(err)  # no turn to repair in: the run is over (a framework may wrap the refusal)
+        assert isinstance(cause, RepairRequested) or "refused by rule 'repair'" in str(cause), repr(cause)
+        assert ledger() == ["do:publish", "undo:publish"]
+        assert len(self.records("ACTION_REPAIR_REQUESTED")) == 1
 
     @pytest.mark.usefixtures("gated")
     def test_a_second_malformed_call_ends_the_saga_with_a_rollback(self) -> None:
