@@ -468,10 +468,6 @@ class Saga:
         logged_args: dict[str, Any] = {}
         waits = False
         try:
-            stopped = self._stopped
-            if stopped is not None:
-                # Whatever the framework did with the stopping error, nothing more runs here.
-                raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if args or opts.policy_args:
                 logged_args = self._policed(tool, args, opts)
                 unfit = unencodable(logged_args, "args")
@@ -481,6 +477,10 @@ class Saga:
                     # refusal records the args with the bad parts replaced by marked text.
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
+            stopped = self._stopped
+            if stopped is not None:
+                # Whatever the framework did with the stopping error, nothing more runs here.
+                raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if gate is not None:
                 request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags,
                                       frozenset(opts.policy_args) if opts.policy_args else frozenset())
