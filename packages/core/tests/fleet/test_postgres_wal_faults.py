@@ -40,11 +40,6 @@ class Log:
     table: str
     direct: str  # the server's own URL, not through the proxy
 
-    def rows(self) -> list[tuple[int, str]]:
-        return [(int(s), str(line)) for s, line in self.admin.execute(
-            f"SELECT seq, line FROM {self.table} ORDER BY seq"  # noqa: S608 - our own table name
-        )]
-
     def blocked_by(self, pid: int) -> int:
         """The backend that waits on a lock ``pid`` holds (waits until there is one)."""
         found: list[int] = []
@@ -82,7 +77,7 @@ def new_log(pg: str) -> Iterator[Callable[..., Log]]:
         url = urlunsplit(parts._replace(netloc=netloc, query=query + urlencode(ours)))
         admin = psycopg.connect(pg, autocommit=True)
         # The old backend must not notice the cut on its own (Postgres's default, 0).
-        assert admin.execute("SHOW client_connection_check_interval").fetchone()[0] == "0"
+        assert admin.execute("SHOW client_connection_check_interval").fetchone() == ("0",)
         log = Log(PostgresWAL(url, linger=0), proxy, admin, table, pg)
         made.append(log)
         return log
@@ -160,7 +155,7 @@ def test_a_commit_cut_before_its_commit_reached_the_server_is_written_once(
     wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
     locker = psycopg.connect(log.direct)
     try:
-        locker.execute(f"SELECT seq FROM {log.table}_head FOR UPDATE")  # noqa: S608 - our table
+        locker.execute(f"SELECT seq FROM {log.table}_head FOR UPDATE")
         for i in (1, 2, 3):
             ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
         old = log.blocked_by(locker.info.backend_pid)
