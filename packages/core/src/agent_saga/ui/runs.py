@@ -2,8 +2,13 @@
 
 Everything here is drawn from ``viz.model`` (the recovery fold), like ``graph`` and
 ``animate``, so the debugger, the pictures and the recovery daemon cannot disagree.
-A replay is that same reconstruction taken after each record of the run in turn,
-so the last frame is exactly the run's verdict.
+A replay is that same reconstruction taken after each record of the run in turn
+(``viz.replay``: one fold, fed a record at a time), so the last frame is exactly the
+run's verdict. A frame lists only the steps its record changed, and a replay is served
+in pages of at most ``PAGE_FRAMES`` frames (fewer when they hold more than ``PAGE_STEPS``
+steps), so no request does more than a page's work and none answers with the square of
+the run's length; a run too large to replay within ``viz.replay.DEFAULT_BUDGET`` says
+where its replay stops.
 
 Nothing secret leaves this module: arguments and compensation kwargs pass through
 ``redaction.redact_args`` before they are served (a value the log holds in clear
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agent_saga.audit.verify import verify_records
@@ -23,9 +29,16 @@ from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import REDACTED, redact_args
 from agent_saga.ui.source import RecordSource
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, reconstruct
+from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, Status, reconstruct
+from agent_saga.viz.replay import Frame, Replay
 
-__all__ = ["RunStore"]
+__all__ = ["PAGE_FRAMES", "PAGE_STEPS", "RunStore"]
+
+#: Frames served per replay request at most, and the step entries after which a page ends early.
+PAGE_FRAMES = 2000
+PAGE_STEPS = 20000
+#: Replays kept half-read between page requests (a page continues where the last one stopped).
+_CURSORS = 8
 
 # A last word "ref"/"reference" (credential_ref, apiKeyRef, vault-reference), as in redaction.
 _REFERENCE = re.compile(r"(?:^|[_\-.])(?i:ref|reference)$|(?<=[a-z0-9])(?:Ref|Reference)$")
@@ -53,8 +66,8 @@ def _summary(saga: GraphSaga) -> dict[str, Any]:
     }
 
 
-def _step_state(step: GraphStep, saga: GraphSaga) -> dict[str, Any]:
-    final = step.final(saga.status)
+def _step_state(step: GraphStep, status: Status) -> dict[str, Any]:
+    final = step.final(status)
     return {
         "index": step.index, "tool": step.tool, "semantics": step.semantics, "state": step.state,
         "outcome": step.outcome, "final": final,
@@ -62,13 +75,36 @@ def _step_state(step: GraphStep, saga: GraphSaga) -> dict[str, Any]:
     }
 
 
-def _frame(saga: GraphSaga, record: Record) -> dict[str, Any]:
+def _frame(frame: Frame) -> dict[str, Any]:
+    """One replay frame: the saga's state after a record, with only the steps that record changed."""
+    record = frame.record
     return {
         "seq": record.get("seq"), "type": record.get("type"), "step": record.get("step"),
-        "status": saga.status, "verdict": saga.verdict, "verdict_kind": saga.verdict_kind,
-        "steps": [_step_state(s, saga) for s in saga.steps], "unwound": [s.index for s in saga.unwound],
-        "tally": saga.tally(),
+        "status": frame.status, "verdict": frame.verdict, "verdict_kind": frame.verdict_kind,
+        "changed": [_step_state(step, frame.status) for step, _ in frame.changed], "tally": frame.tally,
     }
+
+
+class _Cursor:
+    """A replay read part-way: the frames served so far and where the fold stands."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+        self.frames: list[dict[str, Any]] = []
+        self._rest: Iterator[Frame] | None = iter(replay)
+
+    def upto(self, count: int) -> None:
+        """Read on until ``count`` frames are known (or the replay ends)."""
+        while self._rest is not None and len(self.frames) < count:
+            frame = next(self._rest, None)
+            if frame is None:
+                self._rest = None
+            else:
+                self.frames.append(_frame(frame))
+
+    @property
+    def done(self) -> bool:
+        return self._rest is None
 
 
 def _body(record: Record) -> dict[str, Any]:
@@ -99,6 +135,8 @@ class RunStore:
         self._order: list[str] = []
         self._chain: dict[str, Any] = {}
         self.version = 0
+        self._cursors: OrderedDict[tuple[str, int], _Cursor] = OrderedDict()
+        self._cursor_lock = threading.Lock()
 
     def refresh(self) -> int:
         """Read what was appended; returns the version (it grows whenever the runs changed)."""
@@ -135,11 +173,15 @@ class RunStore:
             if saga is None:
                 return None
             records = list(self._by_saga.get(saga_id, []))
+        own: dict[int, list[Record]] = {}
+        for r in records:  # one pass: looking each step's records up in all of them is quadratic
+            index = r.get("step")
+            if isinstance(index, int):
+                own.setdefault(index, []).append(r)
         steps = []
         for step in saga.steps:
-            own = [r for r in records if r.get("step") == step.index]
-            entry = _step_state(step, saga)
-            entry.update(_step_detail(own))
+            entry = _step_state(step, saga.status)
+            entry.update(_step_detail(own.get(step.index, [])))
             steps.append(entry)
         return {
             **_summary(saga),
@@ -151,18 +193,43 @@ class RunStore:
             ],
         }
 
-    def replay(self, saga_id: str) -> list[dict[str, Any]] | None:
-        """The run as it stood after each of its records, from the first to the verdict."""
+    def replay(self, saga_id: str, start: int = 0) -> dict[str, Any] | None:
+        """One page of the run as it stood after each of its records, from frame ``start`` on.
+
+        ``frames`` holds at most ``PAGE_FRAMES`` frames, each listing only the steps its
+        record changed (a viewer applies them in order); ``next`` is the ``start`` of the
+        following page, or None after the last; ``total`` is how many frames the run has;
+        ``truncated`` says why the frames stop early, if they do. None: no such run.
+        """
         with self._lock:
             if saga_id not in self._sagas:
                 return None
-            records = list(self._by_saga.get(saga_id, []))
-        frames = []
-        for n in range(1, len(records) + 1):
-            built = reconstruct(records[:n])
-            if built:  # nothing to draw before the saga's start record
-                frames.append(_frame(built[0], records[n - 1]))
-        return frames
+            version = self.version
+            records = self._by_saga.get(saga_id, [])
+            cursor = self._cursors.get((saga_id, version))
+            if cursor is None:
+                cursor = _Cursor(Replay(saga_id, list(records)))
+        with self._cursor_lock:
+            self._cursors[(saga_id, version)] = cursor
+            self._cursors.move_to_end((saga_id, version))
+            while len(self._cursors) > _CURSORS:
+                self._cursors.popitem(last=False)
+            start = max(0, start)
+            cursor.upto(start + PAGE_FRAMES)
+            page: list[dict[str, Any]] = []
+            steps = 0
+            for frame in cursor.frames[start:start + PAGE_FRAMES]:
+                if page and steps + len(frame["changed"]) > PAGE_STEPS:
+                    break
+                page.append(frame)
+                steps += len(frame["changed"])
+            end = start + len(page)
+            more = end < len(cursor.frames) or not cursor.done
+            replay = cursor.replay
+            return {
+                "start": start, "frames": page, "next": end if more and page else None,
+                "total": replay.total, "truncated": replay.truncated if cursor.done else None,
+            }
 
 
 def _step_detail(records: list[Record]) -> dict[str, Any]:
