@@ -94,15 +94,22 @@ def _daemon(args: argparse.Namespace) -> Any:
     return _opened(target, make)
 
 
-def _daemon_maker(args: argparse.Namespace) -> tuple[Path | str, Any]:
-    """The log, and how to open a daemon on it (the options checked and the handlers imported first)."""
+def _daemon_maker(args: argparse.Namespace, *, watching: bool = False) -> tuple[Path | str, Any]:
+    """The log, and how to open a daemon on it (the options checked and the handlers imported first).
+
+    ``watching``: a log file that does not exist yet is accepted (the watch waits for it).
+    """
+    from agent_saga.cli.options import given_log
+    from agent_saga.log.resolve import is_url
     from agent_saga.recovery.daemon import RecoveryDaemon
 
     if args.max_attempts < 1:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    target = log_target(args)
+    raw = given_log(args)
+    waits = watching and raw.strip() and not is_url(raw) and not os.path.lexists(raw)
+    target = Path(raw) if waits else log_target(args)
     import_modules(args.imports, "@compensator handlers")
     return target, lambda log: RecoveryDaemon(
         log, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
@@ -170,7 +177,7 @@ def _watch(args: argparse.Namespace) -> int:
     from agent_saga.recovery.daemon import is_transient
     from agent_saga.recovery.watch import Watch
 
-    target, make = _daemon_maker(args)
+    target, make = _daemon_maker(args, watching=True)
     prog = getattr(args, "prog", "agent-saga recover")
     stop = threading.Event()
     last: list[Any] = [None]
