@@ -86,25 +86,55 @@ def _frame(frame: Frame) -> dict[str, Any]:
 
 
 class _Cursor:
-    """A replay read part-way: the frames served so far and where the fold stands."""
+    """A replay read part-way: where the fold stands, so that the next page continues from there.
 
-    def __init__(self, replay: Replay) -> None:
-        self.replay = replay
-        self.frames: list[dict[str, Any]] = []
-        self._rest: Iterator[Frame] | None = iter(replay)
+    Only the fold is kept between pages, never the frames served: a page the viewer asks
+    for again (it went back) is read again from the run's start, which costs what the
+    pages before it cost once.
+    """
 
-    def upto(self, count: int) -> None:
-        """Read on until ``count`` frames are known (or the replay ends)."""
-        while self._rest is not None and len(self.frames) < count:
+    def __init__(self, saga_id: str, records: list[Record]) -> None:
+        self.saga_id = saga_id
+        self.records = records
+        self._restart()
+
+    def _restart(self) -> None:
+        self.replay = Replay(self.saga_id, self.records)
+        self._rest: Iterator[Frame] = iter(self.replay)
+        self._held: Frame | None = None  # pulled for a page it did not fit in
+        self.position = 0  # the number of the next frame
+        self.done = False
+
+    def _next(self) -> Frame | None:
+        frame, self._held = self._held, None
+        if frame is None and not self.done:
             frame = next(self._rest, None)
-            if frame is None:
-                self._rest = None
-            else:
-                self.frames.append(_frame(frame))
+            self.done = frame is None
+        return frame
+
+    def page(self, start: int) -> list[dict[str, Any]]:
+        """Frames from ``start`` on: at most PAGE_FRAMES, and no more than PAGE_STEPS steps unless one frame has more."""
+        if start < self.position:
+            self._restart()
+        while self.position < start and self._next() is not None:
+            self.position += 1
+        frames: list[dict[str, Any]] = []
+        steps = 0
+        while len(frames) < PAGE_FRAMES and (frame := self._next()) is not None:
+            if frames and steps + len(frame.changed) > PAGE_STEPS:
+                self._held = frame
+                break
+            frames.append(_frame(frame))
+            steps += len(frame.changed)
+            self.position += 1
+        return frames
 
     @property
-    def done(self) -> bool:
-        return self._rest is None
+    def more(self) -> bool:
+        if self._held is None and not self.done:
+            self._held = next(self._rest, None)
+            self.done = self._held is None
+        return self._held is not None
 
 
 def _body(record: Record) -> dict[str, Any]:
@@ -208,27 +238,18 @@ class RunStore:
             records = self._by_saga.get(saga_id, [])
             cursor = self._cursors.get((saga_id, version))
             if cursor is None:
-                cursor = _Cursor(Replay(saga_id, list(records)))
+                cursor = _Cursor(saga_id, list(records))
         with self._cursor_lock:
             self._cursors[(saga_id, version)] = cursor
             self._cursors.move_to_end((saga_id, version))
             while len(self._cursors) > _CURSORS:
                 self._cursors.popitem(last=False)
             start = max(0, start)
-            cursor.upto(start + PAGE_FRAMES)
-            page: list[dict[str, Any]] = []
-            steps = 0
-            for frame in cursor.frames[start:start + PAGE_FRAMES]:
-                if page and steps + len(frame["changed"]) > PAGE_STEPS:
-                    break
-                page.append(frame)
-                steps += len(frame["changed"])
-            end = start + len(page)
-            more = end < len(cursor.frames) or not cursor.done
-            replay = cursor.replay
+            page = cursor.page(start)
+            more = cursor.more
             return {
-                "start": start, "frames": page, "next": end if more and page else None,
-                "total": replay.total, "truncated": replay.truncated if cursor.done else None,
+                "start": start, "frames": page, "next": start + len(page) if more and page else None,
+                "total": cursor.replay.total, "truncated": None if more else cursor.replay.truncated,
             }
 
 

@@ -20,7 +20,7 @@ with ``Replay.truncated`` saying where.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent_saga.log.records import Record
 from agent_saga.recovery.fold import Folder
@@ -42,8 +42,7 @@ __all__ = ["DEFAULT_BUDGET", "Frame", "Replay"]
 DEFAULT_BUDGET = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(NamedTuple):
     """The saga after ``record``: its status and verdict, and each step whose drawing changed."""
 
     record: Record
@@ -74,21 +73,26 @@ class Replay:
 
     def __iter__(self) -> Iterator[Frame]:
         folder = Folder()
+        sagas = folder.sagas
+        saga_id = self.saga_id
         shown: dict[int, tuple[GraphStep, FinalOutcome]] = {}
         tally: dict[str, int] = {}
         pending = 0
         dirty: set[int] = set()
         was: tuple[Status, bool] | None = None
+        counts: dict[str, int] = {}
+        verdict, kind = "", ""
         for n, record in enumerate(self.records):
             folder.feed(record)
-            view = folder.sagas.get(self.saga_id)
             step = record.get("step")
             if isinstance(step, int):
                 dirty.add(step)
+            view = sagas.get(saga_id)
             if view is None or not view.started:
                 continue
             now = saga_status(view)
-            if now != was:  # every step's outcome or final state may have moved
+            moved = now != was
+            if moved:  # every step's outcome or final state may have moved
                 dirty = set(view.steps)
                 was = now
             status, unwinding = now
@@ -100,10 +104,11 @@ class Replay:
                 return
             self.spent += len(dirty)
             changed = []
-            for index in sorted(dirty):
-                if index not in view.steps:  # an approval record's step, which has not started
+            steps = view.steps
+            for index in sorted(dirty) if len(dirty) > 1 else dirty:
+                if index not in steps:  # an approval record's step, which has not started
                     continue
-                new = graph_step(view.steps[index], unwinding)
+                new = graph_step(steps[index], unwinding)
                 entry = (new, new.final(status))
                 old = shown.get(index)
                 if old == entry:
@@ -118,6 +123,7 @@ class Replay:
                 shown[index] = entry
                 changed.append(entry)
             dirty = set()
-            counts = {what: k for what, k in tally.items() if k}
-            yield Frame(record, status, verdict_of(status, pending, counts), verdict_kind_of(status, counts), counts,
-                        tuple(changed))
+            if changed or moved:  # else the verdict stands as it was
+                counts = {what: k for what, k in tally.items() if k}
+                verdict, kind = verdict_of(status, pending, counts), verdict_kind_of(status, counts)
+            yield Frame(record, status, verdict, kind, counts, tuple(changed))
