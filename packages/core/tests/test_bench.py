@@ -59,3 +59,15 @@ def test_trace_step_times_every_interval(tmp_path: Path) -> None:
     intervals = run["intervals_p50_us"]
     assert len(intervals) == 7 and all(value > 0 for value in intervals.values())
     assert intervals["fdatasync"] < run["step_p50_us"]
+
+
+def test_bench_replay_prints_every_figure_and_the_work_grows_linearly(tmp_path: Path) -> None:
+    small, large = _run("bench_replay.py", "--steps", "40", "80", cwd=tmp_path)
+    for row, steps in ((small, 40), (large, 80)):
+        assert row["steps"] == steps and row["records"] == 4 * steps + 3
+        assert row["frames"] == row["records"] and row["pages"] >= 1 and row["truncated"] is None
+        assert row["verdict"] == "rollback clean"
+        assert row["replay_cpu_s"] >= 0 and row["load_cpu_s"] >= 0 and row["json_bytes"] > 0
+    assert large["ratio_to_first"]["steps"] == 2.0
+    # each step is drawn once as it starts, commits, unwinds and is compensated: 4 entries a step
+    assert small["step_entries"] == 4 * 40 and large["step_entries"] == 4 * 80
