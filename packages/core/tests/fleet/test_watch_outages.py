@@ -137,6 +137,8 @@ def test_recover_watch_rides_out_three_server_restarts(server: Server, tmp_path:
         die_in_a_saga(server.url, "after-restarts", tmp_path)
         wait_for(lambda: refunded(tmp_path, "after-restarts"), "the dead saga's refund in the world")
         assert proc.poll() is None, stderr()
+        # its records of that are committed (the saga ended): nothing is left queued for the server
+        wait_for(lambda: "recovered 1" in (tmp_path / "daemon.out").read_text(), "the sweep's report")
         # stopped while retrying an outage: SIGTERM ends it at once, cleanly
         server.kill()
         wait_for(lambda: stderr().count("is unreachable") == 4, "outage 4 noticed")
