@@ -245,20 +245,20 @@ class RecoveryDaemon:
         """Sweep every ``interval`` seconds until ``stop`` is set.
 
         A sweep that fails on a full disk is logged and retried at the next
-        interval; any other failure ends the watch.
+        interval; one that cannot reach the log's server (it is restarting) is
+        retried with backoff, logged once per outage (``recovery.watch``); a log
+        that does not exist yet is waited for; any other failure ends the watch.
         """
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            try:
-                report = self.sweep()
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
-            else:
-                if on_report is not None:
-                    on_report(report)
-            stop.wait(interval)
+        from agent_saga.recovery.watch import Watch
+
+        def on_error(daemon: RecoveryDaemon | None, err: Exception) -> None:
+            if not is_transient(err):
+                raise err
+            log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
+
+        Watch(lambda: self, interval=interval, say=lambda line: log.warning("%s", line),
+              on_report=on_report or (lambda report: None), on_error=on_error, close=False,
+              location=self.location).run(stop or threading.Event())
 
     def close(self) -> None:
         self._wal = None
