@@ -155,6 +155,7 @@ async def test_policy_args_feed_the_gate_limits(world: World) -> None:
 
 async def test_a_dropped_connection_is_rolled_back_by_the_recovery_daemon(world: World) -> None:
     write_policy(world)
+    world.configure_server("payments")  # the seed's command in this directory: the proxy records its name
     pidfile = world.root / "proxy.pid"
     # exec keeps the PID, so the file names the proxy process itself.
     command = ["bash", "-c", f'echo $$ > {pidfile}; exec {" ".join(SEED_ENFORCE)}']
@@ -184,6 +185,9 @@ async def test_a_dropped_connection_is_rolled_back_by_the_recovery_daemon(world:
     assert all(r["pid"] != first_server for r in refunds)  # a fresh server, started by the daemon
     ended = [r for r in read_records(world.wal) if r["type"] == "SAGA_ROLLED_BACK"]
     assert ended[-1]["body"]["recovered"] is True and ended[-1]["body"]["clean"] is True
+    undos = [r["body"]["compensation"]["kwargs"] for r in read_records(world.wal) if r["type"] == "STEP_COMMITTED"
+             and r["body"].get("compensation")]
+    assert {u["server"] for u in undos} == {"payments"}  # the log names the server; the host says how to run it
 
 
 async def first_error(world: World, action: Any) -> Any:

@@ -38,7 +38,7 @@ EXPECTED = {
     "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
     "verify_rollback_invariants",
     # errors
-    "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
+    "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALStalled",
 }
