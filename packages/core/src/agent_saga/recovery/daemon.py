@@ -487,7 +487,7 @@ class _Run:
             error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
             self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
-            if isinstance(err, _HandlerFailed) and err.refused:
+            if isinstance(err, CompensationRefused) or (isinstance(err, _HandlerFailed) and err.refused):
                 # The handler will not do what the record asks (a program, a URL, a server it
                 # does not know): asking again gets the same answer, so a person decides now.
                 self._dead_letter(step, key, attempt, error, kind="undo-refused")
@@ -558,6 +558,18 @@ def _args(kwargs: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
 
 
+def _fits(handler: str, fn: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse kwargs the handler does not take: the record, not the handler, would decide what runs."""
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except ValueError:
+        return  # no signature to check against (a builtin): the call itself decides
+    except TypeError as err:
+        raise CompensationRefused(
+            f"the recorded kwargs {sorted(kwargs)} do not fit handler {handler!r} ({err}); it was not called"
+        ) from None
+
+
 class _HandlerFailed(Exception):
     """A handler's failure, described with the credentials resolved for it scrubbed out.
 
@@ -575,6 +587,7 @@ def _text(err: BaseException) -> str:
 
 def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
     fn = resolve(handler)
+    _fits(handler, fn, {**kwargs, "idempotency_key": key} if accepts_idempotency_key(fn) else kwargs)
     # Credential references become secrets only here, for this call; never logged.
     kwargs, secrets = resolve_credentials(kwargs)
     if accepts_idempotency_key(fn):
