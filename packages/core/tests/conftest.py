@@ -73,6 +73,14 @@ def wal(tmp_path: Path) -> Iterator[FileWAL]:
 
 
 @pytest.fixture
+def operator_key(tmp_path: Path) -> Path:
+    """An operator key file trusted on this test's host: what signs compactions and redactions."""
+    from operator_support import trusted_operator_key
+
+    return trusted_operator_key(tmp_path)
+
+
+@pytest.fixture
 def wal_path(tmp_path: Path) -> Path:
     return tmp_path / "test.wal"
 

@@ -9,6 +9,8 @@ The world lives in $RECOVERY_WORLD (a directory). $RECOVERY_ROLE says who calls
 (worker / daemon). $RECOVERY_CRASH_EFFECT="op:ref:after|before" kills the process
 with os._exit inside that effect call, after (or before) the effect is applied.
 $RECOVERY_EFFECT_DELAY (seconds) makes every call slow, so racing callers overlap.
+$RECOVERY_PAUSE_EFFECT="op:ref" makes that call, once its effect is applied, create
+"paused-op-ref" in the world and sleep, so a test can SIGKILL the process right there.
 """
 
 from __future__ import annotations
@@ -70,6 +72,10 @@ def _effect(op: str, ref: str, key: str | None, **extra: Any) -> dict[str, Any]:
             _emit(fd, {"ev": "applied", **base})
         if _crash_point(op, ref, "after"):
             os._exit(137)  # the effect landed; the caller never hears back
+        if os.environ.get("RECOVERY_PAUSE_EFFECT") == f"{op}:{ref}":
+            # The effect landed: say so to the test, which SIGKILLs us while we wait here.
+            (path.parent / f"paused-{op}-{ref}").touch()
+            time.sleep(3600)
     finally:
         os.close(fd)
     return {"id": f"{op}-{ref}", "ref": ref}

@@ -137,9 +137,10 @@ def leave_open(wal: FileWAL) -> str:
     return saga_id
 
 
-def test_redacted_semantics_count_as_an_effect(wal: FileWAL) -> None:
+def test_redacted_semantics_count_as_an_effect(wal: FileWAL, operator_key: Path) -> None:
     leave_open(wal)
-    redact_where(wal.path, lambda r: r["type"] in ("STEP_INTENT", "STEP_COMMITTED"), by="dpo", reason="erasure")
+    redact_where(wal.path, lambda r: r["type"] in ("STEP_INTENT", "STEP_COMMITTED"), by="dpo", reason="erasure",
+                 signer=operator_key)
     cert = certify_log(wal.path)
     (u,) = cert.unaccounted
     assert u.tool is None
@@ -161,7 +162,7 @@ def test_a_broken_chain_voids_the_certificate(wal: FileWAL) -> None:
     assert any("no certificate is possible" in n for n in cert.notes)
 
 
-def test_compaction_keeps_what_certify_needs(wal: FileWAL) -> None:
+def test_compaction_keeps_what_certify_needs(wal: FileWAL, operator_key: Path) -> None:
     with saga_scope(wal) as s:
         s.execute(tool="db.insert", semantics=C, forward=lambda: 1, compensate=fine)
     with pytest.raises(SagaAborted), saga_scope(wal) as s:
@@ -169,7 +170,7 @@ def test_compaction_keeps_what_certify_needs(wal: FileWAL) -> None:
         boom()
     wal.barrier()
     before = certify_log(wal.path)
-    compact(wal.path)
+    compact(wal.path, signer=operator_key)
     after = certify_log(wal.path)
     assert before.unaccounted == after.unaccounted
     assert len(after.unaccounted) == 1

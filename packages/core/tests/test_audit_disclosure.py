@@ -92,9 +92,9 @@ def test_tampered_disclosures_are_rejected(wal_path: Path) -> None:
     assert "not hex" in verify_disclosure(good, "zz").reason
 
 
-def test_redacted_records_still_prove_their_place(wal_path: Path) -> None:
+def test_redacted_records_still_prove_their_place(wal_path: Path, operator_key: Path) -> None:
     make_log(wal_path)
-    redact_record(wal_path, 2, by="dpo", reason="erasure")
+    redact_record(wal_path, 2, by="dpo", reason="erasure", signer=operator_key)
     records = list(read_records(wal_path))
     root = audit_root(records)
     proof = build_disclosure(records, saga_id="checkout_402")

@@ -25,7 +25,7 @@ def test_every_example_in_the_audit_guide_runs(tmp_path: Path, capsys: pytest.Ca
     namespace: dict[str, object] = {"__name__": "audit_doc"}
     ran = 0
     for number, code in enumerate(blocks(), start=1):
-        needs_crypto = "audit.signing" in code or "log.crypto" in code
+        needs_crypto = "audit.signing" in code or "log.crypto" in code or "signer=" in code or "SigningKey" in code
         if needs_crypto and not has_crypto:
             continue  # the [encryption] extra is not installed here
         try:

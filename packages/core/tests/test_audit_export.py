@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from operator_support import trusted_operator_key
 
 from agent_saga import FileWAL
 from agent_saga.audit import VERIFICATION_RULE, ChainBroken, export_bundle, verify_log
@@ -60,8 +61,9 @@ def make_log(path: Path) -> None:
         for i in range(6):
             wal.append("STEP_COMMITTED", f"s{i % 3}", {"amount": 100 * i, "note": "café"}, 1)
         wal.append("SAGA_COMPLETED", "s1", {})
-    redact_record(path, 3, by="dpo", reason="erasure")
-    compact(path, keep=lambda r: r["saga"] != "s1")
+    signer = trusted_operator_key(path.parent / f"{path.name}.keys")
+    redact_record(path, 3, by="dpo", reason="erasure", signer=signer)
+    compact(path, keep=lambda r: r["saga"] != "s1", signer=signer)
 
 
 @pytest.mark.slow

@@ -13,10 +13,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from operator_support import trusted_operator_key
 
 from agent_saga import FileWAL
 from agent_saga.audit import verify_log, verify_records
 from agent_saga.log import canonical, chain_hash, read_records
+from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.maintenance import compact, redact_record
 
 AUDIT = ("COMPACTION", "REDACTION")
@@ -134,11 +136,14 @@ def test_any_single_mutation_is_detected_at_the_first_changed_line(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "log.wal"
         write_log(path, items, batch)
+        signer = trusted_operator_key(Path(tmp))
         if maintenance in ("redact", "both"):
-            redact_record(path, rnd.randint(1, len(items)), by="test", reason="erasure")
+            redact_record(path, rnd.randint(1, len(items)), by="test", reason="erasure", signer=signer)
         if maintenance in ("compact", "both"):
             drop = rnd.choice(["s1", "s2", "s3"])
-            compact(path, keep=lambda r: r["saga"] != drop)
+            with FileWAL(path) as wal:
+                wal.append("SAGA_COMPLETED", drop, {})  # only a settled saga is compacted away
+            compact(path, keep=lambda r: r["saga"] != drop, signer=signer)
         clean = verify_log(path)
         assert clean.ok, clean.format_text()  # legitimate maintenance keeps the chain green
         original = lines_of(path)
@@ -207,10 +212,10 @@ def test_an_unattested_gap_is_flagged_as_deletion(wal_path: Path) -> None:
     assert "seq 2..3 missing" in report.reason
 
 
-def test_a_compaction_gap_with_the_wrong_prev_is_flagged(wal_path: Path) -> None:
-    items: list[Item] = [("SAGA_STARTED", s, None, {}) for s in ("a", "b", "a", "b")]
+def test_a_compaction_gap_with_the_wrong_prev_is_flagged(wal_path: Path, operator_key: Path) -> None:
+    items: list[Item] = [("SAGA_STARTED", s, None, {}) for s in ("a", "b", "a")] + [("SAGA_COMPLETED", "b", None, {})]
     write_log(wal_path, items, 4)
-    compact(wal_path, keep=lambda r: r["saga"] == "a")  # removes seq 2 and 4
+    compact(wal_path, keep=lambda r: r["saga"] == "a", signer=operator_key)  # removes seq 2 and 4
     assert verify_log(wal_path).ok
     lines = [json.loads(x) for x in lines_of(wal_path)]
     attestation = lines[-1]
@@ -307,13 +312,18 @@ def test_a_missing_file_raises_oserror(tmp_path: Path) -> None:
         verify_log(tmp_path / "nope.wal")
 
 
-def test_an_attestation_that_claims_a_present_record_is_flagged(wal_path: Path) -> None:
-    write_log(wal_path, [("SAGA_STARTED", s, None, {}) for s in ("a", "b", "c")], 3)
-    compact(wal_path, keep=lambda r: r["saga"] != "b")
+def test_an_attestation_that_claims_a_present_record_is_flagged(wal_path: Path, operator_key: Path) -> None:
+    write_log(wal_path, [("SAGA_STARTED", "a", None, {}), ("SAGA_COMPLETED", "b", None, {}),
+                         ("SAGA_STARTED", "c", None, {})], 3)
+    compact(wal_path, keep=lambda r: r["saga"] != "b", signer=operator_key)
     records = list(read_records(wal_path))
     attestation = records[-1]
-    # Re-seal the attestation claiming seq 1..2 went, although seq 1 is still there.
-    attestation["body"]["removed"][0]["first"] = 1
+    # The operator's key re-signs the attestation claiming seq 1..2 went, although seq 1 is still
+    # there (counts adjusted, so the body adds up by itself): only the log's content gives it away.
+    body = attestation["body"]
+    body["removed"][0].update(first=1, count=2)
+    body["records"] = body["sagas"][0]["records"] = 2
+    attestation["body"] = OperatorKey.load(operator_key).sign("COMPACTION", attestation["seq"], attestation["prev"], body)
     salt = bytes.fromhex(attestation["salt"])
     attestation["digest"] = hashlib.sha256(salt + canonical(attestation["body"]).encode()).hexdigest()
     attestation["hash"] = chain_hash(attestation)

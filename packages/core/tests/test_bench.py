@@ -59,3 +59,16 @@ def test_trace_step_times_every_interval(tmp_path: Path) -> None:
     intervals = run["intervals_p50_us"]
     assert len(intervals) == 7 and all(value > 0 for value in intervals.values())
     assert intervals["fdatasync"] < run["step_p50_us"]
+
+
+def test_bench_rollback_prints_every_figure(tmp_path: Path) -> None:
+    run = _run("bench_rollback.py", "--rollbacks", "5", "--undos", "1,3", cwd=tmp_path)
+    assert run["floor_p50_ms"] > 0 and run["floor_cpu_us"] >= 0
+    assert list(run["undos"]) == ["1", "3"]
+    for size, row in run["undos"].items():
+        assert row["rollback_p99_ms"] >= row["rollback_p50_ms"] > 0 and row["ratio_to_floor"] > 0
+        assert row["cpu_us_per_undo"] > 0
+        # Each undo waits for its own flush (its intent, with the previous undo's outcome),
+        # and the end record for one more: a rollback of k undos is k + 1 flushes, no fewer
+        # (more if a slow undo outlasts the linger, which flushes its outcome on its own).
+        assert row["fsyncs_per_rollback"] >= int(size) + 1

@@ -90,11 +90,14 @@ def test_the_key_can_come_from_the_environment(wal_path: Path, monkeypatch: pyte
     assert main(["certify", "--wal-path", str(wal_path)]) == 3
 
 
-def test_redaction_and_compaction_work_on_an_encrypted_log(wal_path: Path, key: AESGCMEncryptor) -> None:
+def test_redaction_and_compaction_work_on_an_encrypted_log(
+    wal_path: Path, key: AESGCMEncryptor, operator_key: Path
+) -> None:
     write(wal_path, key)
     with FileWAL(wal_path, encryptor=key) as wal:
         wal.append("SAGA_STARTED", "s2", {"customer": "bob@example.com"})
-    result = redact_where(wal_path, lambda r: "customer" in r["body"], by="dpo", reason="erasure", encryptor=key)
+    result = redact_where(wal_path, lambda r: "customer" in r["body"], by="dpo", reason="erasure", encryptor=key,
+                          signer=operator_key)
     assert result.seqs == (1, 4)
     erased = next(iter(read_records(wal_path, encryptor=key)))
     assert "enc" not in erased
@@ -103,7 +106,7 @@ def test_redaction_and_compaction_work_on_an_encrypted_log(wal_path: Path, key: 
     # The REDACTION record is written in clear, so a verifier without the key can use it.
     assert '"type":"REDACTION"' in wal_path.read_text()
     assert '"seqs":[1,4]' in wal_path.read_text()
-    compact(wal_path, encryptor=key)  # s1 completed: its rest goes
+    compact(wal_path, encryptor=key, signer=operator_key)  # s1 completed: its rest goes
     assert {r["saga"] for r in read_records(wal_path, encryptor=key)} == {"s2", ""}
     assert verify_log(wal_path).ok
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from operator_support import trusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
 from agent_saga.audit import verify_log
@@ -57,11 +58,11 @@ def run_sagas(wal: FileWAL) -> dict[str, str]:
     return ids
 
 
-def test_redaction_erases_body_and_salt_and_keeps_the_chain(wal_path: Path) -> None:
+def test_redaction_erases_body_and_salt_and_keeps_the_chain(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         wal.append("STEP_COMMITTED", "a", {"email": "ann@example.com", "amount": 4200}, 1)
         wal.append("SAGA_COMPLETED", "a", {})
-    result = redact_record(wal_path, 1, by="dpo@example.com", reason="GDPR art. 17 request #12")
+    result = redact_record(wal_path, 1, by="dpo@example.com", reason="GDPR art. 17 request #12", signer=operator_key)
     assert result.seqs == (1,)
     assert result.record_seq == 3
     raw = wal_path.read_text()
@@ -80,42 +81,42 @@ def test_redaction_erases_body_and_salt_and_keeps_the_chain(wal_path: Path) -> N
     assert report.redacted == (1,)
     # Idempotent: erasing again changes nothing and writes no second REDACTION record.
     before = wal_path.read_bytes()
-    assert redact_record(wal_path, 1, by="dpo", reason="again").seqs == ()
+    assert redact_record(wal_path, 1, by="dpo", reason="again", signer=operator_key).seqs == ()
     assert wal_path.read_bytes() == before
 
 
-def test_redaction_refuses_what_it_must_not_erase(wal_path: Path) -> None:
+def test_redaction_refuses_what_it_must_not_erase(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         wal.append("SAGA_STARTED", "a", {})
-    redact_record(wal_path, 1, by="dpo", reason="erasure")
+    redact_record(wal_path, 1, by="dpo", reason="erasure", signer=operator_key)
     with pytest.raises(LogMaintenanceError, match="REDACTION record"):
-        redact_record(wal_path, 2, by="dpo", reason="erasure")
+        redact_record(wal_path, 2, by="dpo", reason="erasure", signer=operator_key)
     with pytest.raises(LogMaintenanceError, match="no record has seq 9"):
-        redact_record(wal_path, 9, by="dpo", reason="erasure")
+        redact_record(wal_path, 9, by="dpo", reason="erasure", signer=operator_key)
     with pytest.raises(ValueError, match="by= must say who"):
-        redact_record(wal_path, 1, by="", reason="erasure")
+        redact_record(wal_path, 1, by="", reason="erasure", signer=operator_key)
     with pytest.raises(ValueError, match="reason= must say why"):
-        redact_record(wal_path, 1, by="dpo", reason=" ")
+        redact_record(wal_path, 1, by="dpo", reason=" ", signer=operator_key)
     assert verify_log(wal_path).ok
 
 
-def test_redact_where_erases_every_match_in_one_rewrite(wal_path: Path) -> None:
+def test_redact_where_erases_every_match_in_one_rewrite(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         for i in range(6):
             wal.append("STEP_COMMITTED", f"s{i % 2}", {"user": "bob" if i % 3 == 0 else "eve", "i": i}, 1)
-    result = redact_where(wal_path, lambda r: r["body"].get("user") == "bob", by="dpo", reason="erasure")
+    result = redact_where(wal_path, lambda r: r["body"].get("user") == "bob", by="dpo", reason="erasure", signer=operator_key)
     assert result.seqs == (1, 4)
     users = [r.get("body", {}).get("user") for r in read_records(wal_path)]
     assert users[:6] == [None, "eve", "eve", None, "eve", "eve"]
     assert verify_log(wal_path).ok
 
 
-def test_compaction_drops_settled_sagas_and_attests_them(wal_path: Path) -> None:
+def test_compaction_drops_settled_sagas_and_attests_them(wal_path: Path, operator_key: Path) -> None:
     wal = FileWAL(wal_path)
     ids = run_sagas(wal)
     before = list(read_records(wal_path))
     assert settled_sagas(before) == {ids["completed"], ids["clean"]}
-    result = compact(wal_path)
+    result = compact(wal_path, signer=operator_key)
     after = list(read_records(wal_path))
     sagas_left = {r["saga"] for r in after}
     assert sagas_left == {ids["unclean"], ids["open"], ""}
@@ -141,53 +142,53 @@ def test_compaction_drops_settled_sagas_and_attests_them(wal_path: Path) -> None
     wal.close()
 
 
-def test_attestations_survive_later_compactions(wal_path: Path) -> None:
+def test_attestations_survive_later_compactions(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         for i in range(4):
-            wal.append("SAGA_STARTED", f"s{i}", {})
-    compact(wal_path, keep=lambda r: r["saga"] != "s1")
+            wal.append("SAGA_COMPLETED", f"s{i}", {})
+    compact(wal_path, keep=lambda r: r["saga"] == "s1", signer=operator_key)
     with FileWAL(wal_path) as wal:
-        wal.append("SAGA_STARTED", "s9", {})
-    compact(wal_path, keep=lambda r: False)
+        wal.append("SAGA_COMPLETED", "s9", {})
+    compact(wal_path, keep=lambda r: False, signer=operator_key)
     records = list(read_records(wal_path))
     assert [r["type"] for r in records] == ["COMPACTION", "COMPACTION"]
     report = verify_log(wal_path)
     assert report.ok
     assert report.compacted == ((1, 4), (6, 6))
-    assert compact(wal_path, keep=lambda r: False).removed == 0  # nothing left to remove
+    assert compact(wal_path, keep=lambda r: False, signer=operator_key).removed == 0  # nothing left to remove
 
 
-def test_a_broken_log_is_never_rewritten(wal_path: Path) -> None:
+def test_a_broken_log_is_never_rewritten(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         for i in range(3):
             wal.append("SAGA_COMPLETED", f"s{i}", {"amount": 10})
     damaged = wal_path.read_bytes().replace(b'"amount":10', b'"amount":99', 1)
     wal_path.write_bytes(damaged)
     with pytest.raises(LogMaintenanceError, match="BROKEN at seq 1"):
-        compact(wal_path)
+        compact(wal_path, signer=operator_key)
     with pytest.raises(LogMaintenanceError, match="launder"):
-        redact_record(wal_path, 2, by="dpo", reason="erasure")
+        redact_record(wal_path, 2, by="dpo", reason="erasure", signer=operator_key)
     assert wal_path.read_bytes() == damaged
 
 
-def test_a_torn_tail_is_set_aside_before_rewriting(wal_path: Path) -> None:
+def test_a_torn_tail_is_set_aside_before_rewriting(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path) as wal:
         wal.append("SAGA_COMPLETED", "a", {})
         wal.append("SAGA_STARTED", "b", {})
     with open(wal_path, "ab") as fh:
         fh.write(b'{"digest":"12')
-    compact(wal_path)
+    compact(wal_path, signer=operator_key)
     assert verify_log(wal_path).ok
     saved = list(wal_path.parent.glob("test.wal.torn-*"))
     assert len(saved) == 1
     assert saved[0].read_bytes() == b'{"digest":"12'
 
 
-def test_an_unchained_log_can_be_compacted_without_claiming_a_chain(wal_path: Path) -> None:
+def test_an_unchained_log_can_be_compacted_without_claiming_a_chain(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path, chain=False) as wal:
         wal.append("SAGA_COMPLETED", "a", {})
         wal.append("SAGA_STARTED", "b", {})
-    compact(wal_path)
+    compact(wal_path, signer=operator_key)
     records = list(read_records(wal_path))
     assert [r["type"] for r in records] == ["SAGA_STARTED", "COMPACTION"]
     assert "hash" not in records[-1]
@@ -216,6 +217,7 @@ def test_any_sequence_of_appends_redactions_and_compactions_stays_verifiable(
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "log.wal"
+        operator_key = trusted_operator_key(Path(tmp))
         wal = FileWAL(path)
         highest = 0
         try:
@@ -230,11 +232,17 @@ def test_any_sequence_of_appends_redactions_and_compactions_stays_verifiable(
                 elif op[0] == "redact":
                     candidates = [r["seq"] for r in read_records(path) if r["type"] not in ("COMPACTION", "REDACTION")]
                     if candidates:
-                        redact_record(path, candidates[op[1] % len(candidates)], by="t", reason="r")
+                        redact_record(path, candidates[op[1] % len(candidates)], by="t", reason="r", signer=operator_key)
                 elif op[1] == "settled":
-                    compact(path)
+                    compact(path, signer=operator_key)
+                elif op[1] in settled_sagas(read_records(path)) or all(
+                    r["saga"] != op[1] for r in read_records(path)
+                ):
+                    compact(path, keep=all_but(op[1]), signer=operator_key)
                 else:
-                    compact(path, keep=all_but(op[1]))
+                    # Removing records of a saga that is not settled could hide an undo still owed.
+                    with pytest.raises(LogMaintenanceError, match="not settled"):
+                        compact(path, keep=all_but(op[1]), signer=operator_key)
                 records = list(read_records(path))
                 report = verify_log(path)
                 assert report.ok, report.format_text()
@@ -279,7 +287,7 @@ def _wait(path: Path, proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
-def test_compaction_and_redaction_lose_nothing_a_concurrent_process_appends(tmp_path: Path) -> None:
+def test_compaction_and_redaction_lose_nothing_a_concurrent_process_appends(tmp_path: Path, operator_key: Path) -> None:
     path = tmp_path / "shared.wal"
     handshake, free = 150, 300
     FileWAL(path).close()
@@ -296,9 +304,9 @@ def test_compaction_and_redaction_lose_nothing_a_concurrent_process_appends(tmp_
             mine.append("SAGA_STARTED", f"settled-{k}", {})
             mine.append("SAGA_COMPLETED", f"settled-{k}", {})
             mine.barrier()
-            compact(path)
+            compact(path, signer=operator_key)
             ours = [r["seq"] for r in read_records(path) if r["saga"] == "appender" and "body" in r]
-            redact_record(path, rnd.choice(ours), by="dpo", reason="erasure")
+            redact_record(path, rnd.choice(ours), by="dpo", reason="erasure", signer=operator_key)
             rewrites += 2
             (tmp_path / f"ack-{k}").touch()
         # Phase 2: free-running; rewrites race its flushes for the lock.
@@ -307,7 +315,7 @@ def test_compaction_and_redaction_lose_nothing_a_concurrent_process_appends(tmp_
         while proc.poll() is None:
             mine.append("SAGA_COMPLETED", f"late-{k}", {})
             mine.barrier()
-            compact(path)
+            compact(path, signer=operator_key)
             rewrites += 1
             k += 1
     finally:
@@ -326,12 +334,12 @@ def test_compaction_and_redaction_lose_nothing_a_concurrent_process_appends(tmp_
     assert not list(tmp_path.glob(".shared.wal.rewrite-*"))  # no temp file left behind
 
 
-def test_a_writer_in_this_process_follows_the_replaced_file(wal_path: Path) -> None:
+def test_a_writer_in_this_process_follows_the_replaced_file(wal_path: Path, operator_key: Path) -> None:
     wal = FileWAL(wal_path)
     wal.append("SAGA_COMPLETED", "a", {})
     wal.barrier()
     old_inode = os.stat(wal_path).st_ino
-    compact(wal_path)
+    compact(wal_path, signer=operator_key)
     assert os.stat(wal_path).st_ino != old_inode
     wal.append("SAGA_STARTED", "b", {})
     wal.barrier()
@@ -342,12 +350,12 @@ def test_a_writer_in_this_process_follows_the_replaced_file(wal_path: Path) -> N
     assert json.loads(wal_path.read_bytes().splitlines()[-1])["seq"] == 3
 
 
-def test_a_partly_chained_log_can_still_be_redacted(wal_path: Path) -> None:
+def test_a_partly_chained_log_can_still_be_redacted(wal_path: Path, operator_key: Path) -> None:
     with FileWAL(wal_path, chain=False) as wal:
         wal.append("STEP_COMMITTED", "a", {"email": "old@example.com"}, 1)
     with FileWAL(wal_path) as wal:
         wal.append("STEP_COMMITTED", "a", {"email": "new@example.com"}, 2)
-    redact_where(wal_path, lambda r: "email" in r["body"], by="dpo", reason="erasure")
+    redact_where(wal_path, lambda r: "email" in r["body"], by="dpo", reason="erasure", signer=operator_key)
     assert "@example.com" not in wal_path.read_text()
     records = list(read_records(wal_path))
     assert records[-1]["type"] == "REDACTION"

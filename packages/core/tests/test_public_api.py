@@ -40,7 +40,7 @@ EXPECTED = {
     # errors
     "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
-    "WALError", "WALFull", "WALStalled",
+    "WALError", "WALFull", "WALRefused", "WALStalled",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

@@ -19,7 +19,10 @@ from agent_saga.semantics import Compensation, json_roundtrips
     "name",
     ["api_key", "apiKey", "X-Api-Key", "password", "db_password", "auth_token", "token", "secret",
      "client_secret", "Authorization", "private_key", "aws_access_key_id", "refresh_token", "auth",
-     "session_id", "cookie", "stripeSecretKey"],
+     "session_id", "cookie", "stripeSecretKey",
+     # issue 25, item 8: names the word-by-word match did not know
+     "pass", "db_pass", "PWD", "passwd", "Set-Cookie", "api-key", "apikey", "x-api-key", "accessToken",
+     "secretKey", "access_key", "clientSecret"],
 )
 def test_secret_names_are_recognised(name: str) -> None:
     assert looks_secret(name)
@@ -83,7 +86,7 @@ def _full_checks(kwargs: dict[object, object], where: str) -> str | None:
         assert_no_secrets(MappingProxyType(kwargs), where=where)  # not a dict: never the fast path
     except CredentialError as err:
         return str(err)
-    return None if json_roundtrips(kwargs) else "JSON round trip"
+    return None if json_roundtrips(kwargs, values=False) else "JSON round trip"
 
 
 @given(flat_kwargs)

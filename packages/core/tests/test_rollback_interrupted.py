@@ -43,10 +43,10 @@ def test_a_broken_log_during_the_rollback_gives_a_not_clean_report_and_stops_the
         assert isinstance(info.value.cause, RuntimeError)  # a SagaAborted, not a bare WALError
         assert not report.clean
         assert report.interrupted is not None and "WALError" in report.interrupted
-        # The refund ran, but its record never became durable: the report says what happened
-        # here and still refuses to call it clean (the daemon will confirm it, same key).
-        assert undone == ["ch_1"]
-        assert [(o.tool, o.outcome.value) for o in report.steps] == [("charge", "compensated")]
+        # No undo starts before its intent is on disk: the log refused it, so the refund did
+        # not run here, unrecorded; the report says so, and the daemon runs it once, same key.
+        assert undone == []
+        assert [(o.tool, o.outcome.value) for o in report.steps] == [("charge", "unresolved")]
         assert s.saga.status.value == "ABANDONED"
         assert not _held(s.saga_id)  # no longer renewed: a daemon takes it over once the lease expires
         assert "rollback interrupted" in report.format_text()

@@ -42,6 +42,7 @@ from agent_saga.errors import (
     ToolFailed,
     WALError,
     WALFull,
+    WALRefused,
     WALStalled,
 )
 from agent_saga.fleet import SagaFleet
@@ -177,6 +178,7 @@ __all__ = [
     "ToolFailed",
     "WALError",
     "WALFull",
+    "WALRefused",
     "WALStalled",
     "WebhookNotifier",
     "__version__",

@@ -26,7 +26,7 @@ from math import isfinite
 from typing import Any
 
 from agent_saga.errors import CompensationRefused, ConfigurationError
-from agent_saga.redaction import looks_secret
+from agent_saga.redaction import SCRUBBED, looks_secret, remember_secret, scrub_text
 
 __all__ = [
     "REF_KEY",
@@ -139,6 +139,10 @@ def resolve_credentials(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list
                     f"the credential resolver failed for {name!r} ({type(err).__name__})"
                 ) from None
     secrets = [str(v) for v in resolved.values() if v]
+    for value in secrets:
+        # Remembered for the life of the process: wherever it turns up later (a tool's
+        # exception echoing it, a log line, a span), scrub_text replaces it.
+        remember_secret(value)
 
     def swap(value: Any) -> Any:
         if is_credential_ref(value):
@@ -153,11 +157,11 @@ def resolve_credentials(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list
 
 
 def scrub(text: str, secrets: list[str]) -> str:
-    """``text`` with every resolved secret replaced, for error messages and records."""
+    """``text`` with ``secrets``, every remembered secret and every URL password replaced."""
     for secret in secrets:
         if len(secret) >= 4:
-            text = text.replace(secret, "<redacted: credential>")
-    return text
+            text = text.replace(secret, SCRUBBED)
+    return scrub_text(text)
 
 
 def assert_no_secrets(value: Any, *, where: str = "value") -> None:

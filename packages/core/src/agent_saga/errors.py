@@ -28,6 +28,7 @@ __all__ = [
     "WALCorrupt",
     "WALError",
     "WALFull",
+    "WALRefused",
     "WALStalled",
 ]
 
@@ -105,9 +106,8 @@ class SagaAborted(SagaError):
         self.cause = cause
         self.report = report
         verdict = "clean" if report.clean else "NOT clean"
-        super().__init__(
-            f"saga {report.saga_id} aborted by {type(cause).__name__}: {cause}; rollback {verdict}"
-        )
+        # report.cause is the cause as the rollback recorded it: secrets scrubbed (engine.saga).
+        super().__init__(f"saga {report.saga_id} aborted by {report.cause}; rollback {verdict}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.cause, self.report))
@@ -145,6 +145,10 @@ class WALStalled(WALError):
 
 class WALFull(WALError):
     """The log's pending queue is full and the backpressure policy refuses new records."""
+
+
+class WALRefused(WALError, ValueError):
+    """One record was refused because the log cannot encode it; nothing was written, the log is intact."""
 
 
 class WALClosed(WALError):

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -114,7 +115,7 @@ def test_recover_cli_over_a_server_url_refuses_in_one_line_naming_the_override(u
     assert "seq 2 (line 2)" in message and "--trust-unverified" in message
 
 
-def test_a_sweep_after_a_compaction_still_finds_the_chain_intact(url: str) -> None:
+def test_a_sweep_after_a_compaction_still_finds_the_chain_intact(url: str, operator_key: Path) -> None:
     with open_log(url) as wal:
         with saga_scope(wal, name="settled") as s:
             s.execute(tool="crm.add", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 1},
@@ -123,13 +124,15 @@ def test_a_sweep_after_a_compaction_still_finds_the_chain_intact(url: str) -> No
         with RecoveryDaemon(url, clock=time.time, lease_grace=0) as daemon:
             daemon.sweep()  # s2's lease has not run out yet: it is live, nothing is done
             assert daemon.verdict is not None and daemon.verdict.ok
-            assert wal.compact(by="ops", reason="settled").removed > 0
+            assert wal.compact(by="ops", reason="settled", signer=operator_key).removed > 0
             report = daemon.sweep()
             assert daemon.verdict.ok, daemon.verdict.label
             assert report.open_sagas == 1
 
 
-def test_a_compaction_landing_between_the_tails_two_reads_is_not_taken_for_an_edit(url: str) -> None:
+def test_a_compaction_landing_between_the_tails_two_reads_is_not_taken_for_an_edit(
+    url: str, operator_key: Path
+) -> None:
     # A tail that starts over reads the log twice: once for what its COMPACTION records
     # attest, once to check and fold. A compaction in between must not read as deleted records.
     with open_log(url) as wal:
@@ -144,7 +147,7 @@ def test_a_compaction_landing_between_the_tails_two_reads_is_not_taken_for_an_ed
             reads.append(seq)
             if len(reads) == 2:  # another process compacts just then
                 with open_log(url) as other:
-                    assert other.compact(by="ops", reason="settled").removed > 0
+                    assert other.compact(by="ops", reason="settled", signer=operator_key).removed > 0
             return iter(list(read(seq)))
 
         wal.lines_after = compact_before_the_second_read
@@ -153,3 +156,40 @@ def test_a_compaction_landing_between_the_tails_two_reads_is_not_taken_for_an_ed
     assert tail.verdict.status == "intact", tail.verdict.label
     assert len(reads) > 2  # it noticed, and read again
     assert set(tail.sagas) == {"s3"}
+
+
+def test_a_dead_saga_hidden_behind_an_unsigned_compaction_stops_recovery(url: str, operator_key: Path) -> None:
+    """Issue 25, item 4, on a server log: the agent holds the log's credentials and rewrites it itself."""
+    import hashlib
+    import json
+
+    from agent_saga.log.codec import seal
+    from agent_saga.log.rewrite import Change, Stored
+
+    with open_log(url) as wal:
+        with saga_scope(wal, name="settled") as s:
+            s.execute(tool="crm.add", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 1},
+                      compensate=lambda r: Compensation(fn=lambda: None))
+        dead_saga(wal, "s4", "D")
+        wal.append("SAGA_COMPLETED", "later", {})
+        wal.barrier()
+
+        def hide(stored: Stored) -> Change:
+            records = [json.loads(line) for _, line in stored.lines]
+            gone = [r for r in records if r["saga"] == "s4"]
+            body = {"removed": [{
+                "first": gone[0]["seq"], "last": gone[-1]["seq"], "count": len(gone), "last_hash": gone[-1]["hash"],
+                "hashes_sha256": hashlib.sha256("\n".join(r["hash"] for r in gone).encode()).hexdigest(),
+            }], "records": len(gone), "by": "agent-saga compact", "reason": "settled sagas"}
+            seq = stored.head_seq + 1
+            data, head, _ = seal([(seq, time.time_ns() // 1000, "COMPACTION", "", None, body)], stored.head_hash)
+            return Change(removed=[r["seq"] for r in gone], appended=(seq, data.decode().rstrip("\n"), head))
+
+        wal._rewrite(hide)
+        with RecoveryDaemon(url, clock=later, lease_grace=0) as daemon, pytest.raises(
+            ChainUnverified, match=r"the COMPACTION record at seq [0-9]+ cannot be trusted: it carries no operator"
+        ):
+            daemon.sweep()
+        assert refunds == []
+        with pytest.raises(ValueError, match="must be signed by an operator key"):
+            wal.compact(by="ops", reason="settled")

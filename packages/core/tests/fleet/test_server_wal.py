@@ -133,7 +133,7 @@ def test_a_real_saga_on_a_server_log_verifies_and_certifies(url: str) -> None:
     assert cert.certified and cert.effects == 2 and cert.accounted == 2
 
 
-def test_compaction_and_redaction_keep_the_chain_verifiable(url: str) -> None:
+def test_compaction_and_redaction_keep_the_chain_verifiable(url: str, operator_key: Path) -> None:
     with open_log(url) as wal:
         with saga_scope(wal, name="done") as s:
             done = s.saga_id
@@ -148,9 +148,9 @@ def test_compaction_and_redaction_keep_the_chain_verifiable(url: str) -> None:
         wal.barrier()
         before = list(wal.records())
         target = next(r["seq"] for r in before if r["saga"] == running and r["type"] == "STEP_INTENT")
-        redacted = wal.redact_record(target, by="dpo@example.com", reason="erasure request 12")
+        redacted = wal.redact_record(target, by="dpo@example.com", reason="erasure request 12", signer=operator_key)
         assert redacted.seqs == (target,)
-        compacted = wal.compact(by="ops", reason="settled")
+        compacted = wal.compact(by="ops", reason="settled", signer=operator_key)
         assert compacted.removed == sum(1 for r in before if r["saga"] == done)
         wal.append("STEP_COMMITTED", running, {"after": True}, 1)  # writers continue the chain
         wal.barrier()
@@ -164,7 +164,7 @@ def test_compaction_and_redaction_keep_the_chain_verifiable(url: str) -> None:
     assert after[-1]["seq"] == before[-1]["seq"] + 3  # the sequence never restarts
 
 
-def test_maintenance_refuses_a_log_whose_chain_was_edited(url: str, backend: str) -> None:
+def test_maintenance_refuses_a_log_whose_chain_was_edited(url: str, backend: str, operator_key: Path) -> None:
     with open_log(url) as wal:
         wal.append("STEP_COMMITTED", "s", {"amount": 1}, 1)
         wal.append("STEP_COMMITTED", "s", {"amount": 2}, 2)
@@ -172,7 +172,7 @@ def test_maintenance_refuses_a_log_whose_chain_was_edited(url: str, backend: str
         forged = next(line for s, line in wal.lines_after(0) if s == 1).replace('"amount":1', '"amount":9')
         _store_line(wal, backend, 1, forged)
         with pytest.raises(LogMaintenanceError, match="refusing to compact"):
-            wal.compact(keep=lambda r: False)
+            wal.compact(keep=lambda r: False, signer=operator_key)
         assert next(line for _, line in wal.lines_after(0)) == forged  # nothing was changed
 
 

@@ -11,6 +11,8 @@ never a missing one.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agent_saga.approvals.entry import ApprovalEntry, Status
@@ -18,12 +20,14 @@ from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType
 
 __all__ = [
+    "Remembered",
     "decision_body",
     "decision_type",
     "escalation_body",
     "iso",
     "log_key",
     "mark_logged",
+    "remembered",
     "request_body",
 ]
 
@@ -65,6 +69,8 @@ def request_body(entry: ApprovalEntry, store: str, trusted_keys: dict[str, Any])
         "levels": [{"targets": list(t), "after_seconds": a} for t, a in entry.levels],
         "requested_at": iso(entry.created_at), "expires_at": iso(entry.deadline),
         "timeout": entry.deadline - entry.created_at, "store": store, "trusted_keys": trusted_keys,
+        # The deadline the gateway holds to, in seconds: what the log says, not what the store says.
+        "deadline": entry.deadline,
     }
 
 
@@ -91,3 +97,54 @@ def decision_body(entry: ApprovalEntry, written_by: str) -> dict[str, Any]:
         "requested_at": iso(entry.created_at), "via": entry.decided_via, "written_by": written_by,
         "requires_review": entry.requires_review, "signed_by": entry.signer,
     }
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What the saga's log already says about one request (the store may say otherwise)."""
+
+    #: The deadline of the first APPROVAL_REQUESTED record, if the log holds one.
+    deadline: float | None = None
+    #: The body of a decision that refuses for good: a person's denial, or an expiry.
+    refusal: dict[str, Any] | None = None
+    refusal_type: str | None = None
+
+
+_REFUSALS = (RecordType.APPROVAL_DENIED.value, RecordType.APPROVAL_EXPIRED.value)
+
+
+def remembered(records: Iterable[dict[str, Any]], saga_id: str, request: str) -> Remembered:
+    """Read ``records`` (a log) for request ``request`` of saga ``saga_id``.
+
+    A denial by a person and an expiry are final: the agent can delete or edit its
+    store entry, never the hash-chained record. A denial by nobody (a webhook that
+    failed, a grant that was not authenticated) is not: nobody was asked, or nobody
+    trusted answered, so asking again is no replay of a person's "no".
+    """
+    deadline: float | None = None
+    for record in records:
+        if record.get("saga") != saga_id:
+            continue
+        rtype = record.get("type")
+        body = record.get("body")
+        if not isinstance(body, dict) or body.get("request") != request:
+            continue
+        if rtype == RecordType.APPROVAL_REQUESTED.value and deadline is None:
+            deadline = _deadline(body)
+        elif rtype in _REFUSALS and (rtype == RecordType.APPROVAL_EXPIRED.value or body.get("approver") is not None):
+            return Remembered(deadline, body, str(rtype))
+    return Remembered(deadline)
+
+
+def _deadline(body: dict[str, Any]) -> float | None:
+    value = body.get("deadline")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    text = body.get("expires_at")  # written before "deadline" was
+    if isinstance(text, str):
+        try:
+            when = datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC)
+        except ValueError:
+            return None
+        return when.timestamp()
+    return None

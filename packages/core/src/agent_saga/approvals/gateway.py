@@ -11,6 +11,13 @@ arguments (:mod:`agent_saga.approvals.authority`): the agent can write the store
 so an unsigned or mis-signed grant is denied and recorded as such. The decision
 is written to the log before the gate hears it.
 
+The agent can write the store, so two things are taken from the saga's log, which
+it cannot rewrite without breaking the chain: the deadline (the one the first
+APPROVAL_REQUESTED record states; editing the store's does not move it), and a
+refusal for good (a person's APPROVAL_DENIED, or APPROVAL_EXPIRED, for this
+request id: deleting or resetting the store entry does not get the person asked
+again). Before anything else, the gateway reads the log for both.
+
 Every failure denies: an unreachable store, a notification that did not go out,
 a request that vanished, the deadline, a grant that is not authenticated. The wait is written once, as a generator
 of the engine's operations (``engine.invoke``), and run by its blocking driver or
@@ -36,11 +43,14 @@ from agent_saga.approvals.errors import (
     ApprovalUnavailable,
 )
 from agent_saga.approvals.evidence import (
+    Remembered,
     decision_body,
     decision_type,
     escalation_body,
+    iso,
     log_key,
     mark_logged,
+    remembered,
     request_body,
 )
 from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier
@@ -53,6 +63,7 @@ from agent_saga.gate.stores import StoreUnavailable
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.log.records import RecordType
+from agent_saga.redaction import scrub_text
 
 __all__ = ["CLAIM_GRACE", "ApprovalGateway"]
 
@@ -126,45 +137,55 @@ class ApprovalGateway:
         store = self.store
         fresh = new_entry(request, self.clock(), self.policy.timeout, self._levels)
         entry = fresh
+        # What the log already says about this request; the store is the agent's to edit.
+        past: Remembered = yield Call(partial(_read_log, wal, fresh.saga_id, fresh.id), {})
+        if past.refusal is not None:
+            return _refused_before(past, fresh)
         try:
             entry, created = yield Call(partial(store.create, fresh), {})
+            # Never later than the log says, nor than this gateway's own clock allows.
+            deadline = past.deadline if past.deadline is not None else min(entry.deadline, fresh.deadline)
             # In the log, durably, before anyone is told: a crash after this point
             # cannot strand an approver's answer, and a restart finds the request.
             entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
-                                              request_body(entry, store.location, self._trust_source()))
+                                              request_body(entry.replace(deadline=deadline), store.location,
+                                                           self._trust_source()))
             resumed = not created
             while True:
                 if entry.decided:
-                    decision = yield from self._conclude(wal, entry, fresh)
+                    decision = yield from self._conclude(wal, entry, fresh, deadline)
                     if decision is not None:
                         return decision
                 else:
                     now = self.clock()
-                    if now >= entry.deadline:
-                        entry = yield Call(partial(store.update, fresh.id, _expire(now)), {})
+                    if now >= deadline:
+                        entry = yield Call(partial(store.update, fresh.id, _expire(now, deadline)), {})
+                        if not entry.decided:  # the store will not say so: the deadline stands anyway
+                            entry = _expired(entry, now, deadline)
                         continue
-                    entry = yield from self._announce(wal, entry, now, resumed)
+                    entry = yield from self._announce(wal, entry, now, resumed, deadline)
                     if entry.decided:
                         continue
-                yield Sleep(self._pause(entry))
+                yield Sleep(self._pause(entry, deadline))
                 seen = yield Call(partial(store.get, fresh.id), {})
                 if seen is None:
                     raise ApprovalNotFound(f"request {fresh.id} disappeared from the approval store {store.location}")
                 entry = seen
         except (StoreUnavailable, ApprovalNotFound) as err:
-            reason = f"approval store {store.location} failed: {err}"
+            reason = scrub_text(f"approval store {store.location} failed: {err}")
             yield from self._log_system_denial(wal, entry, reason)
             raise ApprovalUnavailable(f"{reason} -- denied, since a decision that cannot be read was not given") from err
 
-    def _pause(self, entry: ApprovalEntry) -> float:
+    def _pause(self, entry: ApprovalEntry, deadline: float) -> float:
         now = self.clock()
-        upcoming = [entry.deadline] + [
+        upcoming = [deadline] + [
             entry.created_at + after for i, (_, after) in enumerate(entry.levels) if i not in entry.notified
         ]
         soonest = min(t for t in upcoming if t > now) if any(t > now for t in upcoming) else now
         return max(_MIN_SLEEP, min(self.policy.poll_interval, soonest - now))
 
-    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool) -> Protocol[ApprovalEntry]:
+    def _announce(self, wal: WAL, entry: ApprovalEntry, now: float, resumed: bool,
+                  deadline: float) -> Protocol[ApprovalEntry]:
         """Ask every level whose time has come and that nobody has asked yet."""
         store, rid = self.store, entry.id
         for level, (targets, after) in enumerate(entry.levels):
@@ -185,12 +206,14 @@ class ApprovalGateway:
             if level > 0:
                 entry = yield from self._log_once(wal, entry, f"escalated:{level}", RecordType.APPROVAL_ESCALATED,
                                                   escalation_body(entry, level))
-            notice = Notification(entry, level, targets)
+            # People are told the deadline the gateway holds to, not the store's (the agent's to edit).
+            notice = Notification(entry.replace(deadline=deadline), level, targets)
             try:
                 yield Call(partial(self.notifier.notify, notice), {})
             except Exception as err:  # noqa: BLE001 - any failure to tell a person denies
                 # Nobody was asked, so nobody can say yes: deny, and say why.
-                why = f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}"
+                # The reason becomes the denial's note (APPROVAL_DENIED, the exception): scrubbed.
+                why = scrub_text(f"notifying level {level + 1} ({', '.join(targets)}) failed: {err}")
                 entry = yield Call(partial(store.update, rid, _deny_system(self.clock(), why)), {})
                 break
             entry = yield Call(partial(store.update, rid, _notified(level)), {})
@@ -229,7 +252,8 @@ class ApprovalGateway:
         return (f"request {entry.id[:8]}: the store says {entry.status.value} by {entry.approver!r}, but the "
                 f"decision is not authenticated: {why}; denied")
 
-    def _conclude(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry) -> Protocol[ApprovalDecision | None]:
+    def _conclude(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
+                  deadline: float) -> Protocol[ApprovalDecision | None]:
         """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
         if entry.granted:
             forged = self._authenticate(entry, asked)
@@ -237,6 +261,13 @@ class ApprovalGateway:
                 # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
                 yield from self._log_system_denial(wal, entry, forged)
                 raise ApprovalNotAuthenticated(forged)
+            if entry.decided_at is None or entry.decided_at > deadline:
+                # Signed after the deadline the log states (a store whose deadline was moved
+                # shows a person more time than the request has): too late to count.
+                late = (f"request {entry.id[:8]}: granted by {entry.approver!r} after its deadline "
+                        f"{iso(deadline)}; expiry denies")
+                yield from self._log_system_denial(wal, entry, late)
+                raise ApprovalExpired(late)
         key = log_key("decided", wal)
         if key not in entry.logged:
             claimed = entry.claims.get(key)
@@ -291,15 +322,43 @@ def _notified(level: int) -> Callable[[ApprovalEntry], ApprovalEntry]:
     return change
 
 
-def _expire(now: float) -> Callable[[ApprovalEntry], ApprovalEntry]:
+def _expire(now: float, deadline: float) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    """Expire the entry at ``deadline`` (the gateway's, whatever the entry's own field says)."""
+
     def change(entry: ApprovalEntry) -> ApprovalEntry:
-        if entry.decided or now < entry.deadline:
+        if entry.decided or now < deadline:
             return entry
-        timeout = entry.deadline - entry.created_at
-        return entry.replace(status=Status.EXPIRED, approver=None, note=f"no decision within {timeout:g}s",
-                             decided_at=now, decided_via="deadline")
+        return _expired(entry, now, deadline)
 
     return change
+
+
+def _expired(entry: ApprovalEntry, now: float, deadline: float) -> ApprovalEntry:
+    return entry.replace(status=Status.EXPIRED, approver=None, note=f"no decision by {iso(deadline)}",
+                         decided_at=now, decided_via="deadline", deadline=deadline)
+
+
+def _read_log(wal: WAL, saga_id: str, request: str) -> Remembered:
+    try:
+        return remembered(wal.records(), saga_id, request)
+    except Exception as err:
+        # Whether a person already said no cannot be known: asking again could replay it.
+        raise ApprovalUnavailable(
+            f"cannot read the log {wal.location} for an earlier decision on request {request[:8]} ({err}); "
+            "denied -- repair the log (agent-saga verify) and retry"
+        ) from err
+
+
+def _refused_before(past: Remembered, asked: ApprovalEntry) -> ApprovalDecision:
+    """A refusal already in the log: it stands, and nobody is asked again."""
+    body = past.refusal or {}
+    if past.refusal_type == RecordType.APPROVAL_EXPIRED.value:
+        raise ApprovalExpired(
+            f"request {asked.id[:8]} for {asked.tool!r} expired earlier (the log says so: "
+            f"{body.get('note') or 'no decision in time'}); expiry denies, and nobody is asked again"
+        )
+    return ApprovalDecision(False, str(body.get("approver")),
+                            f"{body.get('note') or ''} (remembered from the log; not asked again)".strip())
 
 
 def _deny_system(now: float, reason: str) -> Callable[[ApprovalEntry], ApprovalEntry]:

@@ -8,6 +8,7 @@ into the agent. ``notify`` returns when the message was delivered and raises
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 from agent_saga.approvals.entry import SHORT_ID, ApprovalEntry
 from agent_saga.approvals.errors import NotificationFailed
 from agent_saga.errors import ConfigurationError
+from agent_saga.redaction import remember_secret, scrub_text
 
 __all__ = ["ConsoleNotifier", "Notification", "Notifier", "WebhookNotifier"]
 
@@ -101,13 +103,30 @@ class WebhookNotifier:
         self.url = url
         self.timeout = float(timeout)
         self.headers = dict(headers or {})
+        # urllib cannot send a URL's userinfo: it goes as Basic auth, and the URL requested
+        # (the one an error could quote) has none.
+        self._target = url
+        if parsed.username is not None or parsed.password is not None:
+            self._target = urllib.parse.urlunsplit(parsed._replace(netloc=parsed.netloc.rpartition("@")[2]))
+            if not any(k.lower() == "authorization" for k in self.headers):
+                pair = f"{urllib.parse.unquote(parsed.username or '')}:{urllib.parse.unquote(parsed.password or '')}"
+                self.headers["Authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
         # The webhook URL is a credential (anyone holding it can post): never print it whole.
-        self._shown = f"{parsed.scheme}://{parsed.netloc}"
+        # Shown as scheme://host[:port] only: no userinfo (its password), no path (its token).
+        host = parsed.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        try:
+            port = parsed.port
+        except ValueError:
+            port = None
+        self._shown = f"{parsed.scheme}://{host}" + (f":{port}" if port is not None else "")
+        remember_secret(parsed.password or "")
 
     def notify(self, notification: Notification) -> None:
         body = json.dumps(notification.payload()).encode()
         request = urllib.request.Request(
-            self.url, data=body, method="POST",
+            self._target, data=body, method="POST",
             headers={"Content-Type": "application/json", **self.headers},
         )
         try:
@@ -117,7 +136,7 @@ class WebhookNotifier:
             err.close()
             raise NotificationFailed(f"webhook {self._shown} answered HTTP {err.code}") from None
         except (urllib.error.URLError, OSError, ValueError) as err:
-            reason = getattr(err, "reason", err)
+            reason = scrub_text(str(getattr(err, "reason", err))).replace(self._target, self._shown)
             raise NotificationFailed(f"webhook {self._shown} unreachable: {reason}") from None
         if not 200 <= status < 300:
             raise NotificationFailed(f"webhook {self._shown} answered HTTP {status}")

@@ -35,7 +35,13 @@ VERIFICATION_RULE = (
     "log was compacted away) and prev of every other record is the hash of the line before it. "
     "Where seq jumps, a COMPACTION record's body.removed ranges must cover every missing seq, "
     "and prev of the record after the gap must equal the attested last_hash of the range ending "
-    "just before it. The hash of the last line is the chain head. The file's own SHA-256 is in "
+    "just before it. A COMPACTION or REDACTION record counts only if body.signature is an Ed25519 "
+    "signature, by a key the operator trusts (body.signature.key names it), over the UTF-8 bytes of "
+    "'agent-saga log attestation v1' and a newline followed by the canonical JSON of {type, seq, "
+    "prev (null if absent), body without signature}; a COMPACTION's body.sagas must name each "
+    "removed saga with its terminal record (SAGA_COMPLETED, or SAGA_ROLLED_BACK with clean true), "
+    "lying in a removed range, and its counts must add up. "
+    "The hash of the last line is the chain head. The file's own SHA-256 is in "
     "manifest.json and SHA256SUMS (check with: sha256sum -c SHA256SUMS)."
 )
 

@@ -60,7 +60,19 @@ class GatePort(Protocol):
     never waits may say so with a true ``never_waits`` attribute: the engine then
     calls ``check`` inline in both faces, sparing each step a trip through the
     driver. ``observe`` reports how a forward call that actually ran went
-    (``error`` is None on success). Compensations never pass through the gate.
+    (``error`` is None on success).
+
+    Optional, looked up by name (a gate without them is still a gate):
+
+    * ``recheck(request)`` -- the last-moment controls (the kill switch), asked
+      immediately before every forward attempt that does not follow ``check``
+      at once: after the intent is durable, after a wait, before each retry.
+      Never waits, never debits; raises like ``check``.
+    * ``check_undo(request)`` -- asked before every attempt of an undo, with
+      ``request.tool`` the undo's handler name; raises ``StepRefused`` only for a
+      halt that names that tool. No other control applies to an undo.
+    * ``posture_since(known)`` -- ``(token, change)``: whether the kill switch
+      the gate obeys changed since ``known``; the engine records ``change``.
     """
 
     def admit(self, saga: SagaInfo) -> None: ...

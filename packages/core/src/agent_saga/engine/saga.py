@@ -5,12 +5,20 @@ Write-ahead protocol for a non-REVERSIBLE step:
 1. ask the gate (nothing has happened yet, so refusing is free);
 2. append STEP_INTENT, carrying the undo if it is declared known before the call,
    and wait until it is durable;
-3. call the tool (each attempt under its own timeout, same idempotency key);
+3. call the tool (each attempt under its own timeout, same idempotency key),
+   asking the gate's last-moment controls (the kill switch) again immediately
+   before every attempt that does not follow the gate's check at once;
 4. append STEP_COMMITTED with the undo derived from the result, and do *not*
    wait (unless ``wait_for_commit``): the next step's intent barrier, or the
    saga's end, covers it.
 
 REVERSIBLE steps skip (2) and never wait on the disk.
+
+Rollback, newest step first: each undo's COMPENSATION_STARTED is made durable
+(with everything queued before it, so the previous undo's outcome, in one flush)
+before the undo is called, and the end record is waited for. A crash mid-rollback
+therefore leaves at most the one undo in flight without its outcome on disk: the
+only one the recovery daemon calls again (with the same idempotency key).
 
 A compensate factory is only ever called with the forward's actual result. An undo
 is "known before the call" only when declared so (a ``Compensation`` given
@@ -52,11 +60,12 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.errors import CompensationError, NotApplied, SagaClosed, StepRefused
+from agent_saga.errors import CompensationError, NotApplied, SagaClosed, SagaQuarantined, StepRefused
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
+from agent_saga.log.encodable import encodable, inert_text, unencodable
 from agent_saga.log.records import RecordType as R
-from agent_saga.redaction import redact_args
+from agent_saga.redaction import redact_args, scrub_text
 from agent_saga.registry import CompensationFactory, inverse_for, reconciler_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -95,6 +104,9 @@ class Step:
     problem: str = ""  # why the compensation could not be built
     via_fallback: bool = False
     reconciled: bool | None = None  # what a reconciler answered about a failed call, if asked
+    #: Stopped by the gate's last word: "before" any attempt ran, or "between" attempts
+    #: after one that may have landed.
+    halted: str = ""
     _ids: tuple[str, str] | None = None
 
     # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.
@@ -207,6 +219,9 @@ class Saga:
         self._lock = threading.Lock()
         self._started = False
         self._observed: Wrappers | None = None
+        # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
+        self._posture_since: Callable[[Any], tuple[Any, dict[str, Any] | None]] | None = None
+        self._posture_token: Any = None
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -242,6 +257,10 @@ class Saga:
             return
         if self.gate is not None:
             self.gate.admit(self.info)
+            since = getattr(self.gate, "posture_since", None)
+            if since is not None:
+                self._posture_token = since(None)[0]
+                self._posture_since = since
         self._started = True
         body: dict[str, Any] = {
             "name": self.name,
@@ -321,7 +340,7 @@ class Saga:
         """
         with self._lock:
             self._unprotected.append(tool)
-        body: dict[str, Any] = {"tool": tool, "args": redact_args(args)}
+        body: dict[str, Any] = {"tool": tool, "args": encodable(redact_args(args))}
         if origin is not None:
             body["origin"] = origin
         self._append(R.STEP_UNPROTECTED, body)
@@ -336,7 +355,7 @@ class Saga:
         """
         self._failed(tool, refused)
         body: dict[str, Any] = {
-            "tool": tool, "semantics": None, "args": redact_args(args),
+            "tool": tool, "semantics": None, "args": encodable(redact_args(args)),
             "reason": refused.reason, "rule": refused.rule,
         }
         if origin is not None:
@@ -430,14 +449,25 @@ class Saga:
         gate = self.gate
         request = None
         logged_args: dict[str, Any] = {}
+        waits = False
         try:
             if args or opts.policy_args:
                 logged_args = self._policed(tool, args, opts)
+                unfit = unencodable(logged_args, "args")
+                if unfit is not None:
+                    # Refused at the door, before the gate, the intent and any effect: one such
+                    # record would break the log's flush for every saga writing to it. The
+                    # refusal records the args with the bad parts replaced by marked text.
+                    logged_args = encodable(logged_args)
+                    raise StepRefused(tool, unfit, "unencodable")
             if gate is not None:
                 request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
+                if self._posture_since is not None:
+                    self._note_posture(index)
                 if getattr(gate, "never_waits", False):
                     gate.check(request)  # nothing to await: spare the driver a round trip
                 else:
+                    waits = True
                     yield Check(gate, request)
         except StepRefused as refused:
             step.state = StepState.NOT_APPLIED
@@ -472,8 +502,8 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
-            ticket = self._append(R.STEP_INTENT, intent, index)
             try:
+                ticket = self._append(R.STEP_INTENT, intent, index)
                 yield Barrier(self.wal, ticket)
             except BaseException as err:
                 # The intent never became durable, so the effect never started.
@@ -483,8 +513,13 @@ class Saga:
                     observed.end(StepEnd(StepState.NOT_APPLIED, err))
                 raise
 
+        # The gate's last word, asked again before every attempt that does not follow its
+        # check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
+        recheck = getattr(gate, "recheck", None) if request is not None else None
         try:
             if opts.retry is None:  # the common case, without a nested generator
+                if recheck is not None and request is not None and (durable or waits):
+                    self._last_word(recheck, request, step, None, 1)
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
                 try:
                     result = yield Call(forward, kwargs, opts.timeout, opts.inline)
@@ -492,9 +527,12 @@ class Saga:
                     # Did it land anyway? Ask, if someone can answer (else this re-raises).
                     result = yield from self._settle_failure(step, failed, logged_args, opts)
             else:
-                result = yield from self._attempts(forward, step, logged_args, opts)
+                result = yield from self._attempts(
+                    forward, step, logged_args, opts, recheck, request, durable or waits
+                )
         except BaseException as err:
-            if isinstance(err, NotApplied):
+            halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
+            if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
                 step.state = StepState.NOT_APPLIED
                 not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
                 if step.reconciled is not None:
@@ -514,8 +552,8 @@ class Saga:
             self._failed(tool, err)
             if observed is not None:
                 observed.end(StepEnd(step.state, err))
-            if not isinstance(err, Exception):
-                raise
+            if not isinstance(err, Exception) or halted:
+                raise  # a halt (or a quarantine) is not the tool's failure: no fallback runs
             self._observe(request, err)
             if opts.fallback_action is None:
                 raise
@@ -532,17 +570,30 @@ class Saga:
                 comp = self._build(compensate, result, tool, step.compensation_key, sem)
             except CompensationError as err:
                 problem = err
+        described = describe(comp)
+        unfit = unencodable(described, "compensation") if comp is not None else None
+        if unfit is not None:
+            # The undo, built from the result, holds a value the log cannot hold (a NaN
+            # amount): the commit record still says what ran, with the undo marked as not
+            # replayable, and the step fails with its effect standing, so the rollback runs
+            # the undo here and now. Carrying on would leave an effect only this process
+            # can undo: a crash would orphan it. (Failing the commit record instead would
+            # lose the step from the log and break the log for every saga.)
+            described = encodable({**(described or {}), "kwargs": None, "recoverable": False})
+            problem = CompensationError(
+                f"{tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
+            )
         step.compensation = comp
         step.problem = str(problem) if problem else ""
         step.state = StepState.COMMITTED
         if sem is _REVERSIBLE:  # no intent record before it: this one says what ran
             body: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "args": logged_args, "compensation": describe(comp),
+                "tool": tool, "semantics": sem, "args": logged_args, "compensation": described,
             }
             if opts.origin is not None:
                 body["origin"] = opts.origin
         else:  # durable: op was derived for the intent
-            body = {"op": op, "compensation": describe(comp)}
+            body = {"op": op, "compensation": described}
         if step.reconciled:
             body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
@@ -565,22 +616,69 @@ class Saga:
         if self.gate is not None and request is not None:
             self.gate.observe(request, error)
 
+    def _note_posture(self, index: int) -> None:
+        """Record it when the kill switch the gate obeys changed since the last step (a setting moved)."""
+        since = self._posture_since
+        assert since is not None
+        with self._lock:
+            token, change = since(self._posture_token)
+            if change is None:
+                return
+            self._posture_token = token
+        self._append(R.SWITCH_POSTURE_CHANGED, change, index)
+
+    def _last_word(
+        self, recheck: Callable[[StepRequest], None], request: StepRequest, step: Step,
+        failed: BaseException | None, attempt: int,
+    ) -> None:
+        """Ask the gate's last-moment controls before attempt ``attempt``; ``failed``: an earlier one's error."""
+        if self._posture_since is not None:
+            self._note_posture(step.index)
+        try:
+            recheck(request)
+        except StepRefused as refused:
+            if failed is None:
+                step.halted = "before"
+                raise
+            step.halted = "between"
+            raise StepRefused(
+                step.tool,
+                f"{refused.reason}; stopped before attempt {attempt}, after attempt {attempt - 1} failed "
+                f"({_describe_error(failed)}) and may have landed",
+                refused.rule,
+            ) from failed
+        except SagaQuarantined:
+            step.halted = "before" if failed is None else "between"
+            raise
+
     def _attempts(
-        self, forward: Callable[..., Any], step: Step, logged_args: Mapping[str, Any], opts: StepOptions
+        self,
+        forward: Callable[..., Any],
+        step: Step,
+        logged_args: Mapping[str, Any],
+        opts: StepOptions,
+        recheck: Callable[[StepRequest], None] | None = None,
+        request: StepRequest | None = None,
+        first: bool = False,
     ) -> Protocol[Any]:
         policy = opts.retry
         assert policy is not None
         kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
         attempt = 0
+        failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
             attempt += 1
+            if recheck is not None and request is not None and (first or attempt > 1):
+                self._last_word(recheck, request, step, failed, attempt)
             try:
                 return (yield Call(forward, kwargs, opts.timeout, opts.inline))
             except Exception as err:  # noqa: BLE001 - re-raised unless settled or retried
                 # Landed: its result; certainly not: NotApplied; cannot tell: err itself.
                 try:
                     return (yield from self._settle_failure(step, err, logged_args, opts))
-                except Exception:
+                except Exception as settled:
+                    if failed is None and not isinstance(settled, NotApplied):
+                        failed = settled
                     if not policy.should_retry(err, attempt):  # decided on what the tool raised
                         raise
             yield Sleep(policy.delay(attempt))
@@ -629,7 +727,7 @@ class Saga:
                 seen = Observation(None, detail=f"the reconciler failed: {_describe_error(failed)}")
             self._append(R.RECONCILE_ANSWERED, {
                 "op": step.operation_id, "attempt": attempt, "exists": seen.exists,
-                "detail": seen.detail, "amount": seen.amount,
+                "detail": inert_text(seen.detail), "amount": encodable(seen.amount),
             }, step.index)
             if seen.exists is not None:
                 break
@@ -703,7 +801,8 @@ class Saga:
                 if step.compensation is not None:
                     outcome = yield from self._compensate(step)
                     outcomes.append(outcome)
-                    if outcome.outcome is Outcome.FAILED and self.halt_on_compensation_failure:
+                    # An undo that failed, or that a halt naming it stopped, halts the unwind.
+                    if outcome.outcome is not Outcome.COMPENSATED and self.halt_on_compensation_failure:
                         halted_at = step.index
                     continue
                 outcomes.append(self._settle_without_undo(step))
@@ -802,12 +901,31 @@ class Saga:
         comp = step.compensation
         assert comp is not None
         observed = self._observe_rollback(step)
-        self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler}, step.index)
+        ticket = self._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler},
+                              step.index)
+        if self.wal.durable:
+            # No undo starts before every record ahead of it is on disk: the previous undo's
+            # outcome (and this one's intent, in the same flush). A crash then leaves at most
+            # this one undo unrecorded, the only one the daemon repeats (same key).
+            yield Barrier(self.wal, ticket)
         policy = self.compensation_retry
+        # Undos run under a halt unless it names them: asked before every attempt.
+        check_undo = getattr(self.gate, "check_undo", None) if self.gate is not None else None
         attempt = 0
         secrets: list[str] = []
         while True:
             attempt += 1
+            if check_undo is not None:
+                try:
+                    check_undo(StepRequest(self.saga_id, step.index, _undo_tool(comp), step.semantics, {}, self.tags))
+                except StepRefused as stop:
+                    attempt -= 1  # the attempts that ran
+                    detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
+                    self._append(R.STEP_UNRESOLVED, {
+                        "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
+                    }, step.index)
+                    outcome = Outcome.UNRESOLVED
+                    break
             try:
                 # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
                 fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
@@ -863,6 +981,14 @@ def _posture(gate: GatePort | None) -> Any:
     return {"type": type(gate).__name__}
 
 
+def _undo_tool(comp: Compensation) -> str:
+    """The name a halt uses for an undo: its registered handler, else its function's name."""
+    return comp.handler or str(getattr(comp.fn, "__qualname__", "") or comp.label)
+
+
 def _describe_error(err: BaseException) -> str:
-    text = str(err)
+    # Where error text becomes records, reports and SagaAborted's message: a secret this
+    # process knows (or a URL's password) echoed in it is scrubbed, and inert_text keeps
+    # a lone surrogate in it from breaking the log.
+    text = inert_text(scrub_text(str(err)))
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -11,6 +11,12 @@ Order of evaluation, cheapest "no" first, and each for a reason:
 Any refusal after the limits debited hands that debit back (a refusal is the
 one outcome where the effect certainly did not happen); once the step is allowed
 the debit is permanent, whatever the step then does.
+
+The kill switch is asked again at the last moment: after a human's approval (a
+halt pulled while they decided refuses the step, and hands the debit back), and
+by the engine immediately before every forward attempt (``recheck``), retries
+included. Undos ask ``check_undo``: only a halt that names the undo's own tool
+stops one (see docs/GATE.md).
 """
 
 from __future__ import annotations
@@ -27,7 +33,13 @@ from agent_saga.gate.breaker import CircuitBreaker, get_breaker
 from agent_saga.gate.limits import Limit, check_limits
 from agent_saga.gate.rules import Action, Rule, evaluate_rules
 from agent_saga.gate.stores import Charge, LimitStore, Receipt, StoreUnavailable, get_limit_store
-from agent_saga.gate.switch import KillSwitch, default_switch, switch_posture
+from agent_saga.gate.switch import (
+    KillSwitch,
+    changed_settings,
+    default_switch,
+    switch_posture,
+    switch_settings,
+)
 from agent_saga.log.base import WAL
 from agent_saga.semantics import ActionSemantics
 
@@ -110,6 +122,35 @@ class PreFlightGate:
         """Which kill switch this gate obeys: the engine writes it into every saga's start record."""
         return switch_posture(self)
 
+    def posture_since(self, known: Any) -> tuple[Any, dict[str, Any] | None]:
+        """Whether the switch this gate obeys changed since ``known`` (None: the first ask).
+
+        Returns the new token and, when it changed, the body of the record that says
+        so: the posture before and after and the settings that moved it. This gate
+        looks the process-wide switch up at every step, so a changed
+        ``AGENT_SAGA_SWITCH``, ``AGENT_SAGA_HOST_ROOT`` or ``set_switch`` takes
+        effect mid-saga; the engine writes the record into the saga's log.
+        """
+        switch = self._switch or default_switch()
+        if known is not None and known[0] is switch:
+            return known, None  # the common case: one lookup and one identity test
+        token = (switch, switch_settings(), switch_posture(self))
+        if known is None:
+            return token, None
+        return token, {"from": known[2], "to": token[2], "source": changed_settings(known[1], token[1])}
+
+    def recheck(self, request: StepRequest) -> None:
+        """The last word before a forward attempt: the kill switch only (never waits, never debits)."""
+        try:
+            (self._switch or default_switch()).check(request)
+        except StepRefused:
+            _release_probe(self._breaker or get_breaker(), request)
+            raise
+
+    def check_undo(self, request: StepRequest) -> None:
+        """Before each attempt of an undo: refused only by a halt that names its tool."""
+        (self._switch or default_switch()).check_undo(request)
+
     def check(self, request: StepRequest) -> None:
         pending = self._prepare(request)
         if pending is None or pending.approval is None:
@@ -125,6 +166,7 @@ class PreFlightGate:
             self._refuse(pending)
             raise
         self._decide(pending, decision)
+        self._after_wait(pending)
 
     async def check_async(self, request: StepRequest) -> None:
         pending = self._prepare(request)
@@ -141,6 +183,15 @@ class PreFlightGate:
             self._refuse(pending)
             raise
         self._decide(pending, decision)
+        self._after_wait(pending)
+
+    def _after_wait(self, pending: _Pending) -> None:
+        """A halt pulled while a human decided stops the step, and hands its debit back."""
+        try:
+            (self._switch or default_switch()).check(pending.request)
+        except BaseException:
+            self._refuse(pending)
+            raise
 
     def observe(self, request: StepRequest, error: BaseException | None) -> None:
         breaker = self._breaker or get_breaker()
@@ -290,6 +341,18 @@ class DefaultGate:
         if breaker is not None:
             breaker.before(request)
 
+    def recheck(self, request: StepRequest) -> None:
+        """The last word before a forward attempt: the kill switch again."""
+        try:
+            self.switch.check(request)
+        except StepRefused:
+            _release_probe(_breaker_module._breaker, request)
+            raise
+
+    def check_undo(self, request: StepRequest) -> None:
+        """Before each attempt of an undo: refused only by a halt that names its tool."""
+        self.switch.check_undo(request)
+
     async def check_async(self, request: StepRequest) -> None:
         self.check(request)
 
@@ -300,6 +363,12 @@ class DefaultGate:
 
     def __repr__(self) -> str:
         return "DefaultGate()"
+
+
+def _release_probe(breaker: CircuitBreaker | None, request: StepRequest) -> None:
+    # A trial call the breaker let through will not run: free its slot (a no-op for any other call).
+    if breaker is not None:
+        breaker.release(request)
 
 
 def install_default_gate() -> None:

@@ -49,18 +49,21 @@ __all__ = [
     "DEFAULT_POLL_INTERVAL",
     "DEFAULT_TTL",
     "OPERATOR_SAGA",
+    "SWITCH_ENV",
     "FileSwitchStore",
     "Halt",
     "KillSwitch",
     "Quarantine",
     "SwitchState",
     "SwitchStore",
+    "changed_settings",
     "default_switch",
     "default_switch_path",
     "open_switch_store",
     "parse_scope",
     "set_switch",
     "switch_posture",
+    "switch_settings",
 ]
 
 log = logging.getLogger("agent_saga.gate.switch")
@@ -68,6 +71,8 @@ log = logging.getLogger("agent_saga.gate.switch")
 DEFAULT_TTL = 3600.0
 DEFAULT_POLL_INTERVAL = 0.1
 DEFAULT_GRACE = 30.0
+#: Names a store the process-wide switch obeys besides the host's (see default_switch).
+SWITCH_ENV = "AGENT_SAGA_SWITCH"
 #: The ``saga`` field of log records about the whole fleet (halt, drain, resume):
 #: the log's id for "no saga", which readers that fold sagas skip.
 OPERATOR_SAGA = AUDIT_SAGA
@@ -201,6 +206,16 @@ class _View:
                     return h
         return None
 
+    def halt_naming(self, tool: str, now: float) -> Halt | None:
+        """A live halt whose scope names ``tool`` itself (``tool:NAME`` or a ``tool:`` pattern)."""
+        h = self.tools.get(tool)
+        if h is not None and h.live(now):
+            return h
+        for pattern, h in self.globs:
+            if h.live(now) and fnmatch.fnmatchcase(tool, pattern):
+                return h
+        return None
+
 
 def _message(h: Halt, now: float) -> str:
     return f"halted ({h.scope}) by {h.by}: {h.reason}; expires in {max(0.0, h.expires_at - now):.0f}s"
@@ -301,6 +316,26 @@ class KillSwitch:
         h = view.halt_for(request.tool, request.tags, now)
         if h is not None:
             raise StepRefused(request.tool, _message(h, now), "kill-switch")
+
+    def check_undo(self, request: StepRequest) -> None:
+        """Raise StepRefused if a live halt names this undo (``request.tool``: its handler's name).
+
+        Undos run under a global or tag halt: a halt is pulled to stop new effects,
+        and unwinding one reduces what stands. Only a halt that names the undo's own
+        tool (``tool:NAME`` or a matching ``tool:prefix.*``) stops it. An unreadable
+        store does not stop an undo either: the last state read is honoured, since
+        failing closed here would strand every rollback during a store outage.
+        """
+        now = self._clock()
+        if now >= self._next_poll:
+            self._refresh(now)
+        view = self._view
+        if view.empty:
+            return
+        wall = self._wall()
+        h = view.halt_naming(request.tool, wall)
+        if h is not None:
+            raise StepRefused(request.tool, _message(h, wall), "kill-switch")
 
     def admit(self, saga: SagaInfo) -> None:
         """Refuse a new saga during a drain, a global halt, or a halt on one of its tags."""
@@ -479,7 +514,7 @@ def default_switch() -> KillSwitch:
     if explicit is not None:
         return explicit
     global _env
-    root, url = os.environ.get(HOST_ROOT_ENV), os.environ.get("AGENT_SAGA_SWITCH") or None
+    root, url = os.environ.get(HOST_ROOT_ENV), os.environ.get(SWITCH_ENV) or None
     env = _env
     if env is not None and env[0] == root and env[1] == url:
         return env[2]
@@ -490,6 +525,22 @@ def default_switch() -> KillSwitch:
             switch = _by_location[(url or host, host)] = KillSwitch(open_switch_store(url))
         _env = (root, url, switch)
         return switch
+
+
+def switch_settings() -> dict[str, str | None]:
+    """What chooses the process-wide switch now: the two variables, and a ``set_switch`` override."""
+    explicit = _explicit
+    return {
+        HOST_ROOT_ENV: os.environ.get(HOST_ROOT_ENV) or None,
+        SWITCH_ENV: os.environ.get(SWITCH_ENV) or None,
+        "set_switch": repr(explicit) if explicit is not None else None,
+    }
+
+
+def changed_settings(old: dict[str, str | None], new: dict[str, str | None]) -> list[dict[str, str | None]]:
+    """Which of :func:`switch_settings` differ, each as ``{"setting", "from", "to"}``."""
+    return [{"setting": name, "from": old.get(name), "to": new.get(name)}
+            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
 
 
 def open_switch_store(url: str | None) -> SwitchStore:

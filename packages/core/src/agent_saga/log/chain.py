@@ -13,7 +13,13 @@ for the same rule in prose):
   (64 zeros for the first);
 * where ``seq`` jumps, a COMPACTION record later in the log must attest every
   missing sequence, and the next record's ``prev`` must equal the attested hash
-  of the last removed one.
+  of the last removed one;
+* a COMPACTION or REDACTION record counts only when it is signed by a trusted
+  operator key (``log.attestation``) and adds up: a compaction names every saga
+  whose records it removed with that saga's terminal record (SAGA_COMPLETED, or
+  SAGA_ROLLED_BACK with ``clean: true``), and its counts and ranges match. One
+  that does not is a break: the agent writes its own log, so an attestation
+  nobody trusted signed could hide a saga that still needs an undo.
 
 Chained or not. Once a log holds a chained record, every later record must be
 chained and linked to the one before: a record without chain fields there is a
@@ -44,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from agent_saga.errors import WALError
+from agent_saga.log.attestation import OperatorKeys
 from agent_saga.log.codec import canonical, chain_hash
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import Line, is_torn, iter_lines
@@ -67,6 +74,8 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _COMPACTION = RecordType.COMPACTION.value
 _REDACTION = RecordType.REDACTION.value
+_COMPLETED = RecordType.SAGA_COMPLETED.value
+_ROLLED_BACK = RecordType.SAGA_ROLLED_BACK.value
 _CHAIN_FIELDS = ("digest", "prev", "salt")
 # Only lines holding one of these words can be attestations; the first pass parses no other.
 # (A writer never escapes ASCII, so a real attestation always contains its type verbatim; one
@@ -203,19 +212,30 @@ def _merge(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 class Attestations:
-    """What the COMPACTION and REDACTION records of a log vouch for (the first pass)."""
+    """What the COMPACTION and REDACTION records of a log vouch for (the first pass).
 
-    def __init__(self) -> None:
+    An attestation counts only when a trusted operator key signed it and it adds up
+    (see the module docstring); one that does not is kept in ``rejected`` (its seq ->
+    why), so that the second pass breaks at it and names it where its claims matter.
+    ``keys`` are the trusted operator keys (default: the host's, read on the first
+    attestation met).
+    """
+
+    def __init__(self, keys: OperatorKeys | None = None) -> None:
         self.claims: dict[int, list[tuple[int, int]]] = {}  # attestation seq -> removed ranges
         self.end_hash: dict[int, str] = {}  # last seq of a removed range -> its hash
         self.redacted: set[int] = set()
         self.notes: list[str] = []
+        self.rejected: dict[int, str] = {}  # attestation seq -> why it cannot be trusted
+        self._rejected_ranges: list[tuple[int, int, int]] = []  # (first, last, attestation seq)
+        self._rejected_seqs: dict[int, int] = {}  # redacted seq -> the rejected REDACTION's seq
+        self._keys = keys
         self._merged: list[tuple[int, int]] | None = None
 
     @classmethod
-    def scan(cls, lines: Iterable[Line]) -> Attestations:
+    def scan(cls, lines: Iterable[Line], keys: OperatorKeys | None = None) -> Attestations:
         """Collect attestations from a log's lines, parsing only those that can hold one."""
-        att = cls()
+        att = cls(keys)
         for line in lines:
             raw = line.raw
             if not any(word in raw for word in _ATTESTATION_WORDS):
@@ -229,11 +249,17 @@ class Attestations:
         return att
 
     @classmethod
-    def of(cls, records: Iterable[Mapping[str, Any]]) -> Attestations:
-        att = cls()
+    def of(cls, records: Iterable[Mapping[str, Any]], keys: OperatorKeys | None = None) -> Attestations:
+        att = cls(keys)
         for r in records:
             att.add(r)
         return att
+
+    @property
+    def keys(self) -> OperatorKeys:
+        if self._keys is None:
+            self._keys = OperatorKeys.load()
+        return self._keys
 
     def add(self, r: Mapping[str, Any]) -> None:
         if r.get("type") not in (_COMPACTION, _REDACTION):
@@ -247,27 +273,41 @@ class Attestations:
             self.notes.append(f"the {r['type']} record at seq {seq} does not verify; its claims were ignored")
             return
         self._merged = None
+        problem = self.keys.problem(r) or (
+            _redaction_problem(body, seq) if r["type"] == _REDACTION else _compaction_problem(body, seq)
+        )
+        if problem:
+            self.rejected[seq] = f"the {r['type']} record at seq {seq} cannot be trusted: {problem}"
+            if r["type"] == _REDACTION:
+                seqs = body.get("seqs")
+                for s in seqs if isinstance(seqs, list) else ():
+                    if _is_int(s):
+                        self._rejected_seqs.setdefault(s, seq)
+            else:
+                removed = body.get("removed")
+                for item in removed if isinstance(removed, list) else ():
+                    if isinstance(item, dict) and _is_int(item.get("first")) and _is_int(item.get("last")):
+                        self._rejected_ranges.append((item["first"], item["last"], seq))
+            return
         if r["type"] == _REDACTION:
-            seqs = body.get("seqs")
-            if isinstance(seqs, list):
-                self.redacted.update(s for s in seqs if _is_int(s) and s < seq)
+            self.redacted.update(body["seqs"])
             return
-        removed = body.get("removed")
-        if not isinstance(removed, list):
-            self.notes.append(f"COMPACTION record seq {seq} has no 'removed' list; ignored")
-            return
-        for item in removed:
-            ok = (
-                isinstance(item, dict) and _is_int(item.get("first")) and _is_int(item.get("last"))
-                and 1 <= item["first"] <= item["last"] < seq
-                and (item.get("last_hash") is None or _HEX64.match(str(item.get("last_hash"))))
-            )
-            if not ok:
-                self.notes.append(f"COMPACTION record seq {seq} lists a malformed range {item!r}; ignored")
-                continue
+        for item in body["removed"]:
             self.claims.setdefault(seq, []).append((item["first"], item["last"]))
             if item.get("last_hash") is not None:
                 self.end_hash[item["last"]] = item["last_hash"]
+
+    def rejected_for_gap(self, first: int, last: int) -> str:
+        """Why the rejected COMPACTION that claims part of seq ``first..last`` cannot be trusted ('' if none)."""
+        for a, b, seq in self._rejected_ranges:
+            if a <= last and first <= b:
+                return self.rejected[seq]
+        return ""
+
+    def rejected_for_erasure(self, seq: int) -> str:
+        """Why the rejected REDACTION that names ``seq`` cannot be trusted ('' if none)."""
+        at = self._rejected_seqs.get(seq)
+        return self.rejected[at] if at is not None else ""
 
     @property
     def ranges(self) -> list[tuple[int, int]]:
@@ -345,6 +385,8 @@ class ChainChecker:
         """Why this record does not add up by itself ('' when it does)."""
         if not isinstance(r.get("type"), str) or not isinstance(r.get("saga"), str):
             return "the record lacks a type or saga field"
+        if seq in self.att.rejected and r["type"] in (_COMPACTION, _REDACTION):
+            return self.att.rejected[seq]
         if "hash" not in r:
             if any(k in r for k in _CHAIN_FIELDS):
                 return "the record has chain fields but its hash was removed"
@@ -358,6 +400,9 @@ class ChainChecker:
         if problem:
             return problem
         if "body" not in r and "enc" not in r and seq not in self.att.redacted:
+            rejected = self.att.rejected_for_erasure(seq)
+            if rejected:
+                return f"the body was erased, and {rejected}"
             return "the body was erased but no REDACTION record accounts for it"
         if self.first_chained is None:
             self.first_chained = seq
@@ -380,6 +425,9 @@ class ChainChecker:
         gap = seq != prev_seq + 1
         if gap and not self.att.covers(prev_seq + 1, seq - 1):
             missing = f"seq {prev_seq + 1}" if seq - 1 == prev_seq + 1 else f"seq {prev_seq + 1}..{seq - 1}"
+            rejected = self.att.rejected_for_gap(prev_seq + 1, seq - 1)
+            if rejected:
+                return f"{missing} missing, and {rejected}"
             return f"{missing} missing and no COMPACTION attestation accounts for it: records were deleted"
         if "hash" not in r:
             return ""  # an unchained region: nothing links
@@ -573,3 +621,97 @@ def _check_fields(r: Mapping[str, Any]) -> str:
     if hashlib.sha256(bytes.fromhex(salt) + content).hexdigest() != r["digest"]:
         return "the body does not match its digest: the body or its salt was changed"
     return ""
+
+
+def _redaction_problem(body: Mapping[str, Any], seq: int) -> str:
+    """Why a signed REDACTION body does not add up ('' when it does)."""
+    seqs = body.get("seqs")
+    if not isinstance(seqs, list) or not seqs or not all(_is_int(s) and 1 <= s < seq for s in seqs):
+        return "its 'seqs' must list the erased records' sequences, each below its own"
+    return ""
+
+
+def _compaction_problem(body: Mapping[str, Any], seq: int) -> str:
+    """Why a signed COMPACTION body does not add up ('' when it does).
+
+    Its ranges must be ascending and disjoint, below its own seq, each with a count
+    matching it and (in a chained log) the hash of its last record; ``records`` must
+    be their total; and ``sagas`` must account for every removed record, each saga
+    with its terminal record among the removed ones (checked against its own hash
+    and, where it ends a range, the attested one).
+    """
+    removed = body.get("removed")
+    if not isinstance(removed, list) or not removed:
+        return "its 'removed' list of ranges is missing or empty"
+    total, after = 0, 0
+    ranges: list[tuple[int, int]] = []
+    end_hash: dict[int, Any] = {}
+    for item in removed:
+        ok = (
+            isinstance(item, dict)
+            and all(_is_int(item.get(k)) for k in ("first", "last", "count"))
+            and after < item["first"] <= item["last"] < seq
+            and item["count"] == item["last"] - item["first"] + 1
+            # None: the run ended in an unchained record (a partial log); a chained record after
+            # the gap then has nothing to link to, which the second pass reports.
+            and (item.get("last_hash") is None or _HEX64.match(str(item.get("last_hash"))))
+            and _HEX64.match(str(item.get("hashes_sha256")))
+        )
+        if not ok:
+            return (
+                f"it lists a malformed removed range {item!r} (ascending first..last below its own seq, "
+                "count = last - first + 1, last_hash and hashes_sha256 as SHA-256 hex)"
+            )
+        total += item["count"]
+        after = item["last"]
+        ranges.append((item["first"], item["last"]))
+        end_hash[item["last"]] = item.get("last_hash")
+    if body.get("records") != total:
+        return f"it says {body.get('records')!r} records were removed, but its ranges hold {total}"
+    sagas = body.get("sagas")
+    if not isinstance(sagas, list) or not sagas:
+        return "it names no removed saga: every saga whose records it removes must be named with its terminal record"
+    named = 0
+    seen: set[str] = set()
+    for entry in sagas:
+        saga = entry.get("saga") if isinstance(entry, dict) else None
+        if (
+            not isinstance(entry, dict) or not isinstance(saga, str) or not saga or saga in seen
+            or not _is_int(entry.get("records")) or entry["records"] < 1
+        ):
+            return f"it names a removed saga as {entry!r}; each needs a distinct 'saga', 'records' >= 1 and 'terminal'"
+        seen.add(saga)
+        problem = _terminal_problem(entry.get("terminal"), saga, ranges, end_hash)
+        if problem:
+            return f"removed saga {saga!r} {problem}"
+        named += entry["records"]
+    if named != total:
+        return f"its sagas account for {named} removed records, but its ranges hold {total}"
+    return ""
+
+
+def _terminal_problem(t: object, saga: str, ranges: list[tuple[int, int]], end_hash: Mapping[int, Any]) -> str:
+    """Why ``t`` is not ``saga``'s settled terminal record among the removed ones ('' when it is)."""
+    if not isinstance(t, dict):
+        return "is named without its terminal record (its SAGA_COMPLETED or clean SAGA_ROLLED_BACK)"
+    tseq = t.get("seq")
+    if not _is_int(tseq) or not any(a <= tseq <= b for a, b in ranges):
+        return f"names a terminal record (seq {tseq!r}) that is not among the records removed"
+    if t.get("saga") != saga:
+        return f"names as its terminal record seq {tseq}, which belongs to saga {t.get('saga')!r}"
+    if "hash" in t:
+        problem = check_record(t)
+        if problem:
+            return f"names a terminal record (seq {tseq}) that does not add up: {problem}"
+    if end_hash.get(tseq) is not None and end_hash[tseq] != t.get("hash"):
+        return f"names a terminal record whose hash is not the attested hash of removed seq {tseq}"
+    rtype, tbody = t.get("type"), t.get("body")
+    if rtype == _COMPLETED:
+        return ""
+    if rtype == _ROLLED_BACK and ((isinstance(tbody, dict) and tbody.get("clean") is True) or "enc" in t):
+        return ""  # an encrypted body is not readable here: the operator's signature vouches for it
+    what = "a SAGA_ROLLED_BACK that is not clean" if rtype == _ROLLED_BACK else f"a {rtype}"
+    return (
+        f"was not settled: the record named as its terminal, seq {tseq}, is {what} (only SAGA_COMPLETED "
+        "or a clean SAGA_ROLLED_BACK settles a saga; anything else may still need an undo)"
+    )

@@ -28,11 +28,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from agent_saga.errors import WALRefused
+from agent_saga.log.encodable import inert_text, unencodable
 from agent_saga.log.records import HEADER_FIELDS, Record
 
 __all__ = [
-    "BodyCipher", "canonical", "chain_hash", "chain_lines", "content_digest", "decode_line", "encryption_aad",
-    "prepare_lines", "seal",
+    "BodyCipher", "canonical", "chain_hash", "chain_lines", "content_digest", "decode_line", "encode_entry",
+    "encryption_aad", "prepare_lines", "seal",
 ]
 
 
@@ -94,7 +96,9 @@ def chain_hash(record: Mapping[str, Any]) -> str:
     return hashlib.sha256(_encode(header).encode()).hexdigest()
 
 
-_Entry = tuple[int, str, str, "int | None", Mapping[str, Any]]  # ts, type, saga, step, body
+# ts, type, saga, step, body; a body given as a str is its canonical JSON, already
+# encoded (and checked) by encode_entry when it was appended.
+_Entry = tuple[int, str, str, "int | None", "Mapping[str, Any] | str"]
 _Prepared = tuple[str, str, str, str]  # the pieces of a line around its prev, seq and hash
 
 
@@ -104,6 +108,38 @@ _encode_string = json.encoder.encode_basestring  # what the canonical encoder us
 def _string(value: Any) -> str:
     # Saga ids and record types are str (or a StrEnum): the C string encoder alone.
     return _encode_string(value) if isinstance(value, str) else _encode(value)
+
+
+def _body_json(body: Mapping[str, Any] | str) -> str:
+    return body if type(body) is str else _encode(body)
+
+
+def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> str:
+    """The canonical JSON of ``body``, or WALRefused naming what cannot be encoded.
+
+    Called by a writer's ``append``, on the caller's thread: a record that cannot be
+    encoded is refused to the one caller that brought it, instead of failing the
+    flush that seals it together with every other saga's records (which breaks the
+    log for all of them). The header's parts are checked too: the type and saga
+    must be text, the step an int.
+    """
+    if not (type(saga) is str and saga.isascii() and isinstance(rtype, str) and rtype.isascii()):
+        for name, text in (("type", rtype), ("saga", saga)):
+            if not isinstance(text, str) or inert_text(text) != text:
+                raise WALRefused(f"record refused: its {name} must be valid text, got {text!r}; nothing was written")
+    if step is not None and (type(step) is not int or unencodable(step) is not None):
+        raise WALRefused(f"record refused: its step must be an int or None, got {step!r}; nothing was written")
+    try:
+        body_json = _encode(body)
+        if not body_json.isascii():
+            body_json.encode()  # a lone surrogate passes json, not UTF-8
+    except (ValueError, TypeError, RecursionError) as err:
+        problem = unencodable(body, "body") or f"body cannot be encoded ({type(err).__name__}: {err})"
+        raise WALRefused(
+            f"record refused ({rtype} of saga {inert_text(str(saga))}): {problem}. Nothing was written; "
+            "the log is intact"
+        ) from None
+    return body_json
 
 
 def prepare_lines(entries: Sequence[_Entry]) -> list[_Prepared]:
@@ -117,7 +153,7 @@ def prepare_lines(entries: Sequence[_Entry]) -> list[_Prepared]:
     salts_hex = salts.hex()
     sha256 = hashlib.sha256
     for i, (ts, rtype, saga, step, body) in enumerate(entries):
-        body_json = _encode(body)
+        body_json = body if type(body) is str else _encode(body)
         salt = salts_hex[32 * i : 32 * i + 32]
         digest = sha256(salts[16 * i : 16 * i + 16] + body_json.encode()).hexdigest()
         step_json = "" if step is None else f'"step":{step:d},'
@@ -146,7 +182,7 @@ def chain_lines(prepared: Sequence[_Prepared], first_seq: int, prev: str) -> tup
 
 
 def seal(
-    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
+    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any] | str]],
     prev: str,
     chain: bool = True,
     cipher: BodyCipher | None = None,
@@ -169,19 +205,19 @@ def seal(
 
 
 def _seal_unchained(
-    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]], prev: str
+    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any] | str]], prev: str
 ) -> tuple[bytes, str, int]:
     out: list[str] = []
     for seq, ts, rtype, saga, step, body in entries:
         header: dict[str, Any] = {"saga": saga, "seq": seq, "ts": ts, "type": rtype}
         if step is not None:
             header["step"] = step
-        out.append(f'{_encode(header)[:-1]},"body":{_encode(body)}}}\n')
+        out.append(f'{_encode(header)[:-1]},"body":{_body_json(body)}}}\n')
     return "".join(out).encode(), prev, len(out)
 
 
 def _seal_encrypted(
-    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any]]],
+    entries: Iterable[tuple[int, int, str, str, int | None, Mapping[str, Any] | str]],
     prev: str,
     chain: bool,
     cipher: BodyCipher,
@@ -191,7 +227,7 @@ def _seal_encrypted(
     entries = list(entries)
     sha256 = hashlib.sha256
     for seq, ts, rtype, saga, step, body in entries:
-        token = cipher.encrypt(_encode(body).encode(), encryption_aad(saga, seq, rtype))
+        token = cipher.encrypt(_body_json(body).encode(), encryption_aad(saga, seq, rtype))
         header: dict[str, Any] = {"saga": saga, "seq": seq, "ts": ts, "type": rtype}
         if step is not None:
             header["step"] = step

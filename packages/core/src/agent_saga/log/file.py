@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
-from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, prepare_lines, seal
+from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, encode_entry, prepare_lines, seal
 from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
@@ -43,7 +43,7 @@ __all__ = ["FileWAL", "TornTail", "read_records"]
 
 log = logging.getLogger("agent_saga.wal")
 
-_Entry = tuple[int, str, str, "int | None", Mapping[str, Any]]  # ts, type, saga, step, body
+_Entry = tuple[int, str, str, "int | None", str]  # ts, type, saga, step, the body's canonical JSON
 _TAIL_WINDOW = 1 << 16
 # How long a busy flusher may keep the file lock across flushes before letting
 # another writer (a process, the recovery daemon, a compaction) have its turn.
@@ -315,11 +315,14 @@ class FileWAL(WAL):
         self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
     ) -> int:
         ts = time.time_ns() // 1000
+        # Encoded here, on the caller's thread: a record the log cannot hold is refused
+        # to this caller (WALRefused) and never reaches the flush it would break for all.
+        body_json = encode_entry(type, saga, step, body)
         with self._lock:
             if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
                 self._admit()
             self._last_ticket = ticket = self._last_ticket + 1
-            self._pending.append((ts, type, saga, step, body))
+            self._pending.append((ts, type, saga, step, body_json))
             if self._parked == _IDLE and not self._kicked:
                 self._kicked = True
                 self._kick.release()

@@ -31,13 +31,14 @@ from typing import Any, Literal
 
 from agent_saga.errors import WALClosed, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
+from agent_saga.log.codec import encode_entry
 
 __all__ = ["Entry", "GroupCommitWAL"]
 
 log = logging.getLogger("agent_saga.wal")
 
-#: One queued record: ticket, ts (µs), type, saga, step, body.
-Entry = tuple[int, int, str, str, "int | None", Mapping[str, Any]]
+#: One queued record: ticket, ts (µs), type, saga, step, the body's canonical JSON.
+Entry = tuple[int, int, str, str, "int | None", str]
 _Waiter = tuple[int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
 _MAX_BACKOFF = 1.0
 _open_logs: weakref.WeakSet[GroupCommitWAL] = weakref.WeakSet()
@@ -119,6 +120,9 @@ class GroupCommitWAL(WAL):
         self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
     ) -> int:
         ts = time.time_ns() // 1000
+        # Encoded on the caller's thread: a record the log cannot hold is refused to this
+        # caller (WALRefused) and never reaches the commit it would break for every saga.
+        body_json = encode_entry(type, saga, step, body)
         with self._lock:
             if self._broken is not None:
                 raise self._broken
@@ -140,7 +144,7 @@ class GroupCommitWAL(WAL):
                     raise self._broken
             ticket = next(self._tickets)
             self._last_ticket = ticket
-            self._pending.append((ticket, ts, str(type), saga, step, body))
+            self._pending.append((ticket, ts, str(type), saga, step, body_json))
             if len(self._pending) == 1:
                 self._work.notify()
             return ticket

@@ -5,9 +5,14 @@ Both keep the chain verifiable. Redaction removes a record's ``body`` and
 chained REDACTION record says which sequences were erased, by whom and why.
 Compaction drops whole records and appends a chained COMPACTION record naming
 each removed range of sequences, the hash of the last record in each range (the
-``prev`` of whatever follows the gap) and a digest of every removed hash.
+``prev`` of whatever follows the gap), a digest of every removed hash, and each
+saga it removed with that saga's terminal record (only settled sagas go).
 Attestations and REDACTION records are never compacted away, and never encrypted
 (the verifier must read them without a key).
+
+Both change what the log means, so both are signed by an operator key the agent
+does not hold (``signer=``, see ``log.attestation``); a reader treats an unsigned
+or untrusted attestation as a break.
 
 Concurrency. The rewrite holds the same exclusive ``flock`` FileWAL takes for each
 flush, so no batch is written while the file is read, rewritten and swapped in
@@ -34,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.errors import WALError
+from agent_saga.errors import ConfigurationError, WALError
+from agent_saga.log.attestation import OperatorKey, OperatorKeys, operator_keys_path
 from agent_saga.log.chain import Attestations, ChainChecker, read_line
 from agent_saga.log.codec import BodyCipher, canonical, seal
 from agent_saga.log.file import _set_aside_torn_tail
@@ -49,6 +55,7 @@ __all__ = [
     "RedactionResult",
     "compact",
     "locked_log",
+    "operator_signer",
     "plan_compaction",
     "plan_redaction",
     "redact_record",
@@ -156,10 +163,28 @@ class _Log:
         self.head = str(last.get("hash", GENESIS))
 
 
-def _seal_audit(log: _Log, rtype: RecordType, body: dict[str, Any]) -> tuple[bytes, int]:
+def _seal_audit(log: _Log, rtype: RecordType, body: dict[str, Any], signer: OperatorKey) -> tuple[bytes, int]:
     seq = log.last_seq + 1
-    data, _, _ = seal([(seq, time.time_ns() // 1000, rtype.value, AUDIT_SAGA, None, body)], log.head, log.chained)
+    signed = signer.sign(rtype.value, seq, log.head if log.chained else None, body)
+    data, _, _ = seal([(seq, time.time_ns() // 1000, rtype.value, AUDIT_SAGA, None, signed)], log.head, log.chained)
     return data, seq
+
+
+def operator_signer(signer: object) -> OperatorKey:
+    """``signer`` as an operator key the host trusts; ConfigurationError (one line) otherwise.
+
+    An attestation signed by a key the host does not trust would be a break the
+    moment it is written, so it is refused before anything changes.
+    """
+    key = OperatorKey.of(signer)
+    trusted = OperatorKeys.load()
+    if trusted.error or key.key_id not in trusted.keys:
+        raise ConfigurationError(
+            f"the operator key {key.key_id} is not trusted on this host ({trusted.error or operator_keys_path()}): "
+            f"its attestation would read as a break. As root: agent-saga approvals trust '{key.public}' "
+            f"--trusted-keys {operator_keys_path()}"
+        )
+    return key
 
 
 def _replace(fd: int, path: Path, lines: Iterable[bytes], tail: bytes) -> int:
@@ -187,15 +212,19 @@ def _readable(record: Record, encryptor: BodyCipher | None) -> Record:
     return open_record(record, encryptor)
 
 
-def redact_record(path: str | os.PathLike[str], seq: int, *, by: str, reason: str) -> RedactionResult:
+def redact_record(
+    path: str | os.PathLike[str], seq: int, *, by: str, reason: str, signer: str | os.PathLike[str] | OperatorKey | None = None,
+) -> RedactionResult:
     """Erase the body and salt of the record numbered ``seq`` (GDPR erasure).
 
     Idempotent: an already redacted record is left as it is. Refuses COMPACTION and
     REDACTION records (the verifier needs their bodies) and unknown sequences.
+    ``signer`` is the operator's key (its file's path) that signs the REDACTION
+    record; without one, or with one the host does not trust, nothing is changed.
     """
     if isinstance(seq, bool) or not isinstance(seq, int):
         raise TypeError(f"seq must be a record's sequence number (int), got {seq!r}")
-    return _redact(Path(path), None, by, reason, None, exact=seq)
+    return _redact(Path(path), None, by, reason, None, exact=seq, signer=signer)
 
 
 def redact_where(
@@ -205,16 +234,17 @@ def redact_where(
     by: str,
     reason: str,
     encryptor: BodyCipher | None = None,
+    signer: str | os.PathLike[str] | OperatorKey | None = None,
 ) -> RedactionResult:
     """Erase the body and salt of every record for which ``predicate(record)`` is true.
 
     The predicate sees each record as ``read_records`` would return it (decrypted
     with ``encryptor`` or ``$AGENT_SAGA_WAL_KEY`` when the log is encrypted). COMPACTION
-    and REDACTION records are never erased.
+    and REDACTION records are never erased. ``signer`` as for :func:`redact_record`.
     """
     if not callable(predicate):
         raise TypeError(f"predicate must be a callable (record) -> bool, got {predicate!r}")
-    return _redact(Path(path), predicate, by, reason, encryptor, exact=None)
+    return _redact(Path(path), predicate, by, reason, encryptor, exact=None, signer=signer)
 
 
 def _redact(
@@ -224,8 +254,10 @@ def _redact(
     reason: str,
     encryptor: BodyCipher | None,
     exact: int | None,
+    signer: object,
 ) -> RedactionResult:
     _check_who(by, reason)
+    key = operator_signer(signer)
     path = path.absolute()
     with locked_log(path) as fd:
         log = _Log(fd, path, "redact")
@@ -238,7 +270,7 @@ def _redact(
             canonical(erased[line.record["seq"]]).encode() if line.record["seq"] in erased else line.raw
             for line in log.lines
         ]
-        tail, record_seq = _seal_audit(log, RecordType.REDACTION, redaction_body(erased, by, reason))
+        tail, record_seq = _seal_audit(log, RecordType.REDACTION, redaction_body(erased, by, reason), key)
         _replace(fd, path, new_lines, tail)
     return RedactionResult(tuple(erased), record_seq)
 
@@ -315,25 +347,33 @@ def compact(
     by: str = "agent-saga compact",
     reason: str = "settled sagas",
     encryptor: BodyCipher | None = None,
+    signer: str | os.PathLike[str] | OperatorKey | None = None,
 ) -> CompactionResult:
     """Remove records no longer needed and attest what was removed.
 
     By default every record of a settled saga goes (SAGA_COMPLETED, or
     SAGA_ROLLED_BACK with ``clean: true``); an open, crashed or unclean saga is kept
-    whole. ``keep(record) -> bool`` replaces that rule (True keeps the record).
+    whole. ``keep(record) -> bool`` narrows that rule (True keeps the record): it may
+    keep more, and it is refused (nothing changes) if it would remove a record of a
+    saga that is not settled, or a settled saga's terminal record without the rest.
     COMPACTION and REDACTION records are always kept. When nothing is removed the
-    file is not touched.
+    file is not touched. ``signer`` is the operator's key (its file's path) that
+    signs the COMPACTION record; without one, or with one the host does not trust,
+    nothing is changed.
     """
     _check_who(by, reason)
+    key = operator_signer(signer)
     p = Path(path).absolute()
     with locked_log(p) as fd:
         log = _Log(fd, p, "compact")
-        removed, body = plan_compaction([line.record for line in log.lines], keep, by, reason, encryptor)
+        removed, body = plan_compaction(
+            [line.record for line in log.lines], keep, by, reason, encryptor, str(p)
+        )
         if not removed:
             return CompactionResult(0, len(log.lines), (), None, log.size, log.size)
         gone = {r["seq"] for r in removed}
         new_lines = [line.raw for line in log.lines if line.record["seq"] not in gone]
-        tail, attestation_seq = _seal_audit(log, RecordType.COMPACTION, body)
+        tail, attestation_seq = _seal_audit(log, RecordType.COMPACTION, body, key)
         size = _replace(fd, p, new_lines, tail)
     return CompactionResult(
         len(removed), len(new_lines) + 1, removed_ranges(removed), attestation_seq, log.size, size,
@@ -346,26 +386,46 @@ def plan_compaction(
     by: str,
     reason: str,
     encryptor: BodyCipher | None,
+    where: str = "log",
 ) -> tuple[list[Record], dict[str, Any]]:
     """Which records a compaction removes, and the body of the COMPACTION record attesting it.
 
-    Backend-neutral (see :func:`plan_redaction`). Audit records are always kept.
+    Backend-neutral (see :func:`plan_redaction`). Audit records are always kept. Only
+    settled sagas are removed, each with its terminal record, which the body names
+    (as stored: the verifier checks its hash, its type and, if rolled back, that it was
+    clean); a ``keep`` that would remove anything else is refused (LogMaintenanceError).
     """
     views = [_readable(record, encryptor) for record in records]
+    terminals = _terminals(records, views)
     keep_rule: Callable[[Record], bool]
     if keep is None:
-        settled = settled_sagas(views)
-
         def keep_rule(record: Record) -> bool:
-            return record.get("saga") not in settled
+            return record.get("saga") not in terminals
 
         rule = "settled sagas (SAGA_COMPLETED, or SAGA_ROLLED_BACK with clean=true)"
     else:
-        keep_rule, rule = keep, "a caller-supplied keep predicate"
+        keep_rule, rule = keep, "a caller-supplied keep predicate, within settled sagas"
     removed = [
         record for record, view in zip(records, views, strict=True)
         if record.get("type") not in AUDIT_TYPES and not keep_rule(view)
     ]
+    counts: dict[str, int] = {}
+    for record in removed:
+        saga = record.get("saga")
+        if saga not in terminals:
+            raise LogMaintenanceError(
+                f"{where}: refusing to compact: keep would remove seq {record['seq']} of saga {saga!r}, which is "
+                "not settled (no SAGA_COMPLETED or clean SAGA_ROLLED_BACK); removing it could hide an effect "
+                "that still needs an undo"
+            )
+        counts[saga] = counts.get(saga, 0) + 1
+    gone = {r["seq"] for r in removed}
+    for saga in counts:
+        if terminals[saga]["seq"] not in gone:
+            raise LogMaintenanceError(
+                f"{where}: refusing to compact: keep would remove records of saga {saga!r} but keep its terminal "
+                f"record seq {terminals[saga]['seq']}; a compaction removes a saga's terminal record with the rest"
+            )
     body = {
         "removed": [
             {
@@ -378,11 +438,24 @@ def plan_compaction(
             for run in _runs(removed)
         ],
         "records": len(removed),
+        "sagas": [
+            {"saga": saga, "records": counts[saga], "terminal": terminals[saga]}
+            for saga in sorted(counts, key=lambda s: terminals[s]["seq"])
+        ],
         "by": by,
         "reason": reason,
         "rule": rule,
     }
     return removed, body
+
+
+def _terminals(records: list[Record], views: list[Record]) -> dict[str, Record]:
+    """Each settled saga's terminal record, as stored (``views``: the same records, readable)."""
+    settled: dict[str, Record] = {}
+    for record, view in zip(records, views, strict=True):
+        if view.get("saga") in settled_sagas([view]):
+            settled[view["saga"]] = record
+    return settled
 
 
 def removed_ranges(removed: list[Record]) -> tuple[tuple[int, int], ...]:

@@ -54,6 +54,8 @@ class RecordType(enum.StrEnum):
     SWITCH_DRAINED = "SWITCH_DRAINED"
     SWITCH_QUARANTINED = "SWITCH_QUARANTINED"
     SWITCH_RESUMED = "SWITCH_RESUMED"
+    # Under the saga whose gate now obeys another kill switch (a setting changed mid-saga):
+    SWITCH_POSTURE_CHANGED = "SWITCH_POSTURE_CHANGED"
     # Human approvals (agent_saga.approvals), under the saga and step that asked:
     APPROVAL_REQUESTED = "APPROVAL_REQUESTED"  # written before anyone is notified
     APPROVAL_ESCALATED = "APPROVAL_ESCALATED"  # the next level was asked; once per level

@@ -11,11 +11,13 @@ change the planner returns atomically.
 from __future__ import annotations
 
 import abc
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.chain import verify_records
 from agent_saga.log.codec import BodyCipher, canonical, decode_line, seal
 from agent_saga.log.maintenance import (
@@ -23,6 +25,7 @@ from agent_saga.log.maintenance import (
     LogMaintenanceError,
     RedactionResult,
     _check_who,
+    operator_signer,
     plan_compaction,
     plan_redaction,
     redaction_body,
@@ -61,19 +64,27 @@ class ServerLog(abc.ABC):
     def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
         """Hold off writers, read every stored line, apply ``plan``'s change (None: nothing) atomically."""
 
-    def redact_record(self, seq: int, *, by: str, reason: str) -> RedactionResult:
+    def redact_record(
+        self, seq: int, *, by: str, reason: str, signer: str | os.PathLike[str] | OperatorKey | None = None
+    ) -> RedactionResult:
         """Erase the body and salt of the record numbered ``seq`` (see ``log.maintenance.redact_record``)."""
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise TypeError(f"seq must be a record's sequence number (int), got {seq!r}")
-        return self._redact(None, by, reason, None, seq)
+        return self._redact(None, by, reason, None, seq, signer)
 
     def redact_where(
-        self, predicate: Callable[[Record], bool], *, by: str, reason: str, encryptor: BodyCipher | None = None
+        self,
+        predicate: Callable[[Record], bool],
+        *,
+        by: str,
+        reason: str,
+        encryptor: BodyCipher | None = None,
+        signer: str | os.PathLike[str] | OperatorKey | None = None,
     ) -> RedactionResult:
         """Erase the body and salt of every record ``predicate`` selects (see ``log.maintenance.redact_where``)."""
         if not callable(predicate):
             raise TypeError(f"predicate must be a callable (record) -> bool, got {predicate!r}")
-        return self._redact(predicate, by, reason, encryptor or self.encryptor, None)
+        return self._redact(predicate, by, reason, encryptor or self.encryptor, None, signer)
 
     def _redact(
         self,
@@ -82,8 +93,10 @@ class ServerLog(abc.ABC):
         reason: str,
         encryptor: BodyCipher | None,
         exact: int | None,
+        signer: object,
     ) -> RedactionResult:
         _check_who(by, reason)
+        key = operator_signer(signer)
         result = RedactionResult((), None)
 
         def plan(stored: Stored) -> Change | None:
@@ -94,7 +107,9 @@ class ServerLog(abc.ABC):
                 result = RedactionResult((), None)
                 return None
             change = Change(replaced={seq: canonical(record) for seq, record in erased.items()})
-            change.appended = _attestation(stored, records, RecordType.REDACTION, redaction_body(erased, by, reason))
+            change.appended = _attestation(
+                stored, records, RecordType.REDACTION, redaction_body(erased, by, reason), key
+            )
             result = RedactionResult(tuple(erased), change.appended[0])
             return change
 
@@ -108,21 +123,25 @@ class ServerLog(abc.ABC):
         by: str = "agent-saga compact",
         reason: str = "settled sagas",
         encryptor: BodyCipher | None = None,
+        signer: str | os.PathLike[str] | OperatorKey | None = None,
     ) -> CompactionResult:
         """Remove records no longer needed and attest what was removed (see ``log.maintenance.compact``)."""
         _check_who(by, reason)
+        key = operator_signer(signer)
         result: CompactionResult | None = None
 
         def plan(stored: Stored) -> Change | None:
             nonlocal result
             records = _verified(stored, self.location, "compact")
             size = sum(len(line) + 1 for _, line in stored.lines)
-            removed, body = plan_compaction(records, keep, by, reason, encryptor or self.encryptor)
+            removed, body = plan_compaction(
+                records, keep, by, reason, encryptor or self.encryptor, self.location
+            )
             if not removed:
                 result = CompactionResult(0, len(records), (), None, size, size)
                 return None
             change = Change(removed=[r["seq"] for r in removed])
-            change.appended = _attestation(stored, records, RecordType.COMPACTION, body)
+            change.appended = _attestation(stored, records, RecordType.COMPACTION, body, key)
             gone = set(change.removed)
             after = sum(len(line) + 1 for seq, line in stored.lines if seq not in gone)
             result = CompactionResult(
@@ -154,14 +173,15 @@ def _verified(stored: Stored, where: str, action: str) -> list[Record]:
 
 
 def _attestation(
-    stored: Stored, records: list[Record], rtype: RecordType, body: dict[str, Any]
+    stored: Stored, records: list[Record], rtype: RecordType, body: dict[str, Any], signer: OperatorKey
 ) -> tuple[int, str, str]:
-    """The audit record continuing the chain from the head: (seq, line, hash).
+    """The audit record continuing the chain from the head, signed by ``signer``: (seq, line, hash).
 
     Chained if the log's last record is (as the next writer's record would be).
     """
     seq = stored.head_seq + 1
     chained = not records or "hash" in records[-1]
-    entry = (seq, time.time_ns() // 1000, rtype.value, AUDIT_SAGA, None, body)
+    signed = signer.sign(rtype.value, seq, stored.head_hash if chained else None, body)
+    entry = (seq, time.time_ns() // 1000, rtype.value, AUDIT_SAGA, None, signed)
     data, head, _ = seal([entry], stored.head_hash, chained)
     return seq, data.decode().rstrip("\n"), head

@@ -39,6 +39,7 @@ from agent_saga.engine.observe import (
     add_interceptor,
     remove_interceptor,
 )
+from agent_saga.redaction import scrub_text
 from agent_saga.semantics import Outcome, StepState
 
 __all__ = [
@@ -149,7 +150,7 @@ class Correlation(Interceptor):
         else:
             level = logging.INFO if end.state is StepState.NOT_APPLIED else logging.WARNING
             lines.log(level, "step %d %s (%s) %s: %s: %s", event.step, event.tool, event.semantics.value,
-                      end.state.value, type(end.error).__name__, end.error)
+                      end.state.value, type(end.error).__name__, scrub_text(str(end.error)))
         _reset(_step_id, token)
         _reset(_saga_id, saga_token)
 

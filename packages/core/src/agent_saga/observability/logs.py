@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from agent_saga.observability import correlation
 from agent_saga.observability.correlation import FIELDS
+from agent_saga.redaction import scrub_text
 
 __all__ = ["JsonFormatter", "LoggingSetup", "TextFormatter", "configure_logging"]
 
@@ -29,7 +30,13 @@ def _timestamp(record: logging.LogRecord) -> str:
     return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class TextFormatter(logging.Formatter):
+class _Scrubbing(logging.Formatter):
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        # A traceback quotes the exception's text, which may echo a secret this process knows.
+        return scrub_text(super().formatException(ei))
+
+
+class TextFormatter(_Scrubbing):
     """``2025-01-01T12:00:00.000Z WARNING agent_saga.saga [saga=… step=2 trace=…] message``."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -50,7 +57,7 @@ class TextFormatter(logging.Formatter):
         return text
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(_Scrubbing):
     """One JSON object per line: ts, level, logger, message, the ids, and exc when there is one."""
 
     def format(self, record: logging.LogRecord) -> str:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import threading
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,7 @@ from agent_saga.engine.observe import (
 )
 from agent_saga.engine.report import StepOutcome
 from agent_saga.observability import correlation
+from agent_saga.redaction import scrub_text
 from agent_saga.semantics import Outcome
 
 __all__ = ["Telemetry", "setup_telemetry"]
@@ -68,7 +70,16 @@ def _error_type(err: BaseException) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, default=repr, sort_keys=True)
+    return scrub_text(json.dumps(value, default=repr, sort_keys=True))
+
+
+def _record_exception(span: trace.Span, err: BaseException) -> None:
+    # The exception's text and traceback may echo a secret this process knows: scrubbed
+    # (the attributes given here replace the ones record_exception would derive).
+    trace_text = "".join(traceback.format_exception(err))
+    span.record_exception(err, attributes={
+        "exception.message": scrub_text(str(err)), "exception.stacktrace": scrub_text(trace_text),
+    })
 
 
 class _Spans(Interceptor):
@@ -132,9 +143,11 @@ class _Spans(Interceptor):
         try:
             span.set_attribute("saga.outcome", end.state.value)
             if end.error is not None:
-                span.record_exception(end.error)
+                _record_exception(span, end.error)
                 span.set_attribute(ERROR_TYPE, _error_type(end.error))
-                span.set_status(trace.Status(trace.StatusCode.ERROR, f"{type(end.error).__name__}: {end.error}"))
+                span.set_status(trace.Status(
+                    trace.StatusCode.ERROR, f"{type(end.error).__name__}: {scrub_text(str(end.error))}"
+                ))
             elif self.capture_content:
                 span.set_attribute(GEN_AI_TOOL_RESULT, _json(end.result))
         finally:
@@ -149,7 +162,7 @@ class _Spans(Interceptor):
         if event.handler is not None:
             attributes["saga.compensation.handler"] = event.handler  # a name: no argument shown
         if event.compensation is not None and self.capture_content:
-            attributes["saga.compensation"] = event.compensation  # its label shows the undo's arguments
+            attributes["saga.compensation"] = scrub_text(event.compensation)  # its label shows the undo's arguments
         if event.idempotency_key is not None:
             attributes["saga.operation_id"] = event.idempotency_key
         span, token = self._run(f"saga.rollback.{event.tool}", attributes)
@@ -160,7 +173,7 @@ class _Spans(Interceptor):
             if outcome.outcome not in (Outcome.COMPENSATED, Outcome.KEPT):
                 # The step's effect may still stand: failed undo, orphaned, unresolved.
                 span.set_attribute(ERROR_TYPE, outcome.outcome.value)
-                span.set_status(trace.Status(trace.StatusCode.ERROR, outcome.detail or outcome.outcome.value))
+                span.set_status(trace.Status(trace.StatusCode.ERROR, scrub_text(outcome.detail) or outcome.outcome.value))
         finally:
             self._finish(span, token)
 

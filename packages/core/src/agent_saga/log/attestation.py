@@ -1,0 +1,206 @@
+"""Signed attestations: what changes a log's meaning is signed by a key the agent does not hold.
+
+A COMPACTION record says "these records were removed, and the sagas they belonged
+to were settled"; a REDACTION record says "these bodies were erased on purpose".
+Readers with privileges act on what they say: the verifier accepts the gap, the
+recovery daemon has nothing left to undo. The agent can write its own log, so an
+attestation it wrote proves nothing. Each one therefore carries an Ed25519
+signature by an *operator* key, and a reader counts it only when that key is in
+the host's trusted operator keys, ``/etc/agent-saga/operator-keys``: a list root
+owns and the agent can read but not change (the approver keys' model, see
+``agent_saga.approvals.authority``; ``AGENT_SAGA_HOST_ROOT`` re-roots it for tests,
+as it does the approver keys).
+
+The signature covers the attestation's type, seq, the ``prev`` hash it continues
+from and its whole body except the signature itself, so it cannot be moved to
+another place in the log or to another log. Keys are the approvers' format
+(``agent_saga.notekeys``): ``agent-saga approvals keygen --approver ops@corp --key
+FILE`` makes one and ``agent-saga approvals trust KEY --trusted-keys
+/etc/agent-saga/operator-keys`` (as root) trusts it. Checking a signature needs
+``cryptography`` (``pip install 'agent-saga[approvals]'``); without it no
+attestation can be checked, and every one is a break.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent_saga.errors import ConfigurationError
+from agent_saga.log.codec import canonical
+from agent_saga.notekeys import ED25519, ed25519, key_material
+
+__all__ = [
+    "HOW_TO_SIGN",
+    "OPERATOR_KEYS",
+    "SIGNATURE_FIELD",
+    "OperatorKey",
+    "OperatorKeys",
+    "operator_keys_path",
+    "unsigned_body",
+]
+
+#: The trusted operator keys' file, next to the approver keys in the host's config directory.
+OPERATOR_KEYS = "operator-keys"
+#: The body field holding ``{"key": "<name>+<id>", "ed25519": "<base64 signature>"}``.
+SIGNATURE_FIELD = "signature"
+_DOMAIN = "agent-saga log attestation v1\n"
+_HOST_ROOT_ENV = "AGENT_SAGA_HOST_ROOT"
+# gate.host names the same directory; it sits above the log layer, which may not import it.
+_CONFIG_DIR = Path("/etc/agent-saga")
+HOW_TO_SIGN = (
+    "make an operator key with 'agent-saga approvals keygen --approver ops@example --key FILE' "
+    f"and have root trust it ('agent-saga approvals trust KEY --trusted-keys {_CONFIG_DIR / OPERATOR_KEYS}'), "
+    "then pass signer=FILE"
+)
+
+
+def operator_keys_path() -> Path:
+    """The host's trusted operator keys: ``/etc/agent-saga/operator-keys`` (under ``$AGENT_SAGA_HOST_ROOT`` if set)."""
+    root = os.environ.get(_HOST_ROOT_ENV)
+    base = Path(root) / _CONFIG_DIR.relative_to("/") if root else _CONFIG_DIR
+    return base / OPERATOR_KEYS
+
+
+def _ed25519() -> Any:
+    try:
+        return ed25519("approvals")
+    except ImportError as err:
+        raise ConfigurationError(f"log attestations are signed and checked with Ed25519. {err}") from None
+
+
+def unsigned_body(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The body without its signature: what the signature covers, with the header fields."""
+    return {k: v for k, v in body.items() if k != SIGNATURE_FIELD}
+
+
+def _payload(rtype: str, seq: int, prev: str | None, body: Mapping[str, Any]) -> bytes:
+    return (_DOMAIN + canonical({"type": rtype, "seq": seq, "prev": prev, "body": unsigned_body(body)})).encode()
+
+
+class OperatorKey:
+    """An operator's private key: it signs attestations. Keep it where the agent cannot read it."""
+
+    def __init__(self, text: str) -> None:
+        parts = text.strip().split("+", 4)  # base64 may itself contain "+"
+        if len(parts) != 5 or parts[:2] != ["PRIVATE", "KEY"] or not all(parts[2:4]):
+            raise ConfigurationError(f"an operator key reads PRIVATE+KEY+<name>+<id>+<key>; {HOW_TO_SIGN}")
+        self.key_id = f"{parts[2]}+{parts[3]}"
+        try:
+            seed = key_material(parts[4], "operator key")
+        except ValueError as err:
+            raise ConfigurationError(str(err)) from None
+        self._private = _ed25519().Ed25519PrivateKey.from_private_bytes(seed)
+        public = self._private.public_key().public_bytes_raw()
+        #: The verifier key to trust: ``<name>+<id>+<base64>``.
+        self.public = f"{self.key_id}+{base64.b64encode(ED25519 + public).decode()}"
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> OperatorKey:
+        """The key stored at ``path`` (as ``agent-saga approvals keygen --key`` wrote it)."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigurationError(f"no operator key at {path}: {HOW_TO_SIGN}") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigurationError(f"cannot read the operator key {path}: {err}") from None
+        return cls(text)
+
+    @classmethod
+    def of(cls, signer: object) -> OperatorKey:
+        """``signer`` as a key: an OperatorKey, or the path of its file; a one-line error otherwise."""
+        if isinstance(signer, OperatorKey):
+            return signer
+        if signer is None:
+            raise ConfigurationError(
+                f"a compaction or redaction changes what the log means, so it must be signed by an "
+                f"operator key the agent does not hold: {HOW_TO_SIGN}"
+            )
+        if isinstance(signer, (str, os.PathLike)):
+            return cls.load(signer)
+        raise ConfigurationError(f"signer= takes the path of an operator key file, got {type(signer).__name__}")
+
+    def sign(self, rtype: str, seq: int, prev: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``body`` with this key's signature over it, for a record of ``rtype`` at ``seq`` after ``prev``."""
+        signature = self._private.sign(_payload(rtype, seq, prev, body))
+        return {**unsigned_body(body), SIGNATURE_FIELD: {
+            "key": self.key_id, "ed25519": base64.b64encode(signature).decode(),
+        }}
+
+    def __repr__(self) -> str:
+        return f"OperatorKey({self.key_id!r})"  # never the key itself
+
+
+class OperatorKeys:
+    """The public keys whose signatures make an attestation count, by ``<name>+<id>``."""
+
+    def __init__(self, keys: Mapping[str, bytes], location: str, error: str = "") -> None:
+        self.keys = dict(keys)
+        self.location = location
+        self.error = error  # why the list could not be read ('' when it could)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str] | None = None) -> OperatorKeys:
+        """The keys listed at ``path`` (default: the host's). Never raises: a bad list trusts no key, and says why."""
+        file = Path(path) if path is not None else operator_keys_path()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return cls({}, str(file))
+        except (OSError, UnicodeDecodeError) as err:
+            return cls({}, str(file), f"cannot read the trusted operator keys {file}: {err}")
+        keys: dict[str, bytes] = {}
+        for number, line in enumerate(text.splitlines(), start=1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            parts = line.split("+", 2)
+            try:
+                if len(parts) != 3 or not all(parts):
+                    raise ValueError("not a verifier key (<name>+<id>+<key>)")
+                keys[f"{parts[0]}+{parts[1]}"] = key_material(parts[2], "key")
+            except ValueError as err:
+                return cls({}, str(file), f"{file} line {number}: {err}")
+        return cls(keys, str(file))
+
+    def problem(self, record: Mapping[str, Any]) -> str:
+        """Why ``record`` (an attestation) is not signed by a trusted operator key ('' when it is)."""
+        body = record.get("body")
+        signed = body.get(SIGNATURE_FIELD) if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(signed, dict):
+            return (
+                "it carries no operator signature: anyone who can write the log could have written it "
+                f"(attestations are signed by a key listed in {self.location})"
+            )
+        signer, stamp = signed.get("key"), signed.get("ed25519")
+        if not isinstance(signer, str) or not isinstance(stamp, str):
+            return "its signature is malformed (it needs 'key' and 'ed25519' strings)"
+        if self.error:
+            return f"its signature by {signer} cannot be checked: {self.error}"
+        public = self.keys.get(signer)
+        if public is None:
+            listed = f"{len(self.keys)} key(s)" if self.keys else "no keys"
+            return f"it is signed by {signer}, which is not a trusted operator key ({self.location}: {listed})"
+        try:
+            signature = base64.b64decode(stamp, validate=True)
+        except (binascii.Error, ValueError):
+            return "its signature is not base64"
+        try:
+            module = _ed25519()
+        except ConfigurationError as err:
+            return f"its signature by {signer} cannot be checked: {err}"
+        from cryptography.exceptions import InvalidSignature
+
+        seq, prev = record.get("seq"), record.get("prev")
+        try:
+            module.Ed25519PublicKey.from_public_bytes(public).verify(
+                signature, _payload(str(record.get("type")), int(seq) if isinstance(seq, int) else -1,
+                                    prev if isinstance(prev, str) else None, body),
+            )
+        except InvalidSignature:
+            return f"the signature by {signer} does not cover this body at this place in the log"
+        return ""
