@@ -152,9 +152,10 @@ PUBLIC_MODULES = {"agent_saga", "agent_saga.adapter", "agent_saga.adapters", "ag
 # so that a new reach is a visible decision.
 KNOWN_REACHES = {
     "temporal": {"agent_saga.ids", "agent_saga.context"},
-    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins).
-    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.plugins",
-                    "agent_saga.plugins.policy"},
+    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins), and
+    # the host's configuration directory, where the MCP server list sits beside the approver keys.
+    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.gate.host",
+                    "agent_saga.plugins", "agent_saga.plugins.policy"},
 }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.errors import ConfigurationError
+from agent_saga import ConfigurationError
 from agent_saga.gate.host import config_dir
 
 __all__ = ["SERVERS_FILE", "ServerEntry", "load_servers", "name_for", "servers_path", "valid_name"]
