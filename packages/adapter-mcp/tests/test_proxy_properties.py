@@ -473,8 +473,8 @@ def test_a_request_reusing_the_id_of_a_call_in_flight_is_refused_and_the_call_ke
 
 @pytest.mark.parametrize("ping_id", [5, 5.0])
 def test_an_answer_to_an_earlier_request_under_the_same_id_never_settles_a_call(ping_id: Any) -> None:
-    # The ping goes first and its answer comes once the call is in flight. A server may also
-    # read the id 5.0 as 5 (pydantic does), so a lookalike id is tried too.
+    # The ping goes first and its answer comes once the call is in flight. The lookalike id
+    # 5.0 is answered under 5 here, as a reader that takes 5.0 for 5 would answer it.
     answer = encode({"jsonrpc": "2.0", "id": 5 if ping_id == 5.0 else ping_id, "result": {}})
     steps = [("client", encode({**PING, "id": ping_id})), ("client", call("create_charge", CHARGE, 5)),
              ("server", answer)]
