@@ -267,8 +267,8 @@ async def _run(steps: list[tuple[str, Any]], boundary: BoundaryMode, answer_call
                answer_pings: bool = False) -> Harness:
     h = Harness(boundary, answer_calls, answer_pings)
     h.core.attach()  # compensating calls go through this in-process connection
-    for side, given in steps:
-        chunk = given(h) if callable(given) else given  # a server line may answer what the server got
+    for side, step in steps:
+        chunk = step(h) if callable(step) else step  # a server line may answer what the server got
         for line in chunk.split(b"\n"):  # what the pipe reader hands over: lines, never a newline
             if side == "client":
                 h.client_line(line)

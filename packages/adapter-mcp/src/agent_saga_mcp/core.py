@@ -297,11 +297,10 @@ class ProxyCore:
                 pending = self._calls.get(wire)
                 message = {**message, "params": {**params, "requestId": json.loads(wire)}}
         await self._send_server(message)
-        if pending is not None:
+        if pending is not None and not pending.done():
             # The server will not answer a cancelled request, so its step would wait forever;
             # whether the tool ran is unknown, which is what the step records.
-            if not pending.done():
-                pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
+            pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
 
     async def _client_call(self, message: dict[str, Any]) -> None:
         id_ = message.get("id")

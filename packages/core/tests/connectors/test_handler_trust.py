@@ -20,14 +20,11 @@ from typing import Any
 import pytest
 from stripe_server import StripeServer
 
+import agent_saga.connectors.postgres as postgres
+import agent_saga.connectors.salesforce as salesforce
+import agent_saga.connectors.stripe as stripe_connector
 from agent_saga import CompensationRefused
 from agent_saga.connectors import set_credential_resolver
-
-pytest.importorskip("psycopg")
-pytest.importorskip("simple_salesforce")
-import agent_saga.connectors.postgres as postgres  # noqa: E402
-import agent_saga.connectors.salesforce as salesforce  # noqa: E402
-import agent_saga.connectors.stripe as stripe_connector  # noqa: E402
 
 # Names of parameters that would say *how* to reach something, not *what* to undo.
 HOW = ("url", "uri", "endpoint", "base", "host", "dsn", "command", "cmd", "shell", "exec", "module", "path",
@@ -133,7 +130,7 @@ def test_salesforce_revert_refuses_a_record_that_is_not_one_record(
     salesforce_server: Any, sobject: str, record_id: str
 ) -> None:
     salesforce_server.write("006000000000001", {"Name": "after"})
-    with pytest.raises(CompensationRefused, match="nothing was sent|not an sObject"):
+    with pytest.raises(CompensationRefused, match=r"nothing was sent|not an sObject"):
         salesforce.revert(sobject, record_id, before={"Name": "before"}, wrote={"Name": "after"},
                           credential_ref="sf_test")
     assert salesforce_server.requests == []  # not even the describe
