@@ -222,14 +222,13 @@ def wrap_session(
             f"'.', '_', '-'), got {server!r}: the log names servers, never the command that starts them"
         )
     loaded = policy if isinstance(policy, McpPolicy) else McpPolicy.load(policy)
-    spec = server
-    session = SagaSession(client, loaded, spec)
-    if spec is not None:
+    session = SagaSession(client, loaded, server)
+    if server is not None:
         async def route(tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
             return result_as_wire(await _call(client, tool, arguments))
 
         try:
-            add_route(spec, route)
+            add_route(server, route)
         except RuntimeError as err:  # no running loop
             raise PolicyError("wrap_session(server=...) must be called inside the event loop that uses the client") \
                 from err
