@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.inert import inert
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.records import RecordType as R
@@ -60,8 +61,9 @@ class Finding:
     detail: str = ""  # the reconcilers' own words
 
     def line(self) -> str:
-        amount = f" (amount={self.amount})" if self.amount is not None else ""
-        return f"[{self.status.upper()}] saga {self.saga} step {self.step} {self.tool}: {self.message}{amount}"
+        amount = f" (amount={inert(self.amount)})" if self.amount is not None else ""
+        return (f"[{self.status.upper()}] saga {inert(self.saga)} step {self.step} {inert(self.tool)}: "
+                f"{inert(self.message)}{amount}")
 
     def to_dict(self) -> dict[str, Any]:
         amount = self.amount if _jsonable(self.amount) else repr(self.amount)
@@ -126,13 +128,13 @@ class ReconciliationReport:
 
     def summary(self) -> str:
         counts = ", ".join(f"{len(self._by[s])} {s}" for s in (CONFIRMED, DRIFT, UNVERIFIABLE, SKIPPED))
-        return (f"reconciled {len(self.findings)} effect(s) in {self.sagas} saga(s) of {self.log}: "
+        return (f"reconciled {len(self.findings)} effect(s) in {self.sagas} saga(s) of {inert(self.log)}: "
                 f"{counts}; {self.verdict}")
 
     def format_text(self) -> str:
         lines = [f.line() for f in self.findings]
         if self.chain != "intact":
-            lines.insert(0, f"WARNING: the log's chain does not verify ({self.chain}); reconciled anyway")
+            lines.insert(0, f"WARNING: the log's chain does not verify ({inert(self.chain)}); reconciled anyway")
         lines.append(self.summary())
         return "\n".join(lines) + "\n"
 

@@ -266,3 +266,25 @@ def test_the_api_answers_the_page_as_json(page: Page, serve: Serve, demo_copy: P
     response = page.request.get(server.url + "api/runs")
     assert response.ok and response.headers["content-type"].startswith("application/json")
     assert len(json.loads(response.body())["runs"]) == 4
+
+
+def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page: Page, serve: Serve,
+                                                                            tmp_path: Path) -> None:
+    # issue 25 item 2: a bidi override or an ESC sequence in a name, a tool or an argument is drawn as
+    # visible escapes; the run is opened (by the id the page was served) and its step inspected.
+    evil = "\x1b[2K\u202eevil\u200b\u2066x"
+    shown = "\\x1b[2K\\u202eevil\\u200b\\u2066x"
+    wal = FileWAL(tmp_path / "evil.wal")
+    with saga_scope(wal, name="n" + evil, saga_id="s" + evil) as s:
+        s.execute(tool="pay" + evil, semantics="IRREVERSIBLE", args={"memo": evil}, forward=lambda: 1)
+    wal.close()
+    server = serve(tmp_path / "evil.wal")
+    page.goto(server.url)
+    open_run(page, "n" + shown)
+    page.locator("#forward button").first.click()
+    expect(page.locator("#inspect")).to_contain_text("pay" + shown)
+    expect(page.locator("#inspect")).to_contain_text(shown)
+    text = page.locator("body").inner_text()
+    assert "s" + shown in text
+    acting = [f"U+{ord(c):04X}" for c in text if c in "\x1b\u202e\u200b\u2066"]
+    assert acting == []

@@ -60,24 +60,55 @@ def _wait(check: object, what: str, timeout: float = 30.0) -> None:
 
 
 class ThrowawayRedis:
-    """A redis-server of our own (AOF, fsync always), to kill with SIGKILL and start again."""
+    """A redis-server of our own (AOF, fsync always), to kill with SIGKILL and start again.
 
-    def __init__(self, directory: Path) -> None:
+    It runs with ``aof-load-truncated no``, as ``scripts/services`` does: a SIGKILL can tear the
+    append-only file's last transaction, and Redis 7.0 loading that anyway (its default, yes)
+    replays the torn part at the next restart (docs/FLEET.md). ``load_truncated=True`` starts it
+    with that default, to show what the log does on such a server.
+    """
+
+    def __init__(self, directory: Path, *, load_truncated: bool = False) -> None:
         if shutil.which("redis-server") is None:
             pytest.fail(f"redis-server is not installed; {HOW}", pytrace=False)
         self.dir = directory
+        directory.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.load_truncated = load_truncated
         self.proc: subprocess.Popen[bytes] | None = None
         self.kills = 0
+        self.repairs = 0  # torn append-only files cut back with redis-check-aof --fix
 
-    def start(self) -> None:
+    def start(self, *, repair: bool = False) -> None:
+        """Start it; ``repair``: if it refuses a torn append-only file, fix it as an operator would."""
+        log = self.dir / "redis-server.log"
         self.proc = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+             "--aof-load-truncated", "yes" if self.load_truncated else "no", "--logfile", str(log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-        _wait(self._up, f"redis-server on port {self.port}")
+        proc = self.proc
+        _wait(lambda: self._up() or proc.poll() is not None, f"redis-server on port {self.port}")
+        if proc.poll() is None:
+            return
+        said = log.read_text(errors="replace").strip().splitlines()[-1:]
+        if repair and any("end of file reading the append only file" in line for line in said):
+            # What redis-check-aof does: cut the file before the torn transaction (never acknowledged).
+            subprocess.run(["redis-check-aof", "--fix", str(self.manifest())], input=b"y\n", check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.repairs += 1
+            self.start()
+            return
+        raise AssertionError(f"redis-server on port {self.port} exited ({proc.returncode}): {said}")
+
+    def manifest(self) -> Path:
+        return self.dir / "appendonlydir" / "appendonly.aof.manifest"
+
+    def incr_file(self) -> Path:
+        """The append-only file commits are appended to (Redis 7's multi-part AOF)."""
+        return sorted((self.dir / "appendonlydir").glob("*.incr.aof"))[-1]
 
     def _up(self) -> bool:
         import redis

@@ -314,14 +314,23 @@ def test_postgres_says_what_its_durability_rests_on(pg: str) -> None:
         PostgresWAL(f"{pg}?table=Robert');DROP")
 
 
-def test_redis_says_what_its_durability_rests_on(rd: str, tmp_path: Path) -> None:
+def test_redis_says_what_its_durability_rests_on(rd: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with RedisWAL(f"{rd}?log=t-{uuid.uuid4().hex[:8]}") as wal:
         assert wal.persistence.startswith("none")  # the shared test server persists nothing
-    server = ThrowawayRedis(tmp_path)
+    server = ThrowawayRedis(tmp_path / "a")
     server.start()
     try:
         with RedisWAL(server.url) as wal:
             assert wal.persistence == "aof appendfsync=always"
+    finally:
+        server.stop()
+    # Redis's default loads a torn append-only file, which a later restart replays (docs/FLEET.md).
+    server = ThrowawayRedis(tmp_path / "b", load_truncated=True)
+    server.start()
+    try:
+        with RedisWAL(server.url) as wal:
+            assert wal.persistence == "aof appendfsync=always, aof-load-truncated=yes"
+        assert "Set aof-load-truncated no" in caplog.text
     finally:
         server.stop()
 

@@ -5,7 +5,10 @@ Redis it shares -- so what the store says proves nothing by itself. A grant coun
 only when it carries an Ed25519 signature by a key the host trusts
 (``/etc/agent-saga/approver-keys``, see :mod:`agent_saga.gate.host`) over this
 request (id, saga, step, tool, rule), the step's arguments as the gateway itself
-holds them, and the decision (status, approver, note, time, channel). The agent
+holds them, and the decision (status, approver, note, time, channel). The request
+part is one SHA-256, the *action digest* (:func:`action_digest`), which the approvals
+list and every notification show, so the person who signs can see what their
+signature will cover. The agent
 holds public keys only: it can check a signature, never make one. A signing key
 lives with the person (or the web service) that decides, readable by its owner
 alone (0600).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import os
 import unicodedata
 from collections.abc import Iterable
@@ -40,6 +44,7 @@ __all__ = [
     "KEY_ENV",
     "SigningKey",
     "TrustedKeys",
+    "action_digest",
     "approver_name",
     "default_key_path",
     "default_trust_path",
@@ -52,7 +57,6 @@ ANONYMOUS = (
     "a decision needs a named approver (--approver WHO): an anonymous approval proves nothing "
     "about who let the action through, and proving that is the only thing the record is for"
 )
-_DOMAIN = "agent-saga approval decision v1\n"
 _HIDDEN = ("Cc", "Cf")  # control and format characters: zero-width spaces and joiners, BOMs, bidi overrides
 
 
@@ -106,13 +110,48 @@ def _material(blob: str, what: str) -> bytes:
         raise ConfigurationError(str(err)) from None
 
 
-def _payload(decision: ApprovalEntry, request: ApprovalEntry) -> bytes:
-    """What a signature covers: the request as ``request`` states it, the decision as ``decision`` does."""
-    return (_DOMAIN + canonical({
+_ACTION = "agent-saga approval action v1\n"
+# v1 signatures (before the action digest) covered neither the reason nor the semantics; they
+# are still verified as such, so decisions signed by an earlier CLI keep their standing.
+_DOMAIN_V1 = "agent-saga approval decision v1\n"
+_DOMAIN_V2 = "agent-saga approval decision v2\n"
+
+
+def action_digest(request: ApprovalEntry) -> str:
+    """SHA-256 (hex) over what a decision is about: the request, its reason and the step's arguments.
+
+    The approver's signature covers it (with the decision), and the gateway computes
+    it again from its own copy of the request: a reason or an argument the store
+    shows differently from what the gateway asked yields another digest, and the
+    grant is not believed.
+    """
+    action = {
         "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
-        "rule": request.rule, "args": request.args,
+        "semantics": request.semantics, "rule": request.rule, "reason": request.reason,
+        "args": request.args,
+    }
+    # Not the further reasons (``reasons``): which limits defer a step depends on the spend when
+    # it is asked, so a restarted gateway may list others; the first reason names the rule.
+    return hashlib.sha256((_ACTION + canonical(action)).encode()).hexdigest()
+
+
+def _decision(decision: ApprovalEntry) -> dict[str, Any]:
+    return {
         "status": decision.status.value, "approver": decision.approver, "note": decision.note,
         "decided_at": decision.decided_at, "via": decision.decided_via,
+    }
+
+
+def _payload(decision: ApprovalEntry, request: ApprovalEntry) -> bytes:
+    """What a signature covers: the action digest of ``request``, and the decision as ``decision`` states it."""
+    return (_DOMAIN_V2 + canonical({"action": action_digest(request), **_decision(decision)})).encode()
+
+
+def _payload_v1(decision: ApprovalEntry, request: ApprovalEntry) -> bytes:
+    """What a v1 signature covered: the request without its reason or semantics."""
+    return (_DOMAIN_V1 + canonical({
+        "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
+        "rule": request.rule, "args": request.args, **_decision(decision),
     })).encode()
 
 
@@ -221,6 +260,15 @@ class TrustedKeys:
         ``request`` is the gateway's own copy: what the store says about the step
         (arguments included) is not believed. Raises ApprovalNotAuthenticated.
         """
+        return self.check(decided, request)[0]
+
+    def check(self, decided: ApprovalEntry, request: ApprovalEntry) -> tuple[str, bool]:
+        """As :meth:`verify`, and whether the signature covers the reason (False: a v1 signature).
+
+        A v1 signature (made before the action digest) covers the request, its
+        arguments and the decision, not the reason: it is still believed for what it
+        covers, and a view that shows the reason beside it marks it unsigned.
+        """
         try:
             approver_name(decided.approver)
         except ConfigurationError as err:
@@ -240,13 +288,16 @@ class TrustedKeys:
             raise ApprovalNotAuthenticated("its signature is not base64") from None
         from cryptography.exceptions import InvalidSignature
 
-        try:
-            require_crypto().Ed25519PublicKey.from_public_bytes(public).verify(signature, _payload(decided, request))
-        except InvalidSignature:
-            raise ApprovalNotAuthenticated(
-                f"the signature by {decided.signer} does not match this request, its arguments and this decision"
-            ) from None
-        return decided.signer
+        verifier = require_crypto().Ed25519PublicKey.from_public_bytes(public)
+        for payload, covers_reason in ((_payload, True), (_payload_v1, False)):
+            try:
+                verifier.verify(signature, payload(decided, request))
+            except InvalidSignature:
+                continue
+            return decided.signer, covers_reason
+        raise ApprovalNotAuthenticated(
+            f"the signature by {decided.signer} does not match this request, its arguments and this decision"
+        )
 
 
 def trust_key(public: str, path: str | os.PathLike[str] | None = None) -> bool:

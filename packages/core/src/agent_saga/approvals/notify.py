@@ -4,6 +4,12 @@ A notifier only tells; the answer comes back through the store (the CLI, or a
 web process that received the chat button click), never through a connection
 into the agent. ``notify`` returns when the message was delivered and raises
 ``NotificationFailed`` otherwise, which denies the request: nobody was asked.
+
+The text a person reads (:meth:`Notification.text`, the console line, a webhook's
+``text``) shows every agent-written field through :func:`agent_saga.inert.inert`,
+and the action digest the approver's signature will cover. The webhook's
+``agent_saga`` object is data for a program (raw values, so it can recompute the
+digest); whatever shows it to a person must render it inertly too.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO, runtime_checkable
 
+from agent_saga.approvals.authority import action_digest
 from agent_saga.approvals.entry import SHORT_ID, ApprovalEntry
 from agent_saga.approvals.errors import NotificationFailed
 from agent_saga.errors import ConfigurationError
+from agent_saga.inert import inert, inert_value
 from agent_saga.redaction import remember_secret, scrub_text
 
 __all__ = ["ConsoleNotifier", "Notification", "Notifier", "WebhookNotifier"]
@@ -41,14 +49,15 @@ class Notification:
     def text(self, now: float | None = None) -> str:
         e = self.entry
         left = max(0.0, e.deadline - (time.time() if now is None else now))
-        args = ", ".join(f"{k}={v!r}" for k, v in sorted(e.args.items())) or "no arguments"
-        head = " ".join(self.targets)
+        args = ", ".join(f"{inert(k)}: {inert_value(v)}" for k, v in sorted(e.args.items())) or "no arguments"
+        head = inert(" ".join(self.targets))
         again = f" (escalated, level {self.level + 1})" if self.level else ""
+        short = inert(e.id[:SHORT_ID])
         return (
-            f"{head} approval needed{again}: {e.tool} -- {e.reason} (rule {e.rule})\n"
-            f"saga {e.saga_id} step {e.step}; {args}; expires in {left:.0f}s, then it is denied\n"
-            f"agent-saga approvals approve {e.id[:SHORT_ID]} --approver WHO --note WHY"
-            f"   (or: deny {e.id[:SHORT_ID]} ...)"
+            f"{head} approval needed{again}: {inert(e.tool)} -- {inert(e.reason)} (rule {inert(e.rule)})\n"
+            f"saga {inert(e.saga_id)} step {e.step}; {args}; expires in {left:.0f}s, then it is denied\n"
+            f"approving signs action sha256:{action_digest(e)} (this request, its reason and arguments)\n"
+            f"agent-saga approvals approve {short} --approver WHO --note WHY   (or: deny {short} ...)"
         )
 
     def payload(self) -> dict[str, Any]:
@@ -58,7 +67,7 @@ class Notification:
             "agent_saga": {
                 "event": self.kind, "request": e.id, "level": self.level, "targets": list(self.targets),
                 "saga": e.saga_id, "step": e.step, "tool": e.tool, "rule": e.rule, "reason": e.reason,
-                "args": e.args, "deadline": e.deadline,
+                "args": e.args, "deadline": e.deadline, "action": action_digest(e),
             },
         }
 

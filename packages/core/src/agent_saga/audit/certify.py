@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent_saga.inert import inert
 from agent_saga.log.chain import Attestations, ChainChecker, ChainUnverified, check_lines
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.crypto import open_record
@@ -59,7 +60,7 @@ class Unaccounted:
         tool = self.tool or "<tool unknown: record redacted or encrypted>"
         sem = f" [{self.semantics}]" if self.semantics else ""
         where = f"step {self.step}" if self.step else "call"
-        return f"saga {self.saga} {where} {tool}{sem} ({self.state}): {self.why}"
+        return f"saga {inert(self.saga)} {where} {inert(tool)}{inert(sem)} ({self.state}): {inert(self.why)}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_USAGE, CliError
 from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.inert import inert
 
 __all__ = ["register", "run_animate"]
 
@@ -51,7 +52,7 @@ def run_animate(args: argparse.Namespace) -> int:
             raise CliError(f"{path} holds no saga to animate", EXIT_USAGE)
         unwound = [s for s in sagas if s.status != "completed"]
         saga = (unwound or sagas)[-1]
-        print(f"agent-saga animate: drawing saga {saga.saga_id} ({saga.name or 'unnamed'}); "
+        print(f"agent-saga animate: drawing saga {inert(saga.saga_id)} ({inert(saga.name or 'unnamed')}); "
               "choose another with --saga", file=sys.stderr)
     write_output(args.out, render_animation(saga, THEMES[args.theme], loop=not args.no_loop))
     return EXIT_OK

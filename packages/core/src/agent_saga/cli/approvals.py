@@ -14,7 +14,6 @@ its public half to ``/etc/agent-saga/approver-keys``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import LOG_ENV, open_log_to_write
+from agent_saga.inert import inert, inert_value
 
 __all__ = ["register"]
 
@@ -63,7 +63,9 @@ def register(verbs: Any) -> None:
     listing = actions.add_parser(
         "list",
         help="show waiting requests (exit 1 if any)",
-        description="Show each pending request: tool, rule and reason, age, id, and the step's arguments.",
+        description="Show each pending request: tool, rule and reason, id, the action digest an approver's "
+        "signature covers, the step's arguments, and, marked (unsigned), what the store alone says (age, "
+        "expiry, who was asked). Every character that could act on a terminal is shown escaped (\\x1b, \\u202e).",
         epilog="example:\n  agent-saga approvals list --store redis://approvals.internal:6379/0",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -144,11 +146,8 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def _value(v: Any) -> str:
-    return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-
-
 def _run_list(args: argparse.Namespace) -> int:
+    from agent_saga.approvals.authority import action_digest
     from agent_saga.approvals.entry import short_ids
     from agent_saga.gate.stores import StoreUnavailable
 
@@ -161,36 +160,47 @@ def _run_list(args: argparse.Namespace) -> int:
     shown = short_ids([e.id for e in entries])
     pending = [e for e in entries if not e.decided and now < e.deadline]
     listed = sorted(entries if args.all else pending, key=lambda e: e.created_at)
-    print(f"approvals: {store.location} ({len(pending)} pending)")
+    print(f"approvals: {inert(store.location)} ({len(pending)} pending)")
+    # Every field below comes from the store, which the agent can write: each one passes through
+    # inert(), so a control sequence in an argument shows as text instead of rewriting the screen.
     for e in listed:
         status = e.status.value if e.decided or now < e.deadline else "EXPIRED"
-        print(f"  [{status}] {e.tool} -- {e.reason} (rule {e.rule}, {_age(now - e.created_at)} old, id {shown[e.id]})")
+        reason = inert(e.reason)
+        signed, reason_signed = ("", True) if not e.granted else _authenticity(e)
+        if not reason_signed:
+            reason += " (unsigned)"
+        print(f"  [{status}] {inert(e.tool)} -- {reason} (rule {inert(e.rule)}, id {inert(shown[e.id])})")
+        print(f"        signs action sha256:{action_digest(e)} = saga {inert(e.saga_id)}, step {e.step} "
+              f"({inert(e.semantics)}), the line above, the arguments below")
         if e.decided:
-            who = (e.approver or "agent-saga") + (_authenticity(e) if e.granted else "")
-            print(f"        {who}: {e.note}" if e.note else f"        {who}")
+            who = inert(e.approver or "agent-saga") + signed
+            print(f"        {who}: {inert(e.note)}" if e.note else f"        {who}")
+            print(f"        (unsigned) requested {_age(now - e.created_at)} ago")
         else:
             asked = [t for i in sorted(e.notified) if i < len(e.levels) for t in e.levels[i][0]]
-            print(f"        saga {e.saga_id}, step {e.step}; expires in {_age(e.deadline - now)}; "
-                  f"asked: {', '.join(asked) or 'nobody yet'}")
+            print(f"        (unsigned) requested {_age(now - e.created_at)} ago; expires in {_age(e.deadline - now)}; "
+                  f"asked: {inert(', '.join(asked)) or 'nobody yet'}")
         for k in sorted(e.args):
-            print(f"        {k}: {_value(e.args[k])}")
+            print(f"        {inert(k)}: {inert_value(e.args[k])}")
     return EXIT_FINDING if pending else EXIT_OK
 
 
-def _authenticity(entry: Any) -> str:
-    """How a gateway on this host would take a grant: signed by a trusted key, or denied."""
+def _authenticity(entry: Any) -> tuple[str, bool]:
+    """How a gateway on this host would take a grant (signed by a trusted key, or denied), and
+    whether that signature covers the reason (one made before the action digest does not)."""
     from agent_saga.approvals.authority import TrustedKeys
     from agent_saga.approvals.errors import ApprovalNotAuthenticated
     from agent_saga.errors import ConfigurationError
 
     try:
-        return f" (signed by {TrustedKeys.load().verify(entry, entry)})"
+        signer, covers_reason = TrustedKeys.load().check(entry, entry)
     except (ApprovalNotAuthenticated, ConfigurationError) as err:
-        return f" (NOT AUTHENTICATED, a gateway here denies it: {err})"
+        return f" (NOT AUTHENTICATED, a gateway here denies it: {inert(err)})", False
+    return f" (signed by {inert(signer)})", covers_reason
 
 
 def _run_decide(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.authority import SigningKey, approver_name
+    from agent_saga.approvals.authority import SigningKey, action_digest, approver_name
     from agent_saga.approvals.decide import decide
     from agent_saga.approvals.errors import ApprovalNotFound, ApprovalNotPending
     from agent_saga.errors import ConfigurationError, WALError
@@ -228,8 +238,10 @@ def _run_decide(args: argparse.Namespace) -> int:
     done = {"approve": "approved", "deny": "denied", "break-glass": "granted by BREAK-GLASS (flagged for review)"}
     where = f"; logged to {wal.location}" if wal is not None else ""
     signed = f", signed by {key.key_id}" if key is not None else ""
-    print(f"{done[args.verdict]}: {entry.tool} (saga {entry.saga_id}, step {entry.step}, id {entry.id[:8]}) "
-          f"by {entry.approver}{signed}{where}")
+    print(f"{done[args.verdict]}: {inert(entry.tool)} (saga {inert(entry.saga_id)}, step {entry.step}, "
+          f"id {inert(entry.id[:8])}) by {inert(entry.approver)}{signed}{where}")
+    if key is not None:
+        print(f"signed action sha256:{action_digest(entry)}")
     return EXIT_OK
 
 

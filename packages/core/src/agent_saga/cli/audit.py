@@ -20,6 +20,7 @@ from typing import Any
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import add_log_option, given_log, readable_log
 from agent_saga.cli.progress import Progress
+from agent_saga.inert import inert
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.fs import NotARegularFile
 from agent_saga.log.resolve import is_url
@@ -126,7 +127,7 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"{args.wal_path}")
         print(report.format_text())
         if report.status == "broken":
-            print(f"FIRST BAD RECORD: {report.first_bad}: {report.reason}")
+            print(f"FIRST BAD RECORD: {report.first_bad}: {inert(report.reason)}")
     return EXIT_OK if report.ok else EXIT_FINDING
 
 

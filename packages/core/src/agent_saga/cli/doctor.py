@@ -34,6 +34,7 @@ from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 from agent_saga.cli.toolscan import ImportNames, module_files
+from agent_saga.inert import inert
 
 __all__ = ["Finding", "diagnose", "register", "run_doctor"]
 
@@ -367,7 +368,8 @@ def run_doctor(args: argparse.Namespace) -> int:
                           "findings": [asdict(f) for f in findings]}, indent=2))
     else:
         for f in sorted(findings, key=lambda f: f.level != BLOCKER):
-            print(f"{f.level:8} {f.check}: {f.message}")
-            print(f"{'':8} fix: {f.fix}")
+            # A finding quotes project files and log records: shown inert, one line each.
+            print(f"{f.level:8} {f.check}: {inert(f.message)}")
+            print(f"{'':8} fix: {inert(f.fix)}")
         print(f"{blockers} blocker(s), {warnings} warning(s) for {args.replicas} replica(s)")
     return EXIT_FINDING if blockers else EXIT_OK

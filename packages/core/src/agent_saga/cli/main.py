@@ -14,6 +14,8 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 
+from agent_saga.inert import inert
+
 __all__ = [
     "EXIT_BROKEN_PIPE", "EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "VERB_ENTRY_POINTS",
     "CliError", "main", "quiet_broken_pipe",
@@ -90,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return quiet_broken_pipe()
     except CliError as err:
-        print(f"agent-saga {args.verb}: {err}", file=sys.stderr)
+        # One line, whatever the message quotes from the log or the store (inert: escaped, visible).
+        print(f"agent-saga {args.verb}: {inert(err)}", file=sys.stderr)
         return err.code
     except OSError as err:
         # A file or directory the verb needed could not be used: say which, no traceback.

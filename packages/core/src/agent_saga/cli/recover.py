@@ -26,6 +26,7 @@ from typing import Any
 from agent_saga.cli.main import CliError
 from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
 from agent_saga.errors import WALError
+from agent_saga.inert import inert
 
 __all__ = ["recoveryd_main", "register", "run_escalations", "run_recover"]
 
@@ -118,7 +119,7 @@ def _sweep(daemon: Any, dry_run: bool) -> Any:
     with Progress("sweeping open sagas") as progress:
         report = daemon.sweep(dry_run=dry_run, progress=progress)
     if daemon.verdict is not None and not daemon.verdict.ok:
-        print(f"WARNING: acting on a log whose chain does not verify ({daemon.verdict.label}); "
+        print(f"WARNING: acting on a log whose chain does not verify ({inert(daemon.verdict.label)}); "
               "each saga taken over says so in the log", file=sys.stderr)
     return report
 
@@ -175,7 +176,7 @@ def _watch(daemon: Any, args: argparse.Namespace) -> int:
                 if not is_transient(err):
                     raise _failure(daemon, err) from None
                 # A full disk now may have room at the next sweep: say so, and go on.
-                print(f"{getattr(args, 'prog', 'agent-saga recover')}: sweep failed ({err}); "
+                print(f"{getattr(args, 'prog', 'agent-saga recover')}: sweep failed ({inert(err)}); "
                       f"retrying in {args.interval:g}s", file=sys.stderr, flush=True)
             else:
                 if report.actions or report.new_escalations:
@@ -226,7 +227,7 @@ def run_escalations(args: argparse.Namespace) -> int:
             except KeyError as err:
                 raise CliError(str(err.args[0]), _EXIT_USAGE) from None
             _record_resolution(store.open_wal(), found)
-            print(f"resolved {found.id}")
+            print(f"resolved {inert(found.id)}")
         shown = queue.all() if args.all else queue.pending()
     except (OSError, WALError) as err:
         raise CliError(f"could not read the escalation queue of {target}: {err}", _EXIT_UNCHECKED) from None
@@ -272,5 +273,5 @@ def recoveryd_main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return quiet_broken_pipe()
     except CliError as err:
-        print(f"saga-recoveryd: {err}", file=sys.stderr)
+        print(f"saga-recoveryd: {inert(err)}", file=sys.stderr)
         return err.code

@@ -21,6 +21,7 @@ from typing import Any
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import add_log_option, default_log, open_log_to_write
 from agent_saga.cli.sagaids import resolve_saga_id
+from agent_saga.inert import inert
 
 __all__ = ["register"]
 
@@ -181,7 +182,7 @@ def _run_halt(args: argparse.Namespace) -> int:
         print(f"draining: no new sagas until {_when(halt.expires_at)} ({switch.store.location})")
     else:
         halt = _guard(lambda: switch.halt(args.scope, reason=args.reason, by=args.by, ttl=ttl), switch)
-        print(f"halted {halt.scope} until {_when(halt.expires_at)} ({switch.store.location})")
+        print(f"halted {inert(halt.scope)} until {_when(halt.expires_at)} ({inert(switch.store.location)})")
     return EXIT_OK
 
 
@@ -189,7 +190,7 @@ def _run_quarantine(args: argparse.Namespace) -> int:
     saga_id = resolve_saga_id(args.saga_id, args.wal_path or None)
     switch = _switch(args)
     q = _guard(lambda: switch.quarantine(saga_id, reason=args.reason, by=args.by), switch)
-    print(f"quarantined saga {q.saga_id}: frozen, not rolled back ({switch.store.location})")
+    print(f"quarantined saga {inert(q.saga_id)}: frozen, not rolled back ({inert(switch.store.location)})")
     return EXIT_OK
 
 
@@ -237,10 +238,11 @@ def _run_status(args: argparse.Namespace) -> int:
         print("  nothing halted, no drain, no quarantine")
         return EXIT_OK
     for h in state.halts:
-        print(f"  [HALT] {h.scope} by {h.by} at {_when(h.at)}: {h.reason} (expires in {h.expires_at - now:.0f}s)")
+        print(f"  [HALT] {inert(h.scope)} by {inert(h.by)} at {_when(h.at)}: {inert(h.reason)} "
+              f"(expires in {h.expires_at - now:.0f}s)")
     if state.drain is not None:
         d = state.drain
-        print(f"  [DRAIN] by {d.by} at {_when(d.at)}: {d.reason} (expires in {d.expires_at - now:.0f}s)")
+        print(f"  [DRAIN] by {inert(d.by)} at {_when(d.at)}: {inert(d.reason)} (expires in {d.expires_at - now:.0f}s)")
     for q in state.quarantined:
-        print(f"  [QUARANTINE] saga {q.saga_id} by {q.by} at {_when(q.at)}: {q.reason}")
+        print(f"  [QUARANTINE] saga {inert(q.saga_id)} by {inert(q.by)} at {_when(q.at)}: {inert(q.reason)}")
     return EXIT_FINDING

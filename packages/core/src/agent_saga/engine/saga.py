@@ -63,7 +63,7 @@ from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, SagaQuarantined, StepRefused
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
-from agent_saga.log.encodable import encodable, inert_text, unencodable
+from agent_saga.log.encodable import encodable, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import redact_args, scrub_text
 from agent_saga.registry import CompensationFactory, inverse_for, reconciler_for, resolve
@@ -727,7 +727,7 @@ class Saga:
                 seen = Observation(None, detail=f"the reconciler failed: {_describe_error(failed)}")
             self._append(R.RECONCILE_ANSWERED, {
                 "op": step.operation_id, "attempt": attempt, "exists": seen.exists,
-                "detail": inert_text(seen.detail), "amount": encodable(seen.amount),
+                "detail": utf8_safe(seen.detail), "amount": encodable(seen.amount),
             }, step.index)
             if seen.exists is not None:
                 break
@@ -988,7 +988,7 @@ def _undo_tool(comp: Compensation) -> str:
 
 def _describe_error(err: BaseException) -> str:
     # Where error text becomes records, reports and SagaAborted's message: a secret this
-    # process knows (or a URL's password) echoed in it is scrubbed, and inert_text keeps
+    # process knows (or a URL's password) echoed in it is scrubbed, and utf8_safe keeps
     # a lone surrogate in it from breaking the log.
-    text = inert_text(scrub_text(str(err)))
+    text = utf8_safe(scrub_text(str(err)))
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from agent_saga.errors import WALRefused
-from agent_saga.log.encodable import inert_text, unencodable
+from agent_saga.log.encodable import unencodable, utf8_safe
 from agent_saga.log.records import HEADER_FIELDS, Record
 
 __all__ = [
@@ -125,7 +125,7 @@ def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> s
     """
     if not (type(saga) is str and saga.isascii() and isinstance(rtype, str) and rtype.isascii()):
         for name, text in (("type", rtype), ("saga", saga)):
-            if not isinstance(text, str) or inert_text(text) != text:
+            if not isinstance(text, str) or utf8_safe(text) != text:
                 raise WALRefused(f"record refused: its {name} must be valid text, got {text!r}; nothing was written")
     if step is not None and (type(step) is not int or unencodable(step) is not None):
         raise WALRefused(f"record refused: its step must be an int or None, got {step!r}; nothing was written")
@@ -136,7 +136,7 @@ def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> s
     except (ValueError, TypeError, RecursionError) as err:
         problem = unencodable(body, "body") or f"body cannot be encoded ({type(err).__name__}: {err})"
         raise WALRefused(
-            f"record refused ({rtype} of saga {inert_text(str(saga))}): {problem}. Nothing was written; "
+            f"record refused ({rtype} of saga {utf8_safe(str(saga))}): {problem}. Nothing was written; "
             "the log is intact"
         ) from None
     return body_json

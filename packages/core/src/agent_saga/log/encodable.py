@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "inert_text", "unencodable"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "unencodable", "utf8_safe"]
 
 #: Python's default ``sys.int_max_str_digits``: what a reader in another process accepts.
 MAX_INT_DIGITS = 4300
@@ -164,7 +164,7 @@ def _copy(value: Any, depth: int, open_: set[int]) -> Any:
     if _problem(value) is None:
         return value
     if isinstance(value, str):
-        return inert_text(value)
+        return utf8_safe(value)
     if isinstance(value, float):
         return "<unencodable: NaN>" if value != value else f"<unencodable: {value!r}>"
     return f"<unencodable: int of {value.bit_length()} bits>"
@@ -172,11 +172,11 @@ def _copy(value: Any, depth: int, open_: set[int]) -> Any:
 
 def _safe_key(key: Any) -> str:
     if isinstance(key, str):
-        return inert_text(key)
-    return f"<{type(key).__name__} key: {inert_text(repr(key))}>"
+        return utf8_safe(key)
+    return f"<{type(key).__name__} key: {utf8_safe(repr(key))}>"
 
 
-def inert_text(text: str) -> str:
+def utf8_safe(text: str) -> str:
     """``text`` as UTF-8 can hold it: a lone surrogate becomes its visible escape (``\\udc80``)."""
     if text.isascii():
         return text

@@ -11,18 +11,27 @@ answers with the new head and the batch is sealed again against it.
 Durability class, plainly: weaker than an fsync'd file or Postgres by default.
 A reached barrier means the Redis *server* has the records; whether they survive
 the server's own crash depends on its persistence: ``appendonly yes`` with
-``appendfsync always`` fsyncs before replying (comparable to a file log);
-``everysec`` (Redis's default when AOF is on) can lose up to a second of
-acknowledged records; with no persistence a restart loses the log. ``wait=N``
-makes every barrier also wait until N replicas acknowledged the commit (``WAIT``),
-which survives the loss of the primary once one of them is promoted.
-:attr:`RedisWAL.persistence` says what the server runs with, and a log that finds
-its sequence gone backwards (a server that lost data) breaks rather than start a
-second history under the same name.
+``appendfsync always`` fsyncs before replying; ``everysec`` (Redis's default when
+AOF is on) can lose up to a second of acknowledged records; with no persistence a
+restart loses the log. Even with ``always``, a crash in the middle of writing a
+commit leaves a torn transaction at the end of the append-only file, and Redis
+7.0 loading it anyway (``aof-load-truncated yes``, its default) replays the torn
+part at the restart after next: run it with ``aof-load-truncated no`` (it then
+refuses to start until ``redis-check-aof --fix``; docs/FLEET.md says what was
+seen). ``wait=N`` makes every barrier also wait until N replicas acknowledged the
+commit (``WAIT``), which survives the loss of the primary once one of them is
+promoted. :attr:`RedisWAL.persistence` says what the server runs with.
+
+What the log refuses rather than guess: a sequence gone backwards (a server that
+lost data), a sequence counter that disagrees with the highest stored record (the
+script refuses), and the writer's own last head found under another sequence
+(the counter moved alone). Each breaks the log: callers get :class:`WALError`,
+never a second history or a gap under the same name.
 
 A commit whose connection broke may or may not have landed; the script also
-records the writer's last committed ticket, and the retry reads it back, so a
-batch is never written twice. Needs ``pip install 'agent-saga[redis]'``.
+records the writer's last committed ticket and reads it first, in the same atomic
+call, so a retry whose earlier attempt landed (even one the server read only after
+the client gave up) writes nothing. Needs ``pip install 'agent-saga[redis]'``.
 """
 
 from __future__ import annotations
@@ -45,12 +54,31 @@ log = logging.getLogger("agent_saga.wal")
 DEFAULT_LOG = "default"
 _PAGE = 5000
 _REWRITE_TRIES = 50
+_DAMAGED = "agent-saga: refusing to write past damage in the log"
+_FIX = (
+    "the server lost or replayed part of a commit (a torn append-only file loaded with "
+    "aof-load-truncated yes?); run 'agent-saga verify' on the log and see docs/FLEET.md on Redis durability"
+)
 
 # KEYS: seq, head, records, writers. ARGV: expected seq, expected head, new head, writer,
-# last ticket, the lines. Returns {1, last seq, head} or, if the head moved, {0, seq, head}.
+# last ticket, the lines. Returns {1, last seq, head}; {0, seq, head} if the head moved (another
+# writer got in: seal again); {2, seq, head} if this writer's marker says the batch already landed
+# (an earlier attempt whose reply was lost, or which the server read only after the client gave
+# up). The marker is read here, in the script, because a separate read could run before that
+# earlier attempt lands and the batch would be written twice. Exactly one record stands at the
+# counter and none above it (none at all at 0): anything else (a gap, a record above it, one seq
+# twice) is damage, never another writer: refuse. ZCOUNTs, not ZREVRANGE: they copy no line.
 _COMMIT = f"""
 local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
 local head = redis.call('GET', KEYS[2]) or '{GENESIS}'
+local marked = redis.call('HGET', KEYS[4], ARGV[4])
+if marked and tonumber(marked) >= tonumber(ARGV[5]) then return {{2, seq, head}} end
+local above = redis.call('ZCOUNT', KEYS[3], string.format('(%d', seq), '+inf')
+if above ~= 0 or redis.call('ZCOUNT', KEYS[3], seq, seq) ~= math.min(seq, 1) then
+  local top = tonumber(redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')[2] or '0')
+  local why = top ~= seq and ('its highest record is ' .. top) or 'more than one record holds that number'
+  return redis.error_reply('{_DAMAGED}: its sequence counter is ' .. seq .. ' but ' .. why)
+end
 if seq ~= tonumber(ARGV[1]) or head ~= ARGV[2] then return {{0, seq, head}} end
 local n = #ARGV - 5
 if redis.call('INCRBY', KEYS[1], n) ~= seq + n then return redis.error_reply('agent-saga: sequence moved') end
@@ -59,7 +87,6 @@ redis.call('SET', KEYS[2], ARGV[3])
 redis.call('HSET', KEYS[4], ARGV[4], ARGV[5])
 return {{1, seq + n, ARGV[3]}}
 """
-
 
 def import_redis() -> Any:
     """The redis module, or a one-line error naming the extra to install."""
@@ -125,7 +152,6 @@ class RedisWAL(GroupCommitWAL, ServerLog):
         self.driver_url = driver_url  # with credentials: for the recovery state beside the log
         self.client = redis_client(driver_url, socket_timeout)
         self._script = self.client.register_script(_COMMIT)
-        self._uncertain = False
         try:
             seq, head = self.client.mget(self.keys["seq"], self.keys["head"])
             self.persistence = self._persistence()
@@ -138,7 +164,14 @@ class RedisWAL(GroupCommitWAL, ServerLog):
         if self.persistence.startswith("none"):
             log.warning(
                 "%s: the Redis server persists nothing (%s): a server restart loses the log. "
-                "Turn on appendonly (appendfsync always for file-log durability)", self.location, self.persistence,
+                "Turn on appendonly with appendfsync always and aof-load-truncated no",
+                self.location, self.persistence,
+            )
+        elif self.persistence.endswith("aof-load-truncated=yes"):
+            log.warning(
+                "%s: the Redis server loads a torn append-only file anyway (%s): after a crash mid-write "
+                "a later restart can replay the torn commit or drop acknowledged ones. Set aof-load-truncated "
+                "no (docs/FLEET.md)", self.location, self.persistence,
             )
         self._start()
 
@@ -146,11 +179,13 @@ class RedisWAL(GroupCommitWAL, ServerLog):
         """The server's persistence settings, as one phrase ("unknown" if CONFIG is not allowed)."""
         try:
             config = self.client.config_get("appendonly") | self.client.config_get("appendfsync")
-            config |= self.client.config_get("save")
+            config |= self.client.config_get("save") | self.client.config_get("aof-load-truncated")
         except self._redis.ResponseError:
             return "unknown (CONFIG GET is not allowed on this server)"
         if config.get("appendonly") == "yes":
-            return f"aof appendfsync={config.get('appendfsync')}"
+            # Redis's default, yes, is the one that lets a torn commit come back (docs/FLEET.md).
+            torn = ", aof-load-truncated=yes" if config.get("aof-load-truncated") == "yes" else ""
+            return f"aof appendfsync={config.get('appendfsync')}{torn}"
         if config.get("save"):
             return f"none between snapshots (save {config.get('save')})"
         return "none (appendonly no, no snapshots)"
@@ -161,14 +196,10 @@ class RedisWAL(GroupCommitWAL, ServerLog):
         return isinstance(err, (self._redis.ConnectionError, self._redis.TimeoutError, OSError))
 
     def _commit(self, batch: list[Entry]) -> None:
+        # Always sent with the writer's marker: the script itself answers whether an earlier
+        # attempt of this batch landed, so a retry needs no separate (racing) read first.
         last_ticket = batch[0][0] + len(batch) - 1
-        if self._uncertain:
-            marked = self.client.hget(self.keys["writers"], self.writer)
-            if marked is not None and int(marked) >= last_ticket:
-                self._replicate()
-                self._uncertain = False
-                return  # it landed before the connection died
-        self._uncertain = True
+        keys = [self.keys["seq"], self.keys["head"], self.keys["records"], self.keys["writers"]]
         seq, head = self._seq, self._head
         while True:
             data, new_head, count = seal(
@@ -177,22 +208,34 @@ class RedisWAL(GroupCommitWAL, ServerLog):
                 head, self.chain, self.encryptor,
             )
             lines = data.decode().split("\n")[:count]
-            keys = [self.keys["seq"], self.keys["head"], self.keys["records"], self.keys["writers"]]
-            done, now_seq, now_head = self._script(
-                keys=keys, args=[seq, head, new_head, self.writer, last_ticket, *lines]
-            )
-            if int(now_seq) < self._seq:
+            try:
+                done, now_seq, now_head = self._script(
+                    keys=keys, args=[seq, head, new_head, self.writer, last_ticket, *lines]
+                )
+            except self._redis.ResponseError as err:
+                if str(err).startswith(_DAMAGED):
+                    raise WALError(f"{self.location}: {str(err).removeprefix('agent-saga: ')}; {_FIX}") from err
+                raise
+            now_seq, now_head = int(now_seq), str(now_head)
+            if now_seq < self._seq:
                 raise WALError(
                     f"{self.location}: the server's sequence went back from {self._seq} to {now_seq}: "
                     "it lost committed records (a restart without persistence?). Refusing to start a "
                     "second history under the same name; see docs/FLEET.md on Redis durability"
                 )
-            seq, head = int(now_seq), str(now_head)
             if done:
-                break
-        self._seq, self._head = seq, head
+                break  # 1: committed now; 2: an earlier attempt had landed
+            if self.chain and now_head == self._head and now_seq != self._seq:
+                # Each chained head hashes its own seq: the same head under another seq is not
+                # another writer (it would have moved the head) but a counter that moved alone.
+                raise WALError(
+                    f"{self.location}: {_DAMAGED.removeprefix('agent-saga: ')}: the head is still this "
+                    f"writer's last one ({now_head[:12]}...) but the sequence counter moved from "
+                    f"{self._seq} to {now_seq}; {_FIX}"
+                )
+            seq, head = now_seq, now_head
+        self._seq, self._head = now_seq, now_head
         self._replicate()
-        self._uncertain = False
 
     def _replicate(self) -> None:
         if self.wait:

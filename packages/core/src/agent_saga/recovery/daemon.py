@@ -39,6 +39,7 @@ from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.errors import CompensationRefused
 from agent_saga.ids import operation_id
+from agent_saga.inert import inert
 from agent_saga.log.base import WAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport
 from agent_saga.log.codec import BodyCipher
@@ -81,7 +82,7 @@ class Action:
 
     def line(self) -> str:
         where = f"step {self.step}" if self.step is not None else "saga"
-        return f"{self.kind:20} {self.saga} {where}: {self.detail}".rstrip(": ")
+        return f"{self.kind:20} {inert(self.saga)} {where}: {inert(self.detail)}".rstrip(": ")
 
 
 @dataclass(slots=True)

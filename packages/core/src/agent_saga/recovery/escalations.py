@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.inert import inert
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType
 from agent_saga.recovery.jsonl import append_entry, entries, open_locked
@@ -61,7 +62,7 @@ class Escalation:
     def line(self) -> str:
         where = f"step {self.step}" if self.step is not None else "saga"
         state = "resolved" if self.resolved else "OPEN"
-        return f"{self.id}  {state:8}  saga {self.saga} {where}  [{self.kind}] {self.detail}"
+        return f"{inert(self.id)}  {state:8}  saga {inert(self.saga)} {where}  [{inert(self.kind)}] {inert(self.detail)}"
 
 
 class EscalationQueue:

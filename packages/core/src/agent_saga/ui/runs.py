@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent_saga.audit.verify import verify_records
+from agent_saga.inert import inert
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import REDACTED, redact_args
@@ -97,6 +98,7 @@ class RunStore:
         self._by_saga: dict[str, list[Record]] = {}
         self._sagas: dict[str, GraphSaga] = {}
         self._order: list[str] = []
+        self._shown: dict[str, str] = {}  # each run's id as served (inert) -> its id in the log
         self._chain: dict[str, Any] = {}
         self.version = 0
 
@@ -116,6 +118,7 @@ class RunStore:
             sagas = reconstruct(self._records)
             self._sagas = {s.saga_id: s for s in sagas}
             self._order = [s.saga_id for s in sagas]
+            self._shown = {inert(s.saga_id): s.saga_id for s in sagas}  # inert is injective: no two collide
             report = verify_records(self._records)
             self._chain = {"status": report.status, "label": report.label, "records": report.records}
             self.version += 1
@@ -129,8 +132,9 @@ class RunStore:
             }
 
     def run(self, saga_id: str) -> dict[str, Any] | None:
-        """Everything about one run, or None if the log has no such run."""
+        """Everything about one run (``saga_id`` as served), or None if the log has no such run."""
         with self._lock:
+            saga_id = self._shown.get(saga_id, "")
             saga = self._sagas.get(saga_id)
             if saga is None:
                 return None
@@ -154,6 +158,7 @@ class RunStore:
     def replay(self, saga_id: str) -> list[dict[str, Any]] | None:
         """The run as it stood after each of its records, from the first to the verdict."""
         with self._lock:
+            saga_id = self._shown.get(saga_id, "")
             if saga_id not in self._sagas:
                 return None
             records = list(self._by_saga.get(saga_id, []))

@@ -7,6 +7,9 @@ the log). With a token, every API call must carry ``Authorization: Bearer <token
 On a loopback address it also answers only requests whose ``Host`` is that address,
 so a web page elsewhere cannot read it through DNS rebinding. Every response forbids
 framing and inline script, and the page writes log text as text, never as markup.
+Every string the API serves is inert (:func:`agent_saga.inert.inert_tree`): control,
+bidi and invisible characters arrive as visible escapes, so a bidi override in an
+argument cannot reorder what the operator reads; a run is addressed by its id as served.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from agent_saga.errors import SagaError
+from agent_saga.inert import inert_tree
 from agent_saga.ui.runs import RunStore
 from agent_saga.ui.source import RecordSource
 
@@ -115,7 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: HTTPStatus, value: Any, extra: dict[str, str] | None = None) -> None:
-        body = json.dumps(value, ensure_ascii=False, default=str).encode()
+        body = json.dumps(inert_tree(value), ensure_ascii=False).encode()
         self._send(status, body, "application/json; charset=utf-8", extra)
 
     def _authorized(self) -> bool:

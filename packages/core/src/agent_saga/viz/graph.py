@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from agent_saga.inert import inert
 from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, build, short
 from agent_saga.viz.theme import LIGHT
 
@@ -51,9 +52,9 @@ def _verdict_style(saga: GraphSaga) -> str:
 
 
 def _m(text: str) -> str:
-    """Text safe inside a quoted Mermaid label."""
-    return (text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;")
-            .replace(">", "#gt;").replace("\n", " "))
+    """Text safe inside a quoted Mermaid label, and inert (control and bidi characters shown escaped)."""
+    return (inert(text).replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;")
+            .replace(">", "#gt;"))
 
 
 def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
@@ -104,7 +105,8 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
 
 
 def _d(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+    """Text safe inside a quoted DOT label, and inert: Graphviz then draws the escapes as written."""
+    return inert(text).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _dot_style(name: str) -> str:

@@ -2,20 +2,22 @@
 
 Documents are built with ``xml.etree.ElementTree``, so any text taken from a log
 (tool names, causes, saga names) is escaped by the serializer and the output is
-well-formed by construction; characters XML 1.0 cannot carry at all are replaced.
+well-formed by construction. Before that, every text and attribute passes through
+:func:`agent_saga.inert.inert`: control, bidi and invisible characters (which
+include every character XML 1.0 cannot carry) are drawn as visible escapes, so a
+bidi override in a tool's name cannot reorder what a viewer reads.
 Attributes keep their insertion order, so one model always gives the same bytes.
 """
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
+from agent_saga.inert import inert
 from agent_saga.viz.theme import Look, Theme
 
 __all__ = ["CHAR_WIDTH", "Svg", "clean_text", "fit", "style_attrs"]
 
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 #: Average advance of one character, in font-size units, for sizing boxes without font
 #: metrics (the fonts a viewer has are unknown; labels are also cut to fit).
 CHAR_WIDTH = 0.62
@@ -24,14 +26,19 @@ MONO = "DejaVu Sans Mono, Menlo, Consolas, monospace"
 
 
 def clean_text(text: str) -> str:
-    """``text`` without the characters XML 1.0 forbids (each replaced by U+FFFD)."""
-    return _NOT_XML.sub("\ufffd", text)
+    """``text`` as it is drawn: inert (see :func:`agent_saga.inert.inert`), so XML-safe as well."""
+    return inert(text)
 
 
 def fit(text: str, width: float, size: float) -> str:
-    """``text`` cut (with '...') to fit ``width`` pixels at font ``size``."""
+    """``text`` cut (with '...') so that its drawn (inert) form fits ``width`` pixels at font ``size``."""
     limit = max(4, int(width / (size * CHAR_WIDTH)))
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(inert(text)) <= limit:
+        return text
+    cut = text[: limit - 3]
+    while len(inert(cut)) > limit - 3:  # escapes draw wider than the characters they stand for
+        cut = cut[:-1]
+    return cut + "..."
 
 
 def style_attrs(look: Look) -> dict[str, str]:
