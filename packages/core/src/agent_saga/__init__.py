@@ -30,6 +30,7 @@ from agent_saga.engine import (
 from agent_saga.errors import (
     BoundaryRequired,
     CompensationError,
+    CompensationRefused,
     ConfigurationError,
     NonDeterminismError,
     NotApplied,
@@ -142,6 +143,7 @@ __all__ = [
     "CircuitBreaker",
     "Compensation",
     "CompensationError",
+    "CompensationRefused",
     "ConfigurationError",
     "EscalationLevel",
     "FileApprovalStore",
