@@ -252,7 +252,7 @@ def test_readme_provenance_snippet_runs_and_prints_what_its_comments_say(capsys:
     assert code is not None, "the README's provenance section has no python block"
     snippet = code.group(1)
     namespace: dict[str, Any] = {}
-    exec(compile(snippet, "README.md", "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(snippet, "README.md", "exec"), namespace)  # the README's own code
     printed = capsys.readouterr().out.splitlines()
     promised = [line[2:] for line in snippet.splitlines() if line.startswith("# ")]
     assert printed == promised
