@@ -78,10 +78,13 @@ def test_the_records_hold_level_and_receipt_never_the_text(log: Path) -> None:
 
 
 @pytest.mark.slow
-def test_agent_saga_verify_accepts_the_log(log: Path) -> None:
+def test_agent_saga_verify_and_certify_accept_the_log(log: Path) -> None:
     out = cli("verify", "--wal", str(log), "--json")
     assert out.returncode == 0, out.stdout + out.stderr
     assert json.loads(out.stdout)["status"] == "intact"
+    # certify folds the same records: a refused step is no unaccounted effect
+    certified = cli("certify", "--wal", str(log))
+    assert certified.returncode == 0, certified.stdout + certified.stderr
 
 
 def test_graph_shows_each_refusal_with_its_rule_and_reason_inert(log: Path) -> None:
