@@ -139,3 +139,18 @@ def test_the_flight_recorder_api_shows_the_refusal_and_the_provenance(log: Path)
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.slow
+def test_the_mermaid_graph_with_refusal_lines_parses_with_mermaid_itself(log: Path, tmp_path: Path) -> None:
+    mermaid = Path(__file__).parent / "mermaid"
+    assert (mermaid / "node_modules" / "mermaid").is_dir(), (
+        "Mermaid's parser is not installed: run `npm ci --prefix packages/core/tests/mermaid` "
+        "(scripts/test does this)")
+    out = cli("graph", "--wal", str(log))
+    assert out.returncode == 0, out.stderr
+    assert "refused by provenance: argument" in out.stdout
+    (tmp_path / "prov.mmd").write_text(out.stdout)
+    parsed = subprocess.run(["node", str(mermaid / "parse.mjs"), str(tmp_path / "prov.mmd")],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
