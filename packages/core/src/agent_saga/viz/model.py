@@ -66,6 +66,7 @@ class GraphStep:
     state: str  # committed | unknown | in-flight | not-applied | refused
     outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
     undo: str = ""  # the compensation the log names for this step ("" if none)
+    refusal: str = ""  # "<rule>: <reason>" when the gate refused it (agent-written: render inert)
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -167,7 +168,7 @@ def _undo(step: StepView) -> str:
 def graph_step(step: StepView, unwinding: bool) -> GraphStep:
     """The drawable model of one step of a saga that is (or is not) unwinding."""
     return GraphStep(step.index, step.tool or "?", step.semantics or "?", step.state, _outcome(step, unwinding),
-                     _undo(step))
+                     _undo(step), step.refusal)
 
 
 def saga_status(view: SagaView) -> tuple[Status, bool]:
