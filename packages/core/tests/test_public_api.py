@@ -41,6 +41,8 @@ EXPECTED = {
     "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
+    # issue 26, grounded answers
+    "ClaimStatus", "GroundingReport", "ground",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

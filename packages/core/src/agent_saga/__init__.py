@@ -79,6 +79,8 @@ from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
+# Issue 26, grounded answers (agent_saga.runtime.grounding):
+from agent_saga.runtime.grounding import ClaimStatus, GroundingReport, ground
 
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
@@ -209,4 +211,8 @@ __all__ = [
     "verify_disclosure",
     "verify_rollback_invariants",
     "wrap_tool",
+    # Issue 26, grounded answers:
+    "ClaimStatus",
+    "GroundingReport",
+    "ground",
 ]
