@@ -37,6 +37,8 @@ EXPECTED = {
     # audit, proofs, service
     "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
     "verify_rollback_invariants",
+    # the accountable agent runtime (issue 26): provenance
+    "ContextBroker", "Provenance", "ProvenancePolicy", "derived", "sourced", "user_value",
     # errors
     "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
@@ -47,6 +49,12 @@ EXPECTED = {
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.runtime": {
+        # provenance (issue 26 part 1)
+        "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",
+        "ProvenanceVerdict", "Receipt", "ReceiptBroken", "Sourced", "Span", "Summary", "SummaryRefused",
+        "UserValue", "derived", "numbers_in", "quotes_in", "sourced", "user_value", "value_in_text",
+    },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",
         "BudgetLimit", "CircuitBreaker", "Condition", "DefaultGate", "FileSwitchStore", "GatePort", "Halt",

@@ -78,6 +78,7 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
+from agent_saga.runtime import ContextBroker, Provenance, ProvenancePolicy, derived, sourced, user_value
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 # Issue 26, grounded answers (agent_saga.runtime.grounding):
 from agent_saga.runtime.grounding import ClaimStatus, GroundingReport, ground
@@ -145,6 +146,7 @@ __all__ = [
     "Compensation",
     "CompensationError",
     "ConfigurationError",
+    "ContextBroker",
     "EscalationLevel",
     "FileApprovalStore",
     "FileWAL",
@@ -158,6 +160,8 @@ __all__ = [
     "Outcome",
     "PostgresWAL",
     "PreFlightGate",
+    "Provenance",
+    "ProvenancePolicy",
     "RateLimit",
     "RecoveryDaemon",
     "RedisWAL",
@@ -194,6 +198,7 @@ __all__ = [
     "current_saga",
     "default_wal",
     "delete_by",
+    "derived",
     "guard",
     "inverse_of",
     "open_log",
@@ -206,8 +211,10 @@ __all__ = [
     "set_breaker",
     "set_default_gate",
     "set_default_wal",
+    "sourced",
     "tool",
     "unpatch_all",
+    "user_value",
     "verify_disclosure",
     "verify_rollback_invariants",
     "wrap_tool",
