@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_saga import FileWAL, MemoryWAL, ground, saga_scope
-from agent_saga.runtime.broker import ContextBroker
 from agent_saga.audit.certify import certify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
+from agent_saga.runtime.broker import ContextBroker
 from agent_saga.runtime.grounding import ClaimStatus, GroundingReport, split_claims
 from agent_saga.viz.graph import to_dot, to_mermaid
 from agent_saga.viz.model import reconstruct
@@ -214,7 +214,7 @@ def test_in_a_saga_the_verdict_is_an_answer_grounded_record_without_the_document
     assert body["claims"][0]["receipts"] and body["claims"][0]["receipts"][0]["doc_id"] == "runbook"
     assert body["claims"][1]["reason"]
     assert SECRET_PHRASE not in (tmp_path / "a.wal").read_text()
-    assert json.loads(json.dumps(report.as_dict())) == {k: v for k, v in body.items()}
+    assert json.loads(json.dumps(report.as_dict())) == body
 
 
 def test_with_wal_and_no_saga_the_record_is_written_and_durable() -> None:
@@ -251,8 +251,14 @@ def test_graph_shows_the_verdict_as_a_labelled_line(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         line = next(x for x in out.stdout.splitlines() if label in x)
         assert ("dirty" in line) if fmt == "mermaid" else ("#" in line)
-    svg = subprocess.run(["dot", "-Tsvg"], input=to_dot([saga]), capture_output=True, text=True, check=False)
+        (tmp_path / f"g.{fmt}").write_text(out.stdout)
+    svg = subprocess.run(["dot", "-Tsvg", str(tmp_path / "g.dot")], capture_output=True, text=True, check=False)
     assert svg.returncode == 0 and "NOT fully grounded" in svg.stdout
+    mermaid = Path(__file__).parent / "mermaid"
+    assert (mermaid / "node_modules" / "mermaid").is_dir(), "run `npm ci --prefix packages/core/tests/mermaid`"
+    parsed = subprocess.run(["node", str(mermaid / "parse.mjs"), str(tmp_path / "g.mermaid")],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
 
 
 def test_a_grounded_answer_is_drawn_ok_and_agent_text_in_a_forged_label_is_inert() -> None:

@@ -78,10 +78,18 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
-from agent_saga.runtime import ContextBroker, Provenance, ProvenancePolicy, derived, sourced, user_value
+from agent_saga.runtime import (
+    ClaimStatus,
+    ContextBroker,
+    GroundingReport,
+    Provenance,
+    ProvenancePolicy,
+    derived,
+    ground,
+    sourced,
+    user_value,
+)
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
-# Issue 26, grounded answers (agent_saga.runtime.grounding):
-from agent_saga.runtime.grounding import ClaimStatus, GroundingReport, ground
 
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
@@ -143,6 +151,7 @@ __all__ = [
     "BreakerPolicy",
     "BudgetLimit",
     "CircuitBreaker",
+    "ClaimStatus",
     "Compensation",
     "CompensationError",
     "ConfigurationError",
@@ -151,6 +160,7 @@ __all__ = [
     "FileApprovalStore",
     "FileWAL",
     "GatePort",
+    "GroundingReport",
     "Interceptor",
     "KillSwitch",
     "MemoryWAL",
@@ -199,6 +209,7 @@ __all__ = [
     "default_wal",
     "delete_by",
     "derived",
+    "ground",
     "guard",
     "inverse_of",
     "open_log",
@@ -218,8 +229,4 @@ __all__ = [
     "verify_disclosure",
     "verify_rollback_invariants",
     "wrap_tool",
-    # Issue 26, grounded answers:
-    "ClaimStatus",
-    "GroundingReport",
-    "ground",
 ]

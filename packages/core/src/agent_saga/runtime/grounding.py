@@ -71,24 +71,28 @@ _ID = r"[A-Za-z0-9][A-Za-z0-9_.:#\-]*"
 _CITATION = re.compile(rf"\[\s*({_ID}(?:\s*,\s*{_ID})*)\s*\]")
 _CITATIONS_AHEAD = re.compile(rf"(?:\s*{_CITATION.pattern})+")
 # Words that end in a period without ending the sentence.
-_ABBREVIATIONS = frozenset("""
-    mr mrs ms dr prof sr jr st vs etc fig figs eq eqs no nos vol vols pp p ch sec approx
-    e.g i.e cf al inc ltd co corp dept est jan feb mar apr jun jul aug sep sept oct nov dec
-    mon tue wed thu fri sat sun min max ref refs ed eds rev gen col lt sgt capt
-""".split())
+_ABBREVIATIONS = frozenset((
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "e.g", "i.e", "cf", "al", "inc", "ltd",
+    "corp", "dept", "approx", "capt", "lt", "sgt", "gen", "rev",
+))
+# ... and words that do so before a number ("Fig. 3", "No. 5"), but may end a sentence otherwise.
+_BEFORE_NUMBER = frozenset(("fig", "figs", "eq", "eqs", "no", "nos", "vol", "vols", "pp", "p", "ch", "sec", "ref"))
 _CLOSERS = "\"'”’)]»"
 _TERMINATORS = ".!?…"
 _LIST_ITEM = re.compile(r"\n[ \t]*(?:[-*•]|\d+[.)])[ \t]+")
 _SPACE = re.compile(r"\s+")
+_BLANK_LINE = re.compile(r"\n[ \t]*\n")
 
 
-def _ends_with_abbreviation(text: str) -> bool:
-    """Whether the period closing ``text`` belongs to an abbreviation or an initial ("J.", "U.S.")."""
-    match = re.search(r"([A-Za-z][A-Za-z.]*)\.$", text)
+def _ends_with_abbreviation(text: str, rest: str) -> bool:
+    """Whether the period closing ``text`` belongs to an abbreviation or an initial ("J.", "U.S."), given what follows."""
+    match = re.search(r"(?<![A-Za-z])([A-Za-z][A-Za-z.]*)\.$", text)
     if match is None:
         return False
-    word = match.group(1)
-    return word.lower() in _ABBREVIATIONS or len(word) == 1 or "." in word
+    word = match.group(1).lower()
+    if word in _BEFORE_NUMBER:
+        return rest[:1].isdigit()
+    return word in _ABBREVIATIONS or len(word) == 1 or "." in word
 
 
 def _boundaries(text: str) -> Iterator[int]:
@@ -97,8 +101,7 @@ def _boundaries(text: str) -> Iterator[int]:
     while i < n:
         c = text[i]
         if c == "\n":
-            blank = re.match(r"\n[ \t]*\n", text[i:])
-            if blank is not None or _LIST_ITEM.match(text, i):
+            if _BLANK_LINE.match(text, i) or _LIST_ITEM.match(text, i):
                 yield i
             i += 1
             continue
@@ -116,8 +119,8 @@ def _boundaries(text: str) -> Iterator[int]:
         if end < n and not text[end].isspace():
             i = end  # "4.2", "e.g.,", "x.y": not a boundary
             continue
-        rest = text[end:].lstrip()
-        if c == "." and (_ends_with_abbreviation(text[: i + 1]) or (rest[:1].islower())):
+        rest = text[end : end + 64].lstrip()  # bounded: what follows decides, not the whole tail
+        if c == "." and (_ends_with_abbreviation(text[max(0, i - 32) : i + 1], rest) or rest[:1].islower()):
             i = end
             continue
         yield end

@@ -77,11 +77,11 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
                 lines.append(f"    {previous} --> {node}")
             previous = node
         indexes = {step.index for step in saga.steps}
-        for k, verdict in enumerate(saga.verdicts):
-            node, css = f"{p}_a{k}", "clean" if verdict.kind == "ok" else "dirty"
-            lines.append(f'    {node}[/"{_m(short(verdict.label, 96))}"/]:::{css}')
-            if verdict.after_step in indexes:
-                lines.append(f"    {p}_f{verdict.after_step} -.-> {node}")
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node}[/"{_m(short(said.label, 96))}"/]:::{css}')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -.-> {node}")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
@@ -136,11 +136,11 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
                 lines.append(f"    {previous} -> {node};")
             previous = node
         indexes = {step.index for step in saga.steps}
-        for k, verdict in enumerate(saga.verdicts):
-            node, css = f"{p}_a{k}", "clean" if verdict.kind == "ok" else "dirty"
-            lines.append(f'    {node} [shape=note, label="{_d(short(verdict.label, 96))}", {_dot_style(css)}];')
-            if verdict.after_step in indexes:
-                lines.append(f"    {p}_f{verdict.after_step} -> {node} [style=dotted];")
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node} [shape=note, label="{_d(short(said.label, 96))}", {_dot_style(css)}];')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -> {node} [style=dotted];")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')

@@ -60,6 +60,8 @@ def verdict_of(record: Mapping[str, Any], after_step: int = 0) -> GraphVerdict |
     if labeller is None:
         return None
     body = record.get("body")
+    label: str
+    kind: Kind
     if not isinstance(body, Mapping):
         label, kind = f"{record.get('type')}: body encrypted (no key) or redacted", "bad"
     else:
