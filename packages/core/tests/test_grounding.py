@@ -143,6 +143,11 @@ def test_bad_input_is_a_one_line_error() -> None:
         ground("The limit is 4200 kPa [s1].", {"s1": "x"})  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="as a str"):
         ground(b"bytes", broker)  # type: ignore[arg-type]
+    def broken_judge(claim: str, sources: Sequence[str]) -> bool | None:
+        raise RuntimeError("judge offline")
+
+    with pytest.raises(RuntimeError, match="judge offline"):  # a broken judge is not evidence either way
+        ground(f"The limit is 4200 kPa [{sid}].", broker, entails=broken_judge)
     with pytest.raises(TypeError, match="True, False or None"):
         ground(f"The limit is 4200 kPa [{sid}].", broker, entails=lambda c, s: "yes")  # type: ignore[arg-type,return-value]
 
@@ -157,6 +162,8 @@ def test_decimals_abbreviations_and_trailing_citations_stay_with_their_sentence(
         "The limit is 4.2 MPa, e.g. about 4200 kPa [s1].", 'Dr. Smith wrote "vent slowly."',
         "It runs at 1,450 rpm. [s2]", "Check it daily [s1, s2]!", "first item", "second item",
     ]
+    assert split_claims("See Fig. 3 for the curve. The answer is no. Then stop.") == [
+        "See Fig. 3 for the curve.", "The answer is no.", "Then stop."]
 
 
 _WORDS = st.sampled_from(["the", "limit", "is", "pump", "valve", "4.2", "4,200", "e.g.", "i.e.", "Dr. Smith",
