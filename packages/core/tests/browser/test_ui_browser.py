@@ -288,3 +288,31 @@ def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page:
     assert "s" + shown in text
     acting = [f"U+{ord(c):04X}" for c in text if c in "\x1b\u202e\u200b\u2066"]
     assert acting == []
+
+
+def test_a_provenance_refusal_shows_its_rule_reason_and_the_claim(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # issue 26 part 1: the inspector names rule `provenance` and its reason, and each tagged
+    # argument's claim (level and receipt), never the document's text.
+    from agent_saga import ContextBroker, PreFlightGate, ProvenancePolicy, SagaAborted, StepRefused, sourced
+
+    broker = ContextBroker()
+    spans = broker.add_document("invoice-17", "Invoice 17.\n\nTotal due: 4,200.00 EUR.")
+    policy = ProvenancePolicy().require("stripe.charge", "amount", "SOURCED")
+    gate = PreFlightGate(rules=[policy.as_gate_rule(broker)])
+    wal = FileWAL(tmp_path / "prov.wal")
+    with pytest.raises((StepRefused, SagaAborted)), saga_scope(wal, name="made-up-amount", gate=gate) as s:
+        s.execute(tool="stripe.charge", semantics="IRREVERSIBLE", args={"amount": sourced(4300, spans[1])},
+                  forward=lambda: 1)
+    wal.close()
+    server = serve(tmp_path / "prov.wal")
+    page.goto(server.url)
+    open_run(page, "made-up-amount")
+    page.locator("#forward button").first.click()
+    inspector = page.locator("#inspect")
+    expect(inspector).to_contain_text("refused by")
+    expect(inspector).to_contain_text(
+        f"provenance: argument 'amount' must be SOURCED or higher, verified MODEL: 4300 is not in the span "
+        f"{spans[1].receipt}")
+    expect(inspector).to_contain_text("Provenance")
+    expect(inspector).to_contain_text(f"SOURCED invoice-17[{spans[1].start}:{spans[1].end}]")
+    assert "Total due" not in page.content()

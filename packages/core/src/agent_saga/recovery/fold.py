@@ -63,6 +63,7 @@ class StepView:
     unknown: bool = False
     not_applied: bool = False
     refused: bool = False
+    refusal: str = ""  # "<rule>: <reason>" of a STEP_REFUSED record (what the pictures show)
     intent_compensation: dict[str, Any] | None = None
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
@@ -237,6 +238,7 @@ class _Folder:
             step.not_applied = True
         elif rtype == R.STEP_REFUSED:
             step.refused = True
+            step.refusal = f"{body.get('rule') or 'gate'}: {body.get('reason', '')}"
         elif rtype == R.COMPENSATION_STARTED:
             step.compensation_started += 1
         elif rtype == R.COMPENSATION_FAILED:

@@ -46,6 +46,28 @@ def _arguments(values: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _provenance(claims: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each tagged argument's claim as one line: its level and where it points (issue 26)."""
+    return [{"name": str(name), "claim": _claim(claim)} for name, claim in claims.items()]
+
+
+def _claim(claim: Any) -> str:
+    if not isinstance(claim, Mapping):
+        return str(claim)
+    level = str(claim.get("level", "?"))
+    receipt = claim.get("receipt")
+    if isinstance(receipt, Mapping):
+        return (f"{level} {receipt.get('doc_id')}[{receipt.get('start')}:{receipt.get('end')}] "
+                f"sha256 {str(receipt.get('sha256', ''))[:12]}")
+    if "request" in claim:
+        return f"{level} request {claim['request']}"
+    if "how" in claim:
+        inputs = claim.get("from")
+        parts = ", ".join(_claim(x) for x in inputs) if isinstance(inputs, list) else ""
+        return f"{level} {claim['how']} of ({parts})"
+    return level
+
+
 def _summary(saga: GraphSaga) -> dict[str, Any]:
     return {
         "id": saga.saga_id, "name": saga.name, "status": saga.status, "verdict": saga.verdict,
@@ -179,7 +201,7 @@ class RunStore:
 def _step_detail(records: list[Record]) -> dict[str, Any]:
     """Arguments, errors, the compensation the log names and what running it did."""
     detail: dict[str, Any] = {"args": [], "op": None, "error": None, "refusal": None, "compensation": None,
-                              "undo_records": []}
+                              "undo_records": [], "provenance": []}
     for r in records:
         body, rtype = _body(r), r.get("type")
         if "args" in body:
@@ -190,6 +212,8 @@ def _step_detail(records: list[Record]) -> dict[str, Any]:
             detail["error"] = str(body["error"])
         if rtype == R.STEP_REFUSED:
             detail["refusal"] = {"rule": body.get("rule"), "reason": body.get("reason")}
+        if isinstance(body.get("provenance"), dict):
+            detail["provenance"] = _provenance(body["provenance"])
         comp = body.get("compensation")
         if isinstance(comp, dict) and rtype in (R.STEP_INTENT, R.STEP_COMMITTED, R.STEP_UNKNOWN):
             # the latest descriptor wins: the one derived from the result replaces the one known before

@@ -62,6 +62,7 @@ class GraphStep:
     state: str  # committed | unknown | in-flight | not-applied | refused
     outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
     undo: str = ""  # the compensation the log names for this step ("" if none)
+    refusal: str = ""  # "<rule>: <reason>" when the gate refused it (agent-written: render inert)
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -160,7 +161,8 @@ def build(
             else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
         )
         steps = tuple(
-            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s))
+            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s),
+                      s.refusal)
             for s in (view.steps[i] for i in sorted(view.steps))
         )
         sagas.append(GraphSaga(

@@ -183,6 +183,8 @@ function renderInspector() {
       ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
       ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null]]),
     el("h3", {}, "Arguments"), argsTable(step.args),
+    ...(step.provenance && step.provenance.length
+      ? [el("h3", {}, "Provenance"), dl(step.provenance.map((p) => [p.name, p.claim]))] : []),
     el("h3", {}, "Compensation"),
   ];
   const comp = step.compensation;
