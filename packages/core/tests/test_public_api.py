@@ -43,6 +43,8 @@ EXPECTED = {
     "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
+    # issue 26, grounded answers
+    "ClaimStatus", "GroundingReport", "ground",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -52,6 +54,8 @@ SUBNAMESPACES = {
         "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",
         "ProvenanceVerdict", "Receipt", "ReceiptBroken", "Sourced", "Span", "Summary", "SummaryRefused",
         "UserValue", "derived", "numbers_in", "quotes_in", "sourced", "user_value", "value_in_text",
+        # grounding (issue 26 part 2)
+        "Claim", "ClaimStatus", "GroundingReport", "ground", "split_claims",
     },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",

@@ -79,7 +79,17 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
-from agent_saga.runtime import ContextBroker, Provenance, ProvenancePolicy, derived, sourced, user_value
+from agent_saga.runtime import (
+    ClaimStatus,
+    ContextBroker,
+    GroundingReport,
+    Provenance,
+    ProvenancePolicy,
+    derived,
+    ground,
+    sourced,
+    user_value,
+)
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
@@ -142,6 +152,7 @@ __all__ = [
     "BreakerPolicy",
     "BudgetLimit",
     "CircuitBreaker",
+    "ClaimStatus",
     "Compensation",
     "CompensationError",
     "CompensationRefused",
@@ -151,6 +162,7 @@ __all__ = [
     "FileApprovalStore",
     "FileWAL",
     "GatePort",
+    "GroundingReport",
     "Interceptor",
     "KillSwitch",
     "MemoryWAL",
@@ -199,6 +211,7 @@ __all__ = [
     "default_wal",
     "delete_by",
     "derived",
+    "ground",
     "guard",
     "inverse_of",
     "open_log",

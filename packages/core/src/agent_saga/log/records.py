@@ -71,3 +71,5 @@ class RecordType(enum.StrEnum):
     ESCALATED = "ESCALATED"  # a step (or saga) was handed to the human queue; written once
     SAGA_DEAD_LETTERED = "SAGA_DEAD_LETTERED"  # a compensation kept failing; the daemon stops trying
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
+    # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
+    ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts

@@ -2,13 +2,13 @@
 
 ``broker`` holds the documents and requests a model was given, as spans with
 receipts; ``matching`` finds a value in a text (numbers by value); ``provenance``
-tags arguments with where they came from and checks the tags at the gate.
+tags arguments with where they came from and checks the tags at the gate;
+``grounding`` labels each claim of an answer with what its citations prove now.
 See docs/AGENT_RUNTIME.md.
 """
 
 from __future__ import annotations
 
-# -- provenance (issue 26 part 1): the broker, matching and the policy --
 from agent_saga.runtime.broker import (
     DEFAULT_SPAN_CHARS,
     ContextBroker,
@@ -18,6 +18,7 @@ from agent_saga.runtime.broker import (
     Summary,
     SummaryRefused,
 )
+from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
 from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
 from agent_saga.runtime.provenance import (
     ArgumentProvenance,
@@ -33,11 +34,13 @@ from agent_saga.runtime.provenance import (
 )
 
 __all__ = [
-    # -- provenance (issue 26 part 1) --
     "DEFAULT_SPAN_CHARS",
     "ArgumentProvenance",
+    "Claim",
+    "ClaimStatus",
     "ContextBroker",
     "Derived",
+    "GroundingReport",
     "Provenance",
     "ProvenancePolicy",
     "ProvenanceVerdict",
@@ -49,9 +52,11 @@ __all__ = [
     "SummaryRefused",
     "UserValue",
     "derived",
+    "ground",
     "numbers_in",
     "quotes_in",
     "sourced",
+    "split_claims",
     "user_value",
     "value_in_text",
 ]

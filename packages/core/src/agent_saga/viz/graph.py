@@ -82,6 +82,12 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node}[/"{_m(short(said.label, 96))}"/]:::{css}')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -.-> {node}")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
@@ -137,6 +143,12 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node} [shape=note, label="{_d(short(said.label, 96))}", {_dot_style(css)}];')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -> {node} [style=dotted];")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')

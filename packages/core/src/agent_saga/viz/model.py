@@ -19,6 +19,7 @@ from typing import Any, Literal
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
+from agent_saga.viz.verdicts import GraphVerdict, verdict_line
 
 __all__ = [
     "LABELS",
@@ -90,6 +91,7 @@ class GraphSaga:
     ended_us: int = 0
     rollback_us: int | None = None  # when its rollback started, if it did
     recovered: bool = False  # a recovery daemon took it over
+    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records about it (viz.verdicts)
 
     @property
     def unwound(self) -> tuple[GraphStep, ...]:
@@ -184,6 +186,7 @@ def build(
     views: Iterable[SagaView],
     causes: Mapping[str, str] | None = None,
     rollbacks: Mapping[str, int] | None = None,
+    verdicts: Mapping[str, tuple[GraphVerdict, ...]] | None = None,
 ) -> list[GraphSaga]:
     """The drawable model of each saga, in log order."""
     sagas = []
@@ -195,6 +198,7 @@ def build(
         sagas.append(GraphSaga(
             view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
             view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
+            (verdicts or {}).get(view.saga_id, ()),
         ))
     return sagas
 
@@ -204,7 +208,16 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
     records = list(records)
     causes: dict[str, str] = {}
     rollbacks: dict[str, int] = {}
+    verdicts: dict[str, tuple[GraphVerdict, ...]] = {}
+    last_step: dict[str, int] = {}  # the latest step each saga's records named so far
     for r in records:
+        saga = r.get("saga")
+        if isinstance(saga, str):
+            if isinstance(r.get("step"), int):
+                last_step[saga] = max(last_step.get(saga, 0), r["step"])
+            verdict = verdict_line(r, last_step.get(saga, 0))
+            if verdict is not None:
+                verdicts[saga] = (*verdicts.get(saga, ()), verdict)
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
             continue
         body: Any = r.get("body")
@@ -212,4 +225,4 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
             causes[r["saga"]] = str(body["cause"])
         if isinstance(r.get("ts"), int):
             rollbacks.setdefault(r["saga"], r["ts"])
-    return build(fold(records).values(), causes, rollbacks)
+    return build(fold(records).values(), causes, rollbacks, verdicts)

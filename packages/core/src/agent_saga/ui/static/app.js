@@ -147,6 +147,8 @@ function renderRun() {
   $("run-meta").textContent = "saga " + run.id + " \u00b7 started " + time(run.started_us) + " \u00b7 lasted " +
     duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "");
   $("run-cause").textContent = run.cause ? "Cause: " + run.cause : "";
+  $("run-verdicts").replaceChildren(...(run.verdicts || []).map((v) => el("li", { class: "verdict-line " + v.kind },
+    "seq " + v.seq + " " + v.type + " \u2014 " + v.label)));
   const records = run.records.slice(0, MAX_RECORDS_DRAWN).map((r) => el("li", {},
     "seq " + r.seq + " " + r.type + (r.step ? " step " + r.step : "") + (r.brief ? " \u2014 " + r.brief : "")));
   if (run.records.length > records.length) {
