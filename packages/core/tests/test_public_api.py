@@ -37,16 +37,30 @@ EXPECTED = {
     # audit, proofs, service
     "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
     "verify_rollback_invariants",
+    # the accountable agent runtime (issue 26): provenance
+    "ContextBroker", "Provenance", "ProvenancePolicy", "derived", "sourced", "user_value",
     # repair once, stop the thrash (issue 26 part 4)
     "RepairPolicy", "RepairRequested", "SagaStopped", "ThrashPolicy",
     # errors
-    "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
+    "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
+    # issue 26, grounded answers
+    "ClaimStatus", "GroundingReport", "ground",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.runtime": {
+        # provenance (issue 26 part 1)
+        "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",
+        "ProvenanceVerdict", "Receipt", "ReceiptBroken", "Sourced", "Span", "Summary", "SummaryRefused",
+        "UserValue", "derived", "numbers_in", "quotes_in", "sourced", "user_value", "value_in_text",
+        # grounding (issue 26 part 2)
+        "Claim", "ClaimStatus", "GroundingReport", "ground", "split_claims",
+        # repair once, stop the thrash (issue 26 part 4)
+        "RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args",
+    },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",
         "BudgetLimit", "CircuitBreaker", "Condition", "DefaultGate", "FileSwitchStore", "GatePort", "Halt",
@@ -154,9 +168,10 @@ PUBLIC_MODULES = {"agent_saga", "agent_saga.adapter", "agent_saga.adapters", "ag
 # so that a new reach is a visible decision.
 KNOWN_REACHES = {
     "temporal": {"agent_saga.ids", "agent_saga.context"},
-    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins).
-    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.plugins",
-                    "agent_saga.plugins.policy"},
+    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins), and
+    # the host's configuration directory, where the MCP server list sits beside the approver keys.
+    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.gate.host",
+                    "agent_saga.plugins", "agent_saga.plugins.policy"},
 }
 
 

@@ -30,6 +30,7 @@ from agent_saga.engine import (
 from agent_saga.errors import (
     BoundaryRequired,
     CompensationError,
+    CompensationRefused,
     ConfigurationError,
     NonDeterminismError,
     NotApplied,
@@ -80,8 +81,19 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
-from agent_saga.runtime.repair import RepairPolicy
-from agent_saga.runtime.thrash import ThrashPolicy
+from agent_saga.runtime import (
+    ClaimStatus,
+    ContextBroker,
+    GroundingReport,
+    Provenance,
+    ProvenancePolicy,
+    RepairPolicy,
+    ThrashPolicy,
+    derived,
+    ground,
+    sourced,
+    user_value,
+)
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
@@ -144,13 +156,17 @@ __all__ = [
     "BreakerPolicy",
     "BudgetLimit",
     "CircuitBreaker",
+    "ClaimStatus",
     "Compensation",
     "CompensationError",
+    "CompensationRefused",
     "ConfigurationError",
+    "ContextBroker",
     "EscalationLevel",
     "FileApprovalStore",
     "FileWAL",
     "GatePort",
+    "GroundingReport",
     "Interceptor",
     "KillSwitch",
     "MemoryWAL",
@@ -160,6 +176,8 @@ __all__ = [
     "Outcome",
     "PostgresWAL",
     "PreFlightGate",
+    "Provenance",
+    "ProvenancePolicy",
     "RateLimit",
     "RecoveryDaemon",
     "RedisWAL",
@@ -200,6 +218,8 @@ __all__ = [
     "current_saga",
     "default_wal",
     "delete_by",
+    "derived",
+    "ground",
     "guard",
     "inverse_of",
     "open_log",
@@ -212,8 +232,10 @@ __all__ = [
     "set_breaker",
     "set_default_gate",
     "set_default_wal",
+    "sourced",
     "tool",
     "unpatch_all",
+    "user_value",
     "verify_disclosure",
     "verify_rollback_invariants",
     "wrap_tool",

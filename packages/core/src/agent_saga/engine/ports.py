@@ -43,8 +43,11 @@ class StepRequest:
     semantics: ActionSemantics
     args: Mapping[str, Any] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    #: The arguments that came tagged with their provenance (engine.tagged.Tagged), by name;
+    #: ``args`` holds their plain values. None when no argument was tagged.
+    provenance: Mapping[str, Any] | None = None
     #: Names in ``args`` that ``policy_args`` added (read from the call, not passed by the caller).
-    derived: frozenset[str] = frozenset()
+    policy_args: frozenset[str] = frozenset()
 
     @property
     def operation_id(self) -> str:

@@ -60,6 +60,7 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.tagged import untag_args, untag_call
 from agent_saga.errors import (
     CompensationError,
     NotApplied,
@@ -467,9 +468,15 @@ class Saga:
         request = None
         logged_args: dict[str, Any] = {}
         waits = False
+        plain_args, tagged = untag_args(args) if args else (args, None)
+        claims = None
+        if tagged:
+            # The tool gets plain values; the gate sees the tags; the log keeps what they claim.
+            forward = untag_call(forward)
+            claims = encodable({name: tag.claim() for name, tag in tagged.items()})
         try:
             if args or opts.policy_args:
-                logged_args = self._policed(tool, args, opts)
+                logged_args = self._policed(tool, plain_args, opts)
                 unfit = unencodable(logged_args, "args")
                 if unfit is not None:
                     # Refused at the door, before the gate, the intent and any effect: one such
@@ -482,8 +489,10 @@ class Saga:
                 # Whatever the framework did with the stopping error, nothing more runs here.
                 raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if gate is not None:
-                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags,
-                                      frozenset(opts.policy_args) if opts.policy_args else frozenset())
+                request = StepRequest(
+                    self.saga_id, index, tool, sem, logged_args, self.tags, provenance=tagged or None,
+                    policy_args=frozenset(opts.policy_args) if opts.policy_args else frozenset(),
+                )
                 if self._posture_since is not None:
                     self._note_posture(index)
                 if getattr(gate, "never_waits", False):
@@ -495,16 +504,22 @@ class Saga:
             step.state = StepState.NOT_APPLIED
             if isinstance(refused, RepairRequested):
                 # Not a failure of the run: the model gets the errors and one more try.
-                self._append(R.ACTION_REPAIR_REQUESTED, {
+                repair: dict[str, Any] = {
                     "tool": tool, "semantics": sem, "args": logged_args,
                     "errors": list(refused.errors), "reason": refused.reason, "rule": refused.rule,
-                }, index)
+                }
+                if claims:
+                    repair["provenance"] = claims
+                self._append(R.ACTION_REPAIR_REQUESTED, repair, index)
                 raise
             self._failed(tool, refused)
-            self._append(R.STEP_REFUSED, {
+            refusal: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "args": logged_args,
                 "reason": refused.reason, "rule": refused.rule,
-            }, index)
+            }
+            if claims:
+                refusal["provenance"] = claims
+            self._append(R.STEP_REFUSED, refusal, index)
             if isinstance(refused, SagaStopped):
                 with self._lock:
                     self._stopped = self._stopped or refused
@@ -539,6 +554,8 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
+            if claims:
+                intent["provenance"] = claims
             try:
                 ticket = self._append(R.STEP_INTENT, intent, index)
                 yield Barrier(self.wal, ticket)
@@ -629,6 +646,8 @@ class Saga:
             }
             if opts.origin is not None:
                 body["origin"] = opts.origin
+            if claims:
+                body["provenance"] = claims
         else:  # durable: op was derived for the intent
             body = {"op": op, "compensation": described}
         if step.reconciled:

@@ -71,6 +71,8 @@ class RecordType(enum.StrEnum):
     ESCALATED = "ESCALATED"  # a step (or saga) was handed to the human queue; written once
     SAGA_DEAD_LETTERED = "SAGA_DEAD_LETTERED"  # a compensation kept failing; the daemon stops trying
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
+    # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
+    ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts
     # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime.repair / .thrash):
     ACTION_REPAIR_REQUESTED = "ACTION_REPAIR_REQUESTED"  # a malformed call refused, the model gets one more try
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern

@@ -1,7 +1,71 @@
-"""The accountable agent runtime (issue 26): checks of why and how an agent acts, on the gate and the log."""
+"""The accountable agent runtime: why an agent acted, and what its answers can prove.
 
+``broker`` holds the documents and requests a model was given, as spans with
+receipts; ``matching`` finds a value in a text (numbers by value); ``provenance``
+tags arguments with where they came from and checks the tags at the gate;
+``grounding`` labels each claim of an answer with what its citations prove now;
+``repair`` gives a malformed call one more try (``schema`` checks the arguments) and
+``thrash`` stops a saga whose calls repeat or oscillate.
+See docs/AGENT_RUNTIME.md.
+"""
+
+from __future__ import annotations
+
+from agent_saga.runtime.broker import (
+    DEFAULT_SPAN_CHARS,
+    ContextBroker,
+    Receipt,
+    ReceiptBroken,
+    Span,
+    Summary,
+    SummaryRefused,
+)
+from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
+from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime.provenance import (
+    ArgumentProvenance,
+    Derived,
+    Provenance,
+    ProvenancePolicy,
+    ProvenanceVerdict,
+    Sourced,
+    UserValue,
+    derived,
+    sourced,
+    user_value,
+)
 from agent_saga.runtime.repair import RepairPolicy
 from agent_saga.runtime.schema import argument_check
 from agent_saga.runtime.thrash import ThrashPolicy, canonical_args
 
-__all__ = ["RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args"]
+__all__ = [
+    "DEFAULT_SPAN_CHARS",
+    "ArgumentProvenance",
+    "Claim",
+    "ClaimStatus",
+    "ContextBroker",
+    "Derived",
+    "GroundingReport",
+    "Provenance",
+    "ProvenancePolicy",
+    "ProvenanceVerdict",
+    "Receipt",
+    "ReceiptBroken",
+    "RepairPolicy",
+    "Sourced",
+    "Span",
+    "Summary",
+    "SummaryRefused",
+    "ThrashPolicy",
+    "UserValue",
+    "argument_check",
+    "canonical_args",
+    "derived",
+    "ground",
+    "numbers_in",
+    "quotes_in",
+    "sourced",
+    "split_claims",
+    "user_value",
+    "value_in_text",
+]

@@ -55,8 +55,8 @@ class RepairPolicy:
 
     def check(self, request: StepRequest) -> None:
         args = request.args
-        if request.derived:  # policy_args values are the gate's reading of the call, not arguments
-            args = {k: v for k, v in args.items() if k not in request.derived}
+        if request.policy_args:  # policy_args values are the gate's reading of the call, not arguments
+            args = {k: v for k, v in args.items() if k not in request.policy_args}
         errors = self.errors(request.tool, args)
         if not errors:
             return

@@ -48,6 +48,22 @@ def _verdict_style(saga: GraphSaga) -> str:
     return "clean" if kind == "completed" else kind
 
 
+def _refusal_line(step: GraphStep) -> str:
+    """Which gate rule refused the step and why, one line (the reason is cut, never the rule)."""
+    return short(f"refused by {step.refusal}", 200)
+
+
+def _under_line(step: GraphStep) -> str:
+    """The one line under a step: the runtime's verdict on it, else its refusal ("" for neither).
+
+    A repair request or a thrash stop is also a refusal; its note says the same thing
+    more exactly (the validation errors, the pattern), so the node shows it once.
+    """
+    if step.note:
+        return step.note
+    return _refusal_line(step) if step.refusal else ""
+
+
 # -- Mermaid ------------------------------------------------------------------------------
 
 
@@ -71,12 +87,19 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         for step in saga.steps:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
-            note = f"<br/>{_m(step.note)}" if step.note else ""
+            under = _under_line(step)
+            under = f'<br/>{_m(under)}' if under else ""
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}{note}"]:::{css}')
+                         f'{_m(f"{step.semantics} - {step.state}")}{under}"]:::{css}')
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node}[/"{_m(short(said.label, 96))}"/]:::{css}')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -.-> {node}")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
@@ -126,12 +149,18 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
             label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
-            if step.note:
-                label += "\\n" + _d(step.note)
+            if under := _under_line(step):
+                label += "\\n" + _d(under)
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node} [shape=note, label="{_d(short(said.label, 96))}", {_dot_style(css)}];')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -> {node} [style=dotted];")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')
