@@ -41,6 +41,9 @@ EXPECTED = {
     "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
+    # issue 26 part 3: the cascade of model tiers
+    "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
+    "cascade", "grounded", "matches_schema", "tools_must_exist",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -86,6 +89,11 @@ SUBNAMESPACES = {
     "agent_saga.isolation": {
         "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",
         "SemanticLockManager", "TentativeResource",
+    },
+    "agent_saga.runtime": {
+        # issue 26 part 3: the cascade of model tiers
+        "Attempt", "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall",
+        "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
     },
     "agent_saga.proving": {
         "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport", "Probe",

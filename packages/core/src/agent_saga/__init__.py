@@ -78,6 +78,20 @@ from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
+# issue 26 part 3: the cascade of model tiers
+from agent_saga.runtime import (
+    CascadeExhausted,
+    CascadeResult,
+    OpenAICompatibleTier,
+    Tier,
+    TierAnswer,
+    ToolCall,
+    all_of,
+    cascade,
+    grounded,
+    matches_schema,
+    tools_must_exist,
+)
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 # With no configuration, every saga still honours an operator's kill switch
@@ -209,4 +223,16 @@ __all__ = [
     "verify_disclosure",
     "verify_rollback_invariants",
     "wrap_tool",
+    # issue 26 part 3: the cascade of model tiers
+    "CascadeExhausted",
+    "CascadeResult",
+    "OpenAICompatibleTier",
+    "Tier",
+    "TierAnswer",
+    "ToolCall",
+    "all_of",
+    "cascade",
+    "grounded",
+    "matches_schema",
+    "tools_must_exist",
 ]

@@ -12,7 +12,7 @@ only when every one of them was compensated or kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,7 +25,9 @@ __all__ = [
     "FinalOutcome",
     "GraphSaga",
     "GraphStep",
+    "GraphVerdict",
     "Outcome",
+    "VERDICT_RECORDS",
     "build",
     "reconstruct",
     "short",
@@ -46,6 +48,24 @@ LABELS: Mapping[str, str] = {
     "unresolved": "UNRESOLVED - not undone",
     "kept": "kept - nothing to undo",
 }
+
+
+#: The runtime's verdict records (agent_saga.runtime, issue 26), saga-level, each with a one-line
+#: ``body["verdict"]``: the record type, and whether it means the check passed.
+VERDICT_RECORDS: Mapping[str, bool] = {
+    R.CASCADE_RESOLVED: True,
+    R.CASCADE_EXHAUSTED: False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GraphVerdict:
+    """A runtime verdict in a saga: drawn as its own labelled node, in log order."""
+
+    seq: int
+    kind: str  # the record type
+    label: str  # the record's one-line verdict (raw: every renderer makes it inert)
+    ok: bool
 
 
 def short(text: str, limit: int = 72) -> str:
@@ -84,6 +104,7 @@ class GraphSaga:
     ended_us: int = 0
     rollback_us: int | None = None  # when its rollback started, if it did
     recovered: bool = False  # a recovery daemon took it over
+    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records, oldest first
 
     @property
     def unwound(self) -> tuple[GraphStep, ...]:
@@ -145,6 +166,7 @@ def build(
     views: Iterable[SagaView],
     causes: Mapping[str, str] | None = None,
     rollbacks: Mapping[str, int] | None = None,
+    verdicts: Mapping[str, Sequence[GraphVerdict]] | None = None,
 ) -> list[GraphSaga]:
     """The drawable model of each saga, in log order."""
     sagas = []
@@ -163,6 +185,7 @@ def build(
         sagas.append(GraphSaga(
             view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
             view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
+            tuple((verdicts or {}).get(view.saga_id, ())),
         ))
     return sagas
 
@@ -172,7 +195,16 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
     records = list(records)
     causes: dict[str, str] = {}
     rollbacks: dict[str, int] = {}
+    verdicts: dict[str, list[GraphVerdict]] = {}
     for r in records:
+        rtype = r.get("type")
+        if rtype in VERDICT_RECORDS and isinstance(r.get("saga"), str):
+            said: Any = r.get("body")
+            label = str(said.get("verdict", "")) if isinstance(said, dict) else "body encrypted or redacted"
+            seq = r.get("seq")
+            verdicts.setdefault(r["saga"], []).append(
+                GraphVerdict(seq if isinstance(seq, int) else 0, str(rtype), label, VERDICT_RECORDS[str(rtype)]))
+            continue
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
             continue
         body: Any = r.get("body")
@@ -180,4 +212,4 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
             causes[r["saga"]] = str(body["cause"])
         if isinstance(r.get("ts"), int):
             rollbacks.setdefault(r["saga"], r["ts"])
-    return build(fold(records).values(), causes, rollbacks)
+    return build(fold(records).values(), causes, rollbacks, verdicts)
