@@ -316,3 +316,32 @@ def test_the_record_body_is_json_the_log_can_hold() -> None:
     from agent_saga.log.encodable import encodable
 
     json.dumps(encodable(entry)).encode()
+
+
+# -- the flight recorder (`agent-saga ui`) --------------------------------------------------------
+
+
+async def test_the_flight_recorder_serves_each_cascade_verdict_as_a_line_rendered_inert(tmp_path: Path) -> None:
+    from test_ui_server import api, serving
+
+    from agent_saga.ui import FileSource
+
+    wal = FileWAL(tmp_path / "run.wal")
+    async with saga_scope(wal, name="billing"):
+        await cascade("x", ladder=[ScriptedTier("small", calls("send_emial")), ScriptedTier("frontier", calls())],
+                      verify=tools_must_exist(TOOLS))
+        with pytest.raises(CascadeExhausted):
+            await cascade("y", ladder=[ScriptedTier("sly\x1b[2K\u202e", calls("rm_rf"))],
+                          verify=tools_must_exist(TOOLS))
+    wal.close()
+    with serving(FileSource(tmp_path / "run.wal")) as server:
+        (run,) = api(server, "api/runs")["runs"]
+        detail = api(server, f"api/runs/{run['id']}")
+    resolved, exhausted = detail["verdicts"]
+    assert (resolved["type"], resolved["ok"]) == ("CASCADE_RESOLVED", True)
+    assert resolved["label"] == "cascade resolved on frontier after 1 escalation(s)"
+    assert (exhausted["type"], exhausted["ok"]) == ("CASCADE_EXHAUSTED", False)
+    assert exhausted["label"] == ("cascade exhausted: no tier passed after 1 attempt(s); the last "
+                                  "(sly\\x1b[2K\\u202e) was rejected: called tool(s) that do not exist: ['rm_rf']")
+    briefs = [r["brief"] for r in detail["records"] if r["type"].startswith("CASCADE_")]
+    assert briefs == [f"verdict: {resolved['label']}", f"verdict: {exhausted['label']}"]

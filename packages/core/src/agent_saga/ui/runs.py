@@ -82,7 +82,7 @@ def _brief(record: Record) -> str:
     body = _body(record)
     if "body" not in record:
         return "body encrypted (no key) or redacted"
-    for key in ("tool", "cause", "reason", "error", "handler", "by", "name"):
+    for key in ("tool", "cause", "reason", "error", "handler", "by", "name", "verdict"):
         if isinstance(body.get(key), str) and body[key]:
             return f"{key}: {body[key]}"
     return ""
@@ -149,6 +149,7 @@ class RunStore:
             **_summary(saga),
             "steps": steps,
             "unwound": [s.index for s in saga.unwound],
+            "verdicts": [{"seq": v.seq, "type": v.kind, "label": v.label, "ok": v.ok} for v in saga.verdicts],
             "records": [
                 {"seq": r.get("seq"), "ts": r.get("ts"), "type": r.get("type"), "step": r.get("step"),
                  "brief": _brief(r)} for r in records
