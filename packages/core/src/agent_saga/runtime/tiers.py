@@ -176,6 +176,12 @@ class OpenAICompatibleTier:
             key = os.environ.get("OPENAI_API_KEY") or "no-key"
         return AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
 
+    async def aclose(self) -> None:
+        """Close the HTTP client (a new one is made if the tier is used again)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
+
     async def complete(self, request: Any, feedback: str | None = None) -> TierAnswer:
         if self._client is None:
             self._client = self._make_client()

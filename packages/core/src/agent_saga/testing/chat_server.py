@@ -37,7 +37,7 @@ class Received:
     """One request as the server saw it."""
 
     path: str
-    headers: Mapping[str, str]
+    headers: Mapping[str, str]  # names lower-cased
     body: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -118,7 +118,7 @@ class ChatServer:
                     self._send(400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}})
                     return
                 with server._lock:
-                    server.received.append(Received(self.path, dict(self.headers.items()), body))
+                    server.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 if not self.path.rstrip("/").endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
                     return
