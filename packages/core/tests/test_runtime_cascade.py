@@ -257,10 +257,21 @@ async def test_the_graph_and_verify_verbs_read_a_log_with_a_cascade_record(tmp_p
         await cascade("x", ladder=[ScriptedTier("small", calls("send_emial")), ScriptedTier("frontier", calls())],
                       verify=tools_must_exist(TOOLS))
     wal.close()
+    drawn = {}
     for fmt in ("mermaid", "dot"):
         out = subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal", str(tmp_path / "run.wal"),
                               "--format", fmt], capture_output=True, text=True, timeout=60, check=True).stdout
         assert "CASCADE_RESOLVED: cascade resolved on frontier after 1 escalation(s)" in out
+        drawn[fmt] = out
+    # the verdict's node is one that Mermaid's own parser and Graphviz accept
+    mermaid = Path(__file__).parent / "mermaid"
+    assert (mermaid / "node_modules" / "mermaid").is_dir(), "run `npm ci --prefix packages/core/tests/mermaid`"
+    (tmp_path / "run.mmd").write_text(drawn["mermaid"])
+    parsed = subprocess.run(["node", str(mermaid / "parse.mjs"), str(tmp_path / "run.mmd")], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert parsed.returncode == 0, parsed.stdout + parsed.stderr
+    svg = subprocess.run(["dot", "-Tsvg"], input=drawn["dot"], capture_output=True, text=True, check=False)
+    assert svg.returncode == 0 and "CASCADE_RESOLVED: cascade resolved on frontier" in svg.stdout, svg.stderr
     verified = subprocess.run([sys.executable, "-m", "agent_saga", "verify", "--wal", str(tmp_path / "run.wal")],
                               capture_output=True, text=True, timeout=60, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr

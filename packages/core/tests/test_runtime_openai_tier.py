@@ -11,7 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_saga import CascadeExhausted, MemoryWAL, OpenAICompatibleTier, cascade, saga_scope, tools_must_exist
+from agent_saga import (
+    CascadeExhausted,
+    MemoryWAL,
+    OpenAICompatibleTier,
+    cascade,
+    saga_scope,
+    tools_must_exist,
+)
 from agent_saga.credentials import CredentialError, credential_ref, set_credential_resolver
 from agent_saga.testing.chat_server import ChatServer, Reply
 

@@ -8,6 +8,7 @@ value); it is data, rendered inert wherever a person reads it.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -86,6 +87,7 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
         raise ConfigurationError("matches_schema needs jsonschema: pip install 'agent-saga[schema]'") from err
     if not isinstance(schema, Mapping):
         raise ConfigurationError(f"matches_schema takes a JSON Schema (a mapping), got {type(schema).__name__}")
+    schema = dict(schema)
     cls = validator_for(schema)
     try:
         cls.check_schema(schema)
@@ -96,7 +98,7 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     def schema_holds(answer: TierAnswer) -> Verdict:
         try:
             value = json.loads(answer.text)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             return Verdict.reject(f"the answer is not JSON ({err.msg} at char {err.pos})")
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is not None:
@@ -110,7 +112,8 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
 def grounded(broker: Any) -> Verifier:
     """Reject an answer that :func:`agent_saga.runtime.grounding.ground` does not find fully grounded."""
     try:
-        from agent_saga.runtime import grounding  # built beside this module (issue 26 part 2)
+        # Built beside this module (issue 26 part 2); imported by name, on first use.
+        grounding = importlib.import_module("agent_saga.runtime.grounding")
     except ImportError as err:
         raise ConfigurationError(
             "grounded() needs agent_saga.runtime.grounding (ground()), which this installation lacks"

@@ -99,7 +99,7 @@ class ChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            def log_message(self, format: str, *args: Any) -> None:
                 pass  # a test's output is not the place for an access log
 
             def _send(self, status: int, payload: Mapping[str, Any]) -> None:

@@ -22,12 +22,12 @@ from agent_saga.recovery.fold import SagaView, StepView, fold
 
 __all__ = [
     "LABELS",
+    "VERDICT_RECORDS",
     "FinalOutcome",
     "GraphSaga",
     "GraphStep",
     "GraphVerdict",
     "Outcome",
-    "VERDICT_RECORDS",
     "build",
     "reconstruct",
     "short",
