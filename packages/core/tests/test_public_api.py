@@ -37,10 +37,14 @@ EXPECTED = {
     # audit, proofs, service
     "audit_root", "build_disclosure", "configure_logging", "prove_rollback", "verify_disclosure",
     "verify_rollback_invariants",
+    # the accountable agent runtime (issue 26): provenance
+    "ContextBroker", "Provenance", "ProvenancePolicy", "derived", "sourced", "user_value",
     # errors
     "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
+    # issue 26, grounded answers
+    "ClaimStatus", "GroundingReport", "ground",
     # issue 26 part 3: the cascade of model tiers
     "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
     "cascade", "grounded", "matches_schema", "tools_must_exist",
@@ -48,6 +52,17 @@ EXPECTED = {
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.runtime": {
+        # provenance (issue 26 part 1)
+        "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",
+        "ProvenanceVerdict", "Receipt", "ReceiptBroken", "Sourced", "Span", "Summary", "SummaryRefused",
+        "UserValue", "derived", "numbers_in", "quotes_in", "sourced", "user_value", "value_in_text",
+        # grounding (issue 26 part 2)
+        "Claim", "ClaimStatus", "GroundingReport", "ground", "split_claims",
+        # the cascade of model tiers (issue 26 part 3)
+        "Attempt", "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall",
+        "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
+    },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",
         "BudgetLimit", "CircuitBreaker", "Condition", "DefaultGate", "FileSwitchStore", "GatePort", "Halt",
@@ -89,11 +104,6 @@ SUBNAMESPACES = {
     "agent_saga.isolation": {
         "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",
         "SemanticLockManager", "TentativeResource",
-    },
-    "agent_saga.runtime": {
-        # issue 26 part 3: the cascade of model tiers
-        "Attempt", "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall",
-        "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
     },
     "agent_saga.proving": {
         "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport", "Probe",

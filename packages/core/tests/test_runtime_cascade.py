@@ -242,12 +242,11 @@ async def test_graph_shows_the_verdict_line_rendered_inert(tmp_path: Path) -> No
     wal.close()
     (saga,) = reconstruct(read_records(tmp_path / "run.wal"))
     (verdict,) = saga.verdicts
-    assert verdict.kind == "CASCADE_RESOLVED" and verdict.ok
-    assert saga.verdicts[0].seq > 0
+    assert verdict.type == "CASCADE_RESOLVED" and verdict.kind == "ok" and verdict.seq > 0
     assert verdict.label == "cascade resolved on frontier after 1 escalation(s)"
     mermaid, dot = to_mermaid([saga]), to_dot([saga])
-    assert "CASCADE_RESOLVED: cascade resolved on frontier after 1 escalation(s)" in mermaid
-    assert "CASCADE_RESOLVED: cascade resolved on frontier after 1 escalation(s)" in dot
+    assert "cascade resolved on frontier after 1 escalation(s)" in mermaid
+    assert "cascade resolved on frontier after 1 escalation(s)" in dot
 
 
 @pytest.mark.slow
@@ -261,7 +260,7 @@ async def test_the_graph_and_verify_verbs_read_a_log_with_a_cascade_record(tmp_p
     for fmt in ("mermaid", "dot"):
         out = subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal", str(tmp_path / "run.wal"),
                               "--format", fmt], capture_output=True, text=True, timeout=60, check=True).stdout
-        assert "CASCADE_RESOLVED: cascade resolved on frontier after 1 escalation(s)" in out
+        assert "cascade resolved on frontier after 1 escalation(s)" in out
         drawn[fmt] = out
     # the verdict's node is one that Mermaid's own parser and Graphviz accept
     mermaid = Path(__file__).parent / "mermaid"
@@ -271,7 +270,7 @@ async def test_the_graph_and_verify_verbs_read_a_log_with_a_cascade_record(tmp_p
                             text=True, timeout=120, check=False)
     assert parsed.returncode == 0, parsed.stdout + parsed.stderr
     svg = subprocess.run(["dot", "-Tsvg"], input=drawn["dot"], capture_output=True, text=True, check=False)
-    assert svg.returncode == 0 and "CASCADE_RESOLVED: cascade resolved on frontier" in svg.stdout, svg.stderr
+    assert svg.returncode == 0 and "cascade resolved on frontier" in svg.stdout, svg.stderr
     verified = subprocess.run([sys.executable, "-m", "agent_saga", "verify", "--wal", str(tmp_path / "run.wal")],
                               capture_output=True, text=True, timeout=60, check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -286,12 +285,12 @@ async def test_graph_shows_each_rejection_of_an_exhausted_ladder_inert() -> None
             await cascade("x", ladder=[sly], verify=tools_must_exist(TOOLS))
     (saga,) = reconstruct(wal.records())
     (verdict,) = saga.verdicts
-    assert not verdict.ok and verdict.kind == "CASCADE_EXHAUSTED"
+    assert verdict.type == "CASCADE_EXHAUSTED" and verdict.kind == "bad"
     assert "the last (sly\x1b[1A\u202e) was rejected: called tool(s) that do not exist" in verdict.label
     for picture in (to_mermaid([saga]), to_dot([saga])):
         assert "\x1b" not in picture and "\u202e" not in picture
-        assert "CASCADE_EXHAUSTED: cascade exhausted" in picture
-    assert "the last (sly\\x1b[1A\\u202e) was rejected" in to_mermaid([saga])  # the escapes, visible
+        assert "cascade exhausted: no tier passed after 1 attempt(s)" in picture
+    assert "the last (sly\\x1b[1A\\u202e) was" in to_mermaid([saga])  # the escapes, visible
 
 
 # -- the ladder's laws, over any ladder ------------------------------------------------------------
@@ -349,10 +348,44 @@ async def test_the_flight_recorder_serves_each_cascade_verdict_as_a_line_rendere
         (run,) = api(server, "api/runs")["runs"]
         detail = api(server, f"api/runs/{run['id']}")
     resolved, exhausted = detail["verdicts"]
-    assert (resolved["type"], resolved["ok"]) == ("CASCADE_RESOLVED", True)
+    assert (resolved["type"], resolved["kind"]) == ("CASCADE_RESOLVED", "ok")
     assert resolved["label"] == "cascade resolved on frontier after 1 escalation(s)"
-    assert (exhausted["type"], exhausted["ok"]) == ("CASCADE_EXHAUSTED", False)
+    assert (exhausted["type"], exhausted["kind"]) == ("CASCADE_EXHAUSTED", "bad")
     assert exhausted["label"] == ("cascade exhausted: no tier passed after 1 attempt(s); the last "
                                   "(sly\\x1b[2K\\u202e) was rejected: called tool(s) that do not exist: ['rm_rf']")
     briefs = [r["brief"] for r in detail["records"] if r["type"].startswith("CASCADE_")]
-    assert briefs == [f"verdict: {resolved['label']}", f"verdict: {exhausted['label']}"]
+    assert briefs == [resolved["label"], exhausted["label"]]
+
+
+# -- grounded(broker): the cascade escalates an answer that cannot prove its claims --------------
+
+
+async def test_a_cascade_verified_by_grounding_escalates_an_uncited_answer_with_the_claim_named() -> None:
+    from agent_saga import ContextBroker, grounded
+
+    broker = ContextBroker()
+    spans = broker.add_document("manual", "Safety. The pressure limit is 4200 kPa for the main vessel.")
+    sid = broker.admit_summary("the pressure limit is 4200 kPa", spans)
+    small = ScriptedTier("small", TierAnswer("The limit is 4200 kPa. It was installed in 2019, I believe.", (), 30))
+    big = ScriptedTier("big", TierAnswer(f"The limit is 4200 kPa [{sid}].", (), 90))
+    wal = MemoryWAL()
+    async with saga_scope(wal, name="answering"):
+        result = await cascade("what is the pressure limit?", ladder=[small, big], verify=grounded(broker))
+    assert result.host == "big" and result.tokens_used == 120
+    (feedback,) = big.feedback
+    assert feedback is not None
+    assert feedback.startswith("the answer is not fully grounded: 2 claim(s) not verified: ")
+    assert "UNCITED: 'The limit is 4200 kPa.'" in feedback
+    # Every grounding check is its own record, and the ladder is one more.
+    kinds = [r["type"] for r in wal.records() if r["type"] in ("ANSWER_GROUNDED", "CASCADE_RESOLVED")]
+    assert kinds == ["ANSWER_GROUNDED", "ANSWER_GROUNDED", "CASCADE_RESOLVED"]
+
+
+async def test_grounded_rejects_an_answer_citing_a_summary_never_admitted_and_an_empty_one() -> None:
+    from agent_saga import ContextBroker, grounded
+
+    broker = ContextBroker()
+    check = grounded(broker)
+    verdict = await _judge(check, TierAnswer("The limit is 4200 kPa [s9]."))
+    assert not verdict.ok and "BROKEN_CITATION: 'The limit is 4200 kPa [s9].'" in verdict.reason
+    assert (await _judge(check, TierAnswer(""))).reason == "the answer is not fully grounded: it has no claim to verify"

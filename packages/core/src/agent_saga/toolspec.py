@@ -19,6 +19,7 @@ from typing import Any, Unpack
 from agent_saga.context import current_saga
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga import Saga
+from agent_saga.engine.tagged import untag
 from agent_saga.errors import BoundaryRequired, CompensationError
 from agent_saga.semantics import ActionSemantics
 
@@ -207,14 +208,14 @@ class ToolSpec:
         """Call ``fn(*args, **kwargs)`` as a step of the current saga, blocking."""
         saga = self._saga()
         if saga is None:
-            return fn(*args, **kwargs)
+            return fn(*_plain(args), **_plain_kw(kwargs))  # no saga to police tags: the tool gets values
         return saga.execute_sync(**self._step(fn, args, kwargs))
 
     async def call_async(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Await ``fn(*args, **kwargs)`` as a step of the current saga."""
         saga = self._saga()
         if saga is None:
-            return await fn(*args, **kwargs)
+            return await fn(*_plain(args), **_plain_kw(kwargs))
         return await saga.execute(**self._step(fn, args, kwargs))
 
     def wrap(self, fn: Callable[..., Any], *, hidden: Collection[str] = ()) -> Callable[..., Any]:
@@ -245,3 +246,11 @@ class ToolSpec:
             wrapper = sync_step
         setattr(wrapper, SPEC_ATTR, self)
         return wrapper
+
+
+def _plain(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(untag(a) for a in args)
+
+
+def _plain_kw(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: untag(v) for k, v in kwargs.items()}

@@ -322,11 +322,11 @@ def test_each_cascade_verdict_is_a_visible_line_shown_as_text(page: Page, serve:
     server = serve(tmp_path / "c.wal")
     page.goto(server.url)
     open_run(page, "cascading")
-    lines = page.locator("#checks li")
+    lines = page.locator("#run-verdicts li")
     expect(lines).to_have_count(2)
-    expect(lines.nth(0)).to_have_text("CASCADE_RESOLVEDcascade resolved on frontier after 1 escalation(s)")
-    expect(lines.nth(0)).to_have_class("o-clean")
+    expect(lines.nth(0)).to_contain_text("CASCADE_RESOLVED \u2014 cascade resolved on frontier after 1 escalation(s)")
+    expect(lines.nth(0)).to_have_class("verdict-line ok")
     expect(lines.nth(1)).to_contain_text("the last (<b>sly</b>\\u202e) was rejected: called tool(s) that do not "
                                          "exist: ['<img src=x>']")
-    expect(lines.nth(1)).to_have_class("o-dirty")
-    assert page.locator("img").count() == 0 and page.locator("#checks b").count() == 0
+    expect(lines.nth(1)).to_have_class("verdict-line bad")
+    assert page.locator("img").count() == 0 and page.locator("#run-verdicts b").count() == 0

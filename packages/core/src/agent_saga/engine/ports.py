@@ -43,6 +43,9 @@ class StepRequest:
     semantics: ActionSemantics
     args: Mapping[str, Any] = field(default_factory=dict)
     tags: frozenset[str] = frozenset()
+    #: The arguments that came tagged with their provenance (engine.tagged.Tagged), by name;
+    #: ``args`` holds their plain values. None when no argument was tagged.
+    provenance: Mapping[str, Any] | None = None
 
     @property
     def operation_id(self) -> str:

@@ -60,6 +60,7 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.tagged import untag_args, untag_call
 from agent_saga.errors import CompensationError, NotApplied, SagaClosed, SagaQuarantined, StepRefused
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
@@ -450,9 +451,15 @@ class Saga:
         request = None
         logged_args: dict[str, Any] = {}
         waits = False
+        plain_args, tagged = untag_args(args) if args else (args, None)
+        claims = None
+        if tagged:
+            # The tool gets plain values; the gate sees the tags; the log keeps what they claim.
+            forward = untag_call(forward)
+            claims = encodable({name: tag.claim() for name, tag in tagged.items()})
         try:
             if args or opts.policy_args:
-                logged_args = self._policed(tool, args, opts)
+                logged_args = self._policed(tool, plain_args, opts)
                 unfit = unencodable(logged_args, "args")
                 if unfit is not None:
                     # Refused at the door, before the gate, the intent and any effect: one such
@@ -461,7 +468,7 @@ class Saga:
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
             if gate is not None:
-                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags)
+                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags, tagged or None)
                 if self._posture_since is not None:
                     self._note_posture(index)
                 if getattr(gate, "never_waits", False):
@@ -472,10 +479,13 @@ class Saga:
         except StepRefused as refused:
             step.state = StepState.NOT_APPLIED
             self._failed(tool, refused)
-            self._append(R.STEP_REFUSED, {
+            refusal: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "args": logged_args,
                 "reason": refused.reason, "rule": refused.rule,
-            }, index)
+            }
+            if claims:
+                refusal["provenance"] = claims
+            self._append(R.STEP_REFUSED, refusal, index)
             raise
 
         observed = None
@@ -502,6 +512,8 @@ class Saga:
                 intent["recipe"] = recipe
             if opts.origin is not None:
                 intent["origin"] = opts.origin
+            if claims:
+                intent["provenance"] = claims
             try:
                 ticket = self._append(R.STEP_INTENT, intent, index)
                 yield Barrier(self.wal, ticket)
@@ -592,6 +604,8 @@ class Saga:
             }
             if opts.origin is not None:
                 body["origin"] = opts.origin
+            if claims:
+                body["provenance"] = claims
         else:  # durable: op was derived for the intent
             body = {"op": op, "compensation": described}
         if step.reconciled:

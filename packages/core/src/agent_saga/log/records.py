@@ -71,6 +71,8 @@ class RecordType(enum.StrEnum):
     ESCALATED = "ESCALATED"  # a step (or saga) was handed to the human queue; written once
     SAGA_DEAD_LETTERED = "SAGA_DEAD_LETTERED"  # a compensation kept failing; the daemon stops trying
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
+    # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
+    ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts
     # The cascade of model tiers (agent_saga.runtime.cascade): the whole ladder, failures included,
     # as one saga-level record whose body's "verdict" is the line `graph` and `ui` show.
     CASCADE_RESOLVED = "CASCADE_RESOLVED"  # a tier's answer passed verification and was returned

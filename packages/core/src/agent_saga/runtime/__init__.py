@@ -1,33 +1,82 @@
-"""The accountable agent runtime (issue 26): what a model's actions and answers carry as evidence.
+"""The accountable agent runtime: why an agent acted, and what its answers can prove.
 
-Each module is one layer: the cascade of model tiers (``cascade``, ``tiers``,
-``verifiers``). Every verdict it reaches is a record in the saga's log.
+``broker`` holds the documents and requests a model was given, as spans with
+receipts; ``matching`` finds a value in a text (numbers by value); ``provenance``
+tags arguments with where they came from and checks the tags at the gate;
+``grounding`` labels each claim of an answer with what its citations prove now;
+``cascade`` asks model ``tiers`` cheapest first and returns only what its
+``verifiers`` accept.
+See docs/AGENT_RUNTIME.md.
 """
 
-from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
-from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
-from agent_saga.runtime.verifiers import (
-    Verdict,
-    Verifier,
-    all_of,
-    grounded,
-    matches_schema,
-    tools_must_exist,
+from __future__ import annotations
+
+from agent_saga.runtime.broker import (
+    DEFAULT_SPAN_CHARS,
+    ContextBroker,
+    Receipt,
+    ReceiptBroken,
+    Span,
+    Summary,
+    SummaryRefused,
 )
+from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
+from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
+from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime.provenance import (
+    ArgumentProvenance,
+    Derived,
+    Provenance,
+    ProvenancePolicy,
+    ProvenanceVerdict,
+    Sourced,
+    UserValue,
+    derived,
+    sourced,
+    user_value,
+)
+from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
+from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
 
 __all__ = [
+    "DEFAULT_SPAN_CHARS",
+    "ArgumentProvenance",
+    # the cascade (issue 26 part 3)
     "Attempt",
     "CascadeExhausted",
     "CascadeResult",
+    "Claim",
+    "ClaimStatus",
+    "ContextBroker",
+    "Derived",
+    "GroundingReport",
     "OpenAICompatibleTier",
+    "Provenance",
+    "ProvenancePolicy",
+    "ProvenanceVerdict",
+    "Receipt",
+    "ReceiptBroken",
+    "Sourced",
+    "Span",
+    "Summary",
+    "SummaryRefused",
     "Tier",
     "TierAnswer",
     "ToolCall",
+    "UserValue",
     "Verdict",
     "Verifier",
     "all_of",
     "cascade",
+    "derived",
+    "ground",
     "grounded",
     "matches_schema",
+    "numbers_in",
+    "quotes_in",
+    "sourced",
+    "split_claims",
     "tools_must_exist",
+    "user_value",
+    "value_in_text",
 ]

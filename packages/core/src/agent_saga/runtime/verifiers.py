@@ -8,15 +8,18 @@ value); it is data, rendered inert wherever a person reads it.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from inspect import isawaitable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_saga.errors import ConfigurationError
+from agent_saga.runtime.broker import ContextBroker
 from agent_saga.runtime.tiers import TierAnswer
+
+if TYPE_CHECKING:
+    from agent_saga.runtime.grounding import Claim, Entails
 
 __all__ = ["Verdict", "Verifier", "all_of", "grounded", "judge", "matches_schema", "tools_must_exist"]
 
@@ -109,21 +112,23 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     return schema_holds
 
 
-def grounded(broker: Any) -> Verifier:
-    """Reject an answer that :func:`agent_saga.runtime.grounding.ground` does not find fully grounded."""
-    try:
-        # Built beside this module (issue 26 part 2); imported by name, on first use.
-        grounding = importlib.import_module("agent_saga.runtime.grounding")
-    except ImportError as err:
-        raise ConfigurationError(
-            "grounded() needs agent_saga.runtime.grounding (ground()), which this installation lacks"
-        ) from err
+def grounded(broker: ContextBroker, *, entails: Entails | None = None) -> Verifier:
+    """Reject an answer that :func:`agent_saga.runtime.grounding.ground` does not find fully grounded.
+
+    The reason names each claim that is not VERIFIED, with its status (UNCITED,
+    BROKEN_CITATION, ...), so the next tier knows which sentence lacked its evidence.
+    Inside a saga each check is also an ANSWER_GROUNDED record.
+    """
+    # Imported here: grounding is a sibling built on the broker, needed only by this verifier.
+    from agent_saga.runtime.grounding import ground
 
     def answer_grounded(answer: TierAnswer) -> Verdict:
-        report = grounding.ground(answer.text, broker)
+        report = ground(answer.text, broker, entails=entails)
         if report.fully_grounded:
             return Verdict.accept()
-        weak = [c for c in report.claims if str(c.status) != "VERIFIED"]
+        weak = [c for c in report.claims if c.status != "VERIFIED"]
+        if not weak:  # nothing to check is not the same as everything checked
+            return Verdict.reject("the answer is not fully grounded: it has no claim to verify")
         shown = "; ".join(f"{c.status}: {_claim_text(c)!r}" for c in weak[:5])
         more = f" (and {len(weak) - 5} more)" if len(weak) > 5 else ""
         return Verdict.reject(f"the answer is not fully grounded: {len(weak)} claim(s) not verified: {shown}{more}")
@@ -131,8 +136,8 @@ def grounded(broker: Any) -> Verifier:
     return answer_grounded
 
 
-def _claim_text(claim: Any) -> str:
-    text = str(getattr(claim, "text", "") or getattr(claim, "sentence", ""))
+def _claim_text(claim: Claim) -> str:
+    text = claim.text
     return text if len(text) <= 80 else text[:77] + "..."
 
 

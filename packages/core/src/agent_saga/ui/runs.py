@@ -25,6 +25,7 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import REDACTED, redact_args
 from agent_saga.ui.source import RecordSource
 from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, reconstruct
+from agent_saga.viz.verdicts import verdict_of
 
 __all__ = ["RunStore"]
 
@@ -82,7 +83,10 @@ def _brief(record: Record) -> str:
     body = _body(record)
     if "body" not in record:
         return "body encrypted (no key) or redacted"
-    for key in ("tool", "cause", "reason", "error", "handler", "by", "name", "verdict"):
+    verdict = verdict_of(record)
+    if verdict is not None:
+        return verdict.label
+    for key in ("tool", "cause", "reason", "error", "handler", "by", "name"):
         if isinstance(body.get(key), str) and body[key]:
             return f"{key}: {body[key]}"
     return ""
@@ -149,7 +153,8 @@ class RunStore:
             **_summary(saga),
             "steps": steps,
             "unwound": [s.index for s in saga.unwound],
-            "verdicts": [{"seq": v.seq, "type": v.kind, "label": v.label, "ok": v.ok} for v in saga.verdicts],
+            "verdicts": [{"seq": v.seq, "type": v.type, "label": v.label, "kind": v.kind, "after_step": v.after_step}
+                         for v in saga.verdicts],
             "records": [
                 {"seq": r.get("seq"), "ts": r.get("ts"), "type": r.get("type"), "step": r.get("step"),
                  "brief": _brief(r)} for r in records

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent_saga.inert import inert
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, GraphVerdict, build, short
+from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, build, short
 from agent_saga.viz.theme import LIGHT
 
 __all__ = ["GraphSaga", "GraphStep", "build", "to_dot", "to_mermaid"]
@@ -43,11 +43,6 @@ def _forward_style(step: GraphStep) -> str:
     return "refused" if step.state in ("refused", "not-applied") else "forward"
 
 
-def _runtime_label(verdict: GraphVerdict) -> str:
-    """A runtime verdict (a cascade, ...) as its node's text: the record type, then its one line."""
-    return f"{verdict.kind}: {short(verdict.label, 200)}"
-
-
 def _verdict_style(saga: GraphSaga) -> str:
     kind = saga.verdict_kind
     return "clean" if kind == "completed" else kind
@@ -72,8 +67,6 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         title = f"saga {saga.name or ''} ({saga.saga_id[:8]})"
         lines.append(f'  subgraph {p}["{_m(title)}"]')
         lines.append("    direction TB")
-        for k, said in enumerate(saga.verdicts):
-            lines.append(f'    {p}_j{k}>"{_m(_runtime_label(said))}"]:::{"clean" if said.ok else "dirty"}')
         previous = None
         for step in saga.steps:
             node = f"{p}_f{step.index}"
@@ -83,6 +76,12 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node}[/"{_m(short(said.label, 96))}"/]:::{css}')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -.-> {node}")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
@@ -127,9 +126,6 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
     for n, saga in enumerate(sagas):
         p = f"s{n}"
         lines.append(f'  subgraph cluster_{n} {{ label="{_d(f"saga {saga.name} ({saga.saga_id[:8]})")}";')
-        for k, said in enumerate(saga.verdicts):
-            style = _dot_style("clean" if said.ok else "dirty")
-            lines.append(f'    {p}_j{k} [shape=note, label="{_d(_runtime_label(said))}", {style}];')
         previous = None
         for step in saga.steps:
             node = f"{p}_f{step.index}"
@@ -139,6 +135,12 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")
             previous = node
+        indexes = {step.index for step in saga.steps}
+        for k, said in enumerate(saga.verdicts):
+            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
+            lines.append(f'    {node} [shape=note, label="{_d(short(said.label, 96))}", {_dot_style(css)}];')
+            if said.after_step in indexes:
+                lines.append(f"    {p}_f{said.after_step} -> {node} [style=dotted];")
         if saga.status != "completed":
             fork = f"{p}_rb"
             lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')

@@ -12,21 +12,20 @@ only when every one of them was compensated or kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
+from agent_saga.viz.verdicts import GraphVerdict, verdict_of
 
 __all__ = [
     "LABELS",
-    "VERDICT_RECORDS",
     "FinalOutcome",
     "GraphSaga",
     "GraphStep",
-    "GraphVerdict",
     "Outcome",
     "build",
     "reconstruct",
@@ -48,24 +47,6 @@ LABELS: Mapping[str, str] = {
     "unresolved": "UNRESOLVED - not undone",
     "kept": "kept - nothing to undo",
 }
-
-
-#: The runtime's verdict records (agent_saga.runtime, issue 26), saga-level, each with a one-line
-#: ``body["verdict"]``: the record type, and whether it means the check passed.
-VERDICT_RECORDS: Mapping[str, bool] = {
-    R.CASCADE_RESOLVED: True,
-    R.CASCADE_EXHAUSTED: False,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class GraphVerdict:
-    """A runtime verdict in a saga: drawn as its own labelled node, in log order."""
-
-    seq: int
-    kind: str  # the record type
-    label: str  # the record's one-line verdict (raw: every renderer makes it inert)
-    ok: bool
 
 
 def short(text: str, limit: int = 72) -> str:
@@ -104,7 +85,7 @@ class GraphSaga:
     ended_us: int = 0
     rollback_us: int | None = None  # when its rollback started, if it did
     recovered: bool = False  # a recovery daemon took it over
-    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records, oldest first
+    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records about it (viz.verdicts)
 
     @property
     def unwound(self) -> tuple[GraphStep, ...]:
@@ -166,7 +147,7 @@ def build(
     views: Iterable[SagaView],
     causes: Mapping[str, str] | None = None,
     rollbacks: Mapping[str, int] | None = None,
-    verdicts: Mapping[str, Sequence[GraphVerdict]] | None = None,
+    verdicts: Mapping[str, tuple[GraphVerdict, ...]] | None = None,
 ) -> list[GraphSaga]:
     """The drawable model of each saga, in log order."""
     sagas = []
@@ -185,7 +166,7 @@ def build(
         sagas.append(GraphSaga(
             view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
             view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
-            tuple((verdicts or {}).get(view.saga_id, ())),
+            (verdicts or {}).get(view.saga_id, ()),
         ))
     return sagas
 
@@ -195,16 +176,16 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
     records = list(records)
     causes: dict[str, str] = {}
     rollbacks: dict[str, int] = {}
-    verdicts: dict[str, list[GraphVerdict]] = {}
+    verdicts: dict[str, tuple[GraphVerdict, ...]] = {}
+    last_step: dict[str, int] = {}  # the latest step each saga's records named so far
     for r in records:
-        rtype = r.get("type")
-        if rtype in VERDICT_RECORDS and isinstance(r.get("saga"), str):
-            said: Any = r.get("body")
-            label = str(said.get("verdict", "")) if isinstance(said, dict) else "body encrypted or redacted"
-            seq = r.get("seq")
-            verdicts.setdefault(r["saga"], []).append(
-                GraphVerdict(seq if isinstance(seq, int) else 0, str(rtype), label, VERDICT_RECORDS[str(rtype)]))
-            continue
+        saga = r.get("saga")
+        if isinstance(saga, str):
+            if isinstance(r.get("step"), int):
+                last_step[saga] = max(last_step.get(saga, 0), r["step"])
+            verdict = verdict_of(r, last_step.get(saga, 0))
+            if verdict is not None:
+                verdicts[saga] = (*verdicts.get(saga, ()), verdict)
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
             continue
         body: Any = r.get("body")

@@ -123,10 +123,8 @@ function renderRun() {
   $("run-meta").textContent = "saga " + run.id + " \u00b7 started " + time(run.started_us) + " \u00b7 lasted " +
     duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "");
   $("run-cause").textContent = run.cause ? "Cause: " + run.cause : "";
-  // Each runtime verdict (a cascade's ladder, ...) is a line of its own, as the server sent it (inert).
-  $("checks").hidden = !run.verdicts.length;
-  $("checks").replaceChildren(...run.verdicts.map((v) => el("li", { class: cls(v.ok ? "clean" : "dirty"),
-    "data-seq": v.seq }, el("span", { class: "kind tag" }, v.type), el("span", {}, v.label))));
+  $("run-verdicts").replaceChildren(...(run.verdicts || []).map((v) => el("li", { class: "verdict-line " + v.kind },
+    "seq " + v.seq + " " + v.type + " \u2014 " + v.label)));
   $("records").replaceChildren(...run.records.map((r) => el("li", {},
     "seq " + r.seq + " " + r.type + (r.step ? " step " + r.step : "") + (r.brief ? " \u2014 " + r.brief : ""))));
   if (state.frames) renderSteps(state.frames[state.frame]);

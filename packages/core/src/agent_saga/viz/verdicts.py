@@ -1,0 +1,81 @@
+"""The runtime's verdict records as one labelled line each, for every picture of a run.
+
+A verdict record (ANSWER_GROUNDED, ...) is about a saga, not about one of its steps,
+so the fold does not draw it; ``graph`` and the flight recorder show each one as a
+line under the saga, after the step it followed. The label is built from the
+record's body, which the agent's text reached: the renderers pass it through
+``inert`` like every other label.
+
+To show a new verdict record type, add one entry to ``LABELLERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent_saga.log.records import RecordType as R
+
+__all__ = ["LABELLERS", "GraphVerdict", "verdict_of"]
+
+Kind = Literal["ok", "bad"]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphVerdict:
+    """One verdict record of a saga: its seq, type, label, whether it passed, the step it followed (0: none)."""
+
+    seq: int
+    type: str
+    label: str
+    kind: Kind
+    after_step: int = 0
+
+
+def _answer_grounded(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    claims = body.get("claims")
+    claims = claims if isinstance(claims, list) else []
+    statuses: dict[str, int] = {}
+    for claim in claims:
+        status = str(claim.get("status")) if isinstance(claim, dict) else "?"
+        statuses[status] = statuses.get(status, 0) + 1
+    verified = statuses.pop("VERIFIED", 0)
+    grounded = body.get("fully_grounded") is True and not statuses and verified > 0
+    others = "".join(f", {n} {s}" for s, n in sorted(statuses.items()))
+    label = (f"answer: {verified} of {len(claims)} claim(s) VERIFIED{others} - "
+             f"{'fully grounded' if grounded else 'NOT fully grounded'}")
+    return label, "ok" if grounded else "bad"
+
+
+def _cascade_resolved(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return str(body.get("verdict") or "cascade resolved"), "ok"
+
+
+def _cascade_exhausted(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return str(body.get("verdict") or "cascade exhausted"), "bad"
+
+
+#: record type -> (body -> (label, kind)); a record type not here is not a verdict.
+LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
+    R.ANSWER_GROUNDED.value: _answer_grounded,
+    # the cascade's body carries its own one line (runtime.cascade)
+    R.CASCADE_RESOLVED.value: _cascade_resolved,
+    R.CASCADE_EXHAUSTED.value: _cascade_exhausted,
+}
+
+
+def verdict_of(record: Mapping[str, Any], after_step: int = 0) -> GraphVerdict | None:
+    """``record`` as a verdict line, or None when its type is not a verdict."""
+    labeller = LABELLERS.get(str(record.get("type")))
+    if labeller is None:
+        return None
+    body = record.get("body")
+    label: str
+    kind: Kind
+    if not isinstance(body, Mapping):
+        label, kind = f"{record.get('type')}: body encrypted (no key) or redacted", "bad"
+    else:
+        label, kind = labeller(body)
+    seq = record.get("seq")
+    return GraphVerdict(seq if isinstance(seq, int) else 0, str(record.get("type")), label, kind, after_step)
