@@ -22,6 +22,9 @@ from agent_saga import (
 from agent_saga.credentials import CredentialError, credential_ref, set_credential_resolver
 from agent_saga.testing.chat_server import ChatServer, Reply
 
+# A local HTTP server, and the SDK runs `uname -p` for its platform headers: not for the fast lane.
+pytestmark = pytest.mark.slow
+
 KEY = "sk-test-Q7mN2pLx9vR4tY8w"
 TOOLS = [{"type": "function", "function": {"name": name, "description": name,
                                            "parameters": {"type": "object", "properties": {"to": {"type": "string"}}}}}
