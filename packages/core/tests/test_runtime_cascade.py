@@ -122,6 +122,15 @@ async def test_a_tier_that_fails_is_escalated_past_with_its_error_scrubbed() -> 
     assert up.feedback == [None]  # an outage is not something the next model could correct
 
 
+async def test_after_an_outage_the_next_tier_still_gets_the_last_verifiers_reason() -> None:
+    wrong = ScriptedTier("wrong", calls("send_emial", tokens=5))
+    down = ScriptedTier("down", TimeoutError("read timed out"))
+    up = ScriptedTier("up", calls("send_email", tokens=7))
+    result = await cascade("x", ladder=[wrong, down, up], verify=tools_must_exist(TOOLS))
+    assert (result.host, result.escalations, result.tokens_used) == ("up", 2, 12)
+    assert down.feedback == up.feedback == ["called tool(s) that do not exist: ['send_emial']"]
+
+
 SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
 
 

@@ -163,7 +163,8 @@ async def cascade(
         except Exception as err:  # noqa: BLE001 - a tier that fails is escalated past, with its reason
             reason = scrub_text(f"the tier failed: {type(err).__name__}: {err}")
             attempts.append(Attempt(tier.name, 0, time.perf_counter() - started, False, reason))
-            feedback = None  # a failure of the service says nothing the next model could use
+            # An outage says nothing a model could correct: the next tier is told the last
+            # verifier's reason, if there was one, and never this error.
             continue
         seconds = time.perf_counter() - started
         if not isinstance(answer, TierAnswer):
