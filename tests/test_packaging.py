@@ -272,3 +272,20 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     assert "world afterwards: nothing left standing" in out.stdout
     assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
     assert (clone / "agent-saga-demo" / "demo.wal").exists()
+
+
+def test_the_core_wheel_without_the_openai_extra_says_what_to_install_for_a_tier(venv: tuple[Path, Path]) -> None:
+    python, _ = venv
+    out = _py(python, """
+        import json
+        from importlib.util import find_spec
+        from agent_saga import ConfigurationError, OpenAICompatibleTier
+        try:
+            OpenAICompatibleTier("local-7b", "qwen-7b")
+            error = None
+        except ConfigurationError as err:
+            error = str(err)
+        print(json.dumps({"openai": find_spec("openai") is not None, "error": error}))
+    """)
+    assert out == {"openai": False,
+                   "error": "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]'"}
