@@ -174,9 +174,8 @@ async def cascade(
         verdict = await judge(verify, answer)
         attempts.append(Attempt(tier.name, answer.tokens, seconds, verdict.ok, scrub_text(verdict.reason), answer))
         if verdict.ok:
-            result = CascadeResult(answer, tier.name, tuple(attempts))
             seq = await _record(RecordType.CASCADE_RESOLVED,
-                                f"cascade resolved on {tier.name} after {result.escalations} escalation(s)",
+                                f"cascade resolved on {tier.name} after {len(attempts) - 1} escalation(s)",
                                 attempts, wal, saga_id, host=tier.name)
             return CascadeResult(answer, tier.name, tuple(attempts), seq)
         feedback = verdict.reason

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.credentials import CredentialError, is_credential_ref, resolve_credentials
 from agent_saga.errors import ConfigurationError
+from agent_saga.redaction import remember_secret
 
 __all__ = ["OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "answer_of", "chat_messages", "feedback_message"]
 
@@ -173,7 +174,10 @@ class OpenAICompatibleTier:
             resolved, _ = resolve_credentials({"api_key": self.api_key})  # remembered, so scrubbed later
             key = str(resolved["api_key"])
         else:
-            key = os.environ.get("OPENAI_API_KEY") or "no-key"
+            env_key = os.environ.get("OPENAI_API_KEY")
+            if env_key:
+                remember_secret(env_key)  # scrubbed wherever it turns up, like a resolved reference
+            key = env_key or "no-key"  # local servers ask for none; the SDK insists on one
         return AsyncOpenAI(api_key=key, base_url=self.base_url, timeout=self.timeout, max_retries=self.max_retries)
 
     async def aclose(self) -> None:
