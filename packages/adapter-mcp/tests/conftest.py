@@ -79,7 +79,23 @@ class World:
             "AGENT_SAGA_LEASE_TTL": "1",
             "AGENT_SAGA_WAL": str(self.wal),
             "AGENT_SAGA_SWITCH": str(root / "switch.json"),
+            # This test's own /etc/agent-saga (the MCP server list, approver keys) and kill switch.
+            "AGENT_SAGA_HOST_ROOT": str(root / "host"),
         }
+
+    @property
+    def servers_file(self) -> Path:
+        return self.root / "host" / "etc" / "agent-saga" / "mcp-servers.json"
+
+    def configure_server(self, name: str = "payments", command: list[str] = SERVER) -> Path:
+        """List ``command`` (run in this world's root) under ``name`` in this world's mcp-servers.json."""
+        file = self.servers_file
+        file.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        servers = json.loads(file.read_text())["servers"] if file.exists() else {}
+        servers[name] = {"command": command, "cwd": str(self.root)}
+        file.write_text(json.dumps({"servers": servers}))
+        file.chmod(0o644)
+        return file
 
     def calls(self) -> list[dict[str, Any]]:
         """Every tool call the server itself received."""

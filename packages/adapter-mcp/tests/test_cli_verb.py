@@ -8,6 +8,8 @@ registering it costs the command no MCP SDK import.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -66,3 +68,25 @@ def test_every_public_name_is_importable_from_the_package() -> None:
     assert set(agent_saga_mcp.__all__) <= set(dir(agent_saga_mcp))
     with pytest.raises(AttributeError, match="no attribute 'Boundary'"):
         agent_saga_mcp.Boundary  # noqa: B018 - the proxy's old name: the core's Boundary is a different thing
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--server", "payments", "--", "/bin/sh", "-c", "true"], "--server payments runs ['python', '-m', 'srv']"),
+    (["--server", "billing"], "lists no such server (it lists: payments)"),
+    (["--server", "../payments"], "a server name is 1-64"),
+])
+def test_server_names_are_checked_against_the_hosts_list_before_anything_runs(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    host = tmp_path / "host"
+    listed = host / "etc" / "agent-saga" / "mcp-servers.json"
+    listed.parent.mkdir(parents=True)
+    listed.write_text(json.dumps({"servers": {"payments": {"command": ["python", "-m", "srv"]}}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    out = subprocess.run([str(BIN / "agent-saga"), "mcp", "--policy", "p.json", *args], capture_output=True,
+                         text=True, timeout=120, check=False, cwd=work,
+                         env={**os.environ, "AGENT_SAGA_HOST_ROOT": str(host)})
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert list(work.iterdir()) == []  # no log: nothing ran

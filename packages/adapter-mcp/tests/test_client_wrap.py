@@ -19,7 +19,7 @@ from agent_saga.engine.options import option_names
 from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.errors import BoundaryRequired
 from agent_saga.log import MemoryWAL
-from agent_saga.plugins import ToolNotClassified
+from agent_saga.plugins import PolicyError, ToolNotClassified
 from agent_saga.semantics import Outcome
 
 POLICY: dict[str, Any] = {
@@ -129,7 +129,7 @@ async def test_with_server_the_undo_is_recorded_as_the_recoverable_handler(world
                                                                           monkeypatch: pytest.MonkeyPatch,
                                                                           tmp_path: Path) -> None:
     async with sdk_client(world, monkeypatch) as client:
-        session = wrap_session(client, POLICY, server=["python", "-m", "my_mcp_server"])
+        session = wrap_session(client, POLICY, server="payments")
         wal = MemoryWAL()
         with pytest.raises(SagaAborted):
             async with saga_scope(wal=wal):
@@ -139,7 +139,7 @@ async def test_with_server_the_undo_is_recorded_as_the_recoverable_handler(world
     comp = committed[0]["body"]["compensation"]
     assert comp["handler"] == "mcp.call_tool" and comp["recoverable"] is True
     assert comp["kwargs"]["tool"] == "create_refund" and comp["kwargs"]["arguments"] == {"charge": "ch_1"}
-    assert comp["kwargs"]["server"]["command"] == ["python", "-m", "my_mcp_server"]
+    assert comp["kwargs"]["server"] == "payments"  # a name the recovery host configures, never a command
     # Undone in process through the live client, not by starting the server command.
     assert world.charges()["ch_1"]["refunded"] is True
     assert len({c["pid"] for c in world.calls()}) == 1
@@ -150,6 +150,14 @@ def test_wrapping_something_that_is_not_a_client_is_refused() -> None:
         wrap_tool(object(), "x", semantics="REVERSIBLE")
     with pytest.raises(TypeError, match="call_tool"):
         wrap_session(object(), POLICY)
+
+
+async def test_wrap_session_takes_a_server_name_never_a_command(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server= of earlier versions was the command, which the log then carried to the daemon.
+    async with sdk_client(world, monkeypatch) as client:
+        for command in (["python", "-m", "my_mcp_server"], "/bin/sh -c touch", "../x"):
+            with pytest.raises(PolicyError, match="never the command"):
+                wrap_session(client, POLICY, server=command)  # type: ignore[arg-type]
 
 
 def _noop(*_: Any, **__: Any) -> None:

@@ -51,7 +51,7 @@ def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolv
     policy = McpPolicy.load({"tools": {"create_charge": CHARGE}})
     rule = policy.rule_for("create_charge")
     assert rule is not None
-    server = {"command": ["python", "-m", "s"], "cwd": "/srv"}
+    server = "payments"
     result = {"content": [{"type": "text", "text": '{"id": "ch_9"}'}], "isError": False}
     comp = policy.undo("create_charge", rule, result, server)
     assert comp is not None and comp.handler == "mcp.call_tool"

@@ -155,6 +155,7 @@ async def test_policy_args_feed_the_gate_limits(world: World) -> None:
 
 async def test_a_dropped_connection_is_rolled_back_by_the_recovery_daemon(world: World) -> None:
     write_policy(world)
+    world.configure_server("payments")  # the seed's command in this directory: the proxy records its name
     pidfile = world.root / "proxy.pid"
     # exec keeps the PID, so the file names the proxy process itself.
     command = ["bash", "-c", f'echo $$ > {pidfile}; exec {" ".join(SEED_ENFORCE)}']
@@ -184,6 +185,9 @@ async def test_a_dropped_connection_is_rolled_back_by_the_recovery_daemon(world:
     assert all(r["pid"] != first_server for r in refunds)  # a fresh server, started by the daemon
     ended = [r for r in read_records(world.wal) if r["type"] == "SAGA_ROLLED_BACK"]
     assert ended[-1]["body"]["recovered"] is True and ended[-1]["body"]["clean"] is True
+    undos = [r["body"]["compensation"]["kwargs"] for r in read_records(world.wal) if r["type"] == "STEP_COMMITTED"
+             and r["body"].get("compensation")]
+    assert {u["server"] for u in undos} == {"payments"}  # the log names the server; the host says how to run it
 
 
 async def first_error(world: World, action: Any) -> Any:
@@ -206,9 +210,15 @@ async def _ignore_errors(*exc: Any) -> bool:
 # -- enforce: explicit and none ---------------------------------------------------------
 
 
-async def test_explicit_boundary_adds_saga_tools_and_rolls_back_through_the_live_connection(world: World) -> None:
+@pytest.mark.parametrize("server", ["-- COMMAND", "--server NAME"])
+async def test_explicit_boundary_adds_saga_tools_and_rolls_back_through_the_live_connection(
+    world: World, server: str
+) -> None:
     write_policy(world)
     command = [*SEED_ENFORCE[:-4], "--boundary", "explicit", "--", "python", "-m", "my_mcp_server"]
+    if server == "--server NAME":  # the listed command runs, and undos are looked up by that name
+        world.configure_server("payments")
+        command = [*SEED_ENFORCE[:-4], "--boundary", "explicit", "--server", "payments"]
     async with connect(command, world) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         await client.call_tool("create_charge", {"amount": 2, "customer": "a"})
@@ -228,6 +238,9 @@ async def test_explicit_boundary_adds_saga_tools_and_rolls_back_through_the_live
     assert "saga_commit" not in world.called()  # handled by the proxy, never forwarded
     rolled_back = [r for r in read_records(world.wal) if r["type"] == "ROLLBACK_STARTED"]
     assert "the model changed its mind" in rolled_back[0]["body"]["cause"]
+    undos = [r["body"]["compensation"]["kwargs"]["server"] for r in read_records(world.wal)
+             if r["type"] == "STEP_COMMITTED" and r["body"].get("compensation")]
+    assert undos == [None, None] if server == "-- COMMAND" else ["payments", "payments"]
 
 
 async def test_boundary_none_records_and_gates_but_never_rolls_back(world: World) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import subprocess
 from typing import Any
 
@@ -183,8 +184,10 @@ def _first_wins(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 class Harness:
     """A ProxyCore with a responder in place of the server and the client's view recorded."""
 
-    def __init__(self, boundary: BoundaryMode = BoundaryMode.SESSION, answer_calls: bool = True) -> None:
+    def __init__(self, boundary: BoundaryMode = BoundaryMode.SESSION, answer_calls: bool = True,
+                 answer_pings: bool = False) -> None:
         self.answer_calls = answer_calls
+        self.answer_pings = answer_pings
         self.to_server: list[bytes] = []
         self.to_client: list[bytes] = []
         self.sent: list[Any] = []  # the client's lines as a plain JSON reader reads each whole line
@@ -211,6 +214,8 @@ class Harness:
             elif message.get("method") == "tools/call" and self.answer_calls:
                 self.charges += 1
                 answer = {"content": [], "structuredContent": {"id": f"ch_{self.charges}"}}
+            elif message.get("method") == "ping" and self.answer_pings:
+                answer = {}  # what an SDK server answers a ping with
             else:
                 continue
             reply = encode({"jsonrpc": "2.0", "id": message["id"], "result": answer})
@@ -228,15 +233,42 @@ class Harness:
         self.sent.extend(messages_in(value))
 
     def unjudged(self) -> list[Any]:
-        """What the server got that is neither the proxy's own request nor a whole client line (or member)."""
+        """What the server got that is neither the proxy's own request nor a whole client line (or member).
+
+        A declared call reaches the server under an id of the proxy's own: it counts as judged
+        when it is a client's message but for that id.
+        """
+        sent = [_without_id(m) for m in self.sent]
         return [m for m in map(json.loads, self.to_server)
-                if m not in self.sent and not str(m.get("id") if isinstance(m, dict) else "").startswith("agent-saga:")]
+                if m not in self.sent and not (_own(m) and (_without_id(m) in sent or _compensation(m)))]
+
+    def wire_id(self, tool: str) -> Any:
+        """The id the server saw on the (only) forwarded call of ``tool``."""
+        (found,) = [c["id"] for c in self.forwarded_calls() if c["params"]["name"] == tool]
+        return found
 
 
-async def _run(steps: list[tuple[str, bytes]], boundary: BoundaryMode, answer_calls: bool = True) -> Harness:
-    h = Harness(boundary, answer_calls)
+def _own(message: Any) -> bool:
+    return isinstance(message, dict) and str(message.get("id")).startswith("agent-saga:")
+
+
+def _without_id(message: Any) -> Any:
+    return {k: v for k, v in message.items() if k != "id"} if isinstance(message, dict) else message
+
+
+def _compensation(message: dict[str, Any]) -> bool:
+    """The proxy's own requests: its tools/list, and an undo's call through the live connection."""
+    params = message.get("params")
+    return message.get("method") == "tools/list" or (isinstance(params, dict) and params.get("name") == "create_refund"
+                                                     and "_meta" in params)
+
+
+async def _run(steps: list[tuple[str, Any]], boundary: BoundaryMode, answer_calls: bool = True,
+               answer_pings: bool = False) -> Harness:
+    h = Harness(boundary, answer_calls, answer_pings)
     h.core.attach()  # compensating calls go through this in-process connection
-    for side, chunk in steps:
+    for side, step in steps:
+        chunk = step(h) if callable(step) else step  # a server line may answer what the server got
         for line in chunk.split(b"\n"):  # what the pipe reader hands over: lines, never a newline
             if side == "client":
                 h.client_line(line)
@@ -337,13 +369,18 @@ def test_a_server_line_the_proxy_cannot_read_never_reaches_the_client() -> None:
     # A server that smuggles an early answer to a held call behind a CR: a client that ends
     # lines at CR would hear of the charge before its outcome is in the log.
     charge = call("create_charge", {"amount": 1, "customer": "a"}, "c1")
-    answer = encode({"jsonrpc": "2.0", "id": "c1", "result": {"content": [], "structuredContent": {"id": "ch_9"}}})
-    steps = [("client", charge), *[("server", b"")] * 5, ("server", b"garbage\r" + answer),
+    result = {"content": [], "structuredContent": {"id": "ch_9"}}
+
+    def answer(h: Harness) -> bytes:
+        return encode({"jsonrpc": "2.0", "id": h.wire_id("create_charge"), "result": result})
+
+    steps = [("client", charge), *[("server", b"")] * 5, ("server", lambda h: b"garbage\r" + answer(h)),
              ("server", "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":\"\u2028\"}".encode()),
              ("server", answer)]
     h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_calls=False))
     received = [json.loads(line) for line in h.to_client]
-    assert received == [{"jsonrpc": "2.0", "method": "n", "params": "\u2028"}, json.loads(answer)]
+    assert received == [{"jsonrpc": "2.0", "method": "n", "params": "\u2028"},
+                        {"jsonrpc": "2.0", "id": "c1", "result": result}]
     assert any("not JSON" in note and "garbage" in note for note in h.notes)
 
 
@@ -399,10 +436,60 @@ def test_a_cancelled_call_is_an_unknown_step_and_gets_no_answer() -> None:
     cancel = encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c1"}})
     steps = [("client", call)] + [("server", b"")] * 5 + [("client", cancel)]
     h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_calls=False))  # the server never answers
-    assert json.loads(cancel) in map(json.loads, h.to_server)  # the server hears about the cancellation
+    # The server hears about the cancellation of the request it got (under the proxy's id for it).
+    heard = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": h.wire_id("create_charge")}}
+    assert heard in map(json.loads, h.to_server)
     assert h.to_client == []  # and the client gets no answer to a request it cancelled
     (step,) = h.core.sagas[0].steps
     assert step.state.value == "UNKNOWN"
+
+
+def committed_undos(h: Harness) -> list[Any]:
+    """The undo each committed step's record carries (None: committed with no undo)."""
+    wal = h.core.config.wal
+    assert isinstance(wal, MemoryWAL)
+    return [(r["body"].get("compensation") or {}).get("kwargs") for r in wal.records() if r["type"] == "STEP_COMMITTED"]
+
+
+PING = {"jsonrpc": "2.0", "method": "ping"}
+CHARGE = {"amount": 1, "customer": "a"}
+REFUND_CH_1 = {"server": None, "tool": "create_refund", "arguments": {"charge": "ch_1"}}
+
+
+@pytest.mark.parametrize("id_", [5, "c"])
+def test_a_request_reusing_the_id_of_a_call_in_flight_is_refused_and_the_call_keeps_its_result(id_: Any) -> None:
+    # Issue 25 item 10: the ping's answer ({}) used to be taken for the charge's result, and the
+    # step committed with no undo while the server had charged.
+    steps = [("client", call("create_charge", CHARGE, id_)), ("client", encode({**PING, "id": id_}))]
+    h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_pings=True))
+    answers = [json.loads(a) for a in h.to_client]
+    errors = [a for a in answers if "error" in a]
+    assert [(e["id"], e["error"]["code"]) for e in errors] == [(id_, int(ErrorCode.INVALID_REQUEST))]
+    assert "already in use" in errors[0]["error"]["message"]
+    assert [a["result"]["structuredContent"] for a in answers if "result" in a] == [{"id": "ch_1"}]
+    assert not [m for m in map(json.loads, h.to_server) if m.get("method") == "ping"]  # never forwarded
+    assert committed_undos(h) == [REFUND_CH_1]
+
+
+@pytest.mark.parametrize("ping_id", [5, 5.0])
+def test_an_answer_to_an_earlier_request_under_the_same_id_never_settles_a_call(ping_id: Any) -> None:
+    # The ping goes first and its answer comes once the call is in flight. The lookalike id
+    # 5.0 is answered under 5 here, as a reader that takes 5.0 for 5 would answer it.
+    answer = encode({"jsonrpc": "2.0", "id": 5 if ping_id == 5.0 else ping_id, "result": {}})
+    steps = [("client", encode({**PING, "id": ping_id})), ("client", call("create_charge", CHARGE, 5)),
+             ("server", answer)]
+    h = asyncio.run(_run(steps, BoundaryMode.SESSION))
+    results = [json.loads(a)["result"] for a in h.to_client if "result" in json.loads(a)]
+    assert {"content": [], "structuredContent": {"id": "ch_1"}} in results  # the call's own answer
+    assert committed_undos(h) == [REFUND_CH_1]
+
+
+def test_a_request_under_an_id_of_the_proxys_own_kind_is_refused() -> None:
+    own = f"agent-saga:{os.getpid()}:1"  # what the proxy's first own request (here: the call) is sent as
+    steps = [("client", encode({**PING, "id": own})), ("client", encode([{**PING, "id": own}]))]
+    h = asyncio.run(_run(steps, BoundaryMode.SESSION, answer_pings=True))
+    assert [json.loads(a)["error"]["code"] for a in h.to_client] == [int(ErrorCode.INVALID_REQUEST)] * 2
+    assert h.to_server == []
 
 
 @pytest.mark.slow

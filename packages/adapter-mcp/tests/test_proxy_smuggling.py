@@ -97,3 +97,20 @@ def refused(world: World, tool: str) -> list[str]:
     """The rules of the STEP_REFUSED records for ``tool``, oldest first."""
     return [r["body"]["rule"] for r in read_records(world.wal)
             if r["type"] == "STEP_REFUSED" and r["body"]["tool"] == tool]
+
+
+def test_a_ping_reusing_the_id_of_a_call_in_flight_cannot_settle_the_call(world: World) -> None:
+    # Issue 25 item 10. Both lines are read before the call's step even forwards it: the SDK
+    # server answered the ping at once with {}, which the proxy took for the charge's result,
+    # and the charge was committed with no undo while the server had charged.
+    write_policy(world)
+    ping = encode({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+    answers = exchange(SEED_ENFORCE, world, [*INIT, call(5, "create_charge", {"amount": 5, "customer": "acme"}), ping],
+                       wait_for=(5,))
+    for_5 = [a for a in answers if a.get("id") == 5]
+    assert [a["error"]["code"] for a in for_5 if "error" in a] == [-32600]  # the ping, refused
+    (result,) = [a["result"] for a in for_5 if "result" in a]
+    assert result["structuredContent"]["id"] == "ch_1"  # the call's own answer
+    assert world.charges()["ch_1"]["refunded"] is False
+    (committed,) = [r["body"] for r in read_records(world.wal) if r["type"] == "STEP_COMMITTED"]
+    assert committed["compensation"]["kwargs"]["arguments"] == {"charge": "ch_1"}

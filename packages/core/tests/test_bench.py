@@ -72,3 +72,15 @@ def test_bench_rollback_prints_every_figure(tmp_path: Path) -> None:
         # and the end record for one more: a rollback of k undos is k + 1 flushes, no fewer
         # (more if a slow undo outlasts the linger, which flushes its outcome on its own).
         assert row["fsyncs_per_rollback"] >= int(size) + 1
+
+
+def test_bench_replay_prints_every_figure_and_the_work_grows_linearly(tmp_path: Path) -> None:
+    small, large = _run("bench_replay.py", "--steps", "40", "80", cwd=tmp_path)
+    for row, steps in ((small, 40), (large, 80)):
+        assert row["steps"] == steps and row["records"] == 4 * steps + 3
+        assert row["frames"] == row["records"] and row["pages"] >= 1 and row["truncated"] is None
+        assert row["verdict"] == "rollback clean"
+        assert row["replay_cpu_s"] >= 0 and row["load_cpu_s"] >= 0 and row["json_bytes"] > 0
+    assert large["ratio_to_first"]["steps"] == 2.0
+    # each step is drawn once as it starts, commits, unwinds and is compensated: 4 entries a step
+    assert small["step_entries"] == 4 * 40 and large["step_entries"] == 4 * 80

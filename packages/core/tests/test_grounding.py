@@ -164,6 +164,8 @@ def test_decimals_abbreviations_and_trailing_citations_stay_with_their_sentence(
     ]
     assert split_claims("See Fig. 3 for the curve. The answer is no. Then stop.") == [
         "See Fig. 3 for the curve.", "The answer is no.", "Then stop."]
+    assert split_claims("Steps:\n1. Close the bypass [s1].\n2. Vent slowly. It was 2019. Done.") == [
+        "Steps: Close the bypass [s1].", "Vent slowly.", "It was 2019.", "Done."]
 
 
 _WORDS = st.sampled_from(["the", "limit", "is", "pump", "valve", "4.2", "4,200", "e.g.", "i.e.", "Dr. Smith",

@@ -178,3 +178,15 @@ def test_garbage_at_the_end_is_damage_not_a_torn_write(wal_path: Path) -> None:
     assert verify_log(wal_path).status == "broken"
     with pytest.raises(WALError, match="not a record"):
         FileWAL(wal_path)
+
+
+def test_a_database_urls_own_parameters_keep_their_spaces_for_libpq() -> None:
+    # libpq reads '+' literally: `options=-c name=value` must reach it as %20, not '+'.
+    from agent_saga.log.server import split_url
+
+    driver, ours, shown = split_url(
+        "postgresql://u:pw@127.0.0.1:5432/db?options=-c%20statement_timeout%3D5s&table=t", table="wal"
+    )
+    assert "options=-c%20statement_timeout%3D5s" in driver and "+" not in driver
+    assert ours == {"table": "t"}
+    assert "pw" not in shown and "%20" in shown

@@ -40,7 +40,7 @@ EXPECTED = {
     # the accountable agent runtime (issue 26): provenance
     "ContextBroker", "Provenance", "ProvenancePolicy", "derived", "sourced", "user_value",
     # errors
-    "BoundaryRequired", "CompensationError", "ConfigurationError", "NonDeterminismError", "NotApplied",
+    "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
     "WALError", "WALFull", "WALRefused", "WALStalled",
     # issue 26, grounded answers
@@ -170,9 +170,10 @@ PUBLIC_MODULES = {"agent_saga", "agent_saga.adapter", "agent_saga.adapters", "ag
 # so that a new reach is a visible decision.
 KNOWN_REACHES = {
     "temporal": {"agent_saga.ids", "agent_saga.context"},
-    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins).
-    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.plugins",
-                    "agent_saga.plugins.policy"},
+    # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins), and
+    # the host's configuration directory, where the MCP server list sits beside the approver keys.
+    "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.gate.host",
+                    "agent_saga.plugins", "agent_saga.plugins.policy"},
 }
 
 

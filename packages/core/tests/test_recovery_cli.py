@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import recovery_world as world
@@ -218,3 +219,45 @@ def _raw(path: Path) -> list[dict[str, object]]:
     import json
 
     return [json.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _wait_for(check: Any, what: str, timeout: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:g}s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_watch_mode_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path, stop: str) -> None:
+    import signal
+
+    wal = tmp_path / "later" / "agent.wal"  # neither the log nor its directory exists yet
+    err_path = tmp_path / "watch.err"
+    with open(err_path, "w") as err:
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
+             str(wal), "--import", "recovery_world", "--lease-grace", "0"],
+            env=env_for(tmp_path, role="daemon"), stdout=subprocess.PIPE, stderr=err, text=True,
+        )
+    try:
+        _wait_for(lambda: watcher.poll() is not None or "waiting for it to appear" in err_path.read_text(),
+                  "the daemon says it waits")
+        assert watcher.poll() is None, err_path.read_text()  # not exit 3: it waits
+        wal.parent.mkdir()
+        assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:B:after") == 137
+        _wait_for(lambda: len(world.applied(world.entries(tmp_path), "refund")) == 2, "the refunds in the world")
+        watcher.send_signal(getattr(signal, stop))
+        out, _ = watcher.communicate(timeout=30)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    text = err_path.read_text()
+    assert watcher.returncode == 0, out + text
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["B", "A"]
+    assert "Traceback" not in text and "recovered 1" in out
+    assert text.count("waiting for it to appear") == 1, text  # one line, not one per look
+    assert text.strip() == f"agent-saga recover: no log at {wal} yet: waiting for it to appear", text

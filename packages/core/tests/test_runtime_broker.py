@@ -119,3 +119,18 @@ def test_a_summary_on_a_broken_receipt_is_refused_and_a_live_one_can_break() -> 
         broker.summary(sid)
     with pytest.raises(ReceiptBroken, match=r"^never admitted$"):
         broker.summary("s42")
+
+
+def test_a_receipt_for_any_range_resolves_while_its_characters_hash_the_same() -> None:
+    from agent_saga.runtime.broker import span_hash
+
+    broker = ContextBroker()
+    broker.add_document("invoice-17", INVOICE)
+    start = INVOICE.index("4,200.00")
+    inner = Receipt("invoice-17", start, start + 8, span_hash("4,200.00"))
+    found = broker.resolve(inner)
+    assert (found.index, found.text) == (-1, "4,200.00")
+    with pytest.raises(ReceiptBroken, match="outside the document"):
+        broker.resolve(Receipt("invoice-17", 0, len(INVOICE) + 5, span_hash(INVOICE)))
+    with pytest.raises(ValueError, match="sha256 64 hex digits"):
+        Receipt.from_dict({"doc_id": "d", "start": 0, "end": 1, "sha256": "nope"})

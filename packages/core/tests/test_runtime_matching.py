@@ -19,7 +19,10 @@ def _spellings(n: int) -> list[str]:
     return [str(n), _grouped(n, ","), _grouped(n, " "), _grouped(n, "\u00a0"), f"{n}.0", f"{_grouped(n, ' ')}.00"]
 
 
-@pytest.mark.parametrize("text", ["4200", "4,200", "4 200.00", "4200.0", "pay $4,200.00 now", "EUR4200", "4200."])
+@pytest.mark.parametrize("text", [
+    "4200", "4,200", "4 200.00", "4200.0", "pay $4,200.00 now", "EUR4200", "4200.", "4'200", "4_200",
+    "4\u2009200", "4\u202f200", "4\u00a0200",
+])
 def test_4200_is_found_however_it_is_written(text: str) -> None:
     assert value_in_text(4200, text)
 

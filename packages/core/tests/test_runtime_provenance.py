@@ -156,6 +156,14 @@ def test_derived_values_are_recomputed(world: tuple[ContextBroker, list[Any], st
     assert check(derived(5000 - 4200, from_=[user_value(5000, rid), sourced(4200, spans[3])],
                          how="difference")).allowed
 
+    third = broker.add_document("thirds", "1 of 3 parts; 2.5 rounds")[0]
+    one, three, half = sourced(1, third), sourced(3, third), sourced(2.5, third)
+    assert check(derived(0.33, from_=[one, three], how="ratio")).allowed  # at the places it is written with
+    assert not check(derived(0.34, from_=[one, three], how="ratio")).allowed
+    assert check(derived(2, from_=[half], how="round")).allowed  # half-even
+    assert check(derived(3, from_=[half], how="round")).allowed  # half-up
+    assert not check(derived(4, from_=[half], how="round")).allowed
+
     mismatch = check(derived(4300, from_=[consulting, travel], how="sum"))
     assert not mismatch.allowed
     assert "the sum of the inputs is 4200, not 4300" in mismatch.reason
@@ -321,3 +329,30 @@ def test_bad_policy_input_is_a_one_line_error() -> None:
         sourced(1, "invoice-17")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="already tagged"):
         sourced(sourced(1, ContextBroker().add_document("d", "1")[0]), ContextBroker().add_document("d", "1")[0])
+
+
+def test_the_engine_unwraps_tags_only_where_it_can_see_them() -> None:
+    import functools
+
+    from agent_saga.engine.tagged import Tagged, untag_args, untag_call
+
+    span = ContextBroker().add_document("d", "total 7")[0]
+
+    def f(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return args, kwargs
+
+    plain = functools.partial(f, 1, b=2)
+    assert untag_call(plain) is plain  # nothing tagged: the same call
+    tagged = functools.partial(f, sourced(7, span), b=user_value(2, "r1"))
+    assert untag_call(tagged)() == ((7,), {"b": 2})
+    closure = lambda: sourced(7, span)  # the caller's own closure is left alone
+    assert untag_call(closure) is closure
+    args = {"a": 1}
+    assert untag_args(args) == (args, {})
+    values, tags = untag_args({"a": sourced(7, span), "b": [sourced(7, span)]})
+    assert values["a"] == 7 and isinstance(values["b"][0], Tagged)  # only top-level arguments
+    assert list(tags) == ["a"]
+    with pytest.raises(NotImplementedError):
+        _ = Tagged().plain
+    with pytest.raises(NotImplementedError):
+        Tagged().claim()

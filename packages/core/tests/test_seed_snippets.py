@@ -237,3 +237,24 @@ def test_saga_decorator_on_a_sync_function_with_options() -> None:
     assert undone == ["two", "one"]
     names = {r["body"].get("name") for r in wal.records() if r["type"] == "SAGA_STARTED"}
     assert names == {"report"}
+
+
+# -- issue 26 part 1: the README's provenance snippet, run as written --------------------------
+
+
+def test_readme_provenance_snippet_runs_and_prints_what_its_comments_say(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = readme.split("## Why it acted: argument provenance", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None, "the README's provenance section has no python block"
+    snippet = code.group(1)
+    namespace: dict[str, Any] = {}
+    exec(compile(snippet, "README.md", "exec"), namespace)  # the README's own code
+    printed = capsys.readouterr().out.splitlines()
+    promised = [line[2:] for line in snippet.splitlines() if line.startswith("# ")]
+    assert printed == promised
+    assert isinstance(namespace["gate"], saga.PreFlightGate)
+    assert namespace["gate"].rules[0].name == "provenance"

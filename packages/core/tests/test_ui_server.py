@@ -157,14 +157,26 @@ def test_runs_steps_and_replay_come_from_the_one_reconstruction(demo_log: Path) 
         assert third["undo_records"][0]["key"] == third["compensation"]["key"]
         assert "region 'eu-cantral-1' does not exist" in detail["steps"][3]["error"]
 
-        frames = api(server, f"api/runs/{act1['id']}/replay")
-        assert len(frames) == len(detail["records"]) == 17
-        assert frames[0]["status"] == "open" and frames[0]["steps"] == []
+        page = api(server, f"api/runs/{act1['id']}/replay")
+        frames = page["frames"]
+        assert page["start"] == 0 and page["next"] is None and page["truncated"] is None
+        assert len(frames) == page["total"] == len(detail["records"]) == 17
+        assert frames[0]["status"] == "open" and frames[0]["changed"] == []
         assert frames[-1]["verdict"] == detail["verdict"] == "rollback clean"
         # the unwind, frame by frame: step 3 is compensated before 2, and 2 before 1
         done = [next((n for n, f in enumerate(frames) if any(
-            s["index"] == i and s["outcome"] == "compensated" for s in f["steps"])), None) for i in (3, 2, 1)]
+            s["index"] == i and s["outcome"] == "compensated" for s in f["changed"])), None) for i in (3, 2, 1)]
         assert None not in done and done == sorted(done)
+        # the changes, applied in order, end as the run's own steps
+        final: dict[int, Any] = {}
+        for f in frames:
+            final.update((s["index"], s) for s in f["changed"])
+        assert [final[i] for i in sorted(final)] == [
+            {k: s[k] for k in ("index", "tool", "semantics", "state", "outcome", "final", "label")}
+            for s in detail["steps"]]
+        later = api(server, f"api/runs/{act1['id']}/replay?from=15")
+        assert later["start"] == 15 and later["frames"] == frames[15:] and later["next"] is None
+        assert get(server.url + f"api/runs/{act1['id']}/replay?from=-1")[0] == 400
 
         refused = next(r for r in runs["runs"] if r["name"] == "pay-supplier")
         wire = api(server, f"api/runs/{refused['id']}")["steps"][0]

@@ -13,12 +13,13 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent_saga import GatePort
+from agent_saga import ConfigurationError, GatePort
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import (
     LOG_ENV,
@@ -37,7 +38,8 @@ _EXAMPLES = (
     "  agent-saga mcp --observe --emit-policy saga-policy.json -- python -m my_mcp_server\n"
     "  agent-saga mcp --policy saga-policy.json -- python -m my_mcp_server\n"
     "  agent-saga mcp --policy saga-policy.json --boundary explicit -- npx some-mcp-server\n"
-    "recover what a killed proxy left open:\n"
+    "  agent-saga mcp --policy saga-policy.json --server payments   # as /etc/agent-saga/mcp-servers.json says\n"
+    "recover what a killed proxy left open (it starts only servers listed in its own mcp-servers.json):\n"
     "  agent-saga recover --wal-path agent-saga.wal --import agent_saga_mcp.handler"
 )
 
@@ -58,8 +60,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: the kill switch)")
     add_imports_option(p, "@compensator handlers (for compensate.handler entries)")
     p.add_argument("--name", default="mcp", help="the saga name in the log (default: %(default)s)")
+    p.add_argument("--server", metavar="NAME", default=None,
+                   help="the server's name in /etc/agent-saga/mcp-servers.json: recorded with each undo, so the "
+                   "recovery daemon starts that configured server (never a command from the log); without a "
+                   "command after --, the proxy runs the configured one. Default: the entry whose command is "
+                   "the one given, if any")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
-                   help="the MCP server to run over stdio, after --")
+                   help="the MCP server to run over stdio, after -- (optional with --server)")
 
 
 def register(verbs: Any) -> None:
@@ -78,12 +85,13 @@ def register(verbs: Any) -> None:
 
 
 def _checked(args: argparse.Namespace) -> list[str]:
-    """The server command, once the flags are known to make sense together (usage errors exit 2)."""
+    """The server command given after --, once the flags make sense together (usage errors exit 2)."""
     command = list(args.command)
     if command[:1] == ["--"]:
         command = command[1:]
-    if not command:
-        raise CliError("name the server command after --, e.g. -- python -m my_mcp_server", EXIT_USAGE)
+    if not command and args.server is None:
+        raise CliError("name the server command after --, e.g. -- python -m my_mcp_server (or --server NAME)",
+                       EXIT_USAGE)
     if not args.observe and not args.policy:
         raise CliError("say --observe (learn the tools) or --policy FILE (enforce one)", EXIT_USAGE)
     if args.emit_policy and not args.observe:
@@ -118,19 +126,24 @@ def run(args: argparse.Namespace) -> int:
     command = _checked(args)
     # Only now the MCP SDK: agent_saga_mcp.handler registers mcp.call_tool in this process.
     from agent_saga_mcp.core import BoundaryMode, ProxyConfig
-    from agent_saga_mcp.handler import server_spec
     from agent_saga_mcp.policy import McpPolicy
     from agent_saga_mcp.proxy import run_proxy
+    from agent_saga_mcp.servers import servers_path
 
     import_modules(args.imports, "@compensator handlers")  # and the working directory on sys.path
-    server = server_spec(command)
+    command, server, name = _server(args.server, command)
     try:
         if args.observe:
             emit = Path(args.emit_policy or "saga-policy.json")
-            config = ProxyConfig(server=server, emit_policy=emit, name=args.name)
+            config = ProxyConfig(server=server, server_name=name, emit_policy=emit, name=args.name)
         else:
+            policy = McpPolicy.load(args.policy)
+            if name is None and any(r.compensate is not None and r.compensate.tool for r in policy.policy.rules):
+                print(f"agent-saga mcp: no --server NAME (and no entry of {servers_path()} runs this command): "
+                      "compensating tool calls can be undone by this proxy only; the recovery daemon will "
+                      "escalate them", file=sys.stderr, flush=True)
             config = ProxyConfig(
-                server=server, policy=McpPolicy.load(args.policy), boundary=BoundaryMode(args.boundary),
+                server=server, server_name=name, policy=policy, boundary=BoundaryMode(args.boundary),
                 name=args.name, wal=open_log_to_write(given_log(args)),
                 gate=load_gate(args.gate) if args.gate else None,
             )
@@ -139,6 +152,42 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"tool policy refused: {err}", EXIT_USAGE) from None
     except json.JSONDecodeError as err:
         raise CliError(f"--emit-policy file is not JSON: {err}", EXIT_UNCHECKED) from None
+
+
+def _server(name: str | None, command: list[str]) -> tuple[list[str], dict[str, Any], str | None]:
+    """The command to run, how to start it, and the name to record, from ``--server`` and ``-- COMMAND``.
+
+    A name the host's list holds runs the listed command (a different one after -- is a
+    usage error: the daemon would undo its effects on another server). A name it does not
+    hold is recorded as given, for a daemon on another host that lists it.
+    """
+    from agent_saga_mcp.servers import load_servers, name_for, servers_path, valid_name
+
+    try:
+        servers = load_servers()
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    if name is None:
+        return command, _spec(command, None), name_for(command, None, servers)
+    if not valid_name(name):
+        raise CliError(f"--server {name!r}: a server name is 1-64 letters, digits, '.', '_' or '-'", EXIT_USAGE)
+    entry = servers.get(name)
+    if entry is None:
+        if not command:
+            known = ", ".join(sorted(servers)) or "none"
+            raise CliError(f"--server {name}: {servers_path()} lists no such server (it lists: {known}); add it "
+                           "there, or give the command after --", EXIT_USAGE)
+        print(f"agent-saga mcp: --server {name} is not in {servers_path()} here; the recovery daemon starts the "
+              "server of that name from its own host's list", file=sys.stderr, flush=True)
+        return command, _spec(command, None), name
+    if command and command != list(entry.command):
+        raise CliError(f"--server {name} runs {list(entry.command)} per {servers_path()}, not {command}: drop the "
+                       "command after -- or make them agree", EXIT_USAGE)
+    return list(entry.command), _spec(list(entry.command), entry.cwd), name
+
+
+def _spec(command: list[str], cwd: str | None) -> dict[str, Any]:
+    return {"command": list(command), "cwd": os.path.abspath(cwd or os.getcwd())}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,8 +30,9 @@ from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
 from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import is_error_result, result_as_wire
 from agent_saga_mcp.document import result_document
-from agent_saga_mcp.handler import add_route, server_spec
+from agent_saga_mcp.handler import add_route
 from agent_saga_mcp.policy import ORIGIN, McpPolicy
+from agent_saga_mcp.servers import servers_path, valid_name
 
 __all__ = ["SagaSession", "SagaTool", "ToolErrorResult", "wrap_session", "wrap_tool"]
 
@@ -147,7 +148,7 @@ def wrap_tool(
 class SagaSession:
     """An MCP client whose ``call_tool`` follows a tool policy; every other attribute is the client's."""
 
-    def __init__(self, client: Any, policy: McpPolicy, server: dict[str, Any] | None) -> None:
+    def __init__(self, client: Any, policy: McpPolicy, server: str | None) -> None:
         self._client = client
         self._policy = policy
         self._server = server
@@ -179,7 +180,7 @@ class SagaSession:
             wire = None if result is None else result_as_wire(result)
             if server is not None:  # recorded as mcp.call_tool: the daemon can run it later
                 return policy.undo(name, rule, wire, server)
-            comp = policy.undo(name, rule, wire, {"command": ["?"], "cwd": ""})
+            comp = policy.undo(name, rule, wire, None)
             if comp is None or comp.handler != "mcp.call_tool":
                 return comp
             # An error result from the undo is a failed attempt, as for any step's forward.
@@ -204,25 +205,30 @@ def wrap_session(
     client: Any,
     policy: McpPolicy | ToolPolicy | Mapping[str, Any] | str | os.PathLike[str],
     *,
-    server: list[str] | None = None,
+    server: str | None = None,
 ) -> SagaSession:
     """The client, with ``call_tool`` run as saga steps according to a tool policy.
 
     ``compensate.tool`` entries call the compensating tool through this same client. Pass
-    ``server=`` (the stdio command the client was started with) to record them as the
-    ``mcp.call_tool`` handler instead, which the recovery daemon can run after a crash;
-    while the client is open, such undos still go through it.
+    ``server=`` (the server's name in the recovery host's ``/etc/agent-saga/mcp-servers.json``,
+    see :mod:`agent_saga_mcp.servers`) to record them as the ``mcp.call_tool`` handler
+    instead, which the recovery daemon can run after a crash; while the client is open,
+    such undos still go through it.
     """
     _check_client(client, "wrap_session")
+    if server is not None and not valid_name(server):
+        raise PolicyError(
+            f"wrap_session(server=...) takes the server's name in {servers_path()} (1-64 letters, digits, "
+            f"'.', '_', '-'), got {server!r}: the log names servers, never the command that starts them"
+        )
     loaded = policy if isinstance(policy, McpPolicy) else McpPolicy.load(policy)
-    spec = server_spec(server) if server is not None else None
-    session = SagaSession(client, loaded, spec)
-    if spec is not None:
+    session = SagaSession(client, loaded, server)
+    if server is not None:
         async def route(tool: str, arguments: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
             return result_as_wire(await _call(client, tool, arguments))
 
         try:
-            add_route(spec, route)
+            add_route(server, route)
         except RuntimeError as err:  # no running loop
             raise PolicyError("wrap_session(server=...) must be called inside the event loop that uses the client") \
                 from err

@@ -104,6 +104,11 @@ def _id_key(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _in_use(id_: Any) -> str:
+    return (f"request id {id_!r} is already in use by a request in flight (or reserved for the proxy's own "
+            "requests); give every request an id of its own")
+
+
 def _valid_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
@@ -146,11 +151,16 @@ def merge_skeleton(existing: Mapping[str, Any] | None, names: list[str]) -> dict
 class ProxyConfig:
     """How one proxy session behaves. ``policy=None`` is observe mode.
 
+    ``server`` is how the proxy starts its server (``{"command": [...], "cwd": ...}``, given
+    by whoever starts the proxy); ``server_name`` is what the log records with each
+    compensating tool call: the server's name in the recovery host's
+    ``/etc/agent-saga/mcp-servers.json`` (None: the undo can run only in this process).
     ``wal=None`` is the default log and ``gate=None`` the default gate (the kill switch),
     as for any boundary.
     """
 
     server: dict[str, Any]
+    server_name: str | None = None
     policy: McpPolicy | None = None
     boundary: BoundaryMode = BoundaryMode.SESSION
     emit_policy: Path | None = None
@@ -182,7 +192,11 @@ class ProxyCore:
         self.surface: dict[str, ToolInfo] | None = None
         self._surface_pages: dict[str, ToolInfo] = {}
         self._lists: set[str] = set()  # ids of the client's pending tools/list requests
-        self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        # A declared tools/call reaches the server under an id of the proxy's own (never reused,
+        # never a client's), so only the server's answer to *that* request can settle its step:
+        # an answer to anything else the client sent, whatever id it reuses, cannot.
+        self._calls: dict[str, asyncio.Future[dict[str, Any]]] = {}  # by the id the server sees
+        self._call_ids: dict[str, str] = {}  # the client's id -> the id the server sees
         self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -253,7 +267,7 @@ class ProxyCore:
             await self._reply_error(refused.id, ErrorCode(refused.code), refused.message)
             return
         if isinstance(message, list) and not any(
-            isinstance(m, dict) and m.get("method") in _METHODS_OF_INTEREST for m in message
+            isinstance(m, dict) and (m.get("method") in _METHODS_OF_INTEREST or self._taken(m)) for m in message
         ):
             await self._send_server(message)
             return
@@ -268,17 +282,25 @@ class ProxyCore:
         if method == "tools/call":
             await self._client_call(message)
             return
+        if self._taken(message):
+            await self._reply_error(message["id"], ErrorCode.INVALID_REQUEST, _in_use(message["id"]))
+            return
         if method == "tools/list" and _valid_id(message.get("id")):
             self._lists.add(_id_key(message["id"]))
-        await self._send_server(message)
+        pending = None
         if method == "notifications/cancelled":
-            # The server will not answer a cancelled request, so its step would wait forever;
-            # whether the tool ran is unknown, which is what the step records.
+            # The server knows a held call by the proxy's id for it: cancel that one.
             params = message.get("params")
             request = params.get("requestId") if isinstance(params, dict) else None
-            pending = self._calls.get(_id_key(request)) if _valid_id(request) else None
-            if pending is not None and not pending.done():
-                pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
+            wire = self._call_ids.get(_id_key(request)) if _valid_id(request) else None
+            if wire is not None and isinstance(params, dict):
+                pending = self._calls.get(wire)
+                message = {**message, "params": {**params, "requestId": json.loads(wire)}}
+        await self._send_server(message)
+        if pending is not None and not pending.done():
+            # The server will not answer a cancelled request, so its step would wait forever;
+            # whether the tool ran is unknown, which is what the step records.
+            pending.set_exception(CallCancelled(f"the client cancelled request {request!r}"))
 
     async def _client_call(self, message: dict[str, Any]) -> None:
         id_ = message.get("id")
@@ -299,8 +321,8 @@ class ProxyCore:
             await self._refuse_request(message, ErrorCode.INVALID_PARAMS, f"invalid tools/call params: {_short(err)}")
             return
         key = _id_key(id_)
-        if key in self._calls or key.startswith(json.dumps(_OWN_PREFIX)[:-1]):
-            await self._refuse_request(message, ErrorCode.INVALID_REQUEST, f"request id {id_!r} is already in use")
+        if self._taken(message):
+            await self._refuse_request(message, ErrorCode.INVALID_REQUEST, _in_use(id_))
             return
         if self.observing:
             self._observe([name], None)
@@ -325,8 +347,27 @@ class ProxyCore:
             self._note(f"tool {name!r} is not in the policy (observe mode): forwarded without a saga step")
             await self._send_server(message)
             return
-        self._calls[key] = asyncio.get_running_loop().create_future()
-        self._spawn(self._step(id_, key, message, name, arguments, rule), step=True)
+        wire_id = self._own_id()
+        wire = self._call_ids[key] = _id_key(wire_id)
+        self._calls[wire] = asyncio.get_running_loop().create_future()
+        self._spawn(self._step(id_, key, {**message, "id": wire_id}, name, arguments, rule), step=True)
+
+    def _taken(self, message: Mapping[str, Any]) -> bool:
+        """Whether ``message`` is a request whose id a request in flight holds, or the proxy reserves.
+
+        JSON-RPC ties an answer to its request by id alone, so a second request under the id
+        of one in flight could have its answer taken for the first one's.
+        """
+        id_ = message.get("id")
+        if "method" not in message or not _valid_id(id_):
+            return False
+        key = _id_key(id_)
+        return key in self._call_ids or key in self._lists or (isinstance(id_, str) and id_.startswith(_OWN_PREFIX))
+
+    def _own_id(self) -> str:
+        """A request id of the proxy's own: never a client's (they may not use the prefix), never reused."""
+        self._own_seq += 1
+        return f"{_OWN_PREFIX}{os.getpid()}:{self._own_seq}"
 
     async def _refuse_request(self, message: dict[str, Any], code: ErrorCode | None, reason: str) -> None:
         """A malformed tools/call: on record, and answered with ``code`` (None: a notification, dropped)."""
@@ -363,7 +404,8 @@ class ProxyCore:
     ) -> None:
         policy = self.config.policy
         assert policy is not None
-        future = self._calls[key]
+        wire = self._call_ids[key]
+        future = self._calls[wire]
         try:
             if not await self._check_surface():
                 await self._reply_error(id_, ErrorCode.PROXY_ERROR, self.fatal or "tool policy check failed")
@@ -383,7 +425,7 @@ class ProxyCore:
                     raise ToolCallFailed(f"{name} returned an error result")
                 return result
 
-            server = self.config.server
+            server = self.config.server_name
 
             def undo(result: Any) -> Any:
                 return policy.undo(name, rule, result, server)
@@ -407,7 +449,8 @@ class ProxyCore:
             if not isinstance(err, ToolCallFailed):
                 self._note(f"{name}: {type(err).__name__}: {err}")
         finally:
-            self._calls.pop(key, None)
+            self._calls.pop(wire, None)
+            self._call_ids.pop(key, None)
             if not future.done():
                 future.cancel()
         if _answered(future):
@@ -418,7 +461,7 @@ class ProxyCore:
                 await self._wal().barrier_async()
             except Exception as err:  # noqa: BLE001 - the effect happened; the client still hears of it
                 self._note(f"{name}: the log could not confirm the step's outcome: {type(err).__name__}: {err}")
-            await self._send_client(response)
+            await self._send_client({**response, "id": id_})  # the client's id back on the server's answer
 
     async def _saga_for_call(self) -> tuple[Saga, Transaction | None]:
         """The saga a call runs in, and the transaction to commit once it settles (``none``: its own)."""
@@ -510,8 +553,7 @@ class ProxyCore:
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send the proxy's own request to the server and return its result."""
-        self._own_seq += 1
-        id_ = f"{_OWN_PREFIX}{os.getpid()}:{self._own_seq}"
+        id_ = self._own_id()
         key = _id_key(id_)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._own[key] = future
@@ -638,11 +680,11 @@ class ProxyCore:
     # -- the end --------------------------------------------------------------------------
 
     def attach(self) -> None:
-        """Route ``mcp.call_tool`` compensations for this server through this connection."""
-        add_route(self.config.server, self.call_route)
+        """Route ``mcp.call_tool`` compensations naming this server through this connection."""
+        add_route(self.config.server_name, self.call_route)
 
     def detach(self) -> None:
-        remove_route(self.config.server)
+        remove_route(self.config.server_name, self.call_route)
 
     async def close(self) -> None:
         """The client closed its side cleanly: settle calls in flight and commit what is open."""

@@ -124,9 +124,14 @@ class McpPolicy:
         )
 
     def undo(
-        self, tool: str, rule: ToolRule, result: Mapping[str, Any] | None, server: Mapping[str, Any]
+        self, tool: str, rule: ToolRule, result: Mapping[str, Any] | None, server: str | None
     ) -> Compensation | None:
-        """The undo of one successful call, from its wire result (None before the result exists)."""
+        """The undo of one successful call, from its wire result (None before the result exists).
+
+        ``server`` is the server's *name* (None: unnamed, undoable only in this process): a
+        ``compensate.tool`` undo is recorded as ``mcp.call_tool`` with that name, never with
+        a command, and whoever runs it looks the name up in its own configuration.
+        """
         undo = rule.compensate
         if undo is None or rule.semantics is ActionSemantics.IRREVERSIBLE:
             return None
@@ -147,6 +152,6 @@ class McpPolicy:
             return Compensation(handler=undo.handler, kwargs=mapped)
         return Compensation(
             handler=CALL_TOOL_HANDLER,
-            kwargs={"server": dict(server), "tool": undo.tool, "arguments": mapped},
+            kwargs={"server": server, "tool": undo.tool, "arguments": mapped},
             description=f"{undo.tool}({', '.join(f'{k}={v!r}' for k, v in mapped.items())})",
         )

@@ -30,6 +30,7 @@ from agent_saga.engine import (
 from agent_saga.errors import (
     BoundaryRequired,
     CompensationError,
+    CompensationRefused,
     ConfigurationError,
     NonDeterminismError,
     NotApplied,
@@ -167,6 +168,7 @@ __all__ = [
     "ClaimStatus",
     "Compensation",
     "CompensationError",
+    "CompensationRefused",
     "ConfigurationError",
     "ContextBroker",
     "EscalationLevel",

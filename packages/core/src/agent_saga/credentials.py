@@ -25,13 +25,15 @@ from collections.abc import Callable, Iterator, Mapping
 from math import isfinite
 from typing import Any
 
-from agent_saga.errors import ConfigurationError
+from agent_saga.errors import CompensationRefused, ConfigurationError
 from agent_saga.redaction import SCRUBBED, looks_secret, remember_secret, scrub_text
 
 __all__ = [
     "REF_KEY",
     "CredentialError",
+    "CredentialNameRefused",
     "assert_no_secrets",
+    "credential_name",
     "credential_ref",
     "is_credential_ref",
     "plain_and_clean",
@@ -51,6 +53,10 @@ _SECRET_VALUES = re.compile(
     r"|^xox[abposr]-[A-Za-z0-9-]{10,}|^Bearer\s+\S{8,}|^-----BEGIN [A-Z ]*PRIVATE KEY-----"
 )
 
+# A credential's name is a name, not a path, a URL or a DSN: a reference comes from the log (the
+# agent writes it) and a resolver often builds a path or a key from it (f"agents/{name}").
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\Z")
+
 _lock = threading.Lock()
 _resolver: Callable[[str], Any] | None = None
 
@@ -59,11 +65,27 @@ class CredentialError(ConfigurationError):
     """A credential reference could not be resolved, or a secret was about to be logged."""
 
 
+class CredentialNameRefused(CredentialError, CompensationRefused):
+    """A credential reference whose name is not a plain name (a path, a URL, a DSN): never resolved."""
+
+
+def credential_name(name: object) -> str:
+    """``name`` if it can name a credential (1-128 letters, digits, ``_ . -``, no ``..``); else refused."""
+    if not isinstance(name, str) or not _NAME.match(name) or ".." in name:
+        shown = repr(name)[:80]
+        raise CredentialNameRefused(
+            f"credential reference {shown} is not a credential's name (1-128 letters, digits, '_', '.', '-'; "
+            "no path, URL or connection string): it was not resolved. Name the credential; the resolver of the "
+            "process that uses it decides what the name stands for"
+        )
+    return name
+
+
 def credential_ref(name: str) -> dict[str, str]:
     """A reference to the credential called ``name``, safe to log (JSON)."""
     if not isinstance(name, str) or not name.strip():
         raise CredentialError(f"credential_ref needs a non-empty name, got {name!r}")
-    return {REF_KEY: name}
+    return {REF_KEY: credential_name(name)}
 
 
 def is_credential_ref(value: Any) -> bool:
@@ -97,7 +119,7 @@ def resolve_credentials(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], list
     reference with no resolver set, or one the resolver fails on, raises
     :class:`CredentialError` naming the reference, never a value.
     """
-    names = list(_refs(kwargs))
+    names = [credential_name(name) for name in _refs(kwargs)]
     if not names:
         return dict(kwargs), []
     with _lock:

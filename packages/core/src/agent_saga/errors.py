@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BoundaryRequired",
     "CompensationError",
+    "CompensationRefused",
     "ConfigurationError",
     "NonDeterminismError",
     "NotApplied",
@@ -42,6 +43,16 @@ class ConfigurationError(SagaError, ValueError):
 
 class CompensationError(ConfigurationError):
     """A compensation (or the factory that builds it) is malformed."""
+
+
+class CompensationRefused(CompensationError):
+    """A handler will not run what its recorded kwargs ask: they name something this reader does not trust.
+
+    Recorded kwargs are data written by the agent. A handler that finds them naming a
+    program, a URL, or a server or credential its own configuration does not define
+    raises this instead of acting; retrying cannot change the answer, so the recovery
+    daemon escalates the step (``undo-refused``) and dead-letters its saga at once.
+    """
 
 
 class NotApplied(SagaError):

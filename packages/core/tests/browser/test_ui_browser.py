@@ -290,6 +290,88 @@ def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page:
     assert acting == []
 
 
+def write_long_run(path: Path, steps: int) -> None:
+    """One saga of ``steps`` compensable steps that rolls back: 4 * steps + 3 records."""
+    saga = "5a" * 16
+    with FileWAL(path, linger=0.05) as wal:
+        wal.append("SAGA_STARTED", saga, {"name": "long-run", "owner": "t:1", "lease_ttl": 30.0})
+        for n in range(1, steps + 1):
+            comp = {"handler": "stripe.refund", "kwargs": {"charge": f"ch_{n}"}, "key": f"k.{n}", "recoverable": True}
+            wal.append("STEP_INTENT", saga, {"tool": "stripe.charge", "semantics": "COMPENSABLE", "op": f"op-{n}",
+                                             "args": {"amount": n}, "compensation": comp}, n)
+            wal.append("STEP_COMMITTED", saga, {"op": f"op-{n}", "compensation": comp}, n)
+        wal.append("ROLLBACK_STARTED", saga, {"cause": "asked"})
+        for n in range(steps, 0, -1):
+            wal.append("COMPENSATION_STARTED", saga, {"attempt": 1, "key": f"k.{n}"}, n)
+            wal.append("STEP_COMPENSATED", saga, {"key": f"k.{n}"}, n)
+        wal.append("SAGA_ROLLED_BACK", saga, {})
+
+
+def test_a_long_run_replays_page_by_page_to_its_verdict(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # 1,500 steps: 6,003 frames, served in pages of at most 2,000, fetched as the replay needs them;
+    # the timelines draw 300 steps around the one in focus and count the rest
+    write_long_run(tmp_path / "long.wal", 1500)
+    server = serve(tmp_path / "long.wal")
+    page.goto(server.url)
+    open_run(page, "long-run")
+    expect(page.locator("#unwind button")).to_have_count(300)
+    expect(page.locator("#unwind .elided")).to_have_text(["1200 step(s) below not drawn"])
+    expect(page.locator("#records li")).to_have_count(2001)
+    expect(page.locator("#records li").last).to_contain_text("4003 later record(s) not drawn")
+    page.locator("#watch").click()
+    page.locator("#pause").click()
+    expect(page.locator("#replay-status")).to_contain_text(" of 6003: seq ")
+    expect(page.locator("#verdict-text")).to_contain_text("OPEN - no end record")
+    page.locator("#to-end").click()  # past the first page: the page fetches the other two
+    expect(page.locator("#replay-status")).to_contain_text("record 6003 of 6003")
+    expect(page.locator("#replay-status")).to_contain_text("end of the run: rollback clean")
+    expect(page.locator("#verdict-text")).to_have_text("rollback clean")
+    # the last step recorded is step 1's refund: the window shows the oldest steps
+    expect(page.locator("#forward button").first).to_contain_text("1. stripe.charge")
+    expect(page.locator("#forward .elided")).to_have_text(["1200 step(s) below not drawn"])
+    expect(page.locator("#unwind .elided")).to_have_text(["1200 step(s) above not drawn"])
+    expect(page.locator("#unwind button.o-compensated")).to_have_count(300)
+    # back one record: the end record not yet written, every charge may still stand
+    page.locator("#step-back").click()
+    expect(page.locator("#replay-status")).to_contain_text("record 6002 of 6003")
+    expect(page.locator("#verdict-text")).to_contain_text("OPEN - no end record (1500 effect(s) may be standing)")
+    expect(page.locator("#unwind button.o-unresolved")).to_have_count(0)
+    # and three more: step 2's refund and step 1's are not recorded yet
+    for _ in range(3):
+        page.locator("#step-back").click()
+    expect(page.locator("#replay-status")).to_contain_text("record 5999 of 6003")
+    expect(page.locator("#unwind button.o-unresolved")).to_have_count(2)
+    expect(page.locator("#unwind button.o-compensated")).to_have_count(298)
+
+
+def test_a_provenance_refusal_shows_its_rule_reason_and_the_claim(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # issue 26 part 1: the inspector names rule `provenance` and its reason, and each tagged
+    # argument's claim (level and receipt), never the document's text.
+    from agent_saga import ContextBroker, PreFlightGate, ProvenancePolicy, SagaAborted, StepRefused, sourced
+
+    broker = ContextBroker()
+    spans = broker.add_document("invoice-17", "Invoice 17.\n\nTotal due: 4,200.00 EUR.")
+    policy = ProvenancePolicy().require("stripe.charge", "amount", "SOURCED")
+    gate = PreFlightGate(rules=[policy.as_gate_rule(broker)])
+    wal = FileWAL(tmp_path / "prov.wal")
+    with pytest.raises((StepRefused, SagaAborted)), saga_scope(wal, name="made-up-amount", gate=gate) as s:
+        s.execute(tool="stripe.charge", semantics="IRREVERSIBLE", args={"amount": sourced(4300, spans[1])},
+                  forward=lambda: 1)
+    wal.close()
+    server = serve(tmp_path / "prov.wal")
+    page.goto(server.url)
+    open_run(page, "made-up-amount")
+    page.locator("#forward button").first.click()
+    inspector = page.locator("#inspect")
+    expect(inspector).to_contain_text("refused by")
+    expect(inspector).to_contain_text(
+        f"provenance: argument 'amount' must be SOURCED or higher, verified MODEL: 4300 is not in the span "
+        f"{spans[1].receipt}")
+    expect(inspector).to_contain_text("Provenance")
+    expect(inspector).to_contain_text(f"SOURCED invoice-17[{spans[1].start}:{spans[1].end}]")
+    assert "Total due" not in page.content()
+
+
 def test_each_cascade_verdict_is_a_visible_line_shown_as_text(page: Page, serve: Serve, tmp_path: Path) -> None:
     import asyncio
     import threading

@@ -52,6 +52,7 @@ class SalesforceServer(LocalServer):
                          "Score__c": False, "LastModifiedDate": False, "Id": False}
         self.records: dict[str, dict[str, Any]] = {}
         self.patches: list[dict[str, Any]] = []
+        self.requests: list[str] = []  # every request's method and raw path, in order
         self.flows: dict[str, Any] = {}
         self.lose_patches = 0
         super().__init__(self._handler(), (cert, key))
@@ -73,6 +74,7 @@ class SalesforceServer(LocalServer):
 
         class Handler(JsonHandler):
             def _route(self) -> tuple[str, str] | None:
+                server.requests.append(f"{self.command} {self.path}")
                 if self.headers.get("Authorization") != f"Bearer {server.session_id}":
                     self.reply(401, [{"errorCode": "INVALID_SESSION_ID", "message": "Session expired or invalid"}])
                     return None

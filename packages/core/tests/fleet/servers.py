@@ -164,11 +164,45 @@ class ThrowawayPostgres:
         self._ctl("restart", "-m", "immediate")
         self.restarts += 1
 
+    def kill(self) -> None:
+        """SIGKILL the postmaster and every process it started, as a crash of the host would.
+
+        ``start()`` brings it back; it recovers from its WAL as after any crash.
+        """
+        pid = int((self.dir / "db" / "postmaster.pid").read_text().split()[0])
+        family = [pid] + [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid]
+        for member in family:
+            try:
+                os.kill(member, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        _wait(lambda: not any(_running(member) for member in family), f"the killed PostgreSQL (pid {pid})")
+        # Its pid may linger as a zombie nobody reaps, which PostgreSQL would take for a live
+        # postmaster holding its lock files; after a real crash of the host no such process exists.
+        for lock in (self.dir / "db" / "postmaster.pid", self.dir / f".s.PGSQL.{self.port}.lock"):
+            lock.unlink(missing_ok=True)
+        self.restarts += 1
+
     def stop(self) -> None:
         try:
             self._ctl("stop", "-m", "fast")
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie nobody reaped has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _pg_bin() -> str | None:

@@ -9,7 +9,9 @@ Exit codes: 0 nothing left to do; 1 something needs a human (escalations
 pending, a saga held or dead-lettered, a chain that does not verify); 2 usage;
 3 the log, the escalation queue or ``<log>.recovery/`` could not be read or used.
 With ``--watch`` (and ``saga-recoveryd``), a sweep that fails on a full disk is
-retried at the next interval instead.
+retried at the next interval instead; a server that cannot be reached (it is
+restarting) is retried with backoff, with one line when the outage begins and one
+when it ends (``recovery.watch``); and a log that does not exist yet is waited for.
 """
 
 from __future__ import annotations
@@ -89,18 +91,31 @@ def _print_report(report: Any, quiet: bool) -> None:
 
 
 def _daemon(args: argparse.Namespace) -> Any:
+    target, make = _daemon_maker(args)
+    return _opened(target, make)
+
+
+def _daemon_maker(args: argparse.Namespace, *, watching: bool = False) -> tuple[Path | str, Any]:
+    """The log, and how to open a daemon on it (the options checked and the handlers imported first).
+
+    ``watching``: a log file that does not exist yet is accepted (the watch waits for it).
+    """
+    from agent_saga.cli.options import given_log
+    from agent_saga.log.resolve import is_url
     from agent_saga.recovery.daemon import RecoveryDaemon
 
     if args.max_attempts < 1:
         raise CliError(f"--max-attempts must be at least 1, got {args.max_attempts}", _EXIT_USAGE)
     if args.lease_grace < 0 or args.retry_delay < 0 or args.interval <= 0:
         raise CliError("--lease-grace and --retry-delay must be >= 0, --interval > 0 seconds", _EXIT_USAGE)
-    target = log_target(args)
+    raw = given_log(args)
+    waits = watching and raw.strip() and not is_url(raw) and not os.path.lexists(raw)
+    target = Path(raw) if waits else log_target(args)
     import_modules(args.imports, "@compensator handlers")
-    return _opened(target, lambda log: RecoveryDaemon(
+    return target, lambda log: RecoveryDaemon(
         log, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
         trust_unverified=args.trust_unverified,
-    ))
+    )
 
 
 def _opened(target: Path | str, make: Any) -> Any:
@@ -143,51 +158,74 @@ def _failure(daemon: Any, err: Exception) -> CliError:
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
-    daemon = _daemon(args)
     watching = args.watch if watch is None else watch
+    if watching:
+        return _watch(args)
+    daemon = _daemon(args)
     try:
-        if not watching:
-            try:
-                report = _sweep(daemon, args.dry_run)
-            except _SWEEP_ERRORS as err:
-                raise _failure(daemon, err) from None
-            _print_report(report, args.quiet)
-            return _EXIT_FINDING if report.needs_attention else _EXIT_OK
-        return _watch(daemon, args)
+        try:
+            report = _sweep(daemon, args.dry_run)
+        except _SWEEP_ERRORS as err:
+            raise _failure(daemon, err) from None
+        _print_report(report, args.quiet)
+        return _EXIT_FINDING if report.needs_attention else _EXIT_OK
     finally:
         daemon.close()
 
 
-def _watch(daemon: Any, args: argparse.Namespace) -> int:
+def _watch(args: argparse.Namespace) -> int:
+    from agent_saga.errors import ConfigurationError
     from agent_saga.recovery.daemon import is_transient
+    from agent_saga.recovery.watch import Watch
 
+    target, make = _daemon_maker(args, watching=True)
+    prog = getattr(args, "prog", "agent-saga recover")
     stop = threading.Event()
+    last: list[Any] = [None]
+
+    def say(line: str) -> None:
+        # Error text can quote what the agent wrote: shown inert, like every line here.
+        print(f"{prog}: {inert(line)}", file=sys.stderr, flush=True)
+
+    def on_report(report: Any) -> None:
+        last[0] = report
+        if report.actions or report.new_escalations:
+            _print_report(report, args.quiet)
+            sys.stdout.flush()
+
+    def on_error(daemon: Any, err: Exception) -> None:
+        # Outages and a log not there yet never get here: the watch retries those itself.
+        if daemon is None and isinstance(err, (WALError, ConfigurationError, OSError)):
+            raise CliError(f"cannot open {target}: {err}", _EXIT_UNCHECKED) from None
+        if not isinstance(err, _SWEEP_ERRORS):
+            raise err
+        if not is_transient(err):
+            raise _failure(daemon, err) from None
+        # A full disk now may have room at the next sweep: say so, and go on.
+        say(f"sweep failed ({err}); retrying in {args.interval:g}s")
 
     def on_signal(signum: int, frame: object) -> None:
         stop.set()
 
+    watcher = Watch(lambda: make(target), interval=args.interval, say=say, on_report=on_report,
+                    on_error=on_error, sweep=lambda daemon: _sweep(daemon, args.dry_run), location=_shown(target))
     previous = signal.signal(signal.SIGTERM, on_signal)
-    report = None
     try:
-        while not stop.is_set():
-            try:
-                report = _sweep(daemon, args.dry_run)
-            except _SWEEP_ERRORS as err:
-                if not is_transient(err):
-                    raise _failure(daemon, err) from None
-                # A full disk now may have room at the next sweep: say so, and go on.
-                print(f"{getattr(args, 'prog', 'agent-saga recover')}: sweep failed ({inert(err)}); "
-                      f"retrying in {args.interval:g}s", file=sys.stderr, flush=True)
-            else:
-                if report.actions or report.new_escalations:
-                    _print_report(report, args.quiet)
-                    sys.stdout.flush()
-            stop.wait(args.interval)
+        watcher.run(stop)
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
+    report = last[0]
     return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
+
+
+def _shown(target: Path | str) -> str:
+    """The log as it may be printed: a URL without its password."""
+    from agent_saga.log.resolve import is_url
+    from agent_saga.log.server import split_url
+
+    return split_url(str(target))[2] if is_url(target) else str(target)
 
 
 def _check_is_log(path: Path) -> None:

@@ -21,13 +21,14 @@ username, password and security token).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from email.utils import format_datetime
 from typing import Any
 
 from agent_saga.connectors._common import ConflictError, PrebuiltUndo, require, run_step, secret
-from agent_saga.errors import ConfigurationError, NotApplied
+from agent_saga.errors import CompensationRefused, ConfigurationError, NotApplied
 from agent_saga.registry import compensator, reconciler
 from agent_saga.semantics import Observation
 
@@ -39,16 +40,37 @@ __all__ = ["API_VERSION", "DEFAULT_CREDENTIAL", "ConflictError", "observe_revert
 DEFAULT_CREDENTIAL = "salesforce"
 API_VERSION = "59.0"
 _STAMP = "LastModifiedDate"
+# An sObject's API name and a record id are data; each becomes a segment of a REST path, so
+# nothing else (a "/", a "..", a query) may ride in them from a recorded undo.
+_SOBJECT = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,79}\Z")
+_RECORD_ID = re.compile(r"[A-Za-z0-9]{15}(?:[A-Za-z0-9]{3})?\Z")
+
+
+def _record_id(record_id: object) -> str:
+    if not isinstance(record_id, str) or not _RECORD_ID.match(record_id):
+        raise CompensationRefused(
+            f"salesforce: record id {repr(record_id)[:80]} is not a Salesforce id (15 or 18 letters and digits); "
+            "nothing was sent"
+        )
+    return record_id
 
 
 def _sobject(credential_ref: str, sobject: str) -> Any:
+    if not isinstance(sobject, str) or not _SOBJECT.match(sobject):
+        raise CompensationRefused(
+            f"salesforce: {repr(sobject)[:80]} is not an sObject API name (a letter, then letters, digits, '_'); "
+            "nothing was sent"
+        )
     login, _ = secret(credential_ref)
     if not isinstance(login, Mapping):
         raise ConfigurationError(
             f"credential {credential_ref!r} must resolve to simple_salesforce.Salesforce keyword arguments "
             "(a mapping such as {'instance_url': ..., 'session_id': ...})"
         )
-    return getattr(simple_salesforce.Salesforce(version=API_VERSION, **login), sobject)
+    client = simple_salesforce.Salesforce(version=API_VERSION, **login)
+    if sobject in dir(client):  # the client's own attribute (session, query...), not an sObject
+        raise CompensationRefused(f"salesforce: {sobject!r} names the client's own attribute, not an sObject")
+    return getattr(client, sobject)
 
 
 def _writable(api: Any) -> set[str]:
@@ -82,6 +104,7 @@ def update(sobject: str, record_id: str, fields: Mapping[str, Any], *,
     names = sorted(fields)
     if not names:
         raise ConfigurationError("salesforce update: give at least one field to patch")
+    _record_id(record_id)
     api = _sobject(credential_ref, sobject)
     read_only = sorted(set(names) - _writable(api))
     if read_only:
@@ -110,6 +133,7 @@ def _apply(sobject: str, record_id: str, fields: dict[str, Any], stamp: str, cre
 def revert(sobject: str, record_id: str, before: dict[str, Any], wrote: dict[str, Any],
            last_modified: str | None = None, credential_ref: str = DEFAULT_CREDENTIAL) -> None:
     """Put back the patched, still-writable fields, unless someone changed the record since the step."""
+    _record_id(record_id)
     api = _sobject(credential_ref, sobject)
     names = sorted(set(before) & _writable(api))
     now = _read(api, record_id, names)
@@ -139,6 +163,7 @@ def _compare(api: Any, record_id: str, wrote: Mapping[str, Any], before: Mapping
 def observe_update(*, sobject: str, record_id: str, fields: dict[str, Any], before: dict[str, Any],
                    snapshot_modified: str, credential_ref: str = DEFAULT_CREDENTIAL, **_: Any) -> Observation:
     """Did the patch land? Only the fields the saga touched are compared."""
+    _record_id(record_id)
     api = _sobject(credential_ref, sobject)
     now, seen = _compare(api, record_id, fields, before)
     if now[_STAMP] == snapshot_modified:
@@ -154,5 +179,6 @@ def observe_update(*, sobject: str, record_id: str, fields: dict[str, Any], befo
 def observe_revert(*, sobject: str, record_id: str, before: dict[str, Any], wrote: dict[str, Any],
                    credential_ref: str = DEFAULT_CREDENTIAL, **_: Any) -> Observation:
     """Is the revert in effect? A flow that rewrote a field after it is caught here."""
+    _record_id(record_id)
     _, seen = _compare(_sobject(credential_ref, sobject), record_id, wrote, before)
     return seen or Observation(exists=True, reversed_=False, detail="the touched fields hold what the saga wrote")

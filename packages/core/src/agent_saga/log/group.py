@@ -232,7 +232,7 @@ class GroupCommitWAL(WAL):
                 if not self._transient(err) or self._abandon:
                     self._fail(err)
                     return False
-                if self.retries == 0 or delay == _MAX_BACKOFF:
+                if delay == 0.02:  # one line per outage, not one per retry (a restart can take minutes)
                     log.warning("%r: commit failed (%s); retrying, the records stay queued", self, err)
                 self.retries += 1
                 with self._lock:

@@ -22,8 +22,10 @@ server runs with, and a warning is logged when it is off.
 
 A commit whose connection broke may or may not have landed. The same transaction
 records the writer's last committed ticket (``<table>_writers``); the retry reads
-it back and skips a batch that did land, so a restart of the server never writes
-a record twice. Needs ``pip install 'agent-saga[postgres]'`` (psycopg 3).
+it back, inside its own transaction after taking the head row's lock, and skips a
+batch that did land, so neither a restart of the server nor a commit the server
+finished only after the client gave up writes a record twice. Needs
+``pip install 'agent-saga[postgres]'`` (psycopg 3).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
         self._conn: Any = None
         self._uncertain = False  # the last commit failed on a broken connection: did it land?
         try:
-            conn = self._connect()
+            conn = self._connect_writer()
         except self._psycopg.Error as err:
             raise WALError(f"cannot open the log {self.location}: {err}".strip()) from err
         try:
@@ -149,6 +151,16 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
             application_name="agent-saga",
         )
 
+    def _connect_writer(self) -> Any:
+        conn = self._connect()
+        # READ COMMITTED whatever the role's default: each statement of a commit then sees what
+        # committed before it, so the head lock and the marker read after it see the commit that
+        # held the lock (another writer's, or an earlier attempt of ours). Under REPEATABLE READ
+        # or SERIALIZABLE the lock fails on it instead, and the commit starts over on a new
+        # connection, after a backoff, each time two writers meet on the head row.
+        conn.isolation_level = self._psycopg.IsolationLevel.READ_COMMITTED
+        return conn
+
     def _disconnect(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -164,17 +176,21 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
 
     def _commit(self, batch: list[Entry]) -> None:
         if self._conn is None:
-            self._conn = self._connect()
+            self._conn = self._connect_writer()
         conn = self._conn
         last_ticket = batch[0][0] + len(batch) - 1
-        if self._uncertain:
-            row = conn.execute(self._sql.writer_ticket, (self.log_name, self.writer)).fetchone()
-            if row is not None and row[0] >= last_ticket:
-                self._uncertain = False
-                return  # it landed before the connection died
-        self._uncertain = True
+        retry, self._uncertain = self._uncertain, True
         with conn.transaction(), conn.cursor() as cur:
             seq, prev = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
+            # The marker is read only now, under the head row's lock: an earlier attempt whose
+            # COMMIT the server got still holds that lock until it lands, so it is visible here
+            # (read before the lock, it could land after the read and the batch be sealed twice).
+            # One that never got to COMMIT rolls back. The head just read is the server's own.
+            if retry:
+                row = cur.execute(self._sql.writer_ticket, (self.log_name, self.writer)).fetchone()
+                if row is not None and row[0] >= last_ticket:
+                    self._uncertain = False
+                    return  # it landed before (or while) the connection died
             data, head, count = seal(
                 ((seq + 1 + i, ts, rtype, saga, step, body)
                  for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),

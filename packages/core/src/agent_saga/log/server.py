@@ -9,7 +9,7 @@ file, never returned silently without its body.
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agent_saga.errors import WALCorrupt, WALError
 from agent_saga.log.codec import BodyCipher, decode_line
@@ -64,10 +64,12 @@ def split_url(url: str, **ours: str) -> tuple[str, dict[str, str], str]:
             found[key] = value
         else:
             rest.append((key, value))
-    driver = urlunsplit(parts._replace(query=urlencode(rest)))
+    # quote, not urlencode's default quote_plus: libpq reads a '+' literally, so
+    # `options=-c name=value` would reach the server as '+name'.
+    driver = urlunsplit(parts._replace(query=urlencode(rest, quote_via=quote)))
     netloc = parts.netloc.rpartition("@")
     user = netloc[0].partition(":")[0]
     shown_netloc = f"{user}@{netloc[2]}" if netloc[1] else netloc[2]
-    shown_query = urlencode(rest + [(k, v) for k, v in found.items() if v != ours[k]])
+    shown_query = urlencode(rest + [(k, v) for k, v in found.items() if v != ours[k]], quote_via=quote)
     location = urlunsplit(parts._replace(netloc=shown_netloc, query=shown_query))
     return driver, found, location

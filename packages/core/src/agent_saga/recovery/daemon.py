@@ -37,6 +37,7 @@ from typing import Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.errors import CompensationRefused
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
@@ -245,20 +246,20 @@ class RecoveryDaemon:
         """Sweep every ``interval`` seconds until ``stop`` is set.
 
         A sweep that fails on a full disk is logged and retried at the next
-        interval; any other failure ends the watch.
+        interval; one that cannot reach the log's server (it is restarting) is
+        retried with backoff, logged once per outage (``recovery.watch``); a log
+        that does not exist yet is waited for; any other failure ends the watch.
         """
-        stop = stop or threading.Event()
-        while not stop.is_set():
-            try:
-                report = self.sweep()
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
-            else:
-                if on_report is not None:
-                    on_report(report)
-            stop.wait(interval)
+        from agent_saga.recovery.watch import Watch
+
+        def on_error(daemon: RecoveryDaemon | None, err: Exception) -> None:
+            if not is_transient(err):
+                raise err
+            log.warning("%s: sweep failed (%s); retrying in %gs", self.location, err, interval)
+
+        Watch(lambda: self, interval=interval, say=lambda line: log.warning("%s", line),
+              on_report=on_report or (lambda report: None), on_error=on_error, close=False,
+              location=self.location).run(stop or threading.Event())
 
     def close(self) -> None:
         self._wal = None
@@ -487,6 +488,10 @@ class _Run:
             error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
             self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
+            if isinstance(err, CompensationRefused) or (isinstance(err, _HandlerFailed) and err.refused):
+                # The handler will not do what the record asks (a program, a URL, a server it
+                # does not know): asking again gets the same answer, so a person decides now.
+                self._dead_letter(step, key, attempt, error, kind="undo-refused")
             if attempt >= self.d.max_attempts:
                 self._dead_letter(step, key, attempt, error)
             self._act(step.index, "retry-later", f"attempt {attempt}/{self.d.max_attempts} failed: {error}")
@@ -500,9 +505,13 @@ class _Run:
         self.report.compensated += 1
         self._count("compensated")
 
-    def _dead_letter(self, step: StepView, key: str, attempts: int, error: str) -> None:
-        detail = f"{attempts} attempt(s) with key {key} failed; last error: {error or 'unknown (crashed mid-call?)'}"
-        self._escalate(step, "compensation-failing", detail)
+    def _dead_letter(self, step: StepView, key: str, attempts: int, error: str,
+                     kind: str = "compensation-failing") -> None:
+        if kind == "undo-refused":
+            detail = f"the handler refused the recorded undo (key {key}) and was not retried: {error}"
+        else:
+            detail = f"{attempts} attempt(s) with key {key} failed; last error: {error or 'unknown (crashed mid-call?)'}"
+        self._escalate(step, kind, detail)
         self._act(step.index, "dead-letter", detail)
         self._write(R.SAGA_DEAD_LETTERED, {"key": key, "attempts": attempts, "detail": detail}, step.index)
         self.report.dead_lettered.append(self.view.saga_id)
@@ -550,8 +559,27 @@ def _args(kwargs: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
 
 
+def _fits(handler: str, fn: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse kwargs the handler does not take: the record, not the handler, would decide what runs."""
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except ValueError:
+        return  # no signature to check against (a builtin): the call itself decides
+    except TypeError as err:
+        raise CompensationRefused(
+            f"the recorded kwargs {sorted(kwargs)} do not fit handler {handler!r} ({err}); it was not called"
+        ) from None
+
+
 class _HandlerFailed(Exception):
-    """A handler's failure, described with the credentials resolved for it scrubbed out."""
+    """A handler's failure, described with the credentials resolved for it scrubbed out.
+
+    ``refused``: the handler raised CompensationRefused (it will not run what the record asks).
+    """
+
+    def __init__(self, text: str, refused: bool = False) -> None:
+        super().__init__(text)
+        self.refused = refused
 
 
 def _text(err: BaseException) -> str:
@@ -560,6 +588,7 @@ def _text(err: BaseException) -> str:
 
 def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
     fn = resolve(handler)
+    _fits(handler, fn, {**kwargs, "idempotency_key": key} if accepts_idempotency_key(fn) else kwargs)
     # Credential references become secrets only here, for this call; never logged.
     kwargs, secrets = resolve_credentials(kwargs)
     if accepts_idempotency_key(fn):
@@ -572,4 +601,4 @@ def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
 
             asyncio.run(wait())
     except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
-        raise _HandlerFailed(scrub(_text(err), secrets)) from None
+        raise _HandlerFailed(scrub(_text(err), secrets), isinstance(err, CompensationRefused)) from None

@@ -34,6 +34,8 @@ KINDS = {
     "no-undo": "a committed step has no undo recorded",
     "handler-missing": "the undo names a handler this daemon has not imported",
     "compensation-failing": "the undo kept failing; the saga is dead-lettered",
+    "undo-refused": "the handler refused the recorded undo (it names something the reader does not trust); "
+                    "the saga is dead-lettered",
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
     "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
     "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",

@@ -34,7 +34,7 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import ServerWAL
 from agent_saga.log.server import open_stored
 
-__all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
+__all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
 
 #: Lease length assumed for a saga whose start record does not state one.
 DEFAULT_LEASE_TTL = 30.0
@@ -63,6 +63,7 @@ class StepView:
     unknown: bool = False
     not_applied: bool = False
     refused: bool = False
+    refusal: str = ""  # "<rule>: <reason>" of a STEP_REFUSED record (what the pictures show)
     intent_compensation: dict[str, Any] | None = None
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
@@ -237,6 +238,7 @@ class _Folder:
             step.not_applied = True
         elif rtype == R.STEP_REFUSED:
             step.refused = True
+            step.refusal = f"{body.get('rule') or 'gate'}: {body.get('reason', '')}"
         elif rtype == R.COMPENSATION_STARTED:
             step.compensation_started += 1
         elif rtype == R.COMPENSATION_FAILED:
@@ -246,6 +248,11 @@ class _Folder:
         elif rtype in _SETTLED and step.settled != "compensated":
             # A compensated step stays compensated whatever is written about it later.
             step.settled = _SETTLED[rtype]
+
+
+#: The fold itself, one record at a time (``feed``; ``sagas`` is the state so far): a replay
+#: reads the state after each record without folding the prefix again.
+Folder = _Folder
 
 
 def fold(records: Any) -> dict[str, SagaView]:

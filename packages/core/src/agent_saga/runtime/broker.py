@@ -21,12 +21,13 @@ summary appears in the text of the spans it is built on, and refuses it
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_saga.log.encodable import unencodable
@@ -134,6 +135,10 @@ class Summary:
 class _Document:
     text: str
     spans: list[Span]
+    by_range: dict[tuple[int, int], Span] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_range = {(span.start, span.end): span for span in self.spans}
 
 
 class ContextBroker:
@@ -221,9 +226,9 @@ class ContextBroker:
         text = doc.text[receipt.start:receipt.end]
         if span_hash(text) != receipt.sha256:
             raise ReceiptBroken("drifted: hash mismatch")
-        for span in doc.spans:
-            if span.start == receipt.start and span.end == receipt.end:
-                return span
+        span = doc.by_range.get((receipt.start, receipt.end))
+        if span is not None:
+            return span
         return Span(receipt.doc_id, -1, receipt.start, receipt.end, text, receipt.sha256)
 
     def _absent(self, doc_id: str) -> str:
@@ -360,9 +365,10 @@ def _split_paragraph(text: str, start: int, end: int, limit: int, out: list[tupl
         if end - pos <= limit:
             cut = end
         else:
-            fits = [e for e in sentence_ends if pos < e <= pos + limit]
-            if fits:
-                cut = fits[-1]
+            # the last sentence end in (pos, pos + limit]: a bisect, so a long paragraph stays linear
+            at = bisect.bisect_right(sentence_ends, pos + limit) - 1
+            if at >= 0 and sentence_ends[at] > pos:
+                cut = sentence_ends[at]
             else:
                 window = text[pos:pos + limit]
                 space = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))

@@ -82,6 +82,8 @@ _TERMINATORS = ".!?…"
 _LIST_ITEM = re.compile(r"\n[ \t]*(?:[-*•]|\d+[.)])[ \t]+")
 _SPACE = re.compile(r"\s+")
 _BLANK_LINE = re.compile(r"\n[ \t]*\n")
+_LIST_NUMBER = re.compile(r"[ \t]*\d{1,3}")
+_LIST_MARKER = re.compile(r"(?:[-*•]|\d{1,3}[.)])[ \t]+")
 
 
 def _ends_with_abbreviation(text: str, rest: str) -> bool:
@@ -93,6 +95,15 @@ def _ends_with_abbreviation(text: str, rest: str) -> bool:
     if word in _BEFORE_NUMBER:
         return rest[:1].isdigit()
     return word in _ABBREVIATIONS or len(word) == 1 or "." in word
+
+
+def _is_list_number(text: str, i: int) -> bool:
+    """Whether the period at ``i`` closes a list item's number ("1." alone at the start of a line)."""
+    window = max(0, i - 8)
+    newline = text.rfind("\n", window, i)
+    if newline < 0 and window > 0:
+        return False
+    return _LIST_NUMBER.fullmatch(text, newline + 1, i) is not None
 
 
 def _boundaries(text: str) -> Iterator[int]:
@@ -119,6 +130,9 @@ def _boundaries(text: str) -> Iterator[int]:
         if end < n and not text[end].isspace():
             i = end  # "4.2", "e.g.,", "x.y": not a boundary
             continue
+        if c == "." and _is_list_number(text, i):  # "1. First item": a list marker, not a sentence
+            i = end
+            continue
         rest = text[end : end + 64].lstrip()  # bounded: what follows decides, not the whole tail
         if c == "." and (_ends_with_abbreviation(text[max(0, i - 32) : i + 1], rest) or rest[:1].islower()):
             i = end
@@ -132,16 +146,21 @@ def split_claims(answer: str) -> list[str]:
 
     A period inside a number ("4.2"), after an abbreviation ("e.g.", "Dr.") or an
     initial, or followed by a lowercase word does not end a sentence; a blank line
-    or a new list item does.
+    or a new list item does (its marker, "-" or "1.", is not part of the claim). A
+    line ending in ":" leads into the claim that follows it.
     """
     if not isinstance(answer, str):
         raise TypeError(f"ground() needs the answer as a str, got {type(answer).__name__}; pass the model's text")
-    claims, start = [], 0
+    claims: list[str] = []
+    start = 0
     for end in [*_boundaries(answer), len(answer)]:
         piece = answer[start:end].strip()
-        if piece.startswith(("- ", "* ", "• ")):
-            piece = piece[2:].strip()
-        if _CITATION.sub("", piece).strip(" \t\n.,;:!?"):
+        marker = _LIST_MARKER.match(piece)
+        if marker is not None:
+            piece = piece[marker.end() :]
+        if claims and claims[-1].endswith(":") and piece:  # "Steps:" leads into the item it introduces
+            claims[-1] = f"{claims[-1]} {piece}"
+        elif _CITATION.sub("", piece).strip(" \t\n.,;:!?"):
             claims.append(piece)
         elif piece and claims:  # a citation standing alone belongs to the claim before it
             claims[-1] = f"{claims[-1]} {piece}"

@@ -18,7 +18,9 @@ adapter's run helper. The tests then check, through that real loop:
 * the plainest scenario a user writes: two tools wrapped with the top-level
   ``agent_saga.wrap_tool``, the framework's own run call inside one ``saga_scope`` (no run
   helper), a failure after it: both undone newest-first;
-* the adapter's ``wrap_tool`` takes every step option and each one reaches the engine.
+* the adapter's ``wrap_tool`` takes every step option and each one reaches the engine;
+* a provenance rule (``agent_saga.runtime``) refuses a made-up amount before the tool runs,
+  through the framework's own tool-error path.
 """
 
 from __future__ import annotations
@@ -404,6 +406,36 @@ class AdapterConformance:
         self.assert_unwound_newest_first(caught.value)
         assert str(caught.value.cause) == "the step after the agent failed"
         assert caught.value.report.clean
+
+    def test_a_provenance_refusal_reaches_the_model_before_the_tool_runs(self) -> None:
+        # Issue 26 part 1: the model made the amount up (a framework's tool call carries plain
+        # values, so it is MODEL); the gate's provenance rule refuses the step before it runs, through
+        # the same path as every gate refusal, in each way the framework handles a tool's error.
+        from agent_saga.errors import StepRefused
+        from agent_saga.gate import PreFlightGate
+        from agent_saga.runtime import ContextBroker, ProvenancePolicy
+
+        broker = ContextBroker()
+        policy = ProvenancePolicy().require("reserve", "amount", "SOURCED")
+        previous = agent_saga.set_default_gate(lambda: PreFlightGate(rules=[policy.as_gate_rule(broker)]))
+        try:
+            for as_result in self.error_modes:
+                with _ledger_lock:
+                    _ledger.clear()
+                before = len(self.records("STEP_REFUSED"))
+                tools = [self.wrapped(publish), self.wrapped(reserve)]
+                err = self.aborted(tools, [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 5000})],
+                                   errors_as_results=as_result)
+                refused = root_cause(err)
+                assert isinstance(refused, StepRefused), refused
+                assert refused.rule == "provenance", refused
+                assert "argument 'amount' must be SOURCED or higher, verified MODEL" in refused.reason
+                assert ledger() == ["do:publish", "undo:publish"]  # reserve never ran
+                assert [(r["body"]["tool"], r["body"]["rule"]) for r in self.records("STEP_REFUSED")[before:]] == [
+                    ("reserve", "provenance")
+                ]
+        finally:
+            agent_saga.set_default_gate(previous)
 
     def test_wrap_tool_takes_every_step_option_and_each_reaches_the_engine(
         self, monkeypatch: pytest.MonkeyPatch

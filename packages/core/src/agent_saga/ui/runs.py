@@ -2,8 +2,13 @@
 
 Everything here is drawn from ``viz.model`` (the recovery fold), like ``graph`` and
 ``animate``, so the debugger, the pictures and the recovery daemon cannot disagree.
-A replay is that same reconstruction taken after each record of the run in turn,
-so the last frame is exactly the run's verdict.
+A replay is that same reconstruction taken after each record of the run in turn
+(``viz.replay``: one fold, fed a record at a time), so the last frame is exactly the
+run's verdict. A frame lists only the steps its record changed, and a replay is served
+in pages of at most ``PAGE_FRAMES`` frames (fewer when they hold more than ``PAGE_STEPS``
+steps), so no request does more than a page's work and none answers with the square of
+the run's length; a run too large to replay within ``viz.replay.DEFAULT_BUDGET`` says
+where its replay stops.
 
 Nothing secret leaves this module: arguments and compensation kwargs pass through
 ``redaction.redact_args`` before they are served (a value the log holds in clear
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from agent_saga.audit.verify import verify_records
@@ -24,10 +30,17 @@ from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import REDACTED, redact_args
 from agent_saga.ui.source import RecordSource
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, reconstruct
-from agent_saga.viz.verdicts import verdict_of
+from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, Status, reconstruct
+from agent_saga.viz.replay import Frame, Replay
+from agent_saga.viz.verdicts import verdict_line
 
-__all__ = ["RunStore"]
+__all__ = ["PAGE_FRAMES", "PAGE_STEPS", "RunStore"]
+
+#: Frames served per replay request at most, and the step entries after which a page ends early.
+PAGE_FRAMES = 2000
+PAGE_STEPS = 20000
+#: Replays kept half-read between page requests (a page continues where the last one stopped).
+_CURSORS = 8
 
 # A last word "ref"/"reference" (credential_ref, apiKeyRef, vault-reference), as in redaction.
 _REFERENCE = re.compile(r"(?:^|[_\-.])(?i:ref|reference)$|(?<=[a-z0-9])(?:Ref|Reference)$")
@@ -46,6 +59,28 @@ def _arguments(values: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _provenance(claims: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Each tagged argument's claim as one line: its level and where it points (issue 26)."""
+    return [{"name": str(name), "claim": _claim(claim)} for name, claim in claims.items()]
+
+
+def _claim(claim: Any) -> str:
+    if not isinstance(claim, Mapping):
+        return str(claim)
+    level = str(claim.get("level", "?"))
+    receipt = claim.get("receipt")
+    if isinstance(receipt, Mapping):
+        return (f"{level} {receipt.get('doc_id')}[{receipt.get('start')}:{receipt.get('end')}] "
+                f"sha256 {str(receipt.get('sha256', ''))[:12]}")
+    if "request" in claim:
+        return f"{level} request {claim['request']}"
+    if "how" in claim:
+        inputs = claim.get("from")
+        parts = ", ".join(_claim(x) for x in inputs) if isinstance(inputs, list) else ""
+        return f"{level} {claim['how']} of ({parts})"
+    return level
+
+
 def _summary(saga: GraphSaga) -> dict[str, Any]:
     return {
         "id": saga.saga_id, "name": saga.name, "status": saga.status, "verdict": saga.verdict,
@@ -55,8 +90,8 @@ def _summary(saga: GraphSaga) -> dict[str, Any]:
     }
 
 
-def _step_state(step: GraphStep, saga: GraphSaga) -> dict[str, Any]:
-    final = step.final(saga.status)
+def _step_state(step: GraphStep, status: Status) -> dict[str, Any]:
+    final = step.final(status)
     return {
         "index": step.index, "tool": step.tool, "semantics": step.semantics, "state": step.state,
         "outcome": step.outcome, "final": final,
@@ -64,13 +99,66 @@ def _step_state(step: GraphStep, saga: GraphSaga) -> dict[str, Any]:
     }
 
 
-def _frame(saga: GraphSaga, record: Record) -> dict[str, Any]:
+def _frame(frame: Frame) -> dict[str, Any]:
+    """One replay frame: the saga's state after a record, with only the steps that record changed."""
+    record = frame.record
     return {
         "seq": record.get("seq"), "type": record.get("type"), "step": record.get("step"),
-        "status": saga.status, "verdict": saga.verdict, "verdict_kind": saga.verdict_kind,
-        "steps": [_step_state(s, saga) for s in saga.steps], "unwound": [s.index for s in saga.unwound],
-        "tally": saga.tally(),
+        "status": frame.status, "verdict": frame.verdict, "verdict_kind": frame.verdict_kind,
+        "changed": [_step_state(step, frame.status) for step, _ in frame.changed], "tally": frame.tally,
     }
+
+
+class _Cursor:
+    """A replay read part-way: where the fold stands, so that the next page continues from there.
+
+    Only the fold is kept between pages, never the frames served: a page the viewer asks
+    for again (it went back) is read again from the run's start, which costs what the
+    pages before it cost once.
+    """
+
+    def __init__(self, saga_id: str, records: list[Record]) -> None:
+        self.saga_id = saga_id
+        self.records = records
+        self._restart()
+
+    def _restart(self) -> None:
+        self.replay = Replay(self.saga_id, self.records)
+        self._rest: Iterator[Frame] = iter(self.replay)
+        self._held: Frame | None = None  # pulled for a page it did not fit in
+        self.position = 0  # the number of the next frame
+        self.done = False
+
+    def _next(self) -> Frame | None:
+        frame, self._held = self._held, None
+        if frame is None and not self.done:
+            frame = next(self._rest, None)
+            self.done = frame is None
+        return frame
+
+    def page(self, start: int) -> list[dict[str, Any]]:
+        """Frames from ``start`` on: at most PAGE_FRAMES, and no more than PAGE_STEPS steps unless one frame has more."""
+        if start < self.position:
+            self._restart()
+        while self.position < start and self._next() is not None:
+            self.position += 1
+        frames: list[dict[str, Any]] = []
+        steps = 0
+        while len(frames) < PAGE_FRAMES and (frame := self._next()) is not None:
+            if frames and steps + len(frame.changed) > PAGE_STEPS:
+                self._held = frame
+                break
+            frames.append(_frame(frame))
+            steps += len(frame.changed)
+            self.position += 1
+        return frames
+
+    @property
+    def more(self) -> bool:
+        if self._held is None and not self.done:
+            self._held = next(self._rest, None)
+            self.done = self._held is None
+        return self._held is not None
 
 
 def _body(record: Record) -> dict[str, Any]:
@@ -83,7 +171,7 @@ def _brief(record: Record) -> str:
     body = _body(record)
     if "body" not in record:
         return "body encrypted (no key) or redacted"
-    verdict = verdict_of(record)
+    verdict = verdict_line(record)
     if verdict is not None:
         return verdict.label
     for key in ("tool", "cause", "reason", "error", "handler", "by", "name"):
@@ -105,6 +193,8 @@ class RunStore:
         self._shown: dict[str, str] = {}  # each run's id as served (inert) -> its id in the log
         self._chain: dict[str, Any] = {}
         self.version = 0
+        self._cursors: OrderedDict[tuple[str, int], _Cursor] = OrderedDict()
+        self._cursor_lock = threading.Lock()
 
     def refresh(self) -> int:
         """Read what was appended; returns the version (it grows whenever the runs changed)."""
@@ -143,11 +233,15 @@ class RunStore:
             if saga is None:
                 return None
             records = list(self._by_saga.get(saga_id, []))
+        own: dict[int, list[Record]] = {}
+        for r in records:  # one pass: looking each step's records up in all of them is quadratic
+            index = r.get("step")
+            if isinstance(index, int):
+                own.setdefault(index, []).append(r)
         steps = []
         for step in saga.steps:
-            own = [r for r in records if r.get("step") == step.index]
-            entry = _step_state(step, saga)
-            entry.update(_step_detail(own))
+            entry = _step_state(step, saga.status)
+            entry.update(_step_detail(own.get(step.index, [])))
             steps.append(entry)
         return {
             **_summary(saga),
@@ -161,25 +255,41 @@ class RunStore:
             ],
         }
 
-    def replay(self, saga_id: str) -> list[dict[str, Any]] | None:
-        """The run as it stood after each of its records, from the first to the verdict."""
+    def replay(self, saga_id: str, start: int = 0) -> dict[str, Any] | None:
+        """One page of the run as it stood after each of its records, from frame ``start`` on.
+
+        ``frames`` holds at most ``PAGE_FRAMES`` frames, each listing only the steps its
+        record changed (a viewer applies them in order); ``next`` is the ``start`` of the
+        following page, or None after the last; ``total`` is how many frames the run has;
+        ``truncated`` says why the frames stop early, if they do. None: no such run.
+        """
         with self._lock:
             saga_id = self._shown.get(saga_id, "")
             if saga_id not in self._sagas:
                 return None
-            records = list(self._by_saga.get(saga_id, []))
-        frames = []
-        for n in range(1, len(records) + 1):
-            built = reconstruct(records[:n])
-            if built:  # nothing to draw before the saga's start record
-                frames.append(_frame(built[0], records[n - 1]))
-        return frames
+            version = self.version
+            records = self._by_saga.get(saga_id, [])
+            cursor = self._cursors.get((saga_id, version))
+            if cursor is None:
+                cursor = _Cursor(saga_id, list(records))
+        with self._cursor_lock:
+            self._cursors[(saga_id, version)] = cursor
+            self._cursors.move_to_end((saga_id, version))
+            while len(self._cursors) > _CURSORS:
+                self._cursors.popitem(last=False)
+            start = max(0, start)
+            page = cursor.page(start)
+            more = cursor.more
+            return {
+                "start": start, "frames": page, "next": start + len(page) if more and page else None,
+                "total": cursor.replay.total, "truncated": None if more else cursor.replay.truncated,
+            }
 
 
 def _step_detail(records: list[Record]) -> dict[str, Any]:
     """Arguments, errors, the compensation the log names and what running it did."""
     detail: dict[str, Any] = {"args": [], "op": None, "error": None, "refusal": None, "compensation": None,
-                              "undo_records": []}
+                              "undo_records": [], "provenance": []}
     for r in records:
         body, rtype = _body(r), r.get("type")
         if "args" in body:
@@ -190,6 +300,8 @@ def _step_detail(records: list[Record]) -> dict[str, Any]:
             detail["error"] = str(body["error"])
         if rtype == R.STEP_REFUSED:
             detail["refusal"] = {"rule": body.get("rule"), "reason": body.get("reason")}
+        if isinstance(body.get("provenance"), dict):
+            detail["provenance"] = _provenance(body["provenance"])
         comp = body.get("compensation")
         if isinstance(comp, dict) and rtype in (R.STEP_INTENT, R.STEP_COMMITTED, R.STEP_UNKNOWN):
             # the latest descriptor wins: the one derived from the result replaces the one known before

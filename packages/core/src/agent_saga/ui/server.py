@@ -156,8 +156,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _api(self, parts: list[str], query: str) -> None:
         store = self.server.store
         version = store.refresh()
+        params = dict(p.partition("=")[::2] for p in query.split("&") if p)
         if parts == ["runs"]:
-            since = dict(p.partition("=")[::2] for p in query.split("&") if p).get("since")
+            since = params.get("since")
             if since == str(version):
                 self._json(HTTPStatus.OK, {"version": version, "unchanged": True})
             else:
@@ -169,7 +170,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._found(saga_id, store.run(saga_id))
                 return
             if parts[2] == "replay":
-                self._found(saga_id, store.replay(saga_id))
+                start = params.get("from", "0")
+                if not (start.isascii() and start.isdigit()):
+                    self._json(HTTPStatus.BAD_REQUEST, {"error": f"from={start!r} is not a frame number: "
+                                                                 "give the 'next' of the previous page"})
+                    return
+                self._found(saga_id, store.replay(saga_id, int(start)))
                 return
         self._json(HTTPStatus.NOT_FOUND, {"error": f"no such API path: /api/{'/'.join(parts)}"})
 

@@ -48,6 +48,11 @@ def _verdict_style(saga: GraphSaga) -> str:
     return "clean" if kind == "completed" else kind
 
 
+def _refusal_line(step: GraphStep) -> str:
+    """Which gate rule refused the step and why, one line (the reason is cut, never the rule)."""
+    return short(f"refused by {step.refusal}", 200)
+
+
 # -- Mermaid ------------------------------------------------------------------------------
 
 
@@ -71,8 +76,9 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         for step in saga.steps:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
+            refusal = f'<br/>{_m(_refusal_line(step))}' if step.refusal else ""
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}"]:::{css}')
+                         f'{_m(f"{step.semantics} - {step.state}")}{refusal}"]:::{css}')
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
@@ -131,6 +137,8 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
             label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
+            if step.refusal:
+                label += "\\n" + _d(_refusal_line(step))
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")

@@ -19,17 +19,22 @@ from typing import Any, Literal
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
-from agent_saga.viz.verdicts import GraphVerdict, verdict_of
+from agent_saga.viz.verdicts import GraphVerdict, verdict_line
 
 __all__ = [
     "LABELS",
+    "PENDING_STATES",
     "FinalOutcome",
     "GraphSaga",
     "GraphStep",
     "Outcome",
     "build",
+    "graph_step",
     "reconstruct",
+    "saga_status",
     "short",
+    "verdict_kind_of",
+    "verdict_of",
 ]
 
 Outcome = Literal["compensated", "failed", "orphaned", "unresolved", "kept"]
@@ -62,6 +67,7 @@ class GraphStep:
     state: str  # committed | unknown | in-flight | not-applied | refused
     outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
     undo: str = ""  # the compensation the log names for this step ("" if none)
+    refusal: str = ""  # "<rule>: <reason>" when the gate refused it (agent-written: render inert)
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -105,25 +111,43 @@ class GraphSaga:
 
     @property
     def verdict(self) -> str:
-        if self.status == "completed":
-            return "completed"
-        if self.status == "open":
-            pending = sum(1 for s in self.steps if s.state in ("committed", "unknown", "in-flight"))
-            return f"OPEN - no end record ({pending} effect(s) may be standing)"
-        if self.clean:
-            return "rollback clean"
-        bad = {what: n for what, n in self.tally().items() if what not in ("compensated", "kept")}
-        detail = ", ".join(f"{n} {what}" for what, n in sorted(bad.items()))
-        return f"rollback NOT CLEAN: {detail}"
+        pending = sum(1 for s in self.steps if s.state in PENDING_STATES) if self.status == "open" else 0
+        return verdict_of(self.status, pending, self.tally())
 
     @property
     def verdict_kind(self) -> Literal["completed", "clean", "dirty", "open"]:
         """The verdict as a style: a partial rollback is never styled as clean."""
-        if self.status == "completed":
-            return "completed"
-        if self.status == "open":
-            return "open"
-        return "clean" if self.clean else "dirty"
+        return verdict_kind_of(self.status, self.tally())
+
+
+#: The states of a step whose effect may be standing while its saga is open.
+PENDING_STATES = frozenset({"committed", "unknown", "in-flight"})
+
+
+def verdict_of(status: Status, pending: int, tally: Mapping[str, int]) -> str:
+    """A saga's verdict in words, from its status, how many effects may stand, and its outcome counts.
+
+    Taken apart from ``GraphSaga`` so that a replay, which keeps these counts as it goes,
+    says exactly what the model says without rebuilding every step after every record.
+    """
+    if status == "completed":
+        return "completed"
+    if status == "open":
+        return f"OPEN - no end record ({pending} effect(s) may be standing)"
+    bad = {what: n for what, n in tally.items() if n and what not in ("compensated", "kept")}
+    if not bad:
+        return "rollback clean"
+    detail = ", ".join(f"{n} {what}" for what, n in sorted(bad.items()))
+    return f"rollback NOT CLEAN: {detail}"
+
+
+def verdict_kind_of(status: Status, tally: Mapping[str, int]) -> Literal["completed", "clean", "dirty", "open"]:
+    """The verdict as a style (see ``verdict_of``): clean only when every unwound step was undone or kept."""
+    if status == "completed":
+        return "completed"
+    if status == "open":
+        return "open"
+    return "clean" if all(what in ("compensated", "kept") for what, n in tally.items() if n) else "dirty"
 
 
 def _outcome(step: StepView, unwinding: bool) -> Outcome | None:
@@ -143,6 +167,21 @@ def _undo(step: StepView) -> str:
     return str(comp.get("description") or comp.get("handler") or "")
 
 
+def graph_step(step: StepView, unwinding: bool) -> GraphStep:
+    """The drawable model of one step of a saga that is (or is not) unwinding."""
+    return GraphStep(step.index, step.tool or "?", step.semantics or "?", step.state, _outcome(step, unwinding),
+                     _undo(step), step.refusal)
+
+
+def saga_status(view: SagaView) -> tuple[Status, bool]:
+    """A saga's status, and whether its rollback has begun (which gives its applied steps an outcome)."""
+    status: Status = (
+        "completed" if view.ended == "SAGA_COMPLETED"
+        else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
+    )
+    return status, view.rollback_started or view.ended == "SAGA_ROLLED_BACK"
+
+
 def build(
     views: Iterable[SagaView],
     causes: Mapping[str, str] | None = None,
@@ -154,15 +193,8 @@ def build(
     for view in views:
         if not view.started:
             continue
-        unwinding = view.rollback_started or view.ended == "SAGA_ROLLED_BACK"
-        status: Status = (
-            "completed" if view.ended == "SAGA_COMPLETED"
-            else "rolled back" if view.ended == "SAGA_ROLLED_BACK" else "open"
-        )
-        steps = tuple(
-            GraphStep(s.index, s.tool or "?", s.semantics or "?", s.state, _outcome(s, unwinding), _undo(s))
-            for s in (view.steps[i] for i in sorted(view.steps))
-        )
+        status, unwinding = saga_status(view)
+        steps = tuple(graph_step(view.steps[i], unwinding) for i in sorted(view.steps))
         sagas.append(GraphSaga(
             view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
             view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
@@ -183,7 +215,7 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
         if isinstance(saga, str):
             if isinstance(r.get("step"), int):
                 last_step[saga] = max(last_step.get(saga, 0), r["step"])
-            verdict = verdict_of(r, last_step.get(saga, 0))
+            verdict = verdict_line(r, last_step.get(saga, 0))
             if verdict is not None:
                 verdicts[saga] = (*verdicts.get(saga, ()), verdict)
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):

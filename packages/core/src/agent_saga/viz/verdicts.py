@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agent_saga.log.records import RecordType as R
 
-__all__ = ["LABELLERS", "GraphVerdict", "verdict_of"]
+__all__ = ["LABELLERS", "GraphVerdict", "verdict_line"]
 
 Kind = Literal["ok", "bad"]
 
@@ -65,7 +65,7 @@ LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
 }
 
 
-def verdict_of(record: Mapping[str, Any], after_step: int = 0) -> GraphVerdict | None:
+def verdict_line(record: Mapping[str, Any], after_step: int = 0) -> GraphVerdict | None:
     """``record`` as a verdict line, or None when its type is not a verdict."""
     labeller = LABELLERS.get(str(record.get("type")))
     if labeller is None:

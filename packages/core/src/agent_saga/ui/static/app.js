@@ -9,10 +9,19 @@ const SYMBOL = {
 const OUTCOMES = ["compensated", "kept", "failed", "orphaned", "unresolved"];
 const POLL_MS = 1000;
 const FRAME_MS = 700;
+// What the page draws of a long run at once: the browser's layout, not the data, is the limit
+// (10,000 steps drawn took seconds per frame). Steps are drawn in a window around the step in
+// focus (the replayed record's, or the one inspected), the records up to a cap; the rest is
+// counted in a line saying so.
+const MAX_STEPS_DRAWN = 300;
+const MAX_RECORDS_DRAWN = 2000;
 
 const state = {
   token: null, version: null, runs: [], filter: "all", selected: null, detail: null,
   frames: null, frame: -1, timer: null, inspected: null,
+  // a replay: frames as served (each lists only the steps its record changed), the page of
+  // the next ones, and the state the frames up to `at` build (step index -> step)
+  total: 0, next: null, truncated: null, loading: null, at: -1, shown: null, byIndex: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -95,17 +104,32 @@ function stepButton(step, label, what, unwind) {
     el("span", { class: "tag" }, step.label))));
 }
 
-function renderSteps(view) {
+// At most MAX_STEPS_DRAWN of `steps`, around the one whose index is `focus`; with a line for each
+// part left out.
+function drawWindow(list, steps, focus, draw) {
+  let at = focus === null || focus === undefined ? -1 : steps.findIndex((s) => s.index === focus);
+  if (at < 0) at = 0;
+  const start = Math.max(0, Math.min(at - MAX_STEPS_DRAWN / 2, steps.length - MAX_STEPS_DRAWN));
+  const shown = steps.slice(start, start + MAX_STEPS_DRAWN);
+  const after = steps.length - start - shown.length;
+  const items = shown.map(draw);
+  if (start) items.unshift(el("li", { class: "elided muted" }, start + " step(s) above not drawn"));
+  if (after) items.push(el("li", { class: "elided muted" }, after + " step(s) below not drawn"));
+  list.replaceChildren(...items);
+}
+
+function renderSteps(view, focus) {
   // view: {steps, unwound, status, verdict, verdict_kind, tally}, from the run or from a replay frame
   const byIndex = new Map(view.steps.map((s) => [s.index, s]));
-  $("forward").replaceChildren(...view.steps.map((s) =>
-    stepButton(s, s.index + ". " + s.tool, s.semantics + " \u00b7 " + s.state, false)));
+  if (focus === undefined) focus = state.inspected;
+  drawWindow($("forward"), view.steps, focus, (s) =>
+    stepButton(s, s.index + ". " + s.tool, s.semantics + " \u00b7 " + s.state, false));
   const unwound = view.unwound.map((i) => byIndex.get(i)).filter(Boolean);
-  $("unwind").replaceChildren(...unwound.map((s) => {
-    const comp = state.detail && state.detail.steps.find((d) => d.index === s.index);
+  drawWindow($("unwind"), unwound, focus, (s) => {
+    const comp = state.byIndex && state.byIndex.get(s.index);
     const how = comp && comp.compensation ? (comp.compensation.description || comp.compensation.handler) : "no undo recorded";
     return stepButton(s, "undo " + s.index + ". " + s.tool, how, true);
-  }));
+  });
   $("unwind-title").textContent = unwound.length ? "Unwind, newest first" : "Unwind: none";
   const verdict = $("verdict");
   verdict.className = "verdict " + cls(view.verdict_kind);
@@ -125,9 +149,14 @@ function renderRun() {
   $("run-cause").textContent = run.cause ? "Cause: " + run.cause : "";
   $("run-verdicts").replaceChildren(...(run.verdicts || []).map((v) => el("li", { class: "verdict-line " + v.kind },
     "seq " + v.seq + " " + v.type + " \u2014 " + v.label)));
-  $("records").replaceChildren(...run.records.map((r) => el("li", {},
-    "seq " + r.seq + " " + r.type + (r.step ? " step " + r.step : "") + (r.brief ? " \u2014 " + r.brief : ""))));
-  if (state.frames) renderSteps(state.frames[state.frame]);
+  const records = run.records.slice(0, MAX_RECORDS_DRAWN).map((r) => el("li", {},
+    "seq " + r.seq + " " + r.type + (r.step ? " step " + r.step : "") + (r.brief ? " \u2014 " + r.brief : "")));
+  if (run.records.length > records.length) {
+    records.push(el("li", { class: "elided muted" }, (run.records.length - records.length) +
+      " later record(s) not drawn (agent-saga graph and export show them all)"));
+  }
+  $("records").replaceChildren(...records);
+  if (state.frames) renderSteps(frameView(), state.focus);
   else renderSteps(run);
   renderInspector();
 }
@@ -138,7 +167,7 @@ async function selectRun(id, focus) {
   state.inspected = null;
   renderRuns();
   try {
-    state.detail = await api("/api/runs/" + encodeURIComponent(id));
+    setDetail(await api("/api/runs/" + encodeURIComponent(id)));
     showError("");
   } catch (err) {
     showError(err.message);
@@ -172,9 +201,14 @@ function dl(pairs) {
   return list;
 }
 
+function setDetail(run) {
+  state.detail = run;
+  state.byIndex = new Map(run.steps.map((s) => [s.index, s]));  // looked up per step drawn
+}
+
 function renderInspector() {
   const box = $("inspect");
-  const step = state.detail && state.detail.steps.find((s) => s.index === state.inspected);
+  const step = state.byIndex && state.byIndex.get(state.inspected);
   $("inspect-empty").hidden = !!step;
   if (!step) { box.replaceChildren(); return; }
   const parts = [
@@ -183,6 +217,8 @@ function renderInspector() {
       ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
       ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null]]),
     el("h3", {}, "Arguments"), argsTable(step.args),
+    ...(step.provenance && step.provenance.length
+      ? [el("h3", {}, "Provenance"), dl(step.provenance.map((p) => [p.name, p.claim]))] : []),
     el("h3", {}, "Compensation"),
   ];
   const comp = step.compensation;
@@ -214,17 +250,57 @@ function inspect(index) {
 
 // ---- replay ("watch from start") --------------------------------------------------------
 
+// The run after frame `n`: the changes of frames 0..n applied in order (going back starts over,
+// which costs what going forward did: one pass over the frames, never one per step).
+function frameView() {
+  const f = state.frames[state.frame];
+  if (state.frame < state.at) { state.shown = new Map(); state.at = -1; state.focus = null; }
+  for (let i = state.at + 1; i <= state.frame; i++) {
+    for (const s of state.frames[i].changed) state.shown.set(s.index, s);
+    if (state.frames[i].step) state.focus = state.frames[i].step;  // the drawn window follows the records
+  }
+  state.at = state.frame;
+  const steps = [...state.shown.values()].sort((a, b) => a.index - b.index);
+  const unwound = steps.filter((s) => s.outcome).map((s) => s.index).reverse();
+  return { steps, unwound, status: f.status, verdict: f.verdict, verdict_kind: f.verdict_kind, tally: f.tally };
+}
+
 function showFrame(n) {
   state.frame = Math.max(0, Math.min(n, state.frames.length - 1));
   const f = state.frames[state.frame];
-  renderSteps(f);
-  const last = state.frame === state.frames.length - 1;
-  $("replay-status").textContent = "record " + (state.frame + 1) + " of " + state.frames.length + ": seq " + f.seq +
-    " " + f.type + (f.step ? " (step " + f.step + ")" : "") + (last ? " \u2014 end of the run: " + f.verdict : "");
+  renderSteps(frameView(), state.focus);
+  const loaded = state.frame === state.frames.length - 1;
+  const last = loaded && state.next === null;
+  $("replay-status").textContent = "record " + (state.frame + 1) + " of " + state.total + ": seq " + f.seq +
+    " " + f.type + (f.step ? " (step " + f.step + ")" : "") +
+    (last && state.truncated ? " \u2014 " + state.truncated : last ? " \u2014 end of the run: " + f.verdict : "");
   $("step-back").disabled = state.frame === 0;
   $("step-fwd").disabled = last;
   $("to-end").disabled = last;
   if (last) pauseReplay();
+  else if (loaded) more();  // fetch the next page before it is needed
+}
+
+// The next page of frames, once (a page is a bounded amount of the server's work).
+function more() {
+  if (state.next === null) return Promise.resolve();
+  if (!state.loading) {
+    const id = state.selected;
+    state.loading = api("/api/runs/" + encodeURIComponent(id) + "/replay?from=" + state.next).then((page) => {
+      if (state.selected !== id || !state.frames) return;
+      for (const f of page.frames) state.frames.push(f);  // (a spread of a whole page would hit the argument limit)
+      state.next = page.next;
+      state.total = page.total;  // the log may have grown since the first page
+      state.truncated = page.truncated;
+    }).catch((err) => showError(err.message)).finally(() => { state.loading = null; });
+  }
+  return state.loading;
+}
+
+async function toEnd() {
+  pauseReplay();
+  while (state.frames && state.next !== null) await more();
+  if (state.frames) showFrame(state.frames.length - 1);
 }
 
 function pauseReplay() {
@@ -238,6 +314,8 @@ function stopReplay(forget) {
   if (forget) {
     state.frames = null;
     state.frame = -1;
+    state.next = null;
+    state.at = -1;
     $("replay-status").textContent = "";
     for (const id of ["step-back", "step-fwd", "to-end"]) $(id).disabled = true;
   }
@@ -246,18 +324,25 @@ function stopReplay(forget) {
 function play() {
   pauseReplay();
   $("pause").disabled = false;
-  state.timer = setInterval(() => showFrame(state.frame + 1), FRAME_MS / Number($("speed").value));
+  state.timer = setInterval(() => {
+    if (state.frame < state.frames.length - 1) showFrame(state.frame + 1);
+    else more();  // the next page is on its way: wait for it
+  }, FRAME_MS / Number($("speed").value));
 }
 
 async function watchFromStart() {
   if (!state.selected) return;
+  stopReplay(true);
+  let page;
   try {
-    state.frames = await api("/api/runs/" + encodeURIComponent(state.selected) + "/replay");
+    page = await api("/api/runs/" + encodeURIComponent(state.selected) + "/replay");
   } catch (err) {
     showError(err.message);
     return;
   }
-  if (!state.frames.length) return;
+  if (!page.frames.length) return;
+  Object.assign(state, { frames: page.frames, next: page.next, total: page.total, truncated: page.truncated,
+    at: -1, shown: new Map(), focus: null });
   showFrame(0);
   play();
 }
@@ -283,7 +368,7 @@ async function poll() {
       const after = state.runs.find((r) => r.id === state.selected);
       if (after && before && !state.frames &&
           (after.ended_us !== before.ended_us || after.verdict !== before.verdict || after.steps !== before.steps)) {
-        state.detail = await api("/api/runs/" + encodeURIComponent(state.selected));
+        setDetail(await api("/api/runs/" + encodeURIComponent(state.selected)));
         renderRun();
       }
     }
@@ -334,7 +419,7 @@ function start() {
   $("pause").addEventListener("click", pauseReplay);
   $("step-back").addEventListener("click", () => { pauseReplay(); showFrame(state.frame - 1); });
   $("step-fwd").addEventListener("click", () => { pauseReplay(); showFrame(state.frame + 1); });
-  $("to-end").addEventListener("click", () => showFrame(state.frames.length - 1));
+  $("to-end").addEventListener("click", toEnd);
   $("speed").addEventListener("change", () => { if (state.timer) play(); });
   poll();
 }

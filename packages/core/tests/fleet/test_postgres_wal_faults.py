@@ -1,0 +1,171 @@
+"""PostgresWAL when the client gives up on a commit the server is still finishing, made
+deterministic against the real PostgreSQL (a follow-up of issue 25, item 6).
+
+A commit is one transaction: lock the head row, copy the rows in, move the head, mark the
+writer. Once the server has received COMMIT, that transaction lands whatever became of the
+client: a connection cut while the server is still committing (waiting on a synchronous
+replica, running a deferred check) leaves the writer in doubt, and it retries on a new
+connection. Here the old COMMIT is held server-side by a deferred constraint trigger that
+waits for an advisory lock the test holds, the client's connection is cut through a TCP proxy
+(``tcp_proxy.TcpProxy``), and the lock is let go only once the retry waits on the head row:
+the order in which a marker read before the transaction finds nothing, and the batch would be
+sealed a second time after the late commit, with an intact chain.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from servers import _wait
+from tcp_proxy import TcpProxy
+
+from agent_saga.audit.verify import verify_records
+from agent_saga.log.postgres import PostgresWAL
+
+
+@dataclass
+class Log:
+    """A fresh log in tables of its own, its writer connected through a proxy the test can cut."""
+
+    wal: PostgresWAL
+    proxy: TcpProxy
+    admin: Any  # a direct autocommit connection for the test's own statements
+    table: str
+    direct: str  # the server's own URL, not through the proxy
+
+    def blocked_by(self, pid: int) -> int:
+        """The backend that waits on a lock ``pid`` holds (waits until there is one)."""
+        found: list[int] = []
+
+        def check() -> bool:
+            found[:] = [r[0] for r in self.admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+            )]
+            return bool(found)
+
+        _wait(check, f"a backend blocked by {pid}")
+        assert len(found) == 1, found
+        return found[0]
+
+    def query_of(self, pid: int) -> str:
+        return str(self.admin.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0])
+
+
+@pytest.fixture
+def new_log(pg: str) -> Iterator[Callable[..., Log]]:
+    made: list[Log] = []
+
+    def make(isolation: str = "") -> Log:
+        """``isolation``: the writer's session default (libpq ``options``), e.g. a role's."""
+        parts = urlsplit(pg)
+        assert parts.port is not None
+        proxy = TcpProxy(parts.port)
+        user = parts.netloc.rpartition("@")[0]
+        netloc = f"{user}@127.0.0.1:{proxy.port}" if user else f"127.0.0.1:{proxy.port}"
+        table = f"t_{uuid.uuid4().hex[:12]}"
+        ours = {"log": "l", "table": table}
+        if isolation:
+            ours["options"] = f"-cdefault_transaction_isolation={isolation}"  # libpq reads no '+' as a space
+        query = f"{parts.query}&" if parts.query else ""
+        url = urlunsplit(parts._replace(netloc=netloc, query=query + urlencode(ours)))
+        admin = psycopg.connect(pg, autocommit=True)
+        # The old backend must not notice the cut on its own (Postgres's default, 0).
+        assert admin.execute("SHOW client_connection_check_interval").fetchone() == ("0",)
+        log = Log(PostgresWAL(url, linger=0), proxy, admin, table, pg)
+        made.append(log)
+        return log
+
+    yield make
+    for log in made:
+        log.wal.close(timeout=5)
+        log.proxy.stop()
+        for suffix in ("", "_head", "_writers"):
+            log.admin.execute(f"DROP TABLE IF EXISTS {log.table}{suffix}")
+        log.admin.execute(f"DROP FUNCTION IF EXISTS {log.table}_hold()")
+        log.admin.close()
+
+
+def hold_commits_on(log: Log, key: int) -> None:
+    """Make every commit of the log wait, at COMMIT, for advisory lock ``key`` (a deferred trigger)."""
+    t = log.table
+    log.admin.execute(
+        f"CREATE FUNCTION {t}_hold() RETURNS trigger LANGUAGE plpgsql AS "
+        f"$$ BEGIN PERFORM pg_advisory_xact_lock({key}); RETURN NULL; END $$"
+    )
+    log.admin.execute(
+        f"CREATE CONSTRAINT TRIGGER hold AFTER INSERT OR UPDATE ON {t}_writers "
+        f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {t}_hold()"
+    )
+
+
+def bodies(log: Log) -> list[Any]:
+    records = list(log.wal.records())
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert verify_records(records).status == "intact"
+    return [r["body"]["i"] for r in records]
+
+
+@pytest.mark.parametrize("isolation", ["", "serializable"], ids=["server-default", "role-serializable"])
+def test_a_commit_the_server_finishes_after_the_client_gave_up_is_not_written_twice(
+    new_log: Callable[..., Log], isolation: str
+) -> None:
+    log = new_log(isolation)
+    wal = log.wal
+    if isolation:  # the session's default is the role's; the writer's commits run READ COMMITTED
+        assert wal._conn.execute("SHOW default_transaction_isolation").fetchone()[0] == isolation
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
+    key = random.getrandbits(62)
+    hold_commits_on(log, key)
+    holder = psycopg.connect(log.direct, autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for i in (1, 2, 3):
+            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+        # The writer's backend got COMMIT and is finishing it (in the deferred trigger).
+        old = log.blocked_by(holder.info.backend_pid)
+        assert log.query_of(old) == "COMMIT"
+        assert log.proxy.cut() == 1  # the client gives up; the server-side backend carries on
+        # The retry, on a new connection, now waits for the head row the old commit holds.
+        retry = log.blocked_by(old)
+        assert retry != old
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))  # the old commit lands first
+        wal.barrier(ticket, timeout=30)
+        # One retry, the cut's: the head lock did not fail on the late commit and start over.
+        assert wal.retries == 1
+    finally:
+        holder.close()
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 4}, 4), timeout=30)  # and the log goes on
+    assert bodies(log) == [0, 1, 2, 3, 4]  # once each: the retry found the batch landed
+
+
+def test_a_commit_cut_before_its_commit_reached_the_server_is_written_once(
+    new_log: Callable[..., Log],
+) -> None:
+    """The other side of the doubt: the old transaction never got COMMIT (it waited for the head
+    row when the client gave up), so it rolls back, and the retry must write the batch."""
+    log = new_log()
+    wal = log.wal
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
+    locker = psycopg.connect(log.direct)
+    try:
+        locker.execute(f"SELECT seq FROM {log.table}_head FOR UPDATE")
+        for i in (1, 2, 3):
+            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+        old = log.blocked_by(locker.info.backend_pid)
+        assert "FOR UPDATE" in log.query_of(old)
+        assert log.proxy.cut() == 1
+        retry = log.blocked_by(old)
+        assert retry != old
+        locker.rollback()  # the old backend gets the row, finds its client gone, rolls back
+        wal.barrier(ticket, timeout=30)
+        assert wal.retries >= 1
+    finally:
+        locker.close()
+    assert bodies(log) == [0, 1, 2, 3]
