@@ -73,3 +73,7 @@ class RecordType(enum.StrEnum):
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
     # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
     ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts
+    # The cascade of model tiers (agent_saga.runtime.cascade): the whole ladder, failures included,
+    # as one saga-level record whose body's "verdict" is the line `graph` and `ui` show.
+    CASCADE_RESOLVED = "CASCADE_RESOLVED"  # a tier's answer passed verification and was returned
+    CASCADE_EXHAUSTED = "CASCADE_EXHAUSTED"  # no tier passed; CascadeExhausted was raised

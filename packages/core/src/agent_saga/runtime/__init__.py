@@ -3,7 +3,9 @@
 ``broker`` holds the documents and requests a model was given, as spans with
 receipts; ``matching`` finds a value in a text (numbers by value); ``provenance``
 tags arguments with where they came from and checks the tags at the gate;
-``grounding`` labels each claim of an answer with what its citations prove now.
+``grounding`` labels each claim of an answer with what its citations prove now;
+``cascade`` asks model ``tiers`` cheapest first and returns only what its
+``verifiers`` accept.
 See docs/AGENT_RUNTIME.md.
 """
 
@@ -18,6 +20,7 @@ from agent_saga.runtime.broker import (
     Summary,
     SummaryRefused,
 )
+from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
 from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
 from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
 from agent_saga.runtime.provenance import (
@@ -32,15 +35,22 @@ from agent_saga.runtime.provenance import (
     sourced,
     user_value,
 )
+from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
+from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
 
 __all__ = [
     "DEFAULT_SPAN_CHARS",
     "ArgumentProvenance",
+    # the cascade (issue 26 part 3)
+    "Attempt",
+    "CascadeExhausted",
+    "CascadeResult",
     "Claim",
     "ClaimStatus",
     "ContextBroker",
     "Derived",
     "GroundingReport",
+    "OpenAICompatibleTier",
     "Provenance",
     "ProvenancePolicy",
     "ProvenanceVerdict",
@@ -50,13 +60,23 @@ __all__ = [
     "Span",
     "Summary",
     "SummaryRefused",
+    "Tier",
+    "TierAnswer",
+    "ToolCall",
     "UserValue",
+    "Verdict",
+    "Verifier",
+    "all_of",
+    "cascade",
     "derived",
     "ground",
+    "grounded",
+    "matches_schema",
     "numbers_in",
     "quotes_in",
     "sourced",
     "split_claims",
+    "tools_must_exist",
     "user_value",
     "value_in_text",
 ]
