@@ -272,3 +272,32 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     assert "world afterwards: nothing left standing" in out.stdout
     assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
     assert (clone / "agent-saga-demo" / "demo.wal").exists()
+
+
+def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_schema(
+    venv: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _, wheels = venv
+    uv = _uv()
+    env = tmp_path_factory.mktemp("core-no-extras") / "env"
+    _sh(uv, "venv", "--python", f"{sys.version_info.major}.{sys.version_info.minor}", str(env))
+    (core,) = wheels.glob("agent_saga-*.whl")
+    _sh(uv, "pip", "install", "--python", str(env / "bin" / "python"), "--find-links", str(wheels), str(core))
+    out = _py(env / "bin" / "python", """
+        import json
+        from importlib.util import find_spec
+        from agent_saga import ConfigurationError, OpenAICompatibleTier, matches_schema
+        errors = []
+        for make in (lambda: OpenAICompatibleTier("local-7b", "qwen-7b"), lambda: matches_schema({})):
+            try:
+                make()
+                errors.append(None)
+            except ConfigurationError as err:
+                errors.append(str(err))
+        print(json.dumps({"openai": find_spec("openai") is not None, "jsonschema": find_spec("jsonschema") is not None,
+                          "errors": errors}))
+    """)
+    assert out == {"openai": False, "jsonschema": False, "errors": [
+        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]'",
+        "matches_schema needs jsonschema: pip install 'agent-saga[schema]'",
+    ]}

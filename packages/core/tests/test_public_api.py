@@ -47,6 +47,9 @@ EXPECTED = {
     "WALError", "WALFull", "WALRefused", "WALStalled",
     # issue 26, grounded answers
     "ClaimStatus", "GroundingReport", "ground",
+    # issue 26 part 3: the cascade of model tiers
+    "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
+    "cascade", "grounded", "matches_schema", "tools_must_exist",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -58,6 +61,9 @@ SUBNAMESPACES = {
         "UserValue", "derived", "numbers_in", "quotes_in", "sourced", "user_value", "value_in_text",
         # grounding (issue 26 part 2)
         "Claim", "ClaimStatus", "GroundingReport", "ground", "split_claims",
+        # the cascade of model tiers (issue 26 part 3)
+        "Attempt", "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall",
+        "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
         # repair once, stop the thrash (issue 26 part 4)
         "RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args",
     },

@@ -372,6 +372,48 @@ def test_a_provenance_refusal_shows_its_rule_reason_and_the_claim(page: Page, se
     assert "Total due" not in page.content()
 
 
+def test_each_cascade_verdict_is_a_visible_line_shown_as_text(page: Page, serve: Serve, tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    from agent_saga import CascadeExhausted, TierAnswer, ToolCall, cascade, tools_must_exist
+
+    class Tier:
+        def __init__(self, name: str, tool: str) -> None:
+            self.name, self.tool = name, tool
+
+        async def complete(self, request: object, feedback: str | None = None) -> TierAnswer:
+            return TierAnswer("", (ToolCall(self.tool),), 10)
+
+    async def run() -> None:
+        wal = FileWAL(tmp_path / "c.wal")
+        async with saga_scope(wal, name="cascading"):
+            await cascade("x", ladder=[Tier("small", "send_emial"), Tier("frontier", "send_email")],
+                          verify=tools_must_exist(["send_email"]))
+            try:
+                await cascade("y", ladder=[Tier("<b>sly</b>\u202e", "<img src=x>")],
+                              verify=tools_must_exist(["send_email"]))
+            except CascadeExhausted:
+                pass
+        wal.close()
+
+    # the page's own event loop is Playwright's: the log is written on a thread of its own
+    writer = threading.Thread(target=asyncio.run, args=(run(),))
+    writer.start()
+    writer.join()
+    server = serve(tmp_path / "c.wal")
+    page.goto(server.url)
+    open_run(page, "cascading")
+    lines = page.locator("#run-verdicts li")
+    expect(lines).to_have_count(2)
+    expect(lines.nth(0)).to_contain_text("CASCADE_RESOLVED \u2014 cascade resolved on frontier after 1 escalation(s)")
+    expect(lines.nth(0)).to_have_class("verdict-line ok")
+    expect(lines.nth(1)).to_contain_text("the last (<b>sly</b>\\u202e) was rejected: called tool(s) that do not "
+                                         "exist: ['<img src=x>']")
+    expect(lines.nth(1)).to_have_class("verdict-line bad")
+    assert page.locator("img").count() == 0 and page.locator("#run-verdicts b").count() == 0
+
+
 def test_the_inspector_shows_a_repair_request_and_a_thrash_stop(page: Page, serve: Serve, tmp_path: Path) -> None:
     from agent_saga import PreFlightGate, RepairPolicy, RepairRequested, SagaAborted, ThrashPolicy
 

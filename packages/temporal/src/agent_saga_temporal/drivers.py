@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agent_saga import ConfigurationError
+from agent_saga import ConfigurationError, Tier
 from agent_saga_temporal.model import FINISH, Proposal, Situation, StepOption
 
 __all__ = ["Driver", "ModelDriver", "ScriptedDriver"]
@@ -75,14 +75,32 @@ _INSTRUCTIONS = (
 
 
 class ModelDriver:
-    """Asks a chat model through an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]'``).
+    """Asks a chat model: a cascade tier, or an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]'``).
 
+    ``ModelDriver(tier=OpenAICompatibleTier("local", "qwen", base_url=...))`` takes any tier of
+    :func:`agent_saga.cascade` (an object with ``name`` and ``async complete(request, feedback)``);
+    ``ModelDriver(client, model=...)`` takes ``openai.AsyncOpenAI`` or anything shaped like it.
     The model names an option; the proposal carries that option's offered arguments,
     so the model never writes an argument. An answer that names no option, or is not
-    JSON, becomes a proposal the workflow refuses and records. Never called in tests.
+    JSON, becomes a proposal the workflow refuses and records.
     """
 
-    def __init__(self, client: ChatClient | None = None, *, model: str, temperature: float = 0.0) -> None:
+    def __init__(self, client: ChatClient | None = None, *, model: str | None = None, tier: Tier | None = None,
+                 temperature: float = 0.0) -> None:
+        self.tier = tier
+        self.client: ChatClient | None = None
+        if tier is not None:
+            if client is not None or model is not None:
+                raise ConfigurationError("ModelDriver takes tier= or client=/model=, not both: the tier names its model")
+            if not isinstance(getattr(tier, "name", None), str) or not callable(getattr(tier, "complete", None)):
+                raise ConfigurationError(
+                    f"ModelDriver(tier=...) needs a tier: an object with a str .name and async complete(); got {tier!r}"
+                )
+            self.model = tier.name
+            self.temperature = temperature
+            return
+        if model is None:
+            raise ConfigurationError("ModelDriver needs tier=<a cascade tier> or model=<the model's name>")
         if client is None:
             try:
                 from openai import AsyncOpenAI
@@ -93,7 +111,7 @@ class ModelDriver:
                 ) from err
             made: Any = AsyncOpenAI()  # reads OPENAI_API_KEY and OPENAI_BASE_URL
             client = made
-        self.client: ChatClient = client
+        self.client = client
         self.model = model
         self.temperature = temperature
 
@@ -111,6 +129,12 @@ class ModelDriver:
         ]
 
     async def decide(self, situation: Situation) -> Proposal:
+        if self.tier is not None:
+            answer = await self.tier.complete(
+                {"messages": self.messages(situation), "response_format": {"type": "json_object"}}
+            )
+            return self.parse(answer.text, situation.options)
+        assert self.client is not None  # set whenever no tier is
         reply = await self.client.chat.completions.create(
             model=self.model,
             messages=self.messages(situation),

@@ -73,6 +73,10 @@ class RecordType(enum.StrEnum):
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
     # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
     ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts
+    # The cascade of model tiers (agent_saga.runtime.cascade): the whole ladder, failures included,
+    # as one saga-level record whose body's "verdict" is the line `graph` and `ui` show.
+    CASCADE_RESOLVED = "CASCADE_RESOLVED"  # a tier's answer passed verification and was returned
+    CASCADE_EXHAUSTED = "CASCADE_EXHAUSTED"  # no tier passed; CascadeExhausted was raised
     # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime.repair / .thrash):
     ACTION_REPAIR_REQUESTED = "ACTION_REPAIR_REQUESTED"  # a malformed call refused, the model gets one more try
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern

@@ -4,8 +4,9 @@
 receipts; ``matching`` finds a value in a text (numbers by value); ``provenance``
 tags arguments with where they came from and checks the tags at the gate;
 ``grounding`` labels each claim of an answer with what its citations prove now;
-``repair`` gives a malformed call one more try (``schema`` checks the arguments) and
-``thrash`` stops a saga whose calls repeat or oscillate.
+``cascade`` asks model ``tiers`` cheapest first and returns only what its
+``verifiers`` accept; ``repair`` gives a malformed call one more try (``schema``
+checks the arguments) and ``thrash`` stops a saga whose calls repeat or oscillate.
 See docs/AGENT_RUNTIME.md.
 """
 
@@ -20,6 +21,7 @@ from agent_saga.runtime.broker import (
     Summary,
     SummaryRefused,
 )
+from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
 from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
 from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
 from agent_saga.runtime.provenance import (
@@ -37,15 +39,22 @@ from agent_saga.runtime.provenance import (
 from agent_saga.runtime.repair import RepairPolicy
 from agent_saga.runtime.schema import argument_check
 from agent_saga.runtime.thrash import ThrashPolicy, canonical_args
+from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
+from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
 
 __all__ = [
     "DEFAULT_SPAN_CHARS",
     "ArgumentProvenance",
+    # the cascade (issue 26 part 3)
+    "Attempt",
+    "CascadeExhausted",
+    "CascadeResult",
     "Claim",
     "ClaimStatus",
     "ContextBroker",
     "Derived",
     "GroundingReport",
+    "OpenAICompatibleTier",
     "Provenance",
     "ProvenancePolicy",
     "ProvenanceVerdict",
@@ -57,15 +66,25 @@ __all__ = [
     "Summary",
     "SummaryRefused",
     "ThrashPolicy",
+    "Tier",
+    "TierAnswer",
+    "ToolCall",
     "UserValue",
+    "Verdict",
+    "Verifier",
+    "all_of",
     "argument_check",
     "canonical_args",
+    "cascade",
     "derived",
     "ground",
+    "grounded",
+    "matches_schema",
     "numbers_in",
     "quotes_in",
     "sourced",
     "split_claims",
+    "tools_must_exist",
     "user_value",
     "value_in_text",
 ]

@@ -48,9 +48,20 @@ def _answer_grounded(body: Mapping[str, Any]) -> tuple[str, Kind]:
     return label, "ok" if grounded else "bad"
 
 
+def _cascade_resolved(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return str(body.get("verdict") or "cascade resolved"), "ok"
+
+
+def _cascade_exhausted(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return str(body.get("verdict") or "cascade exhausted"), "bad"
+
+
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
 LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.ANSWER_GROUNDED.value: _answer_grounded,
+    # the cascade's body carries its own one line (runtime.cascade)
+    R.CASCADE_RESOLVED.value: _cascade_resolved,
+    R.CASCADE_EXHAUSTED.value: _cascade_exhausted,
 }
 
 
