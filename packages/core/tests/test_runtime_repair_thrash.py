@@ -361,6 +361,32 @@ def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
     assert {r["type"] for r in detail["records"]} >= {"ACTION_REPAIR_REQUESTED", "THRASH_STOPPED"}
 
 
+def test_the_replay_shows_each_verdict_on_its_step_as_the_run_does(wal: Any) -> None:
+    # the paged replay builds its steps with graph_step() from the fold, record by record: the
+    # note must come from the fold too, or the replay and the run's own view would disagree
+    from agent_saga.ui import WALSource
+    from agent_saga.ui.runs import RunStore
+
+    _verdict_log(wal)
+    store = RunStore(WALSource(wal))
+    store.refresh()
+    (summary,) = store.runs()["runs"]
+    detail = store.run(summary["id"])
+    page = store.replay(summary["id"])
+    assert detail is not None and page is not None and page["next"] is None
+    final: dict[int, str] = {}
+    seen_at: dict[int, str] = {}
+    for frame in page["frames"]:
+        for changed in frame["changed"]:
+            final[changed["index"]] = changed["note"]
+            if changed["note"]:
+                seen_at.setdefault(changed["index"], str(frame["type"]))
+    assert final == {s["index"]: s["note"] for s in detail["steps"]}
+    assert final[1].startswith("repair requested: ") and final[3].startswith("THRASH STOPPED (identical)")
+    # each note appears with the record that says it, not later
+    assert seen_at == {1: "ACTION_REPAIR_REQUESTED", 3: "THRASH_STOPPED"}
+
+
 def test_policy_args_are_not_taken_for_unexpected_arguments(wal: Any) -> None:
     gate = PreFlightGate(repair=RepairPolicy({"charge": charge}))
     with saga_scope(wal, gate=gate) as saga:
