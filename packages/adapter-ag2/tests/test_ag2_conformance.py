@@ -43,6 +43,9 @@ class TestAG2Conformance(AdapterConformance):
         return chat(tools, [(c.tool, c.args) for c in calls], sync=self.sync)
 
 
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(m["content"]) for m in result.chat_history if m.get("role") == "tool"]
+
 class TestAG2AsyncConformance(TestAG2Conformance):
     """``a_initiate_chat``: every tool runs on the event loop."""
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_saga_autogen import saga_run, wrap_tool
+from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_core.tools import FunctionTool
 from autogen_drive import agent
 
@@ -35,3 +36,6 @@ class TestAutoGenConformance(AdapterConformance):
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).run(task="go"))
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(r.content) for m in result.messages if isinstance(m, ToolCallExecutionEvent) for r in m.content]

@@ -34,3 +34,6 @@ class TestCrewAIConformance(AdapterConformance):
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return crew(tools, [(c.tool, c.args) for c in calls]).kickoff()
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(m["content"]) for t in result.tasks_output for m in t.messages or () if m.get("role") == "tool"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_saga_langgraph import saga_run, wrap_tool
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph_drive import agent_graph, script
 
@@ -39,3 +39,6 @@ class TestLangGraphConformance(AdapterConformance):
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(self._graph(tools, calls, False).ainvoke({"messages": [HumanMessage("go")]}))
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(m.content) for m in result["messages"] if isinstance(m, ToolMessage) and m.status == "error"]

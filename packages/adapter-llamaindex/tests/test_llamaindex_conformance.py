@@ -67,3 +67,6 @@ class TestLlamaIndexConformance(AdapterConformance):
             return await self._agent(tools, calls).run(user_msg="go")
 
         return asyncio.run(main())
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(c.tool_output.content) for c in result.tool_calls]

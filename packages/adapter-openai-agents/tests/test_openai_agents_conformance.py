@@ -56,6 +56,9 @@ class TestOpenAIAgentsConformance(AdapterConformance):
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(Runner.run(agent(tools, calls), "go"))
 
+    def tool_results(self, result: Any) -> list[str] | None:
+        return [str(i.output) for i in result.new_items if i.type == "tool_call_output_item"]
+
 
 def test_the_sync_face_runs_one_saga(tmp_path: Any) -> None:
     from agent_saga_openai_agents import saga_run_sync

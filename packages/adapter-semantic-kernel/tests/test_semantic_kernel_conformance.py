@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agent_saga_semantic_kernel import saga_run, wrap_tool
+from semantic_kernel.contents import FunctionResultContent
 from sk_drive import agent, kernel_tool
 
 from agent_saga.log.file import FileWAL
@@ -32,3 +33,10 @@ class TestSemanticKernelConformance(AdapterConformance):
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).get_response(messages="go"))
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        async def read() -> list[str]:
+            return [str(i.result) async for m in result.thread.get_messages() for i in m.items
+                    if isinstance(i, FunctionResultContent)]
+
+        return asyncio.run(read())

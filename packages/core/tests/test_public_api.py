@@ -39,6 +39,8 @@ EXPECTED = {
     "verify_rollback_invariants",
     # the accountable agent runtime (issue 26): provenance
     "ContextBroker", "Provenance", "ProvenancePolicy", "derived", "sourced", "user_value",
+    # repair once, stop the thrash (issue 26 part 4)
+    "RepairPolicy", "RepairRequested", "SagaStopped", "ThrashPolicy",
     # errors
     "BoundaryRequired", "CompensationError", "CompensationRefused", "ConfigurationError", "NonDeterminismError", "NotApplied",
     "SagaAborted", "SagaClosed", "SagaError", "SagaQuarantined", "StepRefused", "StoreUnavailable", "ToolFailed",
@@ -62,6 +64,8 @@ SUBNAMESPACES = {
         # the cascade of model tiers (issue 26 part 3)
         "Attempt", "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall",
         "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
+        # repair once, stop the thrash (issue 26 part 4)
+        "RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args",
     },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",

@@ -172,7 +172,7 @@ def test_runs_steps_and_replay_come_from_the_one_reconstruction(demo_log: Path) 
         for f in frames:
             final.update((s["index"], s) for s in f["changed"])
         assert [final[i] for i in sorted(final)] == [
-            {k: s[k] for k in ("index", "tool", "semantics", "state", "outcome", "final", "label")}
+            {k: s[k] for k in ("index", "tool", "semantics", "state", "outcome", "final", "label", "note")}
             for s in detail["steps"]]
         later = api(server, f"api/runs/{act1['id']}/replay?from=15")
         assert later["start"] == 15 and later["frames"] == frames[15:] and later["next"] is None

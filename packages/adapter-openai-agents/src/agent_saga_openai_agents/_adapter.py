@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import wrapt
-from agents import FunctionTool, Runner, function_tool
+from agents import FunctionTool, RunConfig, Runner, function_tool
 
-from agent_saga import WAL, GatePort
+from agent_saga import WAL, GatePort, StepRefused
 from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec
 from agent_saga_openai_agents import _compat
 
@@ -102,12 +102,13 @@ async def saga_run(
     """``await Runner.run(agent, input, **runner)`` as one transaction.
 
     The SDK turns a tool exception into a message for the model by default and the
-    run goes on; the failed step is UNKNOWN all the same, so when the run returns the
+    run goes on (a gate refusal's reason is in that message, unless ``run_config`` has
+    its own ``tool_error_formatter``); the failed step is UNKNOWN all the same, so when the run returns the
     helper fails it (``ToolFailed``) and everything is undone newest-first. Inside an
     open saga the run joins it.
     """
     async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
-        return await Runner.run(agent, input, **runner)
+        return await Runner.run(agent, input, **_refusals_shown(runner))
 
 
 def saga_run_sync(
@@ -116,4 +117,23 @@ def saga_run_sync(
 ) -> Any:
     """The blocking form (``Runner.run_sync``)."""
     with adapter.boundary(wal, gate=gate, name=name, tags=tags):
-        return Runner.run_sync(agent, input, **runner)
+        return Runner.run_sync(agent, input, **_refusals_shown(runner))
+
+
+def _refusals_shown(runner: dict[str, Any]) -> dict[str, Any]:
+    """The run's options with a gate refusal's reason shown to the model.
+
+    The SDK gives the model a fixed text for any tool exception. A refusal's reason is
+    agent-saga's own words (the model's values in it quoted inert): without it a model
+    asked to repair its arguments, or to fetch a source, cannot. A formatter the caller
+    set is kept as is.
+    """
+    config = runner.get("run_config") or RunConfig()
+    if getattr(config, "tool_error_formatter", True) is not None:  # set by the caller, or an SDK without it
+        return runner
+    return {**runner, "run_config": dataclasses.replace(config, tool_error_formatter=_refusal_text)}
+
+
+def _refusal_text(args: Any) -> str | None:
+    error = getattr(args, "error", None)
+    return str(error) if isinstance(error, StepRefused) else None  # None: the SDK's own text

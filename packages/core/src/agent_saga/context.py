@@ -213,6 +213,11 @@ class Boundary:
             self._token = None
         if self._owner is not None:
             self._owner.boundary_closed(saga)
+        if error is None and saga.stopped is not None:
+            # The gate ended the saga (repair spent, thrash): roll back even if a framework
+            # turned the refusal into a message and the block returned normally.
+            error = ToolFailed(saga.stopped.tool, saga.stopped)
+            error.__cause__ = saga.stopped
         if error is None and self._fail_on_swallowed:
             failures = saga.failures
             if len(failures) > self._seen:

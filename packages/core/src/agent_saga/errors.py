@@ -18,10 +18,12 @@ __all__ = [
     "ConfigurationError",
     "NonDeterminismError",
     "NotApplied",
+    "RepairRequested",
     "SagaAborted",
     "SagaClosed",
     "SagaError",
     "SagaQuarantined",
+    "SagaStopped",
     "StepRefused",
     "ToolFailed",
     "WALClosed",
@@ -74,6 +76,38 @@ class StepRefused(NotApplied):
         self.rule = rule
         where = f" by rule {rule!r}" if rule else ""
         super().__init__(f"step {tool!r} refused{where}: {reason}")
+
+
+class RepairRequested(StepRefused):
+    """The call's arguments do not fit the tool's schema: refused, and the model may try once more.
+
+    Nothing ran. The engine records ACTION_REPAIR_REQUESTED (not a failure of the
+    run), and the framework hands the message -- the validation errors -- back to
+    the model as the tool's error result.
+    """
+
+    def __init__(self, tool: str, errors: tuple[str, ...], rule: str = "repair") -> None:
+        self.errors = tuple(errors)
+        reason = (
+            "the arguments do not fit the tool's schema: " + "; ".join(self.errors)
+            + ". Fix them and call the tool again (one more try)"
+        )
+        super().__init__(tool, reason, rule)
+
+
+class SagaStopped(StepRefused):
+    """A refusal that ends the saga: it is rolled back however the framework treats the error.
+
+    ``pattern`` names what was seen (``identical``, ``oscillation``, ``malformed``) and
+    ``calls`` the calls that formed it, each ``{"step", "tool", "args"}``.
+    """
+
+    def __init__(
+        self, tool: str, reason: str, rule: str, pattern: str, calls: tuple[dict[str, Any], ...] = ()
+    ) -> None:
+        self.pattern = pattern
+        self.calls = tuple(calls)
+        super().__init__(tool, reason, rule)
 
 
 class BoundaryRequired(SagaError):

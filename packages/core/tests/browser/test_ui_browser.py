@@ -412,3 +412,27 @@ def test_each_cascade_verdict_is_a_visible_line_shown_as_text(page: Page, serve:
                                          "exist: ['<img src=x>']")
     expect(lines.nth(1)).to_have_class("verdict-line bad")
     assert page.locator("img").count() == 0 and page.locator("#run-verdicts b").count() == 0
+
+
+def test_the_inspector_shows_a_repair_request_and_a_thrash_stop(page: Page, serve: Serve, tmp_path: Path) -> None:
+    from agent_saga import PreFlightGate, RepairPolicy, RepairRequested, SagaAborted, ThrashPolicy
+
+    def charge(amount: int) -> int:
+        return amount
+
+    wal = FileWAL(tmp_path / "r.wal")
+    gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy(max_identical=2))
+    with pytest.raises(SagaAborted), saga_scope(wal, name="thrashing", gate=gate) as s:
+        with pytest.raises(RepairRequested):
+            s.execute(tool="charge", semantics="REVERSIBLE", forward=lambda: 1, args={"amount": "<b>lots</b>"})
+        for _ in range(2):
+            s.execute(tool="charge", semantics="REVERSIBLE", forward=lambda: 1, args={"amount": 3})
+    wal.close()
+    server = serve(tmp_path / "r.wal")
+    page.goto(server.url)
+    open_run(page, "thrashing")
+    page.locator("#forward button").first.click()
+    expect(page.locator("#inspect")).to_contain_text("repair requested: amount: got '<b>lots</b>', needs int")
+    page.locator("#forward button").nth(2).click()
+    expect(page.locator("#inspect")).to_contain_text("THRASH STOPPED (identical)")
+    assert page.locator("#inspect b").count() == 0  # the model's markup is text, never markup

@@ -46,6 +46,8 @@ class StepRequest:
     #: The arguments that came tagged with their provenance (engine.tagged.Tagged), by name;
     #: ``args`` holds their plain values. None when no argument was tagged.
     provenance: Mapping[str, Any] | None = None
+    #: Names in ``args`` that ``policy_args`` added (read from the call, not passed by the caller).
+    policy_args: frozenset[str] = frozenset()
 
     @property
     def operation_id(self) -> str:

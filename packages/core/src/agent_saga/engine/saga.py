@@ -61,7 +61,15 @@ from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.tagged import untag_args, untag_call
-from agent_saga.errors import CompensationError, NotApplied, SagaClosed, SagaQuarantined, StepRefused
+from agent_saga.errors import (
+    CompensationError,
+    NotApplied,
+    RepairRequested,
+    SagaClosed,
+    SagaQuarantined,
+    SagaStopped,
+    StepRefused,
+)
 from agent_saga.ids import new_saga_id, step_keys
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, unencodable, utf8_safe
@@ -78,6 +86,8 @@ COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_del
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _COMPENSABLE = ActionSemantics.COMPENSABLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+# The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
+_THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 
 
@@ -217,6 +227,8 @@ class Saga:
         self._steps: list[Step] = []
         self._failures: list[tuple[str, BaseException]] = []
         self._unprotected: list[str] = []
+        # The refusal that ended this saga (repair spent, thrash): every later step is refused.
+        self._stopped: SagaStopped | None = None
         self._lock = threading.Lock()
         self._started = False
         self._observed: Wrappers | None = None
@@ -251,6 +263,11 @@ class Saga:
         """Tools that ran inside this saga with no declared semantics (see :meth:`note_unprotected`)."""
         with self._lock:
             return tuple(self._unprotected)
+
+    @property
+    def stopped(self) -> SagaStopped | None:
+        """The gate's refusal that ended this saga (a boundary rolls it back), or None."""
+        return self._stopped
 
     def start(self) -> None:
         """Admit the saga through the gate and record its start (no disk wait)."""
@@ -467,8 +484,15 @@ class Saga:
                     # refusal records the args with the bad parts replaced by marked text.
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
+            stopped = self._stopped
+            if stopped is not None:
+                # Whatever the framework did with the stopping error, nothing more runs here.
+                raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if gate is not None:
-                request = StepRequest(self.saga_id, index, tool, sem, logged_args, self.tags, tagged or None)
+                request = StepRequest(
+                    self.saga_id, index, tool, sem, logged_args, self.tags, provenance=tagged or None,
+                    policy_args=frozenset(opts.policy_args) if opts.policy_args else frozenset(),
+                )
                 if self._posture_since is not None:
                     self._note_posture(index)
                 if getattr(gate, "never_waits", False):
@@ -478,6 +502,16 @@ class Saga:
                     yield Check(gate, request)
         except StepRefused as refused:
             step.state = StepState.NOT_APPLIED
+            if isinstance(refused, RepairRequested):
+                # Not a failure of the run: the model gets the errors and one more try.
+                repair: dict[str, Any] = {
+                    "tool": tool, "semantics": sem, "args": logged_args,
+                    "errors": list(refused.errors), "reason": refused.reason, "rule": refused.rule,
+                }
+                if claims:
+                    repair["provenance"] = claims
+                self._append(R.ACTION_REPAIR_REQUESTED, repair, index)
+                raise
             self._failed(tool, refused)
             refusal: dict[str, Any] = {
                 "tool": tool, "semantics": sem, "args": logged_args,
@@ -486,6 +520,14 @@ class Saga:
             if claims:
                 refusal["provenance"] = claims
             self._append(R.STEP_REFUSED, refusal, index)
+            if isinstance(refused, SagaStopped):
+                with self._lock:
+                    self._stopped = self._stopped or refused
+                if refused.pattern in _THRASH_PATTERNS:
+                    self._append(R.THRASH_STOPPED, {
+                        "tool": tool, "pattern": refused.pattern, "reason": refused.reason,
+                        "calls": encodable(list(refused.calls)),
+                    }, index)
             raise
 
         observed = None

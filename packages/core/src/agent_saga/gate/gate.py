@@ -3,6 +3,8 @@
 Order of evaluation, cheapest "no" first, and each for a reason:
 
 1. kill switch -- a halted system spends no budget and wakes no human;
+1b. the call's shape (``repair=``, then ``thrash=``) -- a malformed, repeated or
+   oscillating call is refused before it takes a breaker probe or a budget;
 2. circuit breaker -- a call to a dependency known to be down consumes no budget;
 3. limits -- all-or-nothing debit; a call over budget never reaches a human;
 4. rules -- block, approve or allow (IRREVERSIBLE needs approval by default);
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
@@ -43,10 +45,21 @@ from agent_saga.gate.switch import (
 from agent_saga.log.base import WAL
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["DefaultGate", "PreFlightGate", "install_default_gate"]
+__all__ = ["CallCheck", "DefaultGate", "PreFlightGate", "install_default_gate"]
 
 _NO_RECEIPT = Receipt()
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
+
+
+@runtime_checkable
+class CallCheck(Protocol):
+    """A check of the call itself, before any budget: ``RepairPolicy``, ``ThrashPolicy``.
+
+    ``check`` returns to let the call go on, or raises ``StepRefused`` (``RepairRequested``
+    for one more try, ``SagaStopped`` to end the saga).
+    """
+
+    def check(self, request: StepRequest) -> None: ...
 
 
 @dataclass(slots=True)
@@ -79,8 +92,19 @@ class PreFlightGate:
         switch: KillSwitch | None = None,
         store: LimitStore | None = None,
         wal: WAL | None = None,
+        repair: CallCheck | None = None,
+        thrash: CallCheck | None = None,
     ) -> None:
         self.rules = tuple(rules)
+        for label, given in (("repair", repair), ("thrash", thrash)):
+            if given is not None and not isinstance(given, CallCheck):
+                raise ConfigurationError(
+                    f"{label}= takes an object with check(request), e.g. {label}="
+                    f"{'RepairPolicy(schemas={...})' if label == 'repair' else 'ThrashPolicy()'}, got {given!r}"
+                )
+        self.repair = repair
+        self.thrash = thrash
+        self._calls = tuple(c for c in (repair, thrash) if c is not None)
         for rule in self.rules:
             if not isinstance(rule, Rule):
                 raise ConfigurationError(
@@ -203,6 +227,8 @@ class PreFlightGate:
     def _prepare(self, request: StepRequest) -> _Pending | None:
         """Switch, breaker, limits, rules; None when the step may simply go."""
         (self._switch or default_switch()).check(request)
+        for call_check in self._calls:
+            call_check.check(request)
         breaker = self._breaker or get_breaker()
         probe = breaker.before(request) if breaker is not None else False
         if not self.limits and not self.rules and request.semantics is not _IRREVERSIBLE:

@@ -77,3 +77,6 @@ class RecordType(enum.StrEnum):
     # as one saga-level record whose body's "verdict" is the line `graph` and `ui` show.
     CASCADE_RESOLVED = "CASCADE_RESOLVED"  # a tier's answer passed verification and was returned
     CASCADE_EXHAUSTED = "CASCADE_EXHAUSTED"  # no tier passed; CascadeExhausted was raised
+    # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime.repair / .thrash):
+    ACTION_REPAIR_REQUESTED = "ACTION_REPAIR_REQUESTED"  # a malformed call refused, the model gets one more try
+    THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern

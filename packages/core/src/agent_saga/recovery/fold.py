@@ -64,6 +64,7 @@ class StepView:
     not_applied: bool = False
     refused: bool = False
     refusal: str = ""  # "<rule>: <reason>" of a STEP_REFUSED record (what the pictures show)
+    note: str = ""  # the runtime's verdict on the call: a repair request or a thrash stop (pictures too)
     intent_compensation: dict[str, Any] | None = None
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
@@ -236,9 +237,14 @@ class _Folder:
             step.unknown_compensation = _compensation(body)
         elif rtype == R.STEP_NOT_APPLIED:
             step.not_applied = True
-        elif rtype == R.STEP_REFUSED:
+        elif rtype in (R.STEP_REFUSED, R.ACTION_REPAIR_REQUESTED):  # the gate refused it: nothing ran
             step.refused = True
             step.refusal = f"{body.get('rule') or 'gate'}: {body.get('reason', '')}"
+            if rtype == R.ACTION_REPAIR_REQUESTED:
+                errors = body.get("errors")
+                step.note = "repair requested: " + ("; ".join(str(e) for e in errors) if isinstance(errors, list) else "")
+        elif rtype == R.THRASH_STOPPED:
+            step.note = f"THRASH STOPPED ({body.get('pattern', '?')}): {body.get('reason', '')}"
         elif rtype == R.COMPENSATION_STARTED:
             step.compensation_started += 1
         elif rtype == R.COMPENSATION_FAILED:

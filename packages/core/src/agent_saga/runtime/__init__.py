@@ -5,7 +5,8 @@ receipts; ``matching`` finds a value in a text (numbers by value); ``provenance`
 tags arguments with where they came from and checks the tags at the gate;
 ``grounding`` labels each claim of an answer with what its citations prove now;
 ``cascade`` asks model ``tiers`` cheapest first and returns only what its
-``verifiers`` accept.
+``verifiers`` accept; ``repair`` gives a malformed call one more try (``schema``
+checks the arguments) and ``thrash`` stops a saga whose calls repeat or oscillate.
 See docs/AGENT_RUNTIME.md.
 """
 
@@ -35,6 +36,9 @@ from agent_saga.runtime.provenance import (
     sourced,
     user_value,
 )
+from agent_saga.runtime.repair import RepairPolicy
+from agent_saga.runtime.schema import argument_check
+from agent_saga.runtime.thrash import ThrashPolicy, canonical_args
 from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
 from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
 
@@ -56,10 +60,12 @@ __all__ = [
     "ProvenanceVerdict",
     "Receipt",
     "ReceiptBroken",
+    "RepairPolicy",
     "Sourced",
     "Span",
     "Summary",
     "SummaryRefused",
+    "ThrashPolicy",
     "Tier",
     "TierAnswer",
     "ToolCall",
@@ -67,6 +73,8 @@ __all__ = [
     "Verdict",
     "Verifier",
     "all_of",
+    "argument_check",
+    "canonical_args",
     "cascade",
     "derived",
     "ground",

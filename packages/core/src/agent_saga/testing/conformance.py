@@ -19,6 +19,10 @@ adapter's run helper. The tests then check, through that real loop:
   ``agent_saga.wrap_tool``, the framework's own run call inside one ``saga_scope`` (no run
   helper), a failure after it: both undone newest-first;
 * the adapter's ``wrap_tool`` takes every step option and each one reaches the engine;
+* repair once: a call the gate finds malformed reaches the model as the tool's error (the
+  validation errors in it) and the model's corrected call runs; a second malformed call
+  ends the saga and undoes what ran; a thrash (three identical calls, or reserve ->
+  release -> reserve) is stopped and rolled back with THRASH_STOPPED naming the pattern;
 * a provenance rule (``agent_saga.runtime``) refuses a made-up amount before the tool runs,
   through the framework's own tool-error path.
 """
@@ -36,12 +40,13 @@ from typing import Any, ClassVar
 import pytest
 
 import agent_saga
-from agent_saga.context import current_saga, saga_scope
+from agent_saga.context import current_saga, saga_scope, set_default_gate
 from agent_saga.engine.options import StepOptions, option_names
 from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
-from agent_saga.errors import NotApplied, SagaAborted, ToolFailed
+from agent_saga.errors import NotApplied, RepairRequested, SagaAborted, SagaStopped, ToolFailed
+from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
 from agent_saga.plugins.patching import (
@@ -52,6 +57,7 @@ from agent_saga.plugins.patching import (
     unpatch_all,
 )
 from agent_saga.registry import compensator
+from agent_saga.runtime import RepairPolicy, ThrashPolicy
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome
 
 __all__ = ["UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]
@@ -129,6 +135,12 @@ def explode(channel: str) -> dict[str, Any]:
     raise RuntimeError("report service timed out")
 
 
+def release(ref: str) -> dict[str, Any]:
+    """Release a reservation (the inverse of reserve, as a tool the model can call)."""
+    _note("do:release")
+    return {"ref": "release", "released": ref}
+
+
 def lookup(topic: str) -> dict[str, Any]:
     """Look a topic up (a read)."""
     _note("do:lookup")
@@ -177,6 +189,9 @@ def root_cause(err: BaseException) -> BaseException:
 
 _POLICY_TOOL = {"semantics": "COMPENSABLE", "compensate": {"handler": UNDO_HANDLER, "args": {"ref": "$.ref"}}}
 THREE = [Call("reserve", {"amount": 5000}), Call("publish", {"title": "Q3"}), Call("notify", {"channel": "ops"})]
+#: What the gate's RepairPolicy holds reserve to: stricter than the framework's own schema
+#: (an int), so a call of reserve(amount=0) passes the framework and reaches the gate.
+RESERVE_SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1}}, "required": ["amount"]}
 
 
 class AdapterConformance:
@@ -214,6 +229,14 @@ class AdapterConformance:
         """The same loop with no saga at all."""
         raise NotImplementedError
 
+    def tool_results(self, result: Any) -> list[str] | None:
+        """The tool results (error results included) the model was given in a run (what ``run`` returned).
+
+        None: this framework's run result does not show them (the repair case then checks
+        the log only, and says so).
+        """
+        return None
+
     # -- fixtures and helpers -----------------------------------------------------------
 
     @pytest.fixture(autouse=True)
@@ -233,6 +256,17 @@ class AdapterConformance:
     def wrapped(self, fn: Callable[..., Any], semantics: str = "COMPENSABLE") -> Any:
         compensate = _undo if semantics == "COMPENSABLE" else None
         return self.wrap(self.make_tool(fn), semantics=semantics, compensate=compensate)
+
+    @pytest.fixture
+    def gated(self) -> Iterator[None]:
+        """Every saga of the test gets a gate with repair once and thrash-stop (reserve/release paired)."""
+        repair = RepairPolicy({"reserve": RESERVE_SCHEMA})
+        thrash = ThrashPolicy(inverses={"reserve": "release"})
+        previous = set_default_gate(lambda: PreFlightGate(repair=repair, thrash=thrash))
+        try:
+            yield
+        finally:
+            set_default_gate(previous)
 
     def records(self, kind: str) -> list[dict[str, Any]]:
         return [r for r in self.wal.records() if r["type"] == kind]
@@ -478,3 +512,66 @@ class AdapterConformance:
         assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE
         with pytest.raises(ValueError, match="never guesses"):
             self.wrap(self.make_tool(reserve), semantics="PROBABLY_FINE")
+
+    # -- repair once, stop the thrash (issue 26 part 4) ---------------------------------------
+
+    @pytest.mark.usefixtures("gated")
+    def test_a_malformed_call_gets_one_repair_through_the_real_loop(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(publish)]
+        calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": 5})]
+        result = self.run(tools, calls, wal=self.wal, errors_as_results=True)
+        assert ledger() == ["do:publish", "do:reserve"]  # the malformed call never ran
+        (asked,) = self.records("ACTION_REPAIR_REQUESTED")
+        assert (asked["step"], asked["body"]["tool"]) == (2, "reserve")
+        assert asked["body"]["errors"] == ["amount: got 0, minimum is 1"]
+        assert self.records("SAGA_COMPLETED")
+        assert not self.records("STEP_REFUSED")
+        shown = self.tool_results(result)
+        if shown is not None:  # the validation errors reached the model as the tool's error
+            assert any("amount: got 0, minimum is 1" in text for text in shown), shown
+
+    @pytest.mark.usefixtures("gated")
+    def test_where_a_tool_error_ends_the_run_a_repair_request_ends_it_too(self) -> None:
+        if False not in self.error_modes:
+            pytest.skip(f"{self.framework} always hands a tool error to the model")
+        tools = [self.wrapped(reserve), self.wrapped(publish)]
+        calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": 5})]
+        err = self.aborted(tools, calls, errors_as_results=False)
+        cause = root_cause(err)  # no turn to repair in: the run is over (a framework may wrap the refusal)
+        assert isinstance(cause, RepairRequested) or "refused by rule 'repair'" in str(cause), repr(cause)
+        assert ledger() == ["do:publish", "undo:publish"]
+        assert len(self.records("ACTION_REPAIR_REQUESTED")) == 1
+
+    @pytest.mark.usefixtures("gated")
+    def test_a_second_malformed_call_ends_the_saga_with_a_rollback(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(publish)]
+        calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": -1}),
+                 Call("publish", {"title": "again"})]
+        err = self.aborted(tools, calls, errors_as_results=True)
+        assert isinstance(root_cause(err), SagaStopped)
+        assert ledger() == ["do:publish", "undo:publish"]  # nothing ran after the stop; publish undone
+        assert [r["body"]["tool"] for r in self.records("ACTION_REPAIR_REQUESTED")] == ["reserve"]
+        assert [r["body"]["rule"] for r in self.records("STEP_REFUSED")] == ["repair", "stopped"]
+        assert self.records("SAGA_ROLLED_BACK")
+        assert err.report.clean
+
+    @pytest.mark.usefixtures("gated")
+    def test_three_identical_calls_are_a_thrash_stopped_and_rolled_back(self) -> None:
+        tools = [self.wrapped(reserve)]
+        err = self.aborted(tools, [Call("reserve", {"amount": 7})] * 3, errors_as_results=True)
+        assert isinstance(root_cause(err), SagaStopped)
+        assert ledger() == ["do:reserve", "do:reserve", "undo:reserve", "undo:reserve"]
+        (stopped,) = self.records("THRASH_STOPPED")
+        assert stopped["body"]["pattern"] == "identical"
+        assert [c["step"] for c in stopped["body"]["calls"]] == [1, 2, 3]
+
+    @pytest.mark.usefixtures("gated")
+    def test_reserve_release_reserve_is_an_oscillation_stopped_and_rolled_back(self) -> None:
+        tools = [self.wrapped(reserve), self.wrapped(release)]
+        calls = [Call("reserve", {"amount": 7}), Call("release", {"ref": "reserve"}), Call("reserve", {"amount": 7})]
+        err = self.aborted(tools, calls, errors_as_results=True)
+        assert isinstance(root_cause(err), SagaStopped)
+        assert ledger() == ["do:reserve", "do:release", "undo:release", "undo:reserve"]
+        (stopped,) = self.records("THRASH_STOPPED")
+        assert stopped["body"]["pattern"] == "oscillation"
+        assert [c["tool"] for c in stopped["body"]["calls"]] == ["reserve", "release", "reserve"]

@@ -95,7 +95,7 @@ def _step_state(step: GraphStep, status: Status) -> dict[str, Any]:
     return {
         "index": step.index, "tool": step.tool, "semantics": step.semantics, "state": step.state,
         "outcome": step.outcome, "final": final,
-        "label": LABELS[step.outcome] if step.outcome else final,
+        "label": LABELS[step.outcome] if step.outcome else final, "note": step.note,
     }
 
 

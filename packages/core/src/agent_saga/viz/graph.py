@@ -53,6 +53,17 @@ def _refusal_line(step: GraphStep) -> str:
     return short(f"refused by {step.refusal}", 200)
 
 
+def _under_line(step: GraphStep) -> str:
+    """The one line under a step: the runtime's verdict on it, else its refusal ("" for neither).
+
+    A repair request or a thrash stop is also a refusal; its note says the same thing
+    more exactly (the validation errors, the pattern), so the node shows it once.
+    """
+    if step.note:
+        return step.note
+    return _refusal_line(step) if step.refusal else ""
+
+
 # -- Mermaid ------------------------------------------------------------------------------
 
 
@@ -76,9 +87,10 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         for step in saga.steps:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
-            refusal = f'<br/>{_m(_refusal_line(step))}' if step.refusal else ""
+            under = _under_line(step)
+            under = f'<br/>{_m(under)}' if under else ""
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}{refusal}"]:::{css}')
+                         f'{_m(f"{step.semantics} - {step.state}")}{under}"]:::{css}')
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
@@ -137,8 +149,8 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
             label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
-            if step.refusal:
-                label += "\\n" + _d(_refusal_line(step))
+            if under := _under_line(step):
+                label += "\\n" + _d(under)
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
             if previous is not None:
                 lines.append(f"    {previous} -> {node};")

@@ -68,6 +68,7 @@ class GraphStep:
     outcome: Outcome | None  # None: the saga did not unwind this step (or did not unwind)
     undo: str = ""  # the compensation the log names for this step ("" if none)
     refusal: str = ""  # "<rule>: <reason>" when the gate refused it (agent-written: render inert)
+    note: str = ""  # a runtime verdict on the call (repair requested, thrash stopped), one line
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -170,7 +171,7 @@ def _undo(step: StepView) -> str:
 def graph_step(step: StepView, unwinding: bool) -> GraphStep:
     """The drawable model of one step of a saga that is (or is not) unwinding."""
     return GraphStep(step.index, step.tool or "?", step.semantics or "?", step.state, _outcome(step, unwinding),
-                     _undo(step), step.refusal)
+                     _undo(step), step.refusal, short(step.note) if step.note else "")
 
 
 def saga_status(view: SagaView) -> tuple[Status, bool]:

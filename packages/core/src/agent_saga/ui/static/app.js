@@ -215,7 +215,8 @@ function renderInspector() {
     el("h3", {}, "Step " + step.index + ": " + step.tool),
     dl([["semantics", step.semantics], ["state", step.state], ["outcome", step.label],
       ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
-      ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null]]),
+      ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null],
+      ["verdict", step.note]]),
     el("h3", {}, "Arguments"), argsTable(step.args),
     ...(step.provenance && step.provenance.length
       ? [el("h3", {}, "Provenance"), dl(step.provenance.map((p) => [p.name, p.claim]))] : []),
