@@ -32,7 +32,6 @@ MAX_INT_DIGITS = 4300
 MAX_DEPTH = 200
 
 _INT_LIMIT = 10**MAX_INT_DIGITS
-_PLAIN = (str, int, bool, float, type(None))
 
 
 def _float_problem(value: float) -> str | None:
@@ -91,14 +90,41 @@ def unencodable(value: Any, where: str = "value") -> str | None:
     ``args.limit`` or ``args.items[2]``: ``"args.limit is NaN: the log's canonical JSON
     cannot hold non-finite numbers; pass a finite number or a string"``.
     """
-    if type(value) is dict:
-        # The usual case, a flat dict of plain values, without building any path.
-        for key, item in value.items():
-            if type(key) is not str or type(item) not in _PLAIN or _problem(item) is not None or not key.isascii():
-                break
-        else:
-            return None
+    if _clean(value, 0):
+        return None  # the usual case, answered without building a path
     return _walk(value, where, 0, set())
+
+
+def _clean(value: Any, depth: int) -> bool:
+    """Whether ``value`` is plain JSON the log can hold, decided without naming anything.
+
+    False only sends the value to :func:`_walk`, which finds (and names) the problem, or
+    finds none: objects of other types, cycles and deep nesting are all left to it.
+    """
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _str_problem(value) is None
+    if kind is int:
+        return -_INT_LIMIT < value < _INT_LIMIT
+    if kind is float:
+        return value - value == 0.0  # False for NaN and the infinities
+    if kind is bool or value is None:
+        return True
+    if depth >= MAX_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or not (key.isascii() or _str_problem(key) is None):
+                return False
+            if not _clean(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for item in value:
+            if not _clean(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 def _walk(value: Any, path: str, depth: int, open_: set[int]) -> str | None:
