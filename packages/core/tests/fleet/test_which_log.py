@@ -134,3 +134,11 @@ def test_doctor_takes_the_one_log_option(kind: str, target: str, tmp_path: Path,
         out = capsys.readouterr().out
         findings: list[dict[str, Any]] = json.loads(out)["findings"]
         assert code == 0 and [f for f in findings if f["check"] == "log"] == [], out
+
+
+def test_set_default_wal_opens_a_url_as_its_server_log(kind: str, target: str) -> None:
+    chosen = set_default_wal(target)
+    assert type(chosen) is KINDS[kind] and default_wal() is chosen
+    chosen.append("SAGA_STARTED", "saga-1", {"name": "n"})
+    chosen.barrier()
+    assert [r["type"] for r in chosen.records()] == ["SAGA_STARTED"]
