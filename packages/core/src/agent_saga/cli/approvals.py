@@ -14,14 +14,14 @@ its public half to ``/etc/agent-saga/approver-keys``.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import LOG_ENV, open_log_to_write
+from agent_saga.cli.options import add_log_option, open_log_to_write
 from agent_saga.inert import inert, inert_value
+from agent_saga.log.resolve import chosen_log
 
 __all__ = ["register"]
 
@@ -92,12 +92,9 @@ def register(verbs: Any) -> None:
         p.add_argument("--key", default=None, help="the approver's signing key (default: $AGENT_SAGA_APPROVER_KEY, "
                        "else $AGENT_SAGA_HOME/approver.key, else ~/.agent-saga/approver.key); a grant needs one")
         _store_arg(p)
-        p.add_argument(
-            "--wal-path", "--wal", dest="wal_path", default=None, metavar="LOG",
-            help="also write the decision to this log now, a file or a postgresql:// or redis:// URL (default: "
-            "$AGENT_SAGA_WAL; without either, the "
-            "waiting agent writes it into its own log when it sees it)",
-        )
+        add_log_option(p, "also write the decision to this log now",
+                       default="$AGENT_SAGA_WAL; without either, the waiting agent writes it into its own "
+                       "log when it sees it")
         p.set_defaults(run=_run_decide, verdict=verdict)
 
     keygen = actions.add_parser(
@@ -216,7 +213,8 @@ def _run_decide(args: argparse.Namespace) -> int:
         raise CliError(f"refused: {err}", EXIT_USAGE) from None
     store = _open_store(args)
     wal = None
-    path = args.wal_path or os.environ.get(LOG_ENV) or None
+    # Only a log someone chose: unlike the reading verbs, never ./agent-saga.wal by default.
+    path = args.wal_path or chosen_log()
     if path:
         wal = open_log_to_write(path)
     try:

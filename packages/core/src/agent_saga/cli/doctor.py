@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_log_option
 from agent_saga.cli.toolscan import ImportNames, module_files
 from agent_saga.inert import inert
+from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, backend_of, chosen_log
 
 __all__ = ["Finding", "diagnose", "register", "run_doctor"]
 
@@ -65,7 +67,7 @@ def register(verbs: Any) -> None:
     p.add_argument("--replicas", type=int, default=1, metavar="N",
                    help="how many processes (on how many hosts) will run it (default: %(default)s)")
     p.add_argument("--root", default=".", metavar="DIR", help="the project (default: the current directory)")
-    p.add_argument("--wal-path", default=None, help="the log to check (default: $AGENT_SAGA_WAL)")
+    add_log_option(p, "the log to check", default="$AGENT_SAGA_WAL; none chosen is a blocker")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(run=run_doctor)
 
@@ -154,7 +156,9 @@ class _Doctor:
         self.root = root
         self.replicas = replicas
         self.env = env
-        self.wal = wal if wal is not None else (env.get("AGENT_SAGA_WAL") or None)
+        # Unlike the other verbs, doctor does not fall back to ./agent-saga.wal: a log left to
+        # that fallback is itself the finding.
+        self.wal = wal if wal is not None else chosen_log(env)
         self.source = _Source(root)
         self.findings: list[Finding] = []
 
@@ -174,14 +178,20 @@ class _Doctor:
 
     def log(self) -> None:
         if self.wal is None:
-            self.add("log", BLOCKER, "no saga log is chosen (AGENT_SAGA_WAL is not set): sagas would write "
-                     "./agent-saga.wal wherever the process happens to start, which a container loses with it",
-                     "set AGENT_SAGA_WAL to a file on storage that outlives the process (a volume), or a "
+            self.add("log", BLOCKER, f"no saga log is chosen ({LOG_ENV} is not set): sagas would write "
+                     f"./{DEFAULT_LOG_FILE} wherever the process happens to start, which a container loses with it",
+                     f"set {LOG_ENV} to a file on storage that outlives the process (a volume), or a "
                      "postgresql:// URL")
             return
-        scheme, sep, _ = self.wal.partition("://")
-        if sep:
-            self.server_log(scheme.lower())
+        try:
+            backend = backend_of(self.wal)
+        except ValueError:
+            scheme = self.wal.partition("://")[0].lower()
+            self.add("log", BLOCKER, f"{LOG_ENV}={self.wal!r}: {scheme}:// names no log backend",
+                     "give a file path or a postgresql:// URL")
+            return
+        if backend != "file":
+            self.server_log(backend)
             return
         if self.replicas > 1:
             self.add("log", WARNING, f"the log {self.wal} is a file: replicas share it only on one host, and "
@@ -191,15 +201,10 @@ class _Doctor:
         if path.is_file():
             self.log_file(path)
 
-    def server_log(self, scheme: str) -> None:
-        from agent_saga.log.resolve import SCHEMES
-
-        backend = SCHEMES.get(scheme)
-        if backend is None:
-            self.add("log", BLOCKER, f"AGENT_SAGA_WAL={self.wal!r}: {scheme}:// names no log backend",
-                     "give a file path or a postgresql:// URL")
-        elif importlib.util.find_spec(_DRIVERS[backend]) is None:
-            self.add("log", BLOCKER, f"AGENT_SAGA_WAL is a {scheme}:// URL, but its driver ({_DRIVERS[backend]}) is "
+    def server_log(self, backend: str) -> None:
+        if importlib.util.find_spec(_DRIVERS[backend]) is None:
+            scheme = self.wal.partition("://")[0].lower() if self.wal else backend
+            self.add("log", BLOCKER, f"{LOG_ENV} is a {scheme}:// URL, but its driver ({_DRIVERS[backend]}) is "
                      "not installed", f"pip install 'agent-saga[{backend}]'")
 
     def memory_logs(self) -> None:

@@ -1,10 +1,11 @@
 """Options every verb shares, defined once: which log a verb reads, and how it is checked.
 
-Every verb that reads a log takes ``--wal-path LOG`` (alias ``--wal``); left out, the
-log is ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal`` — read when the verb runs, not when
-the parser is built, so the help text and the behaviour say the same thing. A log is
-a file path or a server log's URL (``postgresql://``, ``redis://``; see
-``agent_saga.log.resolve``), wherever a verb takes one.
+Every verb that reads or writes a log takes ``--wal-path LOG`` (alias ``--wal``), added
+here; left out, the log is ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal`` -- read when the
+verb runs, not when the parser is built, so the help text and the behaviour say the same
+thing. A log is a file path or a server log's URL (``postgresql://``, ``redis://``). The
+rule itself (the variable, the default file, file or URL) is ``agent_saga.log.resolve``'s,
+the same the library's ``default_wal()`` follows.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.log.resolve import is_url
+from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, default_target, is_url
 
 if TYPE_CHECKING:
     from agent_saga.log.base import WAL
@@ -37,18 +38,20 @@ __all__ = [
     "readable_log",
 ]
 
-LOG_ENV = "AGENT_SAGA_WAL"
-_DEFAULT_TEXT = f"${LOG_ENV}, else ./agent-saga.wal"
+_DEFAULT_TEXT = f"${LOG_ENV}, else ./{DEFAULT_LOG_FILE}"
 
 
 def default_log() -> str:
     """The log a verb reads when not told: ``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``."""
-    return os.environ.get(LOG_ENV) or "agent-saga.wal"
+    return default_target()
 
 
-def add_log_option(p: argparse.ArgumentParser, what: str = "the log to read", *, optional: bool = False) -> None:
-    """``--wal-path``/``--wal``; ``optional`` for verbs that only write to a log if there is one."""
-    default = f"only a log given here, or an existing {_DEFAULT_TEXT}" if optional else _DEFAULT_TEXT
+def add_log_option(p: argparse.ArgumentParser, what: str = "the log to read", *, optional: bool = False,
+                   default: str | None = None) -> None:
+    """``--wal-path``/``--wal``; ``optional`` for verbs that only write to a log if there is one;
+    ``default`` replaces the help's default text for a verb whose default differs (e.g. doctor)."""
+    if default is None:
+        default = f"only a log given here, or an existing {_DEFAULT_TEXT}" if optional else _DEFAULT_TEXT
     p.add_argument("--wal-path", "--wal", dest="wal_path", metavar="LOG", default=None,
                    help=f"{what}: a file, or a postgresql:// or redis:// URL (default: {default})")
 

@@ -1,8 +1,10 @@
 """Which log a saga writes to when it is not told.
 
-The default is a FileWAL at ``./agent-saga.wal`` (or ``$AGENT_SAGA_WAL``), so crash
-recovery works out of the box. A memory-only log is never chosen silently: pass
-``MemoryWAL()`` by name if that is what you want.
+The default is ``$AGENT_SAGA_WAL``, else a FileWAL at ``./agent-saga.wal``, so crash
+recovery works out of the box; ``$AGENT_SAGA_WAL`` is read as every CLI verb reads it
+(``log.resolve``): a path is a file, a ``postgresql://`` or ``redis://`` URL its
+server log. A memory-only log is never chosen silently: pass ``MemoryWAL()`` by name
+if that is what you want.
 """
 
 from __future__ import annotations
@@ -12,20 +14,22 @@ import threading
 from pathlib import Path
 
 from agent_saga.log.base import WAL
-from agent_saga.log.file import FileWAL
+from agent_saga.log.resolve import backend_of, default_target, open_log
 
 __all__ = ["default_wal", "set_default_wal"]
 
 _lock = threading.Lock()
 _explicit: WAL | None = None
-_by_path: dict[Path, FileWAL] = {}
+# One open log per target (a file's absolute path, or a URL as given), reused until it
+# closes or breaks, so every saga of the process shares its group commit.
+_by_target: dict[str, WAL] = {}
 
 
 def set_default_wal(wal: WAL | str | os.PathLike[str] | None) -> WAL | None:
-    """Use ``wal`` (a log, or a file path) wherever no log is given; None restores the default."""
+    """Use ``wal`` (a log, a file path or a log URL) wherever no log is given; None restores the default."""
     global _explicit
     with _lock:
-        _explicit = _open(Path(wal)) if isinstance(wal, (str, os.PathLike)) else wal
+        _explicit = _open(wal) if isinstance(wal, (str, os.PathLike)) else wal
         return _explicit
 
 
@@ -34,12 +38,13 @@ def default_wal() -> WAL:
     with _lock:
         if _explicit is not None:
             return _explicit
-        return _open(Path(os.environ.get("AGENT_SAGA_WAL") or "agent-saga.wal"))
+        return _open(default_target())
 
 
-def _open(path: Path) -> FileWAL:
-    key = path.absolute()
-    wal = _by_path.get(key)
-    if wal is None or wal.broken is not None or wal.closed:
-        wal = _by_path[key] = FileWAL(key)
+def _open(target: str | os.PathLike[str]) -> WAL:
+    # A file is keyed by its absolute path, fixed now: a later chdir does not move the log.
+    key = os.fspath(target) if backend_of(target) != "file" else str(Path(target).absolute())
+    wal = _by_target.get(key)
+    if wal is None or getattr(wal, "broken", None) is not None or getattr(wal, "closed", False):
+        wal = _by_target[key] = open_log(key)
     return wal
