@@ -15,6 +15,8 @@
 
 Each error is one line naming the argument, what it got and what it needed: the model
 reads it and tries again.
+
+Why not ``matches_schema``'s jsonschema: repair runs in core, which depends on pluggy only.
 """
 
 from __future__ import annotations

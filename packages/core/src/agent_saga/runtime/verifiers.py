@@ -83,6 +83,8 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     Uses ``jsonschema`` (``pip install 'agent-saga[schema]'``); the schema itself is
     checked here, so a broken schema fails at start-up rather than rejecting every tier.
     """
+    # Not runtime/schema.py's subset: a cascade's answer schema is the user's full JSON Schema
+    # (and is itself validated), which needs jsonschema -- an extra, so repair cannot use it.
     try:
         import jsonschema
         from jsonschema.validators import validator_for
