@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +36,6 @@ from agent_saga.approvals.errors import ApprovalExpired
 from agent_saga.approvals.notify import Notification
 from agent_saga.audit import verify_log
 from agent_saga.gate.approval import ApprovalRequest
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
 
 
 def policy(timeout: float) -> ApprovalPolicy:

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +41,6 @@ from agent_saga.approvals.gateway import CLAIM_GRACE
 from agent_saga.audit import verify_log
 from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.log import read_records
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
 
 
 @pytest.fixture
