@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, approval_store, of_type, trusted_key, wait_for
+from approval_support import Hook, approval_store, bodies, of_type, trusted_key, wait_for
 from gate_support import req
 
 from agent_saga import (
@@ -40,10 +40,6 @@ from agent_saga.gate.approval import ApprovalRequest
 
 def policy(timeout: float) -> ApprovalPolicy:
     return ApprovalPolicy(timeout=timeout, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02)
-
-
-def bodies(wal: FileWAL, rtype: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in of_type(list(wal.records()), rtype)]
 
 
 def seconds(text: str) -> float:

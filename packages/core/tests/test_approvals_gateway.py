@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, of_type, trusted_key, wait_for
+from approval_support import Hook, bodies, of_type, trusted_key, wait_for
 from gate_support import free_port, req
 
 from agent_saga import (
@@ -106,10 +106,6 @@ def person(store: Any, hook: Hook, verdict: str = "approve", *, after: int = 1, 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
     return t
-
-
-def bodies(wal: FileWAL, rtype: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in of_type(list(wal.records()), rtype)]
 
 
 def test_the_seed_snippet_runs_as_written(hook: Hook, wal: FileWAL, monkeypatch: pytest.MonkeyPatch) -> None:
