@@ -15,6 +15,7 @@ from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.errors import ConfigurationError
+from agent_saga.inert import clip
 from agent_saga.runtime.broker import ContextBroker
 from agent_saga.runtime.tiers import TierAnswer
 
@@ -139,8 +140,7 @@ def grounded(broker: ContextBroker, *, entails: Entails | None = None) -> Verifi
 
 
 def _claim_text(claim: Claim) -> str:
-    text = claim.text
-    return text if len(text) <= 80 else text[:77] + "..."
+    return clip(claim.text, 80)
 
 
 def all_of(*verifiers: Verifier) -> Verifier:
