@@ -100,3 +100,8 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> 
 
 def of_type(records: list[dict[str, Any]], rtype: str) -> list[dict[str, Any]]:
     return [r for r in records if r["type"] == rtype]
+
+
+def bodies(wal: Any, rtype: str) -> list[dict[str, Any]]:
+    """The bodies of ``wal``'s records of type ``rtype``, in log order."""
+    return [r["body"] for r in of_type(list(wal.records()), rtype)]

@@ -81,6 +81,26 @@ def operator_key(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def hook() -> Iterator[object]:
+    """A webhook server on 127.0.0.1 recording what it is sent (approval_support.Hook), closed after."""
+    from approval_support import Hook
+
+    server = Hook()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def fresh_gate_globals() -> Iterator[None]:
+    """No breaker, limit store or kill switch set by another test (the gate tests' pytestmark)."""
+    from gate_support import reset_gate_globals
+
+    reset_gate_globals()
+    yield
+    reset_gate_globals()
+
+
+@pytest.fixture
 def wal_path(tmp_path: Path) -> Path:
     return tmp_path / "test.wal"
 

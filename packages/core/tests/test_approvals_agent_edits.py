@@ -12,12 +12,11 @@ from __future__ import annotations
 import datetime
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, approval_store, of_type, trusted_key, wait_for
+from approval_support import Hook, approval_store, bodies, of_type, trusted_key, wait_for
 from gate_support import req
 
 from agent_saga import (
@@ -39,19 +38,8 @@ from agent_saga.audit import verify_log
 from agent_saga.gate.approval import ApprovalRequest
 
 
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
-
-
 def policy(timeout: float) -> ApprovalPolicy:
     return ApprovalPolicy(timeout=timeout, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02)
-
-
-def bodies(wal: FileWAL, rtype: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in of_type(list(wal.records()), rtype)]
 
 
 def seconds(text: str) -> float:

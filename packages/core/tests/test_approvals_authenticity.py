@@ -52,13 +52,6 @@ ARGS = {"amount": 80_000, "to": "acct_9"}
 
 
 @pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
-
-
-@pytest.fixture
 def key() -> SigningKey:
     """An approver's key, trusted on this (test) host the way an operator would trust it."""
     signer = SigningKey.generate("risk@corp")

@@ -28,13 +28,6 @@ from agent_saga.recovery.fold import fold
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
-
-
 class World:
     def __init__(self, tmp: Path, hook: Hook, store: str) -> None:
         self.tmp, self.hook, self.store = tmp, hook, store

@@ -16,12 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, of_type, trusted_key, wait_for
+from approval_support import Hook, bodies, of_type, trusted_key, wait_for
 from gate_support import free_port, req
 
 from agent_saga import (
@@ -42,13 +41,6 @@ from agent_saga.approvals.gateway import CLAIM_GRACE
 from agent_saga.audit import verify_log
 from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.log import read_records
-
-
-@pytest.fixture
-def hook() -> Iterator[Hook]:
-    server = Hook()
-    yield server
-    server.close()
 
 
 @pytest.fixture
@@ -114,10 +106,6 @@ def person(store: Any, hook: Hook, verdict: str = "approve", *, after: int = 1, 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
     return t
-
-
-def bodies(wal: FileWAL, rtype: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in of_type(list(wal.records()), rtype)]
 
 
 def test_the_seed_snippet_runs_as_written(hook: Hook, wal: FileWAL, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,17 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from gate_support import reset_gate_globals
 
 from agent_saga import Compensation, FileWAL, KillSwitch, PreFlightGate, SagaQuarantined, saga_scope
 from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore
 from agent_saga.log import read_records
 
-
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> None:
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 def run(*argv: str) -> subprocess.CompletedProcess[str]:

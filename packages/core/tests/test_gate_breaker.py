@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from gate_support import Clock, req, reset_gate_globals
+from gate_support import Clock, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,12 +23,7 @@ from agent_saga import (
 )
 from agent_saga.gate import LocalBreakerStore, MemoryLimitStore
 
-
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 def run(breaker: CircuitBreaker, ok: bool, tool: str = "stripe.charge") -> None:

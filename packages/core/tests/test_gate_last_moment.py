@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from approval_support import Hook, of_type, trusted_key, wait_for
-from gate_support import Approver, req, reset_gate_globals
+from gate_support import Approver, req
 
 from agent_saga import (
     ApprovalGateway,
@@ -43,12 +43,7 @@ from agent_saga.log import read_records
 from agent_saga.recovery import fold
 from agent_saga.registry import compensator, unregister
 
-
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 def records(wal: FileWAL, rtype: str) -> list[dict[str, Any]]:

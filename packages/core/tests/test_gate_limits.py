@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from gate_support import Approver, Clock, req, reset_gate_globals
+from gate_support import Approver, Clock, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,11 +31,7 @@ from agent_saga.gate.stores import Charge
 C = ActionSemantics.COMPENSABLE
 
 
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 def charge_in_saga(gate: PreFlightGate, wal: MemoryWAL | None = None, tool: str = "stripe.charge",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import Clock, free_port, redis_url, req, reset_gate_globals
+from gate_support import Clock, free_port, redis_url, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,16 +28,10 @@ from agent_saga.cli.main import main
 from agent_saga.gate import MemoryLimitStore, RedisBreakerStore, RedisLimitStore, RedisSwitchStore, tool_is
 from agent_saga.gate.stores import Charge
 
-pytestmark = pytest.mark.redis
-
 DEAD = "redis://127.0.0.1:{port}/0"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = [pytest.mark.redis, pytest.mark.usefixtures("fresh_gate_globals")]
 
 
 @pytest.fixture

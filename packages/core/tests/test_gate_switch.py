@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gate_support import Approver, Clock, req, reset_gate_globals
+from gate_support import Approver, Clock, req
 
 from agent_saga import (
     BudgetLimit,
@@ -31,12 +30,7 @@ from agent_saga.gate import FileSwitchStore, MemoryLimitStore, SagaInfo, default
 from agent_saga.gate.switch import default_switch_path
 from agent_saga.log import read_records
 
-
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 @pytest.fixture

@@ -13,12 +13,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import Clock, req, reset_gate_globals
+from gate_support import Clock, req
 from host_support import OtherUser, in_namespace, private_var_lib, shared_dir
 
 from agent_saga import KillSwitch, MemoryWAL, PreFlightGate, StepRefused
@@ -31,11 +30,7 @@ from agent_saga.log import read_records
 HOST_SWITCH = "/var/lib/agent-saga/switch.json"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_gate_globals() -> Iterator[None]:
-    reset_gate_globals()
-    yield
-    reset_gate_globals()
+pytestmark = pytest.mark.usefixtures("fresh_gate_globals")
 
 
 def mode(path: Path) -> int:

@@ -32,7 +32,7 @@ import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["inert", "inert_tree", "inert_value"]
+__all__ = ["clip", "inert", "inert_tree", "inert_value"]
 
 _NAMED = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _ESCAPED_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Cn", "Zl", "Zp"))
@@ -123,3 +123,8 @@ def inert_tree(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return inert(value)  # anything else is shown as its str(), so inert too
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, ending in '...' when cut (it does not make ``text`` inert)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

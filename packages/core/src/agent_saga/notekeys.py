@@ -13,9 +13,10 @@ import base64
 import binascii
 import hashlib
 import os
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material"]
+__all__ = ["ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material", "verifier_keys"]
 
 #: The signature-type byte of an Ed25519 key in this format.
 ED25519 = b"\x01"
@@ -60,3 +61,21 @@ def key_material(blob: str, what: str) -> bytes:
     if len(raw) != 33 or raw[:1] != ED25519:
         raise ValueError(f"{what}: not an Ed25519 key (0x01 followed by 32 bytes)")
     return raw[1:]
+
+
+def verifier_keys(lines: Iterable[str], location: str) -> dict[str, bytes]:
+    """``<name>+<id>`` -> public key bytes, from ``<name>+<id>+<base64>`` lines (blank and ``#`` lines skipped).
+
+    ValueError naming ``location`` and the line when one is not a verifier key. Both lists of
+    trusted keys (approvers', operators') have this format; each decides what a bad list means.
+    """
+    keys: dict[str, bytes] = {}
+    for number, line in enumerate(lines, start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        parts = text.split("+", 2)
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"{location} line {number}: not a verifier key (<name>+<id>+<key>)")
+        keys[f"{parts[0]}+{parts[1]}"] = key_material(parts[2], f"{location} line {number}")
+    return keys

@@ -37,7 +37,7 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
-from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material
+from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material, verifier_keys
 
 __all__ = [
     "ANONYMOUS",
@@ -231,16 +231,10 @@ class TrustedKeys:
     @classmethod
     def of(cls, lines: Iterable[str], location: str) -> TrustedKeys:
         """Keys from ``<name>+<id>+<base64>`` lines; blank lines and ``#`` comments are skipped."""
-        keys: dict[str, bytes] = {}
-        for number, line in enumerate(lines, start=1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            parts = text.split("+", 2)
-            if len(parts) != 3 or not all(parts):
-                raise ConfigurationError(f"{location} line {number}: not a verifier key (<name>+<id>+<key>)")
-            keys[f"{parts[0]}+{parts[1]}"] = _material(parts[2], f"{location} line {number}")
-        return cls(keys, location)
+        try:
+            return cls(verifier_keys(lines, location), location)
+        except ValueError as err:
+            raise ConfigurationError(str(err)) from None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None) -> TrustedKeys:

@@ -193,12 +193,9 @@ class _View:
         h = self.global_halt
         if h is not None and h.live(now):
             return h
-        h = self.tools.get(tool)
-        if h is not None and h.live(now):
+        h = self.halt_naming(tool, now)
+        if h is not None:
             return h
-        for pattern, h in self.globs:
-            if h.live(now) and fnmatch.fnmatchcase(tool, pattern):
-                return h
         if self.tags:
             for tag in tags:
                 h = self.tags.get(tag)

@@ -32,7 +32,7 @@ from typing import Any
 
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.codec import canonical
-from agent_saga.notekeys import ED25519, ed25519, key_material
+from agent_saga.notekeys import ED25519, ed25519, key_material, verifier_keys
 
 __all__ = [
     "HOW_TO_SIGN",
@@ -153,19 +153,10 @@ class OperatorKeys:
             return cls({}, str(file))
         except (OSError, UnicodeDecodeError) as err:
             return cls({}, str(file), f"cannot read the trusted operator keys {file}: {err}")
-        keys: dict[str, bytes] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            parts = line.split("+", 2)
-            try:
-                if len(parts) != 3 or not all(parts):
-                    raise ValueError("not a verifier key (<name>+<id>+<key>)")
-                keys[f"{parts[0]}+{parts[1]}"] = key_material(parts[2], "key")
-            except ValueError as err:
-                return cls({}, str(file), f"{file} line {number}: {err}")
-        return cls(keys, str(file))
+        try:
+            return cls(verifier_keys(text.splitlines(), str(file)), str(file))
+        except ValueError as err:
+            return cls({}, str(file), str(err))
 
     def problem(self, record: Mapping[str, Any]) -> str:
         """Why ``record`` (an attestation) is not signed by a trusted operator key ('' when it is)."""

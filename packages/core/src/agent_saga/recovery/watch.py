@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from agent_saga.inert import clip
 from agent_saga.log.server import LogNotFound
 
 if TYPE_CHECKING:  # the daemon's own watch() uses this module
@@ -78,7 +79,7 @@ class Backoff:
 def _brief(err: BaseException) -> str:
     """The error in one line (a driver's message may span several)."""
     text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 200 else text[:197] + "..."
+    return clip(text, 200)
 
 
 class Watch:

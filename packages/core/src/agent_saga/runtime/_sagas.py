@@ -13,7 +13,7 @@ T = TypeVar("T")
 
 
 class PerSaga(Generic[T]):
-    """``with memory.of(saga_id) as state`` -- the state of one saga, the oldest forgotten past ``keep``.
+    """``with memory.lock: state = memory.get(saga_id)`` -- one saga's state, the oldest forgotten past ``keep``.
 
     The gate never hears that a saga ended, so the sagas it remembers are the ``keep``
     most recently seen; a saga idle while ``keep`` others ran starts afresh.

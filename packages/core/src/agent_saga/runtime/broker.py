@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_saga.inert import clip
 from agent_saga.log.encodable import unencodable
 from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
 
@@ -286,8 +287,7 @@ class ContextBroker:
                 raise SummaryRefused(f"the number {number} is not in the summary's spans")
         for quote in quotes_in(text):
             if quote not in joined:
-                shown = quote if len(quote) <= 60 else quote[:57] + "..."
-                raise SummaryRefused(f"the quote {shown!r} is not in the summary's spans")
+                raise SummaryRefused(f"the quote {clip(quote, 60)!r} is not in the summary's spans")
         with self._lock:
             sid = f"s{next(self._summary_ids)}"
             self._summaries[sid] = Summary(sid, text, tuple(receipts))

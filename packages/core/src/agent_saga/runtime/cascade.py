@@ -65,6 +65,11 @@ def _tokens(attempts: Sequence[Attempt]) -> int:
     return sum(a.tokens for a in attempts)
 
 
+def _ladder_text(header: str, attempts: Sequence[Attempt]) -> str:
+    """``header``, a line per attempt, and the tokens they all cost: how a resolved or exhausted cascade prints."""
+    return "\n".join([header, *(a.line() for a in attempts), f"  total tokens across all tiers: {_tokens(attempts)}"])
+
+
 @dataclass(frozen=True, slots=True)
 class CascadeResult:
     """The verified answer, the tier that gave it, and the ladder it took to get there."""
@@ -92,10 +97,8 @@ class CascadeResult:
         return self.answer.tool_calls
 
     def format_text(self) -> str:
-        lines = [f"cascade resolved on {inert(self.host)} after {self.escalations} escalation(s)"]
-        lines += [a.line() for a in self.attempts]
-        lines.append(f"  total tokens across all tiers: {self.tokens_used}")
-        return "\n".join(lines)
+        return _ladder_text(f"cascade resolved on {inert(self.host)} after {self.escalations} escalation(s)",
+                            self.attempts)
 
 
 class CascadeExhausted(SagaError):
@@ -115,10 +118,7 @@ class CascadeExhausted(SagaError):
         return _tokens(self.attempts)
 
     def format_text(self) -> str:
-        lines = [f"cascade exhausted: no tier passed after {len(self.attempts)} attempt(s)"]
-        lines += [a.line() for a in self.attempts]
-        lines.append(f"  total tokens across all tiers: {self.tokens_used}")
-        return "\n".join(lines)
+        return _ladder_text(f"cascade exhausted: no tier passed after {len(self.attempts)} attempt(s)", self.attempts)
 
 
 def _check_ladder(ladder: Any) -> list[Tier]:

@@ -35,7 +35,7 @@ from typing import Any
 
 from agent_saga.context import current_saga
 from agent_saga.ids import new_saga_id
-from agent_saga.inert import inert
+from agent_saga.inert import clip, inert
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
@@ -281,7 +281,7 @@ def _judge(
     for quote in quotes_in(bare):
         if not any(_norm(quote) in s for s in pool):
             return Claim(text, citations, ClaimStatus.BROKEN_QUOTE,
-                         f'the quote "{_short(quote)}" is not in the cited source(s) {", ".join(citations)}',
+                         f'the quote "{clip(quote, 60)}" is not in the cited source(s) {", ".join(citations)}',
                          tuple(receipts))
     if check_numbers:
         for number in numbers_in(bare):
@@ -300,10 +300,6 @@ def _judge(
                          "the entailment check found the claim not supported by its sources", tuple(receipts))
     return Claim(text, citations, ClaimStatus.VERIFIED,
                  f"{len(receipts)} receipt(s) resolve now", tuple(receipts))
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def ground(

@@ -36,6 +36,7 @@ from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.tagged import Tagged
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.gate.rules import Action, Condition, Rule
+from agent_saga.inert import clip
 from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken, Span
 from agent_saga.runtime.matching import as_number, value_in_text
 
@@ -354,8 +355,7 @@ def _verify(value: Any, broker: ContextBroker | None) -> tuple[Provenance, str]:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return clip(repr(value), 60)
 
 
 def _verify_sourced(tag: Sourced, broker: ContextBroker | None) -> tuple[Provenance, str]:

@@ -15,6 +15,8 @@
 
 Each error is one line naming the argument, what it got and what it needed: the model
 reads it and tries again.
+
+Why not ``matches_schema``'s jsonschema: repair runs in core, which depends on pluggy only.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from agent_saga.errors import ConfigurationError
-from agent_saga.inert import inert
+from agent_saga.inert import clip, inert
 
 __all__ = ["ArgumentCheck", "argument_check"]
 
@@ -53,8 +55,7 @@ _SKIPPED = frozenset({"idempotency_key", "self", "cls"})
 
 def _clip(text: str, limit: int) -> str:
     """One inert line, cut to ``limit`` characters: a model's value is quoted, never obeyed."""
-    line = inert(text)
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    return clip(inert(text), limit)
 
 
 def _shown(value: Any) -> str:

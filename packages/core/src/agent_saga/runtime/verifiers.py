@@ -15,6 +15,7 @@ from inspect import isawaitable
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.errors import ConfigurationError
+from agent_saga.inert import clip
 from agent_saga.runtime.broker import ContextBroker
 from agent_saga.runtime.tiers import TierAnswer
 
@@ -83,6 +84,8 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     Uses ``jsonschema`` (``pip install 'agent-saga[schema]'``); the schema itself is
     checked here, so a broken schema fails at start-up rather than rejecting every tier.
     """
+    # Not runtime/schema.py's subset: a cascade's answer schema is the user's full JSON Schema
+    # (and is itself validated), which needs jsonschema -- an extra, so repair cannot use it.
     try:
         import jsonschema
         from jsonschema.validators import validator_for
@@ -137,8 +140,7 @@ def grounded(broker: ContextBroker, *, entails: Entails | None = None) -> Verifi
 
 
 def _claim_text(claim: Claim) -> str:
-    text = claim.text
-    return text if len(text) <= 80 else text[:77] + "..."
+    return clip(claim.text, 80)
 
 
 def all_of(*verifiers: Verifier) -> Verifier:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent_saga.inert import clip
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
@@ -56,7 +57,7 @@ LABELS: Mapping[str, str] = {
 
 def short(text: str, limit: int = 72) -> str:
     """``text`` cut to ``limit`` characters, marked with '...' when cut."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 @dataclass(frozen=True, slots=True)
