@@ -45,7 +45,7 @@ def test_bodies_are_encrypted_and_the_chain_verifies_without_the_key(wal_path: P
     write(wal_path, key)
     raw = wal_path.read_text()
     assert "ann@example.com" not in raw
-    assert "4200" not in raw
+    assert '"amount"' not in raw and '"card"' not in raw  # "4200" alone may turn up inside a hex hash
     assert '"body"' not in raw
     lines = [json.loads(x) for x in raw.splitlines()]
     assert all(x["enc"].startswith(key.key_id + ":") for x in lines)

@@ -103,11 +103,11 @@ def _clean(value: Any, depth: int) -> bool:
     """
     kind = type(value)
     if kind is str:
-        return value.isascii() or _str_problem(value) is None
+        return bool(value.isascii()) or _str_problem(value) is None
     if kind is int:
-        return -_INT_LIMIT < value < _INT_LIMIT
+        return bool(-_INT_LIMIT < value < _INT_LIMIT)
     if kind is float:
-        return value - value == 0.0  # False for NaN and the infinities
+        return bool(value - value == 0.0)  # False for NaN and the infinities
     if kind is bool or value is None:
         return True
     if depth >= MAX_DEPTH:
@@ -120,10 +120,7 @@ def _clean(value: Any, depth: int) -> bool:
                 return False
         return True
     if kind is list or kind is tuple:
-        for item in value:
-            if not _clean(item, depth + 1):
-                return False
-        return True
+        return all(_clean(item, depth + 1) for item in value)
     return False
 
 
