@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,11 @@ class TestSemanticKernelConformance(AdapterConformance):
 
     def tool_results(self, result: Any) -> list[str] | None:
         async def read() -> list[str]:
-            return [str(i.result) async for m in result.thread.get_messages() for i in m.items
-                    if isinstance(i, FunctionResultContent)]
+            found = result.thread.get_messages()
+            if inspect.isawaitable(found):  # older releases (1.26): a coroutine returning the ChatHistory
+                messages = list((await found).messages)
+            else:  # newer ones: an async iterator of messages
+                messages = [m async for m in found]
+            return [str(i.result) for m in messages for i in m.items if isinstance(i, FunctionResultContent)]
 
         return asyncio.run(read())
