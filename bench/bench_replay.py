@@ -29,6 +29,11 @@ from agent_saga import FileWAL
 from agent_saga.ui.runs import RunStore
 from agent_saga.ui.source import FileSource
 
+try:
+    from agent_saga.inert import inert_json
+except ImportError:  # measuring a checkout from before it
+    inert_json = None
+
 SAGA = "5a" * 16
 
 
@@ -49,13 +54,20 @@ def write_run(path: Path, steps: int) -> int:
     return 4 * steps + 3
 
 
+def _served(answer: Any) -> str:
+    """The page as the server sends it: every string inert, then JSON (ui/server.py)."""
+    if inert_json is None:  # a checkout from before the inert rendering
+        return json.dumps(answer, ensure_ascii=False, default=str)
+    return inert_json(answer)
+
+
 def replay(store: RunStore) -> dict[str, Any]:
     """Every frame of the run, as the page reads them; with what that took."""
     started = time.process_time()
     pages = frames = entries = 0
     truncated = None
     answer: Any = store.replay(SAGA)
-    sent = len(json.dumps(answer, ensure_ascii=False, default=str))  # what the server then sends
+    sent = len(_served(answer))
     if isinstance(answer, list):  # before the fix: one list of full frames
         pages, frames = 1, len(answer)
         entries = sum(len(f["steps"]) for f in answer)
@@ -70,7 +82,7 @@ def replay(store: RunStore) -> dict[str, Any]:
             if answer["next"] is None:
                 break
             answer = store.replay(SAGA, answer["next"])
-            sent += len(json.dumps(answer, ensure_ascii=False, default=str))
+            sent += len(_served(answer))
     cpu = time.process_time() - started
     return {"replay_cpu_s": round(cpu, 4), "frames": frames, "pages": pages, "step_entries": entries,
             "json_bytes": sent, "verdict": verdict, "truncated": truncated}

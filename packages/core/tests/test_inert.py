@@ -128,6 +128,23 @@ def test_inert_tree_walks_keys_values_and_lists() -> None:
     assert _acting(json.dumps(shown, ensure_ascii=False)) == []
 
 
+_JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | _TRICKY | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TRICKY | st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(deadline=None)
+@given(_JSONISH)
+def test_inert_json_is_the_tree_walk_in_one_pass(value: object) -> None:
+    from agent_saga.inert import inert_json, inert_tree
+
+    text = inert_json(value)
+    assert json.loads(text) == inert_tree(value)
+    assert _acting(text) == []
+
+
 # -- approvals: the attack itself, through the real CLI ----------------------------------------------------
 
 

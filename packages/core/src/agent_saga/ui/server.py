@@ -7,7 +7,7 @@ the log). With a token, every API call must carry ``Authorization: Bearer <token
 On a loopback address it also answers only requests whose ``Host`` is that address,
 so a web page elsewhere cannot read it through DNS rebinding. Every response forbids
 framing and inline script, and the page writes log text as text, never as markup.
-Every string the API serves is inert (:func:`agent_saga.inert.inert_tree`): control,
+Every string the API serves is inert (:func:`agent_saga.inert.inert_json`): control,
 bidi and invisible characters arrive as visible escapes, so a bidi override in an
 argument cannot reorder what the operator reads; a run is addressed by its id as served.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from agent_saga.errors import SagaError
-from agent_saga.inert import inert_tree
+from agent_saga.inert import inert_json
 from agent_saga.ui.runs import RunStore
 from agent_saga.ui.source import RecordSource
 
@@ -119,7 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _json(self, status: HTTPStatus, value: Any, extra: dict[str, str] | None = None) -> None:
-        body = json.dumps(inert_tree(value), ensure_ascii=False).encode()
+        body = inert_json(value).encode()
         self._send(status, body, "application/json; charset=utf-8", extra)
 
     def _authorized(self) -> bool:
