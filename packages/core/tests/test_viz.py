@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from viz_logs import DEMO_TOOLS, write_mixed_log
 
 from agent_saga import FileWAL
@@ -115,7 +116,7 @@ def test_one_changed_digit_draws_broken_and_the_original_does_not(demo_log: Path
     assert "BROKEN at seq 23" in all_text(root)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_changed_digit_anywhere_is_drawn_broken(demo_log: Path, data: st.DataObject) -> None:
     from agent_saga.viz.chain import render_chain_bytes
@@ -271,7 +272,7 @@ def test_open_saga_is_drawn_open(mixed: Path) -> None:
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tool=names, name=names, cause=names)
 def test_any_text_in_a_log_gives_well_formed_svg(tool: str, name: str, cause: str) -> None:
     step = GraphStep(1, tool, "COMPENSABLE", "committed", "orphaned", "")
