@@ -7,17 +7,17 @@ process-wide state), so that one verb cannot change what the next test sees.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import signal
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from agent_saga.cli.main import main
 
-__all__ = ["Cli", "Ran"]
+__all__ = ["Ran", "run_cli"]
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE)
 
@@ -50,21 +50,16 @@ def _switch_state() -> object:
     return (switch._explicit, switch._env, breaker._breaker, stores._store)
 
 
-class Cli:
-    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
-        self._capsys = capsys
-
-    def __call__(self, *args: str) -> Ran:
-        self._capsys.readouterr()  # only this call's output
-        before = _process_state()
+def run_cli(*args: str) -> Ran:
+    """``agent-saga *args`` in this process, as subprocess.run(..., capture_output=True) gave it."""
+    out, err = io.StringIO(), io.StringIO()
+    before = _process_state()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
         except SystemExit as stop:  # argparse's --help, --version and usage errors
             code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-        out = self._capsys.readouterr()
-        after = _process_state()
-        leaked = [k for k in before if before[k] != after[k]]
-        assert not leaked, f"`agent-saga {' '.join(args)}` changed the process's {leaked}"
-        return Ran(code, out.out, out.err)
-
-
+    after = _process_state()
+    leaked = [k for k in before if before[k] != after[k]]
+    assert not leaked, f"`agent-saga {' '.join(args)}` changed the process's {leaked}"
+    return Ran(code, out.getvalue(), err.getvalue())

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_support import Cli
+from cli_support import Ran, run_cli
 
 from agent_saga.cli.main import build_parser
 
@@ -22,9 +22,8 @@ VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", 
          "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
-@pytest.fixture
-def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(capsys)
+def cli(*args: str) -> Ran:
+    return run_cli(*args)
 
 
 def test_every_registered_verb_is_covered_here() -> None:
@@ -34,21 +33,21 @@ def test_every_registered_verb_is_covered_here() -> None:
 
 
 @pytest.mark.parametrize("verb", VERBS)
-def test_help_shows_an_example(verb: str, cli: Cli) -> None:
+def test_help_shows_an_example(verb: str) -> None:
     out = cli(verb, "--help")
     assert out.returncode == 0
     assert "example" in out.stdout and f"agent-saga {verb}" in out.stdout
 
 
 @pytest.mark.parametrize("verb", VERBS)
-def test_an_unknown_flag_is_a_usage_error(verb: str, cli: Cli) -> None:
+def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     out = cli(verb, "--no-such-flag")
     assert out.returncode == 2
     # argparse names the first problem: a missing required flag, or the unknown one
     assert f"agent-saga {verb}: error:" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_no_verb_is_a_usage_error(cli: Cli) -> None:
+def test_no_verb_is_a_usage_error() -> None:
     out = cli()
     assert out.returncode == 2 and "VERB" in out.stderr
 
@@ -74,7 +73,7 @@ def test_no_verb_is_a_usage_error(cli: Cli) -> None:
     # (deny: a grant would first be refused for want of a signing key, a usage error)
     ("approvals", ["deny", "af83c011", "--approver", "me", "--store", "/dev/null"]),
 ])
-def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str], tmp_path: Path, cli: Cli) -> None:
+def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str], tmp_path: Path) -> None:
     filled = [a.format(missing=tmp_path / "missing.wal", tmp=tmp_path) for a in args]
     out = cli(verb, *filled)
     assert out.returncode == 3, out.stdout + out.stderr
@@ -102,7 +101,7 @@ def test_every_log_reading_verb_takes_wal_path_and_its_alias(verb: str, flag: st
 
 
 @pytest.mark.parametrize("verb", sorted(LOG_READERS))
-def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path, cli: Cli,
+def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "from-env.wal"
     extra = [a.replace("{tmp}", str(tmp_path)) for a in LOG_READERS[verb]]
@@ -112,7 +111,7 @@ def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path
     assert str(missing) in out.stderr and "Traceback" not in out.stderr
 
 
-def test_version_names_the_distribution_and_its_version(cli: Cli) -> None:
+def test_version_names_the_distribution_and_its_version() -> None:
     from agent_saga import __version__
 
     out = cli("--version")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_support import Ran, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -24,9 +23,8 @@ from agent_saga.viz.outcomes import MIN_OBSERVATIONS
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+def cli(*args: str) -> Ran:
+    return run_cli(*args)  # in process (cli_support.py); test_cli.py runs the real one
 
 
 def parse(text: str) -> ET.Element:
