@@ -416,7 +416,7 @@ def test_the_connector_in_connectors_md_works(tmp_path: Path) -> None:
                 self._answer({})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     namespace: dict[str, Any] = {}
     exec(source.replace("https://tickets.example.com/api", f"http://127.0.0.1:{server.server_address[1]}"),
          namespace)
