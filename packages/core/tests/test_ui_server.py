@@ -75,7 +75,11 @@ def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = Fal
             yield line.split(" at ")[1].split()[0]
         finally:
             proc.send_signal(stop)
-            code = proc.wait(timeout=20)
+            try:
+                code = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # or Popen's exit would wait for it for ever
+                raise
             assert code == 0, f"`agent-saga ui` exited {code} on {stop.name}: {proc.stderr.read()}"
 
 

@@ -75,8 +75,12 @@ def run_ui(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _Terminated(Exception):
-    """SIGTERM arrived: leave serve_forever as Ctrl+C does."""
+class _Terminated(BaseException):
+    """SIGTERM arrived: leave serve_forever as Ctrl+C does.
+
+    A BaseException, like KeyboardInterrupt: arriving while a request is being accepted, an
+    Exception would be swallowed by socketserver's handle_error and the server would go on.
+    """
 
 
 class _StoppedBySigterm:
