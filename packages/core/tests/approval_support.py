@@ -68,7 +68,9 @@ class Hook:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/services/T000/B000/secret"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # serve_forever's default 0.5 s poll is how long shutdown() waits: the tests close many hooks.
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
+                                        daemon=True)
         self._thread.start()
 
     @property

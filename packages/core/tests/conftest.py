@@ -25,12 +25,13 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 FAST_LANE = os.environ.get("AGENT_SAGA_FAST_LANE") == "1"
-if FAST_LANE:
-    # Fewer examples for property tests that do not set their own count; the full env runs them all.
-    from hypothesis import settings
-
-    settings.register_profile("fast-lane", max_examples=20)
-    settings.load_profile("fast-lane")
+# The Hypothesis profiles ("ci", "fast"), loaded before any test module builds its settings.
+# The ui and service envs run no property test and do not install Hypothesis.
+try:
+    import hypothesis_profiles  # noqa: F401
+except ModuleNotFoundError as err:
+    if err.name != "hypothesis":
+        raise
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from installed import install_adapter, run_with
 
 import agent_saga
@@ -278,7 +279,7 @@ def calls(draw: st.DrawFn) -> tuple[str, frozenset[str], tuple[Any, ...], dict[s
 
 
 @pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(calls())
 def test_framework_arguments_reach_the_function_however_passed_and_never_the_log(
     case: tuple[str, frozenset[str], tuple[Any, ...], dict[str, Any]],

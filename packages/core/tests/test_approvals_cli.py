@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from approval_support import trusted_key
+from cli_support import Ran, run_cli
 from gate_support import req
 
 from agent_saga import FileApprovalStore
@@ -23,9 +22,8 @@ pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
 ACTIONS = ["list", "approve", "deny", "break-glass"]
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_saga", "approvals", *args], capture_output=True,
-                          text=True, timeout=60, check=False)
+def cli(*args: str) -> Ran:
+    return run_cli("approvals", *args)  # in process (cli_support.py); test_cli.py runs the real one
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from approval_support import approval_store
 from gate_support import req
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import (
     ApprovalPolicy,
@@ -154,7 +155,7 @@ def test_an_entry_round_trips_through_json() -> None:
         ApprovalEntry.from_json({"id": "x"})
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.tuples(st.text(min_size=1, max_size=20), st.integers(1, 10_000), st.text(max_size=20), st.text(max_size=20)),
        st.tuples(st.text(min_size=1, max_size=20), st.integers(1, 10_000), st.text(max_size=20), st.text(max_size=20)))
 def test_the_request_id_is_a_pure_function_of_saga_step_tool_and_rule(
@@ -166,7 +167,7 @@ def test_the_request_id_is_a_pure_function_of_saga_step_tool_and_rule(
 
 
 @pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.from_regex(r"[0-9a-f]{32}", fullmatch=True), min_size=1, max_size=30, unique=True),
        st.data())
 def test_shown_ids_are_unique_prefixes_that_find_their_request(ids: list[str], data: st.DataObject) -> None:

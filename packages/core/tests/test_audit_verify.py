@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from operator_support import trusted_operator_key
 
 from agent_saga import FileWAL
@@ -121,7 +122,7 @@ def _parses(line: bytes) -> bool:
 
 
 @pytest.mark.slow  # heavy (many examples): left to the full core env
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     items=entries,
     batch=st.integers(1, 5),

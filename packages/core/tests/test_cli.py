@@ -1,4 +1,9 @@
-"""Every verb of `agent-saga`: help with an example, usage errors, unusable files."""
+"""Every verb of `agent-saga`: help with an example, usage errors, unusable files.
+
+The verbs run in process, through the same ``main(argv)`` that ``python -m agent_saga`` calls
+(cli_support.py says what each call must leave as it found it); one test per entry point still
+starts the real process.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import Ran, run_cli
 
 from agent_saga.cli.main import build_parser
 
@@ -16,9 +22,8 @@ VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", 
          "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify", "viz"]
 
 
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=cwd)
+def cli(*args: str) -> Ran:
+    return run_cli(*args)
 
 
 def test_every_registered_verb_is_covered_here() -> None:
@@ -27,7 +32,6 @@ def test_every_registered_verb_is_covered_here() -> None:
     assert sorted(verbs.choices) == VERBS  # type: ignore[arg-type]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_help_shows_an_example(verb: str) -> None:
     out = cli(verb, "--help")
@@ -35,7 +39,6 @@ def test_help_shows_an_example(verb: str) -> None:
     assert "example" in out.stdout and f"agent-saga {verb}" in out.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("verb", VERBS)
 def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     out = cli(verb, "--no-such-flag")
@@ -44,13 +47,11 @@ def test_an_unknown_flag_is_a_usage_error(verb: str) -> None:
     assert f"agent-saga {verb}: error:" in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.slow
 def test_no_verb_is_a_usage_error() -> None:
     out = cli()
     assert out.returncode == 2 and "VERB" in out.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(("verb", "args"), [
     ("verify", ["--wal-path", "{missing}"]),
     ("export", ["--wal-path", "{missing}", "--out", "{tmp}/bundle"]),
@@ -99,20 +100,33 @@ def test_every_log_reading_verb_takes_wal_path_and_its_alias(verb: str, flag: st
     assert args.wal_path == "some.wal"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("verb", sorted(LOG_READERS))
-def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path) -> None:
+def test_every_log_reading_verb_honours_agent_saga_wal(verb: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     missing = tmp_path / "from-env.wal"
     extra = [a.replace("{tmp}", str(tmp_path)) for a in LOG_READERS[verb]]
-    out = subprocess.run([sys.executable, "-m", "agent_saga", verb, *extra], capture_output=True, text=True,
-                         timeout=60, check=False, env={**os.environ, "AGENT_SAGA_WAL": str(missing)})
+    monkeypatch.setenv("AGENT_SAGA_WAL", str(missing))
+    out = cli(verb, *extra)
     assert out.returncode == 3, out.stderr
     assert str(missing) in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.slow
 def test_version_names_the_distribution_and_its_version() -> None:
     from agent_saga import __version__
 
     out = cli("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"agent-saga {__version__}"
+
+
+@pytest.mark.slow
+def test_python_dash_m_agent_saga_runs_the_same_main() -> None:
+    # The smoke test of the entry point itself: the real process, its exit code, its streams.
+    from agent_saga import __version__
+
+    version = subprocess.run([sys.executable, "-m", "agent_saga", "--version"], capture_output=True, text=True,
+                             timeout=60, check=False)
+    assert version.returncode == 0 and version.stdout.strip() == f"agent-saga {__version__}"
+    missing = subprocess.run([sys.executable, "-m", "agent_saga", "verify"], capture_output=True, text=True,
+                             timeout=60, check=False, env={**os.environ, "AGENT_SAGA_WAL": "/nonexistent/x.wal"})
+    assert missing.returncode == 3 and missing.stderr.startswith("agent-saga verify:"), missing.stderr
+    assert "/nonexistent/x.wal" in missing.stderr and "Traceback" not in missing.stderr

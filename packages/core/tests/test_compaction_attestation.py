@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from operator_support import trusted_operator_key, untrusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, saga_scope
@@ -315,7 +316,7 @@ def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
     return [path]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(pick=st.integers(0, 10_000))
 def test_any_change_to_a_signed_body_resealed_by_the_agent_is_a_break(pick: int) -> None:
     """The signature covers the whole body: change any field, re-chain it correctly, and it no longer counts."""

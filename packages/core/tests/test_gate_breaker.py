@@ -6,6 +6,7 @@ import pytest
 from gate_support import Clock, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import (
     BreakerPolicy,
@@ -220,7 +221,7 @@ def _model_trips(outcomes: list[bool], threshold: int, rate: float, min_volume: 
     return None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.booleans(), min_size=1, max_size=40),
     st.integers(1, 6), st.sampled_from([0.25, 0.5, 0.75, 1.0]), st.integers(1, 12),

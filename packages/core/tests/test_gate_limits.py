@@ -8,6 +8,7 @@ import pytest
 from gate_support import Approver, Clock, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import (
     ActionSemantics,
@@ -271,7 +272,7 @@ def test_rate_limit_scopes_split_the_count() -> None:
     gate.check(req("b", c=1))  # another tool, its own windows
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 60)), min_size=1, max_size=60))
 def test_the_store_agrees_with_a_sliding_window_model(calls: list[tuple[int, int]]) -> None:
     clock = Clock(0.0)

@@ -22,6 +22,7 @@ import pytest
 from gate_support import Clock, free_port, redis_url, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import BreakerPolicy, BudgetLimit, CircuitBreaker, KillSwitch, PreFlightGate, StepRefused
 from agent_saga.cli.main import main
@@ -163,7 +164,7 @@ def test_redis_escalation_defers_only_the_escalating_limit(url: str, prefix: str
     assert store.debit([Charge("b:*", 50, 60, 1)]).total == pytest.approx(80)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 60)), min_size=1, max_size=25))
 def test_redis_and_memory_stores_decide_alike(calls: list[tuple[int, int]]) -> None:
     url = redis_url()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_support import Ran, run_cli
 from viz_logs import write_mixed_log
 
 from agent_saga import FileWAL, SagaAborted, saga_scope
@@ -19,9 +19,8 @@ from agent_saga.viz import build, to_dot, to_mermaid
 MERMAID = Path(__file__).parent / "mermaid"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+def cli(*args: str) -> Ran:
+    return run_cli(*args)  # in process (cli_support.py); test_cli.py runs the real one
 
 
 @pytest.fixture(scope="module")

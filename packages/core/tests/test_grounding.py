@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import FileWAL, MemoryWAL, ground, saga_scope
 from agent_saga.audit.certify import certify_log
@@ -185,7 +186,7 @@ def _sentence(draw: st.DrawFn) -> str:
     return f"{body}{end}{cite}" if cite_after else f"{body}{cite}{end}"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(_sentence(), min_size=1, max_size=6), st.sampled_from([" ", "  ", "\n", " \n\n"]))
 def test_splitting_joined_sentences_gives_them_back(sentences: list[str], glue: str) -> None:
     assert split_claims(glue.join(sentences)) == sentences

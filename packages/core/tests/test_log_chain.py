@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import FileWAL
 from agent_saga.audit import verify_log, verify_records
@@ -107,7 +108,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**62), st.text(min_size=1), st.text(), st.none() | st.integers(0, 10**6),
                           st.dictionaries(st.text(), json_values, max_size=4)), min_size=1, max_size=5),
        st.integers(1, 10**9))

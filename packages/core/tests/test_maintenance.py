@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from operator_support import trusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
@@ -210,7 +211,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops)
 def test_any_sequence_of_appends_redactions_and_compactions_stays_verifiable(
     steps: list[tuple[Any, ...]],

@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga.audit.merkle import (
     MerkleTree,
@@ -198,7 +199,7 @@ def test_every_consistency_proof_up_to_eight_verifies_and_every_tampering_is_rej
                 assert not verify_consistency(*args), (first, second, args[:2])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.binary(max_size=8), min_size=1, max_size=70), st.data())
 def test_random_trees_prove_inclusion_and_consistency(data: list[bytes], draw: st.DataObject) -> None:
     tree = MerkleTree(hashes(data))

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from proving_world import (
     WORLD,
     C,
@@ -390,7 +391,7 @@ def test_world_changes_are_listed_key_by_key() -> None:
     assert world_changes({"a": 1}, {"a": 1}) == ()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.booleans(), min_size=1, max_size=5))
 def test_proven_exactly_when_no_undo_lies_and_the_first_liar_is_named(honest: list[bool]) -> None:
     import asyncio

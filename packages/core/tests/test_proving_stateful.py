@@ -36,6 +36,7 @@ import recovery_world as world
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis_profiles import examples
 from recovery_checks import HERE, env_for, world_counts
 
 from agent_saga.recovery import RecoveryDaemon
@@ -275,7 +276,7 @@ class EngineUnderFire(RuleBasedStateMachine):
 
 
 EngineUnderFire.TestCase.settings = settings(
-    max_examples=12, stateful_step_count=12, deadline=None,
+    max_examples=examples(12), stateful_step_count=12, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestEngineUnderFire = pytest.mark.slow(EngineUnderFire.TestCase)

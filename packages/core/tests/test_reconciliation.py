@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from reconcile_world import WORLD, Died, charge, refund
 
 from agent_saga import Compensation, FileWAL, SagaAborted, reconciler, saga_scope
@@ -328,7 +329,7 @@ scenario = st.fixed_dictionaries({
 })
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenario)
 def test_no_effect_is_both_standing_and_reported_clean(tmp_path: Path, sc: dict[str, Any]) -> None:
     WORLD.reset()
@@ -415,7 +416,7 @@ def test_the_connector_in_connectors_md_works(tmp_path: Path) -> None:
                 self._answer({})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True).start()
     namespace: dict[str, Any] = {}
     exec(source.replace("https://tickets.example.com/api", f"http://127.0.0.1:{server.server_address[1]}"),
          namespace)

@@ -15,6 +15,7 @@ import pytest
 import recovery_world as world
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from recovery_checks import WORKER, chain_ok, env_for, read_log, run_worker
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, call_with, compensator, delete_by
@@ -492,7 +493,7 @@ def _expected(kind: str, records: set[str]) -> str:
     return "escalated"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kinds=st.lists(st.sampled_from(KINDS), min_size=1, max_size=5), cut=st.floats(0, 1))
 def test_any_saga_cut_at_any_record_is_settled_step_by_step(
     tmp_path_factory: pytest.TempPathFactory, kinds: list[str], cut: float

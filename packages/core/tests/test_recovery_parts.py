@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import ActionSemantics, FileWAL, MemoryWAL, NonDeterminismError, saga_scope
 from agent_saga.log.file import read_records
@@ -61,7 +62,7 @@ def _write_log(path: Path, sagas: int, steps: int) -> None:
                 wal.append("SAGA_COMPLETED", saga, {"steps": steps})
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sagas=st.integers(1, 4), steps=st.integers(0, 3),
        cuts=st.lists(st.floats(0, 1), min_size=1, max_size=6), chunk=st.sampled_from([7, 300, 1 << 22]))
 def test_reading_a_log_in_pieces_folds_to_the_same_state(

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import (
     Compensation,
@@ -119,7 +120,7 @@ def run(shape_list: list[Shape], halt: bool, world: World) -> tuple[Any, MemoryW
 
 
 @pytest.mark.slow  # heavy (many examples or shapes): left to the full core env
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(shapes(), min_size=1, max_size=6), st.booleans())
 def test_rollback_invariants(handler: Any, shape_list: list[Shape], halt: bool) -> None:
     world = World()

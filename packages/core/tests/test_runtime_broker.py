@@ -7,6 +7,7 @@ import hashlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken, SummaryRefused
 
@@ -35,7 +36,7 @@ def test_spans_carry_receipts_that_hash_their_text() -> None:
     assert Receipt.from_dict(spans[3].receipt.as_dict()) == spans[3].receipt
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=st.text(alphabet=st.sampled_from("ab .!?\n"), max_size=400), limit=st.integers(min_value=1, max_value=50))
 def test_spans_are_bounded_ordered_and_cover_every_non_space(text: str, limit: int) -> None:
     spans = ContextBroker(span_chars=limit).add_document("d", text)

@@ -11,6 +11,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga.log.records import Record
 from agent_saga.ui import runs as runs_module
@@ -176,7 +177,7 @@ def full_frame(records: list[Record]) -> dict[str, Any] | None:
             "unwound": [s.index for s in saga.unwound]}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_events)
 def test_every_frame_is_the_model_of_its_prefix(events: list[tuple[Any, ...]]) -> None:
     records: list[Record] = []

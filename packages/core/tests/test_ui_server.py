@@ -54,20 +54,33 @@ def serving(source: Any, **kw: Any) -> Iterator[UiServer]:
 
 
 @contextmanager
-def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = False) -> Iterator[str]:
-    """`agent-saga ui ...` (or `python -m agent_saga.ui ...`) as a real process; yields the URL it prints."""
+def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = False,
+               stop: signal.Signals = signal.SIGTERM) -> Iterator[str]:
+    """`agent-saga ui ...` (or `python -m agent_saga.ui ...`) as a real process; yields the URL it prints.
+
+    Stopped with ``stop`` (SIGTERM by default: a process started from a background shell inherits
+    SIGINT ignored, so SIGINT alone would leave it running); either way it must exit 0.
+    """
     cmd = [sys.executable, "-m", "agent_saga.ui", *args] if module else [
         sys.executable, "-m", "agent_saga", "ui", *args]
+    # SIGINT back to its default in the child, so that Python turns it into KeyboardInterrupt
+    # even when this test runs with SIGINT ignored.
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=dict(os.environ, **(env or {}))) as proc:
+                          env=dict(os.environ, **(env or {})),
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
         try:
             assert proc.stdout is not None and proc.stderr is not None
             line = proc.stdout.readline()
             assert " at http://" in line, line + proc.stderr.read()
             yield line.split(" at ")[1].split()[0]
         finally:
-            proc.send_signal(signal.SIGINT)  # what Ctrl+C sends: a clean stop, exit 0
-            assert proc.wait(timeout=20) == 0
+            proc.send_signal(stop)
+            try:
+                code = proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # or Popen's exit would wait for it for ever
+                raise
+            assert code == 0, f"`agent-saga ui` exited {code} on {stop.name}: {proc.stderr.read()}"
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -93,6 +106,15 @@ def test_agent_saga_ui_listens_on_127_0_0_1_only(demo_log: Path) -> None:
         status, _, body = get(url + "api/runs")
         assert status == 200 and {r["name"] for r in json.loads(body)["runs"]} == {
             "onboard-acme", "pay-supplier", "runaway-agent", "checkout-worker"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_server_stops_cleanly_on_sigterm_as_on_ctrl_c(demo_log: Path, stop: signal.Signals) -> None:
+    # Supervisors and test harnesses send SIGTERM; an exit 0 (not -15) means serve_forever returned
+    # and the socket was closed by the server itself.
+    with ui_process("--wal-path", str(demo_log), "--port", "0", stop=stop) as url:
+        assert get(url + "api/runs")[0] == 200
 
 
 @pytest.mark.slow

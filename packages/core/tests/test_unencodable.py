@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import Compensation, FileWAL, SagaAborted, StepRefused, WALRefused, compensator, saga_scope
 from agent_saga.audit.verify import verify_log
@@ -228,7 +229,7 @@ def _fits(value: Any) -> bool:
     return keys_are_str(value)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(st.text(max_size=6), _values, max_size=4))
 def test_any_value_is_refused_at_the_door_or_round_trips_and_verifies(wal: FileWAL, args: dict[str, Any]) -> None:
     try:

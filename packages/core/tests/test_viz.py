@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_support import Ran, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from viz_logs import DEMO_TOOLS, write_mixed_log
 
 from agent_saga import FileWAL
@@ -23,9 +23,8 @@ from agent_saga.viz.outcomes import MIN_OBSERVATIONS
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+def cli(*args: str) -> Ran:
+    return run_cli(*args)  # in process (cli_support.py); test_cli.py runs the real one
 
 
 def parse(text: str) -> ET.Element:
@@ -115,7 +114,7 @@ def test_one_changed_digit_draws_broken_and_the_original_does_not(demo_log: Path
     assert "BROKEN at seq 23" in all_text(root)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_changed_digit_anywhere_is_drawn_broken(demo_log: Path, data: st.DataObject) -> None:
     from agent_saga.viz.chain import render_chain_bytes
@@ -271,7 +270,7 @@ def test_open_saga_is_drawn_open(mixed: Path) -> None:
 names = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(tool=names, name=names, cause=names)
 def test_any_text_in_a_log_gives_well_formed_svg(tool: str, name: str, cause: str) -> None:
     step = GraphStep(1, tool, "COMPENSABLE", "committed", "orphaned", "")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from resp_proxy import RespProxy
 from servers import ThrowawayRedis
 
@@ -185,7 +186,7 @@ def test_a_counter_that_moved_without_the_head_breaks_the_writer(rd: str) -> Non
         wal.close(timeout=5)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     shift=st.integers(-2, 2),
     added=st.sets(st.integers(1, 6), max_size=3),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +67,40 @@ def run_ui(args: argparse.Namespace) -> int:
     with server:
         where = server.url + (f"#token={token}" if token else "")
         print(f"agent-saga ui: {path} at {where}  (Ctrl+C stops it)", flush=True)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            pass
+        with _StoppedBySigterm():
+            try:
+                server.serve_forever()
+            except (KeyboardInterrupt, _Terminated):
+                pass
     return EXIT_OK
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: leave serve_forever as Ctrl+C does.
+
+    A BaseException, like KeyboardInterrupt: arriving while a request is being accepted, an
+    Exception would be swallowed by socketserver's handle_error and the server would go on.
+    """
+
+
+class _StoppedBySigterm:
+    """SIGTERM stops the server as cleanly as SIGINT (exit 0, socket closed).
+
+    A supervisor (systemd, docker stop, a test harness) sends SIGTERM, and a process started from a
+    background shell inherits SIGINT ignored, so Ctrl+C alone would leave it running. The handler
+    raises in the main thread, out of serve_forever's select; shutdown() cannot be used there, it
+    waits for the loop it would be called from.
+    """
+
+    def __enter__(self) -> None:
+        self._previous: Any = None
+        if threading.current_thread() is threading.main_thread():  # signal.signal works only there
+            self._previous = signal.signal(signal.SIGTERM, _raise_terminated)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated

@@ -70,7 +70,9 @@ class UiServer(ThreadingHTTPServer):
 
     def serve_in_thread(self) -> threading.Thread:
         """Serve on a daemon thread (for tests and embedding); stop with ``shutdown()``."""
-        thread = threading.Thread(target=self.serve_forever, name="agent-saga-ui", daemon=True)
+        # shutdown() waits for the loop's next poll: 50 ms instead of serve_forever's default 0.5 s.
+        thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="agent-saga-ui",
+                                  daemon=True)
         thread.start()
         return thread
 
