@@ -15,7 +15,8 @@ How a number in a text is read:
 * optionally a leading ``-`` or ``−`` (U+2212) when it does not join a word
   (``-42`` is negative; ``invoice-17`` holds 17);
 * a space-grouped run (``17 200``) also yields its pieces (17 and 200): a text
-  that writes "invoice 17 200 units" contains both readings.
+  that writes "invoice 17 200 units" contains both readings; a later piece with a
+  leading zero (the ``000`` of ``1 000``) is not a number of its own.
 
 A string value that reads as one number (``"4200"``, ``"4,200.00"``) is compared
 as that number, so a string amount cannot slip through as a substring of a longer
@@ -65,6 +66,8 @@ def _readings(text: str) -> list[tuple[Decimal, bool]]:
             # "17 200": the pieces are numbers in the text too
             pieces = re.split(r"[\u0020\u00a0\u202f\u2009]", integer)
             for i, piece in enumerate(pieces):
+                if i and piece.startswith("0"):
+                    continue  # "1 000" holds 1 and 1000, never 0: nobody writes 0 as "000"
                 piece_digits = re.sub(_GROUP_SEP, "", piece)
                 tail = frac if i == len(pieces) - 1 else ""
                 found.append((Decimal(piece_digits + tail), True))
