@@ -60,7 +60,7 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.engine.tagged import untag_args, untag_call
+from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.errors import (
     CompensationError,
     NotApplied,
@@ -453,27 +453,97 @@ class Saga:
         opts: StepOptions,
         via_fallback: bool = False,
     ) -> Protocol[Any]:
+        # The phases are helper methods, not sub-generators: only this frame yields, so a
+        # step costs no more frames than it did as one function (measured, issue 31).
         compensate = self._undo_for(tool, forward, opts)
-        sem = opts.semantics
-        with self._lock:
-            if self.status is not SagaStatus.OPEN or not self._started:
-                self._check_open()
-            index = len(self._steps) + 1  # steps are numbered from 1, as people count them
-            step = Step(
-                self.saga_id, index, tool, sem,
-                undo_declared=compensate is not None, via_fallback=via_fallback,
-            )
-            self._steps.append(step)
-        gate = self.gate
-        request = None
-        logged_args: dict[str, Any] = {}
-        waits = False
+        step = self._open(tool, opts.semantics, compensate is not None, via_fallback)
         plain_args, tagged = untag_args(args) if args else (args, None)
         claims = None
         if tagged:
             # The tool gets plain values; the gate sees the tags; the log keeps what they claim.
             forward = untag_call(forward)
             claims = encodable({name: tag.claim() for name, tag in tagged.items()})
+        # Admission: records its own refusals.
+        logged_args, request, pending = self._admit(step, args, plain_args, opts, tagged, claims)
+        waits = pending is not None
+        if pending is not None:
+            try:
+                yield pending
+            except StepRefused as refused:
+                self._refused(step, refused, logged_args, claims)
+                raise
+        observed = None
+        if interceptors():
+            observed = Wrappers.start("step", StepEvent(
+                self.saga_id, self.name, step.index, tool, step.semantics, logged_args, opts.origin, via_fallback,
+            ))
+        # Intent: the undo declared known before the call is what rescues an UNKNOWN outcome.
+        durable = step.semantics is not _REVERSIBLE
+        prebuilt = None
+        if durable:
+            prebuilt = self._prebuild(compensate, tool, step.compensation_key)
+            try:
+                ticket = self._append(R.STEP_INTENT, self._intent(step, compensate, prebuilt, logged_args, opts,
+                                                                  claims), step.index)
+                yield Barrier(self.wal, ticket)
+            except BaseException as err:
+                self._unstarted(step, err, observed)
+                raise
+        # Call: the gate's last word, asked again before every attempt that does not follow
+        # its check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
+        recheck = getattr(self.gate, "recheck", None) if request is not None else None
+        try:
+            if opts.retry is None:  # the common case, without a nested generator
+                if recheck is not None and request is not None and (durable or waits):
+                    self._last_word(recheck, request, step, None, 1)
+                kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
+                try:
+                    result = yield Call(forward, kwargs, opts.timeout, opts.inline)
+                except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
+                    # Did it land anyway? Ask, if someone can answer (else this re-raises).
+                    result = yield from self._settle_failure(step, failed, logged_args, opts)
+            else:
+                result = yield from self._attempts(
+                    forward, step, logged_args, opts, recheck, request, durable or waits
+                )
+        except BaseException as err:
+            # Failure, then the fallback (a step of its own) when one may run.
+            fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+            if fallback is None:
+                raise
+            fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
+            return (yield from self._step(tool, fallback, args, fallback_opts, True))
+        self._observe(request, None)
+        # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
+        ticket = self._commit(step, result, compensate, logged_args, opts, claims, observed)
+        if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
+            yield Barrier(self.wal, ticket)
+        return result
+
+    def _open(self, tool: str, sem: ActionSemantics, undo_declared: bool, via_fallback: bool) -> Step:
+        """The step, numbered and on the stack, once the saga is known to take one."""
+        with self._lock:
+            if self.status is not SagaStatus.OPEN or not self._started:
+                self._check_open()
+            index = len(self._steps) + 1  # steps are numbered from 1, as people count them
+            step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback)
+            self._steps.append(step)
+        return step
+
+    def _admit(
+        self,
+        step: Step,
+        args: Mapping[str, Any] | None,
+        plain_args: Mapping[str, Any] | None,
+        opts: StepOptions,
+        tagged: dict[str, Tagged] | None,
+        claims: Any,
+    ) -> tuple[dict[str, Any], StepRequest | None, Check | None]:
+        """Police, check at the door, ask the gate: (logged args, the gate's request, its check to await)."""
+        tool, gate = step.tool, self.gate
+        request = None
+        logged_args: dict[str, Any] = {}
+        pending = None
         try:
             if args or opts.policy_args:
                 logged_args = self._policed(tool, plain_args, opts)
@@ -490,138 +560,170 @@ class Saga:
                 raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if gate is not None:
                 request = StepRequest(
-                    self.saga_id, index, tool, sem, logged_args, self.tags, provenance=tagged or None,
+                    self.saga_id, step.index, tool, step.semantics, logged_args, self.tags,
+                    provenance=tagged or None,
                     policy_args=frozenset(opts.policy_args) if opts.policy_args else frozenset(),
                 )
                 if self._posture_since is not None:
-                    self._note_posture(index)
+                    self._note_posture(step.index)
                 if getattr(gate, "never_waits", False):
                     gate.check(request)  # nothing to await: spare the driver a round trip
                 else:
-                    waits = True
-                    yield Check(gate, request)
+                    pending = Check(gate, request)
         except StepRefused as refused:
-            step.state = StepState.NOT_APPLIED
-            if isinstance(refused, RepairRequested):
-                # Not a failure of the run: the model gets the errors and one more try.
-                repair: dict[str, Any] = {
-                    "tool": tool, "semantics": sem, "args": logged_args,
-                    "errors": list(refused.errors), "reason": refused.reason, "rule": refused.rule,
-                }
-                if claims:
-                    repair["provenance"] = claims
-                self._append(R.ACTION_REPAIR_REQUESTED, repair, index)
-                raise
-            self._failed(tool, refused)
-            refusal: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "args": logged_args,
-                "reason": refused.reason, "rule": refused.rule,
-            }
-            if claims:
-                refusal["provenance"] = claims
-            self._append(R.STEP_REFUSED, refusal, index)
-            if isinstance(refused, SagaStopped):
-                with self._lock:
-                    self._stopped = self._stopped or refused
-                if refused.pattern in _THRASH_PATTERNS:
-                    self._append(R.THRASH_STOPPED, {
-                        "tool": tool, "pattern": refused.pattern, "reason": refused.reason,
-                        "calls": encodable(list(refused.calls)),
-                    }, index)
+            self._refused(step, refused, logged_args, claims)
             raise
+        return logged_args, request, pending
 
-        observed = None
-        if interceptors():
-            observed = Wrappers.start("step", StepEvent(
-                self.saga_id, self.name, index, tool, sem, logged_args, opts.origin, via_fallback,
-            ))
-
-        # The undo declared known before the call is what rescues an UNKNOWN outcome.
-        durable = sem is not _REVERSIBLE
-        prebuilt = None
-        if durable:
-            op, undo_key = step._keys()
-            if compensate is not None:
-                prebuilt = self._prebuild(compensate, tool, undo_key)
-            intent: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "op": op, "args": logged_args,
-                "compensation": describe(prebuilt), "fallback": via_fallback,
+    def _refused(self, step: Step, refused: StepRefused, logged_args: dict[str, Any], claims: Any) -> None:
+        """Record a refusal at admission: a repair request, or a refusal (and a stop, and a thrash)."""
+        tool, index = step.tool, step.index
+        step.state = StepState.NOT_APPLIED
+        if isinstance(refused, RepairRequested):
+            # Not a failure of the run: the model gets the errors and one more try.
+            repair: dict[str, Any] = {
+                "tool": tool, "semantics": step.semantics, "args": logged_args,
+                "errors": list(refused.errors), "reason": refused.reason, "rule": refused.rule,
             }
-            recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
-            if recipe is not None:
-                # How to build the undo from a result, so another process that learns the
-                # result (a reconciler, after a crash) can build it too.
-                intent["recipe"] = recipe
-            if opts.origin is not None:
-                intent["origin"] = opts.origin
             if claims:
-                intent["provenance"] = claims
-            try:
-                ticket = self._append(R.STEP_INTENT, intent, index)
-                yield Barrier(self.wal, ticket)
-            except BaseException as err:
-                # The intent never became durable, so the effect never started.
-                step.state = StepState.NOT_APPLIED
-                self._failed(tool, err)
-                if observed is not None:
-                    observed.end(StepEnd(StepState.NOT_APPLIED, err))
-                raise
-
-        # The gate's last word, asked again before every attempt that does not follow its
-        # check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
-        recheck = getattr(gate, "recheck", None) if request is not None else None
-        try:
-            if opts.retry is None:  # the common case, without a nested generator
-                if recheck is not None and request is not None and (durable or waits):
-                    self._last_word(recheck, request, step, None, 1)
-                kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
-                try:
-                    result = yield Call(forward, kwargs, opts.timeout, opts.inline)
-                except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
-                    # Did it land anyway? Ask, if someone can answer (else this re-raises).
-                    result = yield from self._settle_failure(step, failed, logged_args, opts)
-            else:
-                result = yield from self._attempts(
-                    forward, step, logged_args, opts, recheck, request, durable or waits
-                )
-        except BaseException as err:
-            halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
-            if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
-                step.state = StepState.NOT_APPLIED
-                not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
-                if step.reconciled is not None:
-                    not_applied["reconciled"] = step.reconciled
-                self._append(R.STEP_NOT_APPLIED, not_applied, index)
-            else:
-                step.state = StepState.UNKNOWN
-                if not durable:
-                    # Nothing had to reach the disk before the call, so a declared
-                    # known-before undo is built only now that it is needed.
-                    prebuilt = self._prebuild(compensate, tool, step.compensation_key)
-                step.compensation = prebuilt
-                self._append(R.STEP_UNKNOWN, {
-                    "tool": tool, "semantics": sem, "op": step.operation_id,
-                    "error": _describe_error(err), "compensation": describe(prebuilt),
+                repair["provenance"] = claims
+            self._append(R.ACTION_REPAIR_REQUESTED, repair, index)
+            return
+        self._failed(tool, refused)
+        refusal: dict[str, Any] = {
+            "tool": tool, "semantics": step.semantics, "args": logged_args,
+            "reason": refused.reason, "rule": refused.rule,
+        }
+        if claims:
+            refusal["provenance"] = claims
+        self._append(R.STEP_REFUSED, refusal, index)
+        if isinstance(refused, SagaStopped):
+            with self._lock:
+                self._stopped = self._stopped or refused
+            if refused.pattern in _THRASH_PATTERNS:
+                self._append(R.THRASH_STOPPED, {
+                    "tool": tool, "pattern": refused.pattern, "reason": refused.reason,
+                    "calls": encodable(list(refused.calls)),
                 }, index)
-            self._failed(tool, err)
-            if observed is not None:
-                observed.end(StepEnd(step.state, err))
-            if not isinstance(err, Exception) or halted:
-                raise  # a halt (or a quarantine) is not the tool's failure: no fallback runs
-            self._observe(request, err)
-            if opts.fallback_action is None:
-                raise
-            # A failed primary that may have landed stays on the stack as UNKNOWN;
-            # the fallback is a step of its own, undone like any other.
-            fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
-            return (yield from self._step(tool, opts.fallback_action, args, fallback_opts, True))
-        self._observe(request, None)
 
+    def _intent(
+        self,
+        step: Step,
+        compensate: CompensationFactory | Compensation | None,
+        prebuilt: Compensation | None,
+        logged_args: dict[str, Any],
+        opts: StepOptions,
+        claims: Any,
+    ) -> dict[str, Any]:
+        """The STEP_INTENT record of a durable step."""
+        intent: dict[str, Any] = {
+            "tool": step.tool, "semantics": step.semantics, "op": step.operation_id, "args": logged_args,
+            "compensation": describe(prebuilt), "fallback": step.via_fallback,
+        }
+        recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
+        if recipe is not None:
+            # How to build the undo from a result, so another process that learns the
+            # result (a reconciler, after a crash) can build it too.
+            intent["recipe"] = recipe
+        if opts.origin is not None:
+            intent["origin"] = opts.origin
+        if claims:
+            intent["provenance"] = claims
+        return intent
+
+    def _unstarted(self, step: Step, err: BaseException, observed: Wrappers | None) -> None:
+        """The intent never became durable, so the effect never started."""
+        step.state = StepState.NOT_APPLIED
+        self._failed(step.tool, err)
+        if observed is not None:
+            observed.end(StepEnd(StepState.NOT_APPLIED, err))
+
+    def _call_failed(
+        self,
+        step: Step,
+        err: BaseException,
+        compensate: CompensationFactory | Compensation | None,
+        prebuilt: Compensation | None,
+        observed: Wrappers | None,
+        request: StepRequest | None,
+        opts: StepOptions,
+    ) -> Callable[..., Any] | None:
+        """Record a call that failed (NOT_APPLIED or UNKNOWN); the fallback to run next, if one may."""
+        halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
+        if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
+            step.state = StepState.NOT_APPLIED
+            not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
+            if step.reconciled is not None:
+                not_applied["reconciled"] = step.reconciled
+            self._append(R.STEP_NOT_APPLIED, not_applied, step.index)
+        else:
+            step.state = StepState.UNKNOWN
+            if step.semantics is _REVERSIBLE:
+                # Nothing had to reach the disk before the call, so a declared
+                # known-before undo is built only now that it is needed.
+                prebuilt = self._prebuild(compensate, step.tool, step.compensation_key)
+            step.compensation = prebuilt
+            self._append(R.STEP_UNKNOWN, {
+                "tool": step.tool, "semantics": step.semantics, "op": step.operation_id,
+                "error": _describe_error(err), "compensation": describe(prebuilt),
+            }, step.index)
+        self._failed(step.tool, err)
+        if observed is not None:
+            observed.end(StepEnd(step.state, err))
+        if not isinstance(err, Exception) or halted:
+            return None  # a halt (or a quarantine) is not the tool's failure: no fallback runs
+        self._observe(request, err)
+        # A failed primary that may have landed stays on the stack as UNKNOWN;
+        # the fallback is a step of its own, undone like any other.
+        return opts.fallback_action
+
+    def _commit(
+        self,
+        step: Step,
+        result: Any,
+        compensate: CompensationFactory | Compensation | None,
+        logged_args: dict[str, Any],
+        opts: StepOptions,
+        claims: Any,
+        observed: Wrappers | None,
+    ) -> int:
+        """Build the undo from the result and append STEP_COMMITTED (its ticket); raise if the undo failed."""
+        tool = step.tool
+        comp, described, problem = self._undo_from(step, compensate, result)
+        step.compensation = comp
+        step.problem = str(problem) if problem else ""
+        step.state = StepState.COMMITTED
+        if step.semantics is _REVERSIBLE:  # no intent record before it: this one says what ran
+            body: dict[str, Any] = {
+                "tool": tool, "semantics": step.semantics, "args": logged_args, "compensation": described,
+            }
+            if opts.origin is not None:
+                body["origin"] = opts.origin
+            if claims:
+                body["provenance"] = claims
+        else:  # durable: op was derived for the intent
+            body = {"op": step.operation_id, "compensation": described}
+        if step.reconciled:
+            body["reconciled"] = True  # the call failed, the provider says it landed
+        if problem is not None:
+            body["problem"] = str(problem)
+        ticket = self._append(R.STEP_COMMITTED, body, step.index)
+        if observed is not None:
+            observed.end(StepEnd(StepState.COMMITTED, problem, result))
+        if problem is not None:
+            self._failed(tool, problem)
+            raise problem
+        return ticket
+
+    def _undo_from(
+        self, step: Step, compensate: CompensationFactory | Compensation | None, result: Any
+    ) -> tuple[Compensation | None, dict[str, Any] | None, CompensationError | None]:
+        """The undo built from the result, as the commit record describes it, and what went wrong."""
         problem: CompensationError | None = None
         comp: Compensation | None = None
         if compensate is not None:
             try:
-                comp = self._build(compensate, result, tool, step.compensation_key, sem)
+                comp = self._build(compensate, result, step.tool, step.compensation_key, step.semantics)
             except CompensationError as err:
                 problem = err
         described = describe(comp)
@@ -635,34 +737,9 @@ class Saga:
             # lose the step from the log and break the log for every saga.)
             described = encodable({**(described or {}), "kwargs": None, "recoverable": False})
             problem = CompensationError(
-                f"{tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
+                f"{step.tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
             )
-        step.compensation = comp
-        step.problem = str(problem) if problem else ""
-        step.state = StepState.COMMITTED
-        if sem is _REVERSIBLE:  # no intent record before it: this one says what ran
-            body: dict[str, Any] = {
-                "tool": tool, "semantics": sem, "args": logged_args, "compensation": described,
-            }
-            if opts.origin is not None:
-                body["origin"] = opts.origin
-            if claims:
-                body["provenance"] = claims
-        else:  # durable: op was derived for the intent
-            body = {"op": op, "compensation": described}
-        if step.reconciled:
-            body["reconciled"] = True  # the call failed, the provider says it landed
-        if problem is not None:
-            body["problem"] = str(problem)
-        ticket = self._append(R.STEP_COMMITTED, body, index)
-        if observed is not None:
-            observed.end(StepEnd(StepState.COMMITTED, problem, result))
-        if problem is not None:
-            self._failed(tool, problem)
-            raise problem
-        if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
-            yield Barrier(self.wal, ticket)
-        return result
+        return comp, described, problem
 
     def _failed(self, tool: str, err: BaseException) -> None:
         with self._lock:
