@@ -1,0 +1,57 @@
+"""What the engine tracks: a saga's status and each of its steps."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from agent_saga.ids import step_keys
+from agent_saga.semantics import ActionSemantics, Compensation, StepState
+
+__all__ = ["SagaStatus", "Step"]
+
+
+class SagaStatus(enum.StrEnum):
+    OPEN = "OPEN"
+    ROLLING_BACK = "ROLLING_BACK"
+    COMPLETED = "COMPLETED"
+    ROLLED_BACK = "ROLLED_BACK"
+    FROZEN = "FROZEN"
+    #: A rollback that could not finish here (broken log, cancellation): left to the daemon.
+    ABANDONED = "ABANDONED"
+
+
+@dataclass(slots=True)
+class Step:
+    """One step of a saga, as the engine tracks it."""
+
+    saga_id: str
+    index: int
+    tool: str
+    semantics: ActionSemantics
+    state: StepState = StepState.PENDING
+    compensation: Compensation | None = None
+    undo_declared: bool = False  # a compensate= (or pairing) was given
+    problem: str = ""  # why the compensation could not be built
+    via_fallback: bool = False
+    reconciled: bool | None = None  # what a reconciler answered about a failed call, if asked
+    #: Stopped by the gate's last word: "before" any attempt ran, or "between" attempts
+    #: after one that may have landed.
+    halted: str = ""
+    _ids: tuple[str, str] | None = None
+
+    # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.
+    @property
+    def operation_id(self) -> str:
+        """The forward call's idempotency key."""
+        return self._keys()[0]
+
+    @property
+    def compensation_key(self) -> str:
+        """The undo's idempotency key (unless its Compensation names its own)."""
+        return self._keys()[1]
+
+    def _keys(self) -> tuple[str, str]:
+        if self._ids is None:
+            self._ids = step_keys(self.saga_id, self.index, self.tool)
+        return self._ids

@@ -1,0 +1,130 @@
+"""A step's undo: which one applies, building it (before the call or from its result), and
+how the log describes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from agent_saga.engine.options import StepOptions
+from agent_saga.errors import CompensationError
+from agent_saga.registry import CompensationFactory, inverse_for, resolve
+from agent_saga.registry import recoverable as is_recoverable
+from agent_saga.semantics import ActionSemantics, Compensation
+
+__all__ = ["build", "describe", "normalize", "prebuild", "undo_for"]
+
+_IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
+_COMPENSABLE = ActionSemantics.COMPENSABLE
+
+
+def describe(comp: Compensation | None) -> dict[str, Any] | None:
+    """The log's view of an undo: enough for another process to run it, or to know it can't."""
+    if comp is None:
+        return None
+    recoverable = is_recoverable(comp)
+    return {
+        "handler": comp.handler,
+        "kwargs": dict(comp.kwargs) if recoverable else None,
+        "key": comp.idempotency_key,
+        "description": comp.label if recoverable else comp.description,
+        "recoverable": recoverable,
+    }
+
+
+def normalize(value: Any, tool: str, key: str) -> Compensation | None:
+    """Turn what a compensate= factory returned into a Compensation (or refuse it)."""
+    if value is None:
+        return None
+    if isinstance(value, Compensation):
+        comp = value
+    else:
+        if not isinstance(value, Mapping):
+            raise CompensationError(
+                f"compensate= for {tool!r} must return a Compensation (or a dict naming a registered "
+                f"handler), but it returned {type(value).__name__}: {value!r}"
+            )
+        handler = value.get("handler")
+        if not isinstance(handler, str):
+            raise CompensationError(
+                f"compensate= for {tool!r} returned a dict without a 'handler' name: {dict(value)!r}. "
+                "Return {'handler': 'registered.name', 'kwargs': {...}} or a Compensation"
+            )
+        extra = set(value) - {"handler", "kwargs", "description"}
+        if extra:
+            raise CompensationError(f"compensate= for {tool!r} returned unknown keys {sorted(extra)}")
+        try:
+            fn = resolve(handler)
+        except KeyError as err:
+            raise CompensationError(str(err.args[0])) from None
+        comp = Compensation(
+            fn=fn, handler=handler, kwargs=value.get("kwargs") or {},
+            description=str(value.get("description", "")),
+        )
+    if comp.handler is not None and comp.fn is not None:
+        try:
+            registered_fn = resolve(comp.handler)
+        except KeyError:
+            registered_fn = None
+        if registered_fn is not None and registered_fn != comp.fn:  # == : bound methods are fresh objects
+            raise CompensationError(
+                f"compensation for {tool!r} runs {getattr(comp.fn, '__qualname__', comp.fn)!r} in "
+                f"process but names handler {comp.handler!r}, which is registered to "
+                f"{getattr(registered_fn, '__qualname__', registered_fn)!r}; the recovery daemon "
+                "would run a different function. Use the registered function or another name"
+            )
+    return comp if comp.idempotency_key is not None else comp.with_key(key)
+
+
+def undo_for(tool: str, forward: Callable[..., Any], opts: StepOptions) -> CompensationFactory | Compensation | None:
+    if not isinstance(tool, str) or not tool:
+        raise CompensationError(f"tool= must be a non-empty name, got {tool!r}")
+    if not callable(forward):
+        raise CompensationError(f"forward= for {tool!r} must be callable, got {forward!r}")
+    compensate = opts.compensate
+    if compensate is None and opts.semantics is not _IRREVERSIBLE:
+        compensate = inverse_for(forward)
+        if compensate is None and opts.semantics is _COMPENSABLE:
+            raise CompensationError(
+                f"{tool!r} is declared COMPENSABLE but has no undo: pass compensate= (a factory "
+                "over the forward result), or pair an inverse with @inverse_of"
+            )
+    return compensate
+
+
+def prebuild(
+    compensate: CompensationFactory | Compensation | None, tool: str, key: str
+) -> Compensation | None:
+    """The undo when it is declared known before the call; None otherwise (never a probe)."""
+    if compensate is None:
+        return None
+    if isinstance(compensate, Compensation):
+        return normalize(compensate, tool, key)
+    # The step's opts.compensate when one was given, else an @inverse_of factory: asking
+    # the factory itself is all StepOptions.known_before_call would ask.
+    if getattr(compensate, "known_before_call", False):
+        return normalize(compensate(None), tool, key)
+    return None
+
+
+def build(
+    compensate: CompensationFactory | Compensation, result: Any, tool: str, key: str, sem: ActionSemantics
+) -> Compensation | None:
+    if isinstance(compensate, Compensation):
+        return normalize(compensate, tool, key)
+    try:
+        value = compensate(result)
+    except CompensationError:
+        raise
+    except Exception as err:
+        raise CompensationError(
+            f"compensate= for {tool!r} raised {type(err).__name__}: {err} when given the "
+            f"forward result {result!r}; the effect happened but cannot be undone"
+        ) from err
+    comp = normalize(value, tool, key)
+    if comp is None and sem is _COMPENSABLE:
+        raise CompensationError(
+            f"compensate= for COMPENSABLE {tool!r} returned None for result {result!r}; return "
+            "a Compensation, or declare the step REVERSIBLE if nothing needs undoing"
+        )
+    return comp

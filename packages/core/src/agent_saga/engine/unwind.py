@@ -1,0 +1,210 @@
+"""Unwinding a saga: its steps newest-first, each undone, kept, orphaned or left unresolved.
+
+Each undo's COMPENSATION_STARTED is made durable (with everything queued before it, so
+the previous undo's outcome, in one flush) before the undo is called, and the end record
+is waited for: a crash mid-rollback leaves at most the one undo in flight without its
+outcome on disk, the only one the recovery daemon calls again (same idempotency key).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent_saga.credentials import resolve_credentials, scrub
+from agent_saga.engine.error_text import describe_error
+from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key
+from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
+from agent_saga.engine.ports import StepRequest
+from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.engine.state import SagaStatus, Step
+from agent_saga.errors import SagaClosed, StepRefused
+from agent_saga.log.records import RecordType as R
+from agent_saga.registry import resolve
+from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
+
+if TYPE_CHECKING:
+    from agent_saga.engine.saga import Saga
+
+__all__ = ["unwind"]
+
+_IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
+_REVERSIBLE = ActionSemantics.REVERSIBLE
+
+
+def unwind(saga: Saga, cause: BaseException) -> Protocol[RollbackReport]:
+    """Roll ``saga`` back, newest step first: the protocol its rollback and rollback_sync drive."""
+    with saga._lock:
+        if saga.status is not SagaStatus.OPEN:
+            raise SagaClosed(f"saga {saga.saga_id} is already {saga.status.value.lower()}")
+        saga.status = SagaStatus.ROLLING_BACK
+        stack = [s for s in reversed(saga._steps) if s.state is not StepState.NOT_APPLIED]
+        unprotected = tuple(saga._unprotected)
+    cause_text = describe_error(cause)
+    outcomes: list[StepOutcome] = []
+    halted_at: int | None = None
+    try:
+        saga._append(R.ROLLBACK_STARTED, {"cause": cause_text})
+        for step in stack:
+            if halted_at is not None:
+                outcomes.append(_settle(saga,
+                    step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
+                    f"not attempted: rollback halted at step {halted_at}",
+                ))
+                continue
+            if step.compensation is not None:
+                outcome = yield from _compensate(saga, step)
+                outcomes.append(outcome)
+                # An undo that failed, or that a halt naming it stopped, halts the unwind.
+                if outcome.outcome is not Outcome.COMPENSATED and saga.halt_on_compensation_failure:
+                    halted_at = step.index
+                continue
+            outcomes.append(_settle_without_undo(saga, step))
+        report = RollbackReport(
+            saga.saga_id, cause_text, tuple(outcomes), halted_at is not None, unprotected=unprotected
+        )
+        saga.report = report
+        yield from saga._end(R.SAGA_ROLLED_BACK, {
+            "clean": report.clean, "halted": report.halted,
+            "outcomes": {o.value: len(report.with_outcome(o)) for o in Outcome},
+            **({"unprotected": list(unprotected)} if unprotected else {}),
+        }, SagaStatus.ROLLED_BACK)
+    except BaseException as err:
+        report = _abandon(saga, cause_text, outcomes, stack, halted_at, unprotected, err)
+        if not isinstance(err, Exception):
+            raise  # cancellation: the caller's task is being stopped; the daemon finishes
+    return report
+
+
+def _abandon(
+    saga: Saga,
+    cause_text: str,
+    outcomes: list[StepOutcome],
+    stack: list[Step],
+    halted_at: int | None,
+    unprotected: tuple[str, ...],
+    err: BaseException,
+) -> RollbackReport:
+    """The unwind could not finish here: report what happened and hand the saga over.
+
+    No record is written (the log may be what broke); the lease stops being renewed
+    at once, so a recovery daemon takes the saga over once it expires.
+    """
+    why = describe_error(err)
+    done = {o.step for o in outcomes}
+    for step in stack:
+        if step.index not in done:
+            outcomes.append(StepOutcome(
+                step.index, step.tool, step.semantics, step.state, Outcome.UNRESOLVED,
+                step.compensation.label if step.compensation else None, 0,
+                step.compensation.idempotency_key if step.compensation else None,
+                f"rollback interrupted before this step was settled: {why}", step.via_fallback,
+            ))
+    report = RollbackReport(
+        saga.saga_id, cause_text, tuple(outcomes), halted_at is not None, why, unprotected
+    )
+    saga.report = report
+    saga._hand_over(report)
+    return report
+
+
+def _settle_without_undo(saga: Saga, step: Step) -> StepOutcome:
+    if step.semantics is _REVERSIBLE and not step.undo_declared:
+        return _settle(saga, step, Outcome.KEPT, R.STEP_KEPT, "REVERSIBLE with nothing to undo")
+    if step.state is StepState.COMMITTED:
+        why = step.problem or (
+            "IRREVERSIBLE: no undo exists" if step.semantics is _IRREVERSIBLE else "no undo was given"
+        )
+        return _settle(saga, step, Outcome.ORPHANED, R.STEP_ORPHANED, why)
+    return _settle(saga,
+        step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
+        "outcome unknown and no undo was known before the call: reconcile or escalate",
+    )
+
+
+def _settle(saga: Saga, step: Step, outcome: Outcome, rtype: R, detail: str) -> StepOutcome:
+    observed = _observe_rollback(saga, step)
+    saga._append(rtype, {"op": step.operation_id, "detail": detail}, step.index)
+    result = StepOutcome(
+        step.index, step.tool, step.semantics, step.state, outcome,
+        step.compensation.label if step.compensation else None, 0,
+        step.compensation.idempotency_key if step.compensation else None,
+        detail, step.via_fallback,
+    )
+    if observed is not None:
+        observed.end(result)
+    return result
+
+
+def _observe_rollback(saga: Saga, step: Step) -> Wrappers | None:
+    if not interceptors():
+        return None
+    comp = step.compensation
+    return Wrappers.start("rollback_step", RollbackEvent(
+        saga.saga_id, step.index, step.tool, step.semantics,
+        comp.label if comp else None, comp.idempotency_key if comp else None,
+        comp.handler if comp else None,
+    ))
+
+
+def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
+    comp = step.compensation
+    assert comp is not None
+    observed = _observe_rollback(saga, step)
+    ticket = saga._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler},
+                          step.index)
+    if saga.wal.durable:
+        # No undo starts before every record ahead of it is on disk: the previous undo's
+        # outcome (and this one's intent, in the same flush). A crash then leaves at most
+        # this one undo unrecorded, the only one the daemon repeats (same key).
+        yield Barrier(saga.wal, ticket)
+    policy = saga.compensation_retry
+    # Undos run under a halt unless it names them: asked before every attempt.
+    check_undo = getattr(saga.gate, "check_undo", None) if saga.gate is not None else None
+    attempt = 0
+    secrets: list[str] = []
+    while True:
+        attempt += 1
+        if check_undo is not None:
+            try:
+                check_undo(StepRequest(saga.saga_id, step.index, _undo_tool(comp), step.semantics, {}, saga.tags))
+            except StepRefused as stop:
+                attempt -= 1  # the attempts that ran
+                detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
+                saga._append(R.STEP_UNRESOLVED, {
+                    "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
+                }, step.index)
+                outcome = Outcome.UNRESOLVED
+                break
+        try:
+            # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
+            fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
+            # Credential references become secrets only here, for this call.
+            kwargs, secrets = resolve_credentials(comp.kwargs)
+            if accepts_idempotency_key(fn):
+                kwargs["idempotency_key"] = comp.idempotency_key
+            yield Call(fn, kwargs)
+        except Exception as err:  # noqa: BLE001 - every failure of an undo is recorded, none hidden
+            if policy.should_retry(err, attempt):
+                yield Sleep(policy.delay(attempt))
+                continue
+            detail = scrub(describe_error(err), secrets)
+            saga._append(R.COMPENSATION_FAILED, {
+                "key": comp.idempotency_key, "attempts": attempt, "error": detail,
+            }, step.index)
+            outcome = Outcome.FAILED
+            break
+        saga._append(R.STEP_COMPENSATED, {"key": comp.idempotency_key, "attempts": attempt}, step.index)
+        outcome, detail = Outcome.COMPENSATED, ""
+        break
+    result = StepOutcome(
+        step.index, step.tool, step.semantics, step.state, outcome, comp.label, attempt,
+        comp.idempotency_key, detail, step.via_fallback,
+    )
+    if observed is not None:
+        observed.end(result)
+    return result
+
+
+def _undo_tool(comp: Compensation) -> str:
+    """The name a halt uses for an undo: its registered handler, else its function's name."""
+    return comp.handler or str(getattr(comp.fn, "__qualname__", "") or comp.label)
