@@ -533,6 +533,9 @@ class AdapterConformance:
     @pytest.mark.usefixtures("gated")
     def test_where_a_tool_error_ends_the_run_a_repair_request_ends_it_too(self) -> None:
         if False not in self.error_modes:
+            # Not skipped unconditionally: only where the framework has no mode in which a tool
+            # error ends the run (LlamaIndex, AutoGen, Semantic Kernel, AG2 always hand it back to
+            # the model). There the repair turn itself is tested by the case above.
             pytest.skip(f"{self.framework} always hands a tool error to the model")
         tools = [self.wrapped(reserve), self.wrapped(publish)]
         calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": 5})]
