@@ -435,7 +435,7 @@ def test_the_kit_is_one_pinned_public_module() -> None:
     import agent_saga.adapter as kit
 
     assert set(kit.__all__) == {
-        "SPEC_ATTR", "Adapter", "FrameworkUnsupported", "Patches", "StepKwargs", "StepOptions", "ToolSpec",
-        "carry", "check_compat", "require_framework", "signature_of",
+        "SPEC_ATTR", "Adapter", "FrameworkUnsupported", "Patches", "SagaKwargs", "SagaOptions", "StepKwargs",
+        "StepOptions", "ToolSpec", "carry", "check_compat", "require_framework", "signature_of", "split_saga_options",
     }
     assert all(hasattr(kit, name) for name in kit.__all__)

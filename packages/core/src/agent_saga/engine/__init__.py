@@ -15,6 +15,7 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga, SagaStatus, Step
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 
 __all__ = [
     "GatePort",
@@ -26,6 +27,8 @@ __all__ = [
     "SagaEnd",
     "SagaEvent",
     "SagaInfo",
+    "SagaKwargs",
+    "SagaOptions",
     "SagaStatus",
     "Step",
     "StepEnd",
