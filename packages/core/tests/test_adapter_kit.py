@@ -8,9 +8,11 @@ checks the same promises through its framework's loop (agent_saga.testing).
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -439,3 +441,33 @@ def test_the_kit_is_one_pinned_public_module() -> None:
         "StepOptions", "ToolSpec", "carry", "check_compat", "require_framework", "signature_of", "split_saga_options",
     }
     assert all(hasattr(kit, name) for name in kit.__all__)
+
+
+def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way() -> None:
+    """One ``_compat`` idiom: a module-level ``check_compat(distribution, extra, _fits, problem)``,
+    no hand-raised FrameworkUnsupported, and the same moved-framework test in the adapter's tests."""
+    packages = Path(__file__).resolve().parents[2]
+    adapters = sorted(p for p in packages.glob("adapter-*") if p.name != "adapter-mcp")  # mcp: a proxy, no kit
+    assert len(adapters) >= 7
+    for package in adapters:
+        (compat,) = package.glob("src/*/_compat.py")
+        tree = ast.parse(compat.read_text())
+        calls = [
+            node.value for node in tree.body
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "check_compat"
+        ]
+        assert len(calls) == 1, f"{compat}: one module-level check_compat(...) call"
+        assert [ast.literal_eval(a) for a in calls[0].args[:2]] == [package.name.replace("adapter-", "agent-saga-"),
+                                                                   _extra(package)], compat
+        assert "FrameworkUnsupported" not in compat.read_text(), f"{compat}: let check_compat raise it"
+        tests = "".join(p.read_text() for p in package.glob("tests/test_*_compat.py"))
+        assert re.search(r"def test_an_install_whose_\w+_moved_fails_at_import_naming_the_supported_range", tests), (
+            f"{package.name}: tests/test_*_compat.py pins the moved-framework error"
+        )
+
+
+def _extra(package: Path) -> str:
+    pyproject = (package / "pyproject.toml").read_text()
+    (extra,) = re.findall(r'^\[project\.entry-points\.agent_saga_adapters\]\n(\w+) = ', pyproject, re.M)
+    return extra

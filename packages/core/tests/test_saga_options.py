@@ -91,7 +91,7 @@ def _doors() -> dict[str, Callable[[dict[str, Any], bool], Saga]]:
 
     def via_guard(values: dict[str, Any], kw: bool) -> Saga:
         options, more = split(values, kw)
-        return guard(options=options, **more)(_inside)()  # type: ignore[no-any-return]
+        return guard(options=options, **more)(_inside)()
 
     def via_kit(values: dict[str, Any], kw: bool) -> Saga:
         options, more = split(values, kw)
@@ -151,7 +151,7 @@ def _both_ways(door: str) -> Saga:
     if door == "Boundary":
         return Boundary(options=options, name="from-keyword")  # type: ignore[return-value]
     if door == "@guard":
-        return guard(options=options, name="from-keyword")(_inside)()  # type: ignore[no-any-return]
+        return guard(options=options, name="from-keyword")(_inside)()
     if door == "AgentKit.transaction":
         return AgentKit("k").transaction(options=options, name="from-keyword")  # type: ignore[return-value]
     if door == "SagaFleet.transaction":
@@ -164,6 +164,8 @@ def _both_ways(door: str) -> Saga:
 def test_a_log_given_positionally_and_in_options_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"\['wal'\] given both"):
         saga_scope(MemoryWAL(), options=SagaOptions(wal=MemoryWAL()))
+    with pytest.raises(ConfigurationError, match="the log was given twice, positionally and as wal="):
+        Boundary(MemoryWAL(), wal=MemoryWAL())
     options = SagaOptions(name="n")
     with saga_scope(None, options=options, name=None) as s:  # a None keyword beside options= is "not given"
         assert s.saga.name == "n"

@@ -54,12 +54,13 @@ from typing import Any, ClassVar, TypeVar, Unpack, cast
 
 from agent_saga.context import Boundary
 from agent_saga.engine.options import StepKwargs, StepOptions
-from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, split_saga_options
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal, split_saga_options
 from agent_saga.log.base import WAL
 from agent_saga.plugins import support
+from agent_saga.plugins.config import PatchConfig
 from agent_saga.plugins.discovery import FrameworkUnsupported, require_framework
 from agent_saga.plugins.hookspecs import hookimpl
-from agent_saga.plugins.patching import PatchConfig, Patches
+from agent_saga.plugins.patching import Patches
 from agent_saga.plugins.propagation import carry
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec, signature_of
@@ -232,7 +233,7 @@ class Adapter(abc.ABC):
         return await support.patched_async(self.tool_name(tool), self.framework, id(tool), call, args, raw)
 
     def boundary(
-        self, wal: WAL | None = None, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
+        self, wal: WAL | None = None, /, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
     ) -> Boundary:
         """The saga of one framework run: what every run helper enters (``with`` / ``async with``).
 
@@ -243,7 +244,7 @@ class Adapter(abc.ABC):
         the exception into a message) is unwound with :class:`~agent_saga.ToolFailed`.
         """
         if wal is not None:
-            more["wal"] = wal
+            more = positional_wal(wal, more)
         saga_options = SagaOptions.build(options, more, name=self.saga_name or self.framework)
         return Boundary(options=saga_options, join=True, fail_on_swallowed=True)
 

@@ -21,10 +21,10 @@ from typing import Any, Literal, Protocol, Unpack
 
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.report import RollbackReport
+from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.saga import Saga, SagaStatus, Step
-from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
-from agent_saga.errors import SagaAborted, SagaQuarantined, ToolFailed
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
+from agent_saga.errors import SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.semantics import ActionSemantics
@@ -154,6 +154,7 @@ class Boundary:
     def __init__(
         self,
         wal: WAL | None = None,
+        /,
         *,
         options: SagaOptions | None = None,
         saga_id: str | None = None,
@@ -163,7 +164,7 @@ class Boundary:
         **more: Unpack[SagaKwargs],
     ) -> None:
         if wal is not None:
-            more["wal"] = wal
+            more = positional_wal(wal, more)
         #: The saga's options, whole: every door builds one and hands it here.
         self.options = SagaOptions.build(options, more)
         self._saga_id = saga_id
@@ -274,6 +275,7 @@ class Boundary:
 
 def saga_scope(
     wal: WAL | None = None,
+    /,
     *,
     options: SagaOptions | None = None,
     saga_id: str | None = None,

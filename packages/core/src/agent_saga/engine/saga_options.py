@@ -23,7 +23,7 @@ from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
 
-__all__ = ["SagaKwargs", "SagaOptions", "saga_option_names", "split_saga_options"]
+__all__ = ["SagaKwargs", "SagaOptions", "positional_wal", "saga_option_names", "split_saga_options"]
 
 
 class SagaKwargs(TypedDict, total=False):
@@ -133,6 +133,13 @@ def split_saga_options(kwargs: Mapping[str, Any]) -> tuple[SagaKwargs, dict[str,
     for key, value in kwargs.items():
         (saga if key in _NAMES else rest)[key] = value
     return saga, rest  # type: ignore[return-value]  # the keys are SagaKwargs' own
+
+
+def positional_wal(wal: WAL, more: SagaKwargs) -> SagaKwargs:
+    """``more`` with the log a door took positionally (``saga_scope(wal)``); given twice is refused."""
+    if "wal" in more:
+        raise ConfigurationError("the log was given twice, positionally and as wal=; give it once")
+    return {**more, "wal": wal}
 
 
 def saga_option_names() -> frozenset[str]:

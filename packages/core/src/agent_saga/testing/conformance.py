@@ -43,9 +43,10 @@ import agent_saga
 from agent_saga.context import current_saga, saga_scope, set_default_gate
 from agent_saga.engine.options import StepOptions, option_names
 from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
-from agent_saga.errors import NotApplied, RepairRequested, SagaAborted, SagaStopped, ToolFailed
+from agent_saga.errors import NotApplied, RepairRequested, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
