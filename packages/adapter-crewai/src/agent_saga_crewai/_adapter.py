@@ -109,8 +109,8 @@ def saga_kickoff(
     finished step is undone newest-first. With ``tool_failure_policy="raise"`` the
     crew's own exception does the same. Inside an open saga the run joins it.
     """
-    saga, kickoff = split_saga_options(kickoff)
-    with adapter.boundary(options=options, **saga) as saga, _chained(saga):
+    given, kickoff = split_saga_options(kickoff)
+    with adapter.boundary(options=options, **given) as saga, _chained(saga):
         return crew.kickoff(inputs=None if inputs is None else dict(inputs), **kickoff)
 
 
@@ -118,7 +118,7 @@ async def saga_kickoff_async(
     crew: Any, inputs: Mapping[str, Any] | None = None, *, options: SagaOptions | None = None, **kickoff: Any,
 ) -> Any:
     """The awaiting form of :func:`saga_kickoff` (``await crew.akickoff(inputs, **kickoff)``)."""
-    saga, kickoff = split_saga_options(kickoff)
-    async with adapter.boundary(options=options, **saga) as saga:
+    given, kickoff = split_saga_options(kickoff)
+    async with adapter.boundary(options=options, **given) as saga:
         with _chained(saga):
             return await crew.akickoff(inputs=None if inputs is None else dict(inputs), **kickoff)
