@@ -161,6 +161,14 @@ def _both_ways(door: str) -> Saga:
     return saga_run(_inside, options=options, name="from-keyword")  # type: ignore[no-any-return]
 
 
+def test_options_and_keywords_combine_when_each_option_comes_one_way() -> None:
+    wal = MemoryWAL()
+    with saga_scope(wal, options=SagaOptions(name="n", tags={"t"}), wait_for_commit=True) as s:  # type: ignore[arg-type]
+        assert (s.saga.name, s.saga.tags, s.saga.wal, s.saga.wait_for_commit) == ("n", frozenset({"t"}), wal, True)
+    with pytest.raises(ConfigurationError, match=r"\['tags'\] given both"):
+        saga_scope(wal, options=SagaOptions(tags={"t"}), tags={"u"})  # type: ignore[arg-type]
+
+
 def test_a_log_given_positionally_and_in_options_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"\['wal'\] given both"):
         saga_scope(MemoryWAL(), options=SagaOptions(wal=MemoryWAL()))

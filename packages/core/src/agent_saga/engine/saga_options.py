@@ -89,8 +89,8 @@ class SagaOptions:
     ) -> SagaOptions:
         """One SagaOptions from what a door's caller gave: ``options`` and/or keywords ``more``.
 
-        An option given both ways is refused (which one was meant?), so is an unknown
-        one. ``defaults`` are the door's own ``name`` / ``gate`` / ``wal``: they fill
+        Each option may come either way; one set both ways (in ``options`` away from its
+        default, and as a keyword) is refused (which one was meant?), so is an unknown one. ``defaults`` are the door's own ``name`` / ``gate`` / ``wal``: they fill
         only what the caller left None.
         """
         if options is not None and not isinstance(options, SagaOptions):
@@ -100,12 +100,13 @@ class SagaOptions:
                 unknown = sorted(set(more) - _NAMES)
                 raise ConfigurationError(f"unknown saga option(s) {unknown}; the options are: {', '.join(sorted(_NAMES))}")
             if options is not None:
-                both = sorted(k for k in more if k not in _NONE_IS_UNSET or more[k] is not None)
+                given = {k: v for k, v in more.items() if v is not None or k not in _NONE_IS_UNSET}
+                both = sorted(k for k in given if getattr(options, k) != _DEFAULTS[k])
                 if both:
                     raise ConfigurationError(
                         f"saga option(s) {both} given both in options= and as arguments; give each once"
                     )
-                options = replace(options, **{k: v for k, v in more.items() if v is not None})
+                options = replace(options, **given)
             else:
                 options = cls(**more)
         elif options is None:
@@ -148,6 +149,9 @@ def saga_option_names() -> frozenset[str]:
 
 
 _NAMES = frozenset(f.name for f in fields(SagaOptions))
+# An option of options= "given" is one away from its default (a dataclass cannot tell an
+# explicit default from an omitted one, and the two mean the same).
+_DEFAULTS = {f.name: f.default for f in fields(SagaOptions)}
 # A keyword left at None beside options= is "not given" for these (a door's own
 # default of None, as in saga_scope(wal=None, options=...)), never a conflict.
 _NONE_IS_UNSET = frozenset({"name", "gate", "wal"})
