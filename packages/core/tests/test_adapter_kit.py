@@ -443,28 +443,37 @@ def test_the_kit_is_one_pinned_public_module() -> None:
     assert all(hasattr(kit, name) for name in kit.__all__)
 
 
-def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way() -> None:
+_ADAPTERS = sorted(p for p in Path(__file__).resolve().parents[2].glob("adapter-*") if p.name != "adapter-mcp")
+
+
+@pytest.mark.parametrize("package", _ADAPTERS, ids=[p.name for p in _ADAPTERS])
+def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way(package: Path) -> None:
     """One ``_compat`` idiom: a module-level ``check_compat(distribution, extra, _fits, problem)``,
-    no hand-raised FrameworkUnsupported, and the same moved-framework test in the adapter's tests."""
-    packages = Path(__file__).resolve().parents[2]
-    adapters = sorted(p for p in packages.glob("adapter-*") if p.name != "adapter-mcp")  # mcp: a proxy, no kit
-    assert len(adapters) >= 7
-    for package in adapters:
-        (compat,) = package.glob("src/*/_compat.py")
-        tree = ast.parse(compat.read_text())
-        calls = [
-            node.value for node in tree.body
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name) and node.value.func.id == "check_compat"
-        ]
-        assert len(calls) == 1, f"{compat}: one module-level check_compat(...) call"
-        assert [ast.literal_eval(a) for a in calls[0].args[:2]] == [package.name.replace("adapter-", "agent-saga-"),
-                                                                   _extra(package)], compat
-        assert "FrameworkUnsupported" not in compat.read_text(), f"{compat}: let check_compat raise it"
-        tests = "".join(p.read_text() for p in package.glob("tests/test_*_compat.py"))
-        assert re.search(r"def test_an_install_whose_\w+_moved_fails_at_import_naming_the_supported_range", tests), (
-            f"{package.name}: tests/test_*_compat.py pins the moved-framework error"
-        )
+    no hand-raised FrameworkUnsupported, and the same moved-framework test in the adapter's tests.
+    (mcp has no framework loop to adapt: its compat.py bridges mcp 1.x and 2.x, both supported.)"""
+    compat = next(package.glob("src/*/_compat.py"), None)
+    if compat is None:
+        pytest.skip(f"{package.name} touches nothing of its framework beyond the documented API")
+    tree = ast.parse(compat.read_text())
+    calls = [
+        node.value for node in tree.body
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name) and node.value.func.id == "check_compat"
+    ]
+    assert len(calls) == 1, f"{compat}: one module-level check_compat(...) call"
+    distribution = package.name.replace("adapter-", "agent-saga-")
+    assert [ast.literal_eval(a) for a in calls[0].args[:2]] == [distribution, _extra(package)], compat
+    assert "FrameworkUnsupported" not in compat.read_text(), f"{compat}: let check_compat raise it"
+    tests = "".join(p.read_text() for p in package.glob("tests/test_*_compat.py"))
+    assert re.search(r"def test_an_install_whose_\w+_moved_fails_at_import_naming_the_supported_range", tests), (
+        f"{package.name}: tests/test_*_compat.py pins the moved-framework error"
+    )
+
+
+def test_the_seven_framework_adapters_are_checked() -> None:
+    names = {p.name for p in _ADAPTERS}
+    assert {f"adapter-{n}" for n in ("ag2", "autogen", "crewai", "langgraph", "llamaindex", "openai-agents",
+                                     "semantic-kernel")} <= names
 
 
 def _extra(package: Path) -> str:
