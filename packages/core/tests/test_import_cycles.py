@@ -9,7 +9,10 @@ those under ``TYPE_CHECKING`` and inside functions included.
 from __future__ import annotations
 
 import ast
+import pickle
 from pathlib import Path
+
+from agent_saga import RollbackReport, SagaAborted, SagaError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -114,3 +117,10 @@ def test_errors_and_the_plugins_stand_in_no_cycle() -> None:
     assert graph["agent_saga.errors"] == set()
     in_cycles = set().union(*cycles(graph))
     assert not {m for m in in_cycles if m.startswith("agent_saga.plugins") or m == "agent_saga.errors"}
+
+
+def test_saga_aborted_beside_its_report_is_still_a_saga_error_and_pickles() -> None:
+    err = SagaAborted(RuntimeError("boom"), RollbackReport("s1", "RuntimeError: boom", ()))
+    again = pickle.loads(pickle.dumps(err))
+    assert isinstance(again, SagaError)
+    assert (str(again), again.report, type(again.cause)) == (str(err), err.report, RuntimeError)

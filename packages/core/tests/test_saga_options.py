@@ -230,6 +230,11 @@ def test_a_bad_value_is_refused_in_one_line_naming_the_option(given: dict[str, A
         assert str(caught.value).startswith(says) and "\n" not in str(caught.value)
 
 
+def test_options_that_are_not_saga_options_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="options= must be a SagaOptions, got dict"):
+        saga_scope(options={"name": "n"})  # type: ignore[arg-type]
+
+
 def test_options_are_frozen_and_shared_when_plain() -> None:
     assert SagaOptions.build() is SagaOptions.build(None, {})
     options = SagaOptions(tags=["a", "b"])  # type: ignore[arg-type]
