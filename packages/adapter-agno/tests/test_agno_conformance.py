@@ -33,7 +33,7 @@ class TestAgnoConformance(AdapterConformance):
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         # What the model is sent: the run's own copy, processed as an agent processes it.
-        prepared = tool._per_run_copy()
+        prepared = tool.model_copy(deep=True)
         prepared.process_entrypoint()
         return tool.name, tool.description, prepared.to_dict()
 

@@ -399,6 +399,13 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
         agent_saga.wrap_tool(Proto(), semantics="REVERSIBLE")
 
 
+def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
+    Function = type("Function", (), {"__module__": "agno.tools.function"})
+    with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]'"):
+        agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
+
+
 def test_a_tool_of_a_known_framework_without_its_adapter_names_the_distribution_to_install() -> None:
     Foreign = type("StructuredTool", (), {"__module__": "langchain_core.tools.structured"})
     with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):

@@ -37,6 +37,7 @@ FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     # AG2, the fork that keeps ConversableAgent; Microsoft's line is autogen_core / autogen_agentchat above.
     "autogen": ("agent-saga-ag2", "ag2"),
     "google.adk": ("agent-saga-google-adk", "google_adk"),
+    "agno": ("agent-saga-agno", "agno"),
 }
 
 
