@@ -19,9 +19,8 @@ from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
 from agno.tools.function import Function
 
-from agent_saga import WAL, GatePort
+from agent_saga import WAL, ActionSemantics, GatePort
 from agent_saga.adapter import SPEC_ATTR, Adapter, StepKwargs, StepOptions, ToolSpec
-from agent_saga.semantics import ActionSemantics
 from agent_saga_agno import _compat
 
 __all__ = ["Agno", "RunFailed", "adapter", "saga_run", "saga_run_sync"]

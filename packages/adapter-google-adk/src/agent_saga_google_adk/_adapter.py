@@ -20,9 +20,8 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from agent_saga import WAL, GatePort
+from agent_saga import WAL, ActionSemantics, GatePort
 from agent_saga.adapter import Adapter, StepKwargs, StepOptions, ToolSpec
-from agent_saga.semantics import ActionSemantics
 from agent_saga_google_adk import _compat
 
 __all__ = ["GoogleADK", "adapter", "saga_run", "saga_run_sync"]
