@@ -223,6 +223,16 @@ def test_the_fleet_carries_one_saga_onto_agno_s_worker_thread(tmp_path: Path) ->
     wal.close()
 
 
+def test_the_wrapped_copy_owns_its_schema_and_the_helpers_refuse_to_stream(tmp_path: Path) -> None:
+    original = Function(name="book_car", entrypoint=book_car, parameters={
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    safe = wrap_tool(original, semantics="REVERSIBLE")
+    safe.process_entrypoint()  # writes into the schema (additionalProperties) of the tool it processes
+    assert "additionalProperties" not in original.parameters
+    with pytest.raises(ValueError, match=r"leave out stream=True"):
+        saga_run_sync(new_agent([safe], []), "go", wal=FileWAL(tmp_path / "stream.wal"), stream=True)
+
+
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
     plugins().register(adapter, "agno")
     wrapped = plugins().wrap_tool(Function.from_callable(book_flight), StepOptions("REVERSIBLE"))

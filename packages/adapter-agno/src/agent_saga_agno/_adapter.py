@@ -127,6 +127,13 @@ class Agno(Adapter):
 adapter = Agno()
 
 
+def _whole(run: dict[str, Any]) -> dict[str, Any]:
+    if run.pop("stream", False):
+        raise ValueError("saga_run and saga_run_sync return the finished run: leave out stream=True "
+                         "(or stream inside your own saga_scope and check the run's status yourself)")
+    return run
+
+
 def _checked(output: RunOutput) -> RunOutput:
     if output.status == RunStatus.error:
         raise RunFailed(f"the agno run ended with status error: {output.content}")
@@ -144,6 +151,7 @@ async def saga_run(
     (``status=error``, which it returns rather than raises) raises ``RunFailed``: either way
     everything is undone newest-first. Inside an open saga the run joins it.
     """
+    run = _whole(run)  # before the saga opens: a wrong call is not a failed run
     async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
         return _checked(await agent.arun(input, stream=False, **run))
 
@@ -153,5 +161,6 @@ def saga_run_sync(
     name: str = "agno", tags: Iterable[str] = (), **run: Any,
 ) -> RunOutput:
     """The blocking form (``agent.run``; Agno refuses async tools there)."""
+    run = _whole(run)
     with adapter.boundary(wal, gate=gate, name=name, tags=tags):
         return _checked(agent.run(input, stream=False, **run))

@@ -17,6 +17,7 @@ the supported range, instead of patching the wrong thing.
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -55,6 +56,9 @@ def with_entrypoint(tool: Function, fn: Callable[..., Any]) -> Function:
     """A copy of ``tool`` (same class, name, description, parameters, hooks) that calls ``fn``."""
     fresh = tool.model_copy()
     fresh.entrypoint = fn
+    # model_copy shares these; processing a tool writes into them (its schema, the user's answers).
+    fresh.parameters = copy.deepcopy(tool.parameters)
+    fresh.user_input_schema = copy.deepcopy(tool.user_input_schema)
     fresh._framework_params = None if tool._framework_params is None else set(tool._framework_params)
     return fresh
 
