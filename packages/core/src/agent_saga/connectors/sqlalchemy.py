@@ -162,7 +162,7 @@ def _transaction(credential_ref: str, table: str, *, lock: bool = True) -> Itera
                 # SQLite has no row locks; take the database's write lock before the first read.
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             try:
-                found = sa.Table(name, sa.MetaData(), schema=schema, autoload_with=conn)
+                found = _reflect(conn, schema, name)
             except NoSuchTableError:
                 raise ConfigurationError(
                     f"no table {table!r} in the database credential {credential_ref!r} names") from None
@@ -170,6 +170,19 @@ def _transaction(credential_ref: str, table: str, *, lock: bool = True) -> Itera
     finally:
         if owned:
             engine.dispose()
+
+
+def _reflect(conn: Any, schema: str | None, name: str) -> Any:
+    """The table's columns, types and primary key: all a step needs (a full reflection costs twice the queries)."""
+    inspector = sa.inspect(conn)
+    found = inspector.get_columns(name, schema=schema)  # first: it is what raises NoSuchTableError everywhere
+    pk = set(inspector.get_pk_constraint(name, schema=schema)["constrained_columns"] or ())
+    columns = [
+        sa.Column(c["name"], c["type"], *([sa.Computed(c["computed"]["sqltext"])] if c.get("computed") else []),
+                  primary_key=c["name"] in pk)
+        for c in found
+    ]
+    return sa.Table(name, sa.MetaData(), *columns, schema=schema)
 
 
 def _columns(tbl: Any, names: Any, what: str) -> list[str]:
@@ -305,7 +318,8 @@ def observe_update(*, table: str, key: dict[str, Any], values: dict[str, Any], b
     if found is None:
         return Observation(None, detail="the row is gone")
     if _version(found) == snapshot_version:
-        return Observation(exists=False, detail="the row is untouched since the snapshot")
+        # A hash cannot tell "never written" from "written, then put back exactly": either way, not there.
+        return Observation(exists=False, detail="the row is as its snapshot: never updated, or exactly restored")
     if _holds(found, values):
         return Observation(exists=True, reversed_=False, detail="the touched columns hold what the step wrote",
                            result={"table": table, "key": key, "version": _version(found)})
