@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from agent_saga.connectors import set_credential_resolver
 from agent_saga.connectors._common import ConflictError
 from agent_saga.connectors.sqlalchemy import decode, delete, encode, insert, remove_inserted, update
 from agent_saga.context import use_saga
+from agent_saga.credentials import CredentialError
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.file import read_records
@@ -181,7 +181,7 @@ def test_two_writers_racing_never_lose_the_other_writers_change(backend: Backend
         go = threading.Barrier(2)
         delay = rng.uniform(0, span)
 
-        def other(i: int = i, delay: float = delay) -> None:
+        def other(i: int = i, delay: float = delay, go: threading.Barrier = go) -> None:
             go.wait()
             time.sleep(delay)
             backend.execute(f"UPDATE {backend.table} SET note = 'other-{i}' WHERE org = 1 AND id = 7")
@@ -218,6 +218,27 @@ def test_a_key_that_is_not_the_whole_primary_key_or_a_bad_value_is_refused_befor
         with pytest.raises(NotApplied, match="no row with key"):
             update(backend.table, {"org": 9, "id": 9}, {"price": 1}, credential_ref="app_db")
     assert "STEP_INTENT" not in [r["type"] for r in read_records("a.wal")]
+
+
+def test_a_credential_resolves_to_a_url_or_an_engine_and_nothing_else(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    engine = sa.create_engine(f"sqlite:///{path}")  # the app's own engine, pool and all
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER)")
+        conn.exec_driver_sql("INSERT INTO t VALUES (1, 1)")
+    set_credential_resolver(lambda name: {"app_engine": engine, "a_number": 42}[name])
+    try:
+        with pytest.raises(SagaAborted) as aborted, saga_scope(FileWAL("a.wal")):
+            update("t", {"id": 1}, {"n": 2}, credential_ref="app_engine")
+            raise RuntimeError("a later step failed")
+        assert aborted.value.report.clean
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql("SELECT n FROM t").scalar() == 1
+        with pytest.raises(CredentialError, match=r"'a_number' resolved to a int; .* a SQLAlchemy URL string or an Engine"):
+            update("t", {"id": 1}, {"n": 2}, credential_ref="a_number")
+    finally:
+        set_credential_resolver(None)
+        engine.dispose()
 
 
 def test_a_write_on_a_stale_snapshot_does_nothing(backend: Backend) -> None:
