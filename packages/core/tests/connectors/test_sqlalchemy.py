@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import os
 import random
+import re
 import signal
 import sqlite3
 import subprocess
@@ -242,6 +243,28 @@ def test_a_credential_resolves_to_a_url_or_an_engine_and_nothing_else(tmp_path: 
     finally:
         set_credential_resolver(None)
         engine.dispose()
+
+
+def test_the_example_in_connectors_md_works(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "CONNECTORS.md").read_text()
+    (source,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S) if "connectors import sqlalchemy" in b]
+    monkeypatch.chdir(tmp_path)
+    with sqlite3.connect("crm.db") as conn:
+        conn.execute("CREATE TABLE accounts (org INTEGER, id INTEGER, plan TEXT, PRIMARY KEY (org, id))")
+        conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, account INTEGER, text TEXT)")
+        conn.execute("INSERT INTO accounts VALUES (1, 7, 'free')")
+    failing = source.replace("    ...  ", "    raise RuntimeError('a later step failed')  ")
+    assert failing != source
+    try:
+        with pytest.raises(SagaAborted) as aborted:
+            exec(compile(failing, "CONNECTORS.md", "exec"), {})
+    finally:
+        set_credential_resolver(None)
+    assert aborted.value.report.clean
+    assert [o.tool for o in aborted.value.report.compensated] == ["sqlalchemy.insert", "sqlalchemy.update"]
+    with sqlite3.connect("crm.db") as conn:
+        assert conn.execute("SELECT plan FROM accounts").fetchall() == [("free",)]
+        assert conn.execute("SELECT * FROM notes").fetchall() == []
 
 
 def test_a_write_on_a_stale_snapshot_does_nothing(backend: Backend) -> None:
