@@ -211,6 +211,8 @@ def test_a_key_that_is_not_the_whole_primary_key_or_a_bad_value_is_refused_befor
     with saga_scope(FileWAL("a.wal")):
         with pytest.raises(ConfigurationError, match="not the primary key"):
             update(backend.table, {"id": 7}, {"price": 1}, credential_ref="app_db")
+        with pytest.raises(ConfigurationError, match=r"values change the primary key \(\['id'\]\)"):
+            update(backend.table, KEY, {"id": 8}, credential_ref="app_db")
         with pytest.raises(ConfigurationError, match="has no column nope"):
             update(backend.table, KEY, {"nope": 1}, credential_ref="app_db")
         with pytest.raises(ConfigurationError, match=r"accounts\.at: 'soon' is not a datetime"):

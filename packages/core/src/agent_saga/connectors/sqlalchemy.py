@@ -158,8 +158,11 @@ def _transaction(credential_ref: str, table: str, *, lock: bool = True) -> Itera
     engine, owned = _engine(credential_ref)
     try:
         with engine.begin() as conn:
-            if lock and conn.dialect.name == "sqlite":
-                # SQLite has no row locks; take the database's write lock before the first read.
+            raw = conn.connection.dbapi_connection
+            if lock and conn.dialect.name == "sqlite" and not getattr(raw, "in_transaction", False):
+                # SQLite has no row locks; take the database's write lock before the first read. (An
+                # engine that began its own transaction is left to it: a write after a stale read
+                # there fails with "database is locked", it never overwrites.)
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             try:
                 found = _reflect(conn, schema, name)
@@ -263,6 +266,10 @@ def update(table: str, key: Mapping[str, Any], values: Mapping[str, Any], *,
     with _transaction(credential_ref, table, lock=False) as (conn, tbl):
         _check_key(tbl, key)
         columns = _columns(tbl, values, "values")
+        if set(columns) & set(key):
+            raise ConfigurationError(
+                f"update of {table}: values change the primary key ({sorted(set(columns) & set(key))}); the undo "
+                "finds the row by it, so delete the row and insert it under the new key instead")
         wrote = _written(tbl, values)
         found = _read(conn, tbl, key, lock=False)
     if found is None:
