@@ -120,9 +120,7 @@ def _postgres() -> Iterator[Backend]:
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    made = _sqlite(tmp_path) if request.param == "sqlite" else _postgres()
+def _serve(made: Iterator[Backend]) -> Iterator[Backend]:
     found = next(made)
     set_credential_resolver(lambda name: {"app_db": found.url}[name])
     try:
@@ -130,6 +128,16 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     finally:
         set_credential_resolver(None)
         next(made, None)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield from _serve(_sqlite(tmp_path) if request.param == "sqlite" else _postgres())
+
+
+@pytest.fixture
+def postgres_backend() -> Iterator[Backend]:
+    yield from _serve(_postgres())
 
 
 def _intent(log: str | Path, tool: str) -> dict[str, Any]:
@@ -267,6 +275,18 @@ def test_the_example_in_connectors_md_works(tmp_path: Path, monkeypatch: pytest.
     with sqlite3.connect("crm.db") as conn:
         assert conn.execute("SELECT plan FROM accounts").fetchall() == [("free",)]
         assert conn.execute("SELECT * FROM notes").fetchall() == []
+
+
+def test_a_column_the_log_cannot_hold_still_counts_towards_the_row_version(postgres_backend: Backend) -> None:
+    db = postgres_backend
+    db.execute(f"ALTER TABLE {db.table} ADD COLUMN addr inet DEFAULT '10.0.0.1'")  # psycopg reads an IPv4Address
+    with pytest.raises(SagaAborted) as aborted, saga_scope(FileWAL("a.wal")):
+        update(db.table, KEY, {"note": "x"}, credential_ref="app_db")
+        db.execute(f"UPDATE {db.table} SET addr = '10.0.0.2' WHERE org = 1 AND id = 7")  # only the address changes
+        raise RuntimeError("a later step failed")
+    assert "someone else wrote the row after this saga did" in aborted.value.report.failed[0].detail
+    with pytest.raises(ConfigurationError, match="addr: a value of type IPv4Address cannot be recorded in the log"):
+        delete(db.table, KEY, credential_ref="app_db")  # its snapshot would need the address itself
 
 
 def test_a_write_on_a_stale_snapshot_does_nothing(backend: Backend) -> None:

@@ -103,8 +103,8 @@ def encode(value: Any, *, where: str = "value") -> Any:
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
         return {"$dict": {k: encode(x, where=where) for k, x in value.items()}}
     raise ConfigurationError(
-        f"{where}: a {type(value).__name__} cannot be recorded in the log; give a string, number, boolean, "
-        "null, Decimal, date/time, UUID, bytes, list or dict"
+        f"{where}: a value of type {type(value).__name__} cannot be recorded in the log; the connector records "
+        "strings, numbers, booleans, null, Decimal, date/time, UUID, bytes, lists and dicts"
     )
 
 
@@ -119,8 +119,16 @@ def decode(value: Any) -> Any:
 
 def _version(row: Mapping[str, Any]) -> str:
     """The row's version: a hash of every column as the database returned it."""
-    text = json.dumps({c: encode(v, where=c) for c, v in row.items()}, sort_keys=True, separators=(",", ":"))
+    text = json.dumps({c: _hashable(v) for c, v in row.items()}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _hashable(value: Any) -> Any:
+    # A column the step does not record (an address, a range) still counts towards the version.
+    try:
+        return encode(value)
+    except ConfigurationError:
+        return {"$repr": f"{type(value).__qualname__}:{value!r}"}
 
 
 # -- the table, the row, the connection ----------------------------------------------------
