@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from conftest import HERE, subprocess_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import FileWAL, NotApplied, SagaAborted, saga_scope
 from agent_saga.connectors import set_credential_resolver
@@ -443,7 +444,7 @@ def _raw(engine: sa.Engine) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in conn.exec_driver_sql("SELECT * FROM things ORDER BY k1, k2")]
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(key=st.tuples(_TEXT, st.integers(-(2**63), 2**63 - 1)), original=_ROW, new=_ROW,
        touched=st.sets(st.sampled_from(sorted(_VALUES)), min_size=1))
 def test_any_row_of_any_types_comes_back_exactly_after_update_delete_and_insert(
