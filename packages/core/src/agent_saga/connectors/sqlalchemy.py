@@ -3,9 +3,9 @@
 ``update(table, key, values)``, ``insert(table, row)`` and ``delete(table, key)`` name the
 row by its whole primary key (compound keys included: ``key={"org": 1, "id": 7}``), checked
 against the table's reflected primary key before the step. Every trip to the database is
-one short transaction that opens, locks the row (``SELECT ... FOR UPDATE``; ``BEGIN
-IMMEDIATE`` on SQLite), reads, writes and commits at once: nothing is held across the
-model's thinking time.
+one short transaction, committed at once (one that writes first locks the row: ``SELECT ...
+FOR UPDATE``, or ``BEGIN IMMEDIATE`` on SQLite): nothing is held across the model's
+thinking time.
 
 SQL has no row version every database shares (Postgres's ``xmin`` is Postgres's), so the
 connector makes one: the row's *version* is a hash of every column as the database returns
