@@ -288,6 +288,9 @@ def test_a_column_the_log_cannot_hold_still_counts_towards_the_row_version(postg
     assert "someone else wrote the row after this saga did" in aborted.value.report.failed[0].detail
     with pytest.raises(ConfigurationError, match="addr: a value of type IPv4Address cannot be recorded in the log"):
         delete(db.table, KEY, credential_ref="app_db")  # its snapshot would need the address itself
+    with pytest.raises(ConfigurationError, match="addr: a value of type IPv4Address cannot be recorded in the log"):
+        update(db.table, KEY, {"addr": "10.0.0.3"}, credential_ref="app_db")
+    assert "10.0.0.2" in repr(db.raw(1, 7))
 
 
 def test_a_write_on_a_stale_snapshot_does_nothing(backend: Backend) -> None:
