@@ -65,6 +65,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import (
     WAL,
+    BaseWAL,
     FileWAL,
     MemoryWAL,
     PostgresWAL,
@@ -158,6 +159,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "WAL",
+    "BaseWAL",
     "ActionSemantics",
     "AgentKit",
     "ApprovalGateway",
