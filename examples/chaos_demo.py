@@ -34,7 +34,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from agent_saga import ActionSemantics, FileWAL, SagaAborted, call_with, compensator, saga_scope
 from agent_saga.recovery import RecoveryDaemon

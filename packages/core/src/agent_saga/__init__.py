@@ -159,11 +159,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "WAL",
-    "BaseWAL",
     "ActionSemantics",
     "AgentKit",
     "ApprovalGateway",
     "ApprovalPolicy",
+    "BaseWAL",
     "Boundary",
     "BoundaryRequired",
     "BreakerPolicy",
