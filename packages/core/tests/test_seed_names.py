@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from pathlib import Path
 from typing import Any
@@ -105,10 +106,15 @@ def test_daemon_compact_removes_settled_sagas_past_the_grace_period(tmp_path: Pa
 def test_daemon_compact_keeps_an_open_saga_whatever_its_age(tmp_path: Path, operator_key: Path) -> None:
     path = tmp_path / "agent-saga.wal"
     wal = FileWAL(path)
-    s = saga_scope(wal, name="running").__enter__()  # never ended: a crashed owner
-    s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
+
+    def leave_open() -> str:
+        # In a context of its own, so the never-ended saga does not stay current for later tests.
+        s = saga_scope(wal, name="running").__enter__()  # never ended: a crashed owner
+        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
+        return s.saga_id
+
+    running = contextvars.copy_context().run(leave_open)
     wal.barrier()
-    running = s.saga_id
     wal.close()
     with RecoveryDaemon(path) as daemon:
         assert daemon.compact(signer=operator_key, grace_seconds=0, now=10**12).removed == 0
