@@ -28,7 +28,7 @@ EXPECTED = {
     # adapters and observers
     "Interceptor", "add_interceptor", "patch_all", "remove_interceptor", "unpatch_all", "wrap_tool",
     # the log and recovery
-    "WAL", "FileWAL", "MemoryWAL", "PostgresWAL", "RecoveryDaemon", "RedisWAL", "default_wal", "open_log",
+    "WAL", "BaseWAL", "FileWAL", "MemoryWAL", "PostgresWAL", "RecoveryDaemon", "RedisWAL", "default_wal", "open_log",
     "set_default_wal",
     # the pre-flight gate and approvals
     "ApprovalGateway", "ApprovalPolicy", "BreakerPolicy", "BudgetLimit", "CircuitBreaker", "EscalationLevel",
@@ -89,7 +89,7 @@ SUBNAMESPACES = {
         "export_bundle", "verify_disclosure", "verify_log", "verify_records",
     },
     "agent_saga.log": {
-        "ChainUnverified", "FileWAL", "GENESIS", "HEADER_FIELDS", "MemoryWAL", "PostgresWAL", "Record",
+        "BaseWAL", "ChainUnverified", "FileWAL", "GENESIS", "HEADER_FIELDS", "MemoryWAL", "PostgresWAL", "Record",
         "RecordType", "RedisWAL", "TornTail", "VerifyReport", "WAL", "canonical", "chain_hash", "compact",
         "content_digest", "default_wal", "open_log", "read_records", "redact_record", "redact_where",
         "set_default_wal", "verify_file",
