@@ -28,8 +28,10 @@ class ScriptedDriver:
     """Answers from a script, one entry per turn (turn 1 reads the first entry).
 
     An entry is a step name (picked with the arguments offered for it) or a whole
-    :class:`Proposal` (for tests that forge one). Past the script's end it proposes
-    ``finish``. Keyed by turn, so a retried decision gives the same answer.
+    :class:`Proposal` (for tests that forge one). ``finish`` stands for the job's
+    finishing choice whatever the job calls it (``verify_order`` in the checkout), and
+    past the script's end it proposes that. Keyed by turn, so a retried decision gives
+    the same answer.
     """
 
     def __init__(self, script: Sequence[str | Proposal], *, confidence: float = 1.0) -> None:
@@ -44,6 +46,8 @@ class ScriptedDriver:
         entry = self.script[index] if index < len(self.script) else FINISH
         if isinstance(entry, Proposal):
             return entry
+        if entry == FINISH:
+            entry = situation.finish
         offered = {o.choice: o for o in situation.options}
         option = offered.get(entry)
         # A scripted name that is not offered now is proposed anyway, as a model might:
@@ -70,8 +74,8 @@ _INSTRUCTIONS = (
     "You pick the next step of a job. Answer with one JSON object "
     '{"choice": <one of the option names>, "confidence": <0..1>, "reason": <short text>}. '
     "Choose only among the options listed; their arguments are fixed and not yours to change. "
-    f"Choose {FINISH!r} when the goal is reached."
-)
+    "Choose {finish!r} when the goal is reached."
+)  # .replace, not .format: the JSON braces above are text
 
 
 class ModelDriver:
@@ -124,7 +128,7 @@ class ModelDriver:
             "refused_before": [{"choice": r.choice, "why": r.refusal} for r in situation.refusals],
         }
         return [
-            {"role": "system", "content": _INSTRUCTIONS},
+            {"role": "system", "content": _INSTRUCTIONS.replace("{finish!r}", repr(situation.finish))},
             {"role": "user", "content": json.dumps(view, sort_keys=True)},
         ]
 
