@@ -173,7 +173,9 @@ PUBLIC_MODULES = {"agent_saga", "agent_saga.adapter", "agent_saga.adapters", "ag
 # What the two non-adapter distributions still take from implementation modules, named
 # so that a new reach is a visible decision.
 KNOWN_REACHES = {
-    "temporal": {"agent_saga.ids", "agent_saga.context"},
+    # + the one renderer of agent-written text (inert), the flight recorder its demo serves (ui),
+    # and the core CLI's one way of ending on a closed pipe (cli.main's quiet_broken_pipe).
+    "temporal": {"agent_saga.ids", "agent_saga.context", "agent_saga.inert", "agent_saga.ui", "agent_saga.cli.main"},
     # The `mcp` verb's plumbing (cli), SagaStatus (engine), the tool policy's parts (plugins), and
     # the host's configuration directory, where the MCP server list sits beside the approver keys.
     "adapter-mcp": {"agent_saga.cli.main", "agent_saga.cli.options", "agent_saga.engine", "agent_saga.gate.host",
