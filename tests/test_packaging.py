@@ -279,7 +279,7 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world afterwards: nothing left standing" in out.stdout
     assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
-    assert (clone / "agent-saga-demo" / "demo.wal").exists()
+    assert (clone / "agent-saga.wal").exists()  # the default log: `agent-saga graph` finds it unasked
 
 
 def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_schema(
