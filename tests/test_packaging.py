@@ -35,6 +35,8 @@ DISTRIBUTIONS = {
     "adapter-autogen": "agent_saga_autogen",
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
     "adapter-ag2": "agent_saga_ag2",
+    "adapter-google-adk": "agent_saga_google_adk",
+    "adapter-agno": "agent_saga_agno",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
 # The core's version, read from its source: this test's own environment does not install it.
@@ -45,7 +47,8 @@ ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 # The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
-WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2",
+              "google_adk", "agno")
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +100,8 @@ before = set(sys.modules)
 report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
-for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex"):
+for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex",
+             "google_adk", "agno"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -128,6 +132,8 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["autogen"] == "autogen-core is not installed"
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert skipped["ag2"] == "ag2 is not installed"
+    assert skipped["google_adk"] == "google-adk is not installed"
+    assert skipped["agno"] == "agno is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -140,6 +146,8 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
     assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
     assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
+    assert "pip install 'agent-saga-google-adk[google_adk]'" in errors["google_adk"]
+    assert "pip install 'agent-saga-agno[agno]'" in errors["agno"]
     assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
 
 
