@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agent_saga.cli.main import EXIT_USAGE
 from agent_saga.log import read_records
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
@@ -110,3 +111,36 @@ def test_force_replaces_an_earlier_run_and_nothing_else(tmp_path: Path) -> None:
     world = [json.loads(x) for x in (directory / "world.jsonl").read_text().splitlines()]
     assert sum(e["op"] == "create" and e["target"] == "instance i-0abc" for e in world) == 1
     assert (directory / "notes.txt").read_text() == "not the demo's\n"
+
+
+@pytest.mark.parametrize("force", [["--force"], []])
+def test_a_second_demo_in_the_same_directory_stops_at_one_line_while_the_first_runs(
+        tmp_path: Path, force: list[str]) -> None:
+    """Two real processes in one directory: the second, --force or not, must not rewrite the first's log."""
+    import os
+    import signal
+
+    directory = tmp_path / "demo"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "agent_saga", "demo", "--dir", str(directory), "--force"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert first.stdout is not None
+        first.stdout.readline()  # it has started, so it holds the directory
+        first.send_signal(signal.SIGSTOP)  # and keeps it while the second one tries
+        assert first.poll() is None, "the first demo ended before the second could start"
+        second = run_demo(directory, *force)
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
+    assert second.returncode == EXIT_USAGE, second.stdout + second.stderr
+    assert second.stderr.strip().splitlines() == [
+        f"agent-saga demo: another agent-saga demo is running in {directory}: wait for it to finish, "
+        "or pass --dir to use another directory"]
+    assert first.returncode == 0, out + err  # the first run was not disturbed
+    assert "nothing left standing" in out
+    again = run_demo(directory, "--force")  # once it has ended, the directory is free again
+    assert again.returncode == 0, again.stderr
