@@ -349,9 +349,37 @@ class _Doctor:
                     continue
                 for number, line in enumerate(lines, 1):
                     if TODO_MARK in line:
-                        said = re.sub(r"^[#\s]*", "", line.split(TODO_MARK, 1)[1]).lstrip(": ").strip()
+                        said = _todo_text(lines, number - 1)
                         self.add("todo", BLOCKER, f"{path.relative_to(self.root)}:{number}: undecided: {said}",
                                  "decide it, then remove the marker")
+
+
+_COMMENT = re.compile(r"^\s*(#|//|;)\s?")
+_SENTENCE_END = (".", "!", "?")
+_MOST_LINES = 8  # a marker's text is a decision to make, not a page
+
+
+def _todo_text(lines: list[str], index: int) -> str:
+    """The marker's whole sentence: a comment that goes on over the next lines is read to its end.
+
+    Only the marker's line was read before, so a finding stopped mid-sentence
+    ("reads only"). The text runs on through the comment lines right below, with
+    the same comment leader, to the first that ends a sentence.
+    """
+    line = lines[index]
+    said = line.split(TODO_MARK, 1)[1].lstrip(": ").strip()
+    leader = _COMMENT.match(line)
+    if leader is None or not said or said.endswith(_SENTENCE_END):
+        return said
+    for nxt in lines[index + 1:index + _MOST_LINES]:
+        more = _COMMENT.match(nxt)
+        rest = nxt[more.end():].strip() if more and more.group(1) == leader.group(1) else ""
+        if not rest or TODO_MARK in rest:
+            break
+        said = f"{said} {rest}"
+        if rest.endswith(_SENTENCE_END):
+            break
+    return said
 
 
 def diagnose(root: Path, replicas: int, env: Mapping[str, str], wal: str | None = None) -> list[Finding]:
