@@ -9,7 +9,7 @@ scripted (no network, no key): with a Gemini key, pass `model="gemini-2.5-flash"
 `Agent` instead. The "outside world" is a dict; the engine, the log and the undo are real.
 The log lands in ./google-adk-trip.wal.
 
-Needs: pip install -e ./packages/core -e './packages/adapter-google-adk[google_adk]'
+Needs: pip install -e ./packages/core -e './packages/adapter-google-adk[google-adk]'
 """
 
 from __future__ import annotations

@@ -139,16 +139,16 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
     errors = out["errors"]
     assert isinstance(errors, dict)
-    assert "pip install 'agent-saga-langgraph[langgraph]'" in errors["langgraph"]
-    assert "pip install 'agent-saga-openai-agents[openai_agents]'" in errors["openai_agents"]
-    assert "pip install 'agent-saga-llamaindex[llamaindex]'" in errors["llamaindex"]
-    assert "pip install 'agent-saga-crewai[crewai]'" in errors["crewai"]
-    assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
-    assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
-    assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
-    assert "pip install 'agent-saga-google-adk[google_adk]'" in errors["google_adk"]
-    assert "pip install 'agent-saga-agno[agno]'" in errors["agno"]
-    assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
+    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0.dev0'" in errors["langgraph"]
+    assert "pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0.dev0'" in errors["openai_agents"]
+    assert "pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0.dev0'" in errors["llamaindex"]
+    assert "pip install 'agent-saga-crewai[crewai]>=3.0.0.dev0'" in errors["crewai"]
+    assert "pip install 'agent-saga-autogen[autogen]>=3.0.0.dev0'" in errors["autogen"]
+    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0.dev0'" in errors["semantic_kernel"]
+    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0.dev0'" in errors["ag2"]
+    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0.dev0'" in errors["google_adk"]
+    assert "pip install 'agent-saga-agno[agno]>=3.0.0.dev0'" in errors["agno"]
+    assert "pip install 'agent-saga-vertex>=3.0.0.dev0'" in errors["vertex"]  # no such distribution installed
 
 
 def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(venv: tuple[Path, Path]) -> None:
@@ -203,7 +203,7 @@ def test_the_core_wheel_alone_says_what_to_install_for_mcp(
     out = subprocess.run([str(env / "bin" / "agent-saga"), "mcp", "--policy", "p.json", "--", "python", "-m", "s"],
                          capture_output=True, text=True, timeout=60, check=False, cwd=env)
     assert out.returncode == 3, out.stdout + out.stderr
-    assert "pip install agent-saga-mcp" in out.stderr and "Traceback" not in out.stderr
+    assert "pip install 'agent-saga-mcp>=3.0.0.dev0'" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.fixture(scope="module")
@@ -306,6 +306,6 @@ def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_
                           "errors": errors}))
     """)
     assert out == {"openai": False, "jsonschema": False, "errors": [
-        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]'",
-        "matches_schema needs jsonschema: pip install 'agent-saga[schema]'",
+        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0.dev0'",
+        "matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0.dev0'",
     ]}

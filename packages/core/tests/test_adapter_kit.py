@@ -408,10 +408,10 @@ def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
 
 def test_a_tool_of_a_known_framework_without_its_adapter_names_the_distribution_to_install() -> None:
     Foreign = type("StructuredTool", (), {"__module__": "langchain_core.tools.structured"})
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
     Sub = type("MyTool", (Foreign,), {"__module__": "myapp.tools"})  # a user's subclass: its base decides
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Sub(), semantics="REVERSIBLE")
     with pytest.raises(TypeError, match=r"plain function.*@agent_saga.tool\(semantics=...\)"):
         agent_saga.wrap_tool(charge, semantics="REVERSIBLE")
@@ -427,7 +427,7 @@ def test_require_framework_reads_the_range_from_metadata(site: Path, monkeypatch
     message = str(caught.value)
     assert message.startswith("agent-saga-toonew supports pluggy>=99 (installed: pluggy ")
     assert "is outside the supported range pluggy>=99" in message
-    assert message.endswith("pip install 'agent-saga-toonew[toonew]'")
+    assert message.endswith("pip install 'agent-saga-toonew[toonew]>=3.0.0.dev0'")
     assert isinstance(caught.value, ImportError) and caught.value.name == "agent_saga_toonew"
     with pytest.raises(FrameworkUnsupported, match="agent-saga-nothing itself is not installed"):
         require_framework("agent-saga-nothing", "nothing")
@@ -445,7 +445,7 @@ def test_check_compat_raises_naming_what_moved_when_the_probe_says_no_or_fails(
             check_compat("agent-saga-gadgets", "gadgets", fits, "Runner.call_tool is gone")
         message = str(caught.value)
         assert message.startswith("agent-saga-gadgets supports pluggy")
-        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]'" in message
+        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]>=3.0.0.dev0'" in message
     with pytest.raises(ZeroDivisionError):  # anything else is a bug in the probe, not a moved framework
         check_compat("agent-saga-gadgets", "gadgets", lambda: bool(1 / 0), "moved")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agent_saga.cli.main import EXIT_USAGE
 from agent_saga.log import read_records
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI or another process
@@ -140,3 +141,35 @@ def test_bare_demo_then_the_seeds_next_command_and_every_printed_command_run(tmp
         assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
     animation = (tmp_path / "rollback.svg").read_text()
     assert "onboard-acme" in animation  # Act I, as the line says
+
+
+@pytest.mark.parametrize("force", [["--force"], []])
+def test_a_second_demo_in_the_same_directory_stops_at_one_line_while_the_first_runs(
+        tmp_path: Path, force: list[str]) -> None:
+    """Two real processes in one directory: the second, --force or not, must not rewrite the first's log."""
+    import signal
+
+    directory = tmp_path / "demo"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "agent_saga", "demo", "--dir", str(directory), "--force"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert first.stdout is not None
+        first.stdout.readline()  # it has started, so it holds the directory
+        first.send_signal(signal.SIGSTOP)  # and keeps it while the second one tries
+        assert first.poll() is None, "the first demo ended before the second could start"
+        second = run_demo(directory, *force)
+        first.send_signal(signal.SIGCONT)
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
+    assert second.returncode == EXIT_USAGE, second.stdout + second.stderr
+    assert second.stderr.strip().splitlines() == [
+        f"agent-saga demo: another agent-saga demo is running in {directory}: wait for it to finish, "
+        "or pass --dir to use another directory"]
+    assert first.returncode == 0, out + err  # the first run was not disturbed
+    assert "nothing left standing" in out
+    again = run_demo(directory, "--force")  # once it has ended, the directory is free again
+    assert again.returncode == 0, again.stderr

@@ -88,7 +88,7 @@ _INSTRUCTIONS = (
 
 
 class ModelDriver:
-    """Asks a chat model: a cascade tier, or an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]'``).
+    """Asks a chat model: a cascade tier, or an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]>=3.0.0.dev0'``).
 
     ``ModelDriver(tier=OpenAICompatibleTier("local", "qwen", base_url=...))`` takes any tier of
     :func:`agent_saga.cascade` (an object with ``name`` and ``async complete(request, feedback)``);
@@ -119,7 +119,7 @@ class ModelDriver:
                 from openai import AsyncOpenAI
             except ImportError as err:
                 raise ImportError(
-                    "ModelDriver needs an OpenAI-compatible client: pip install 'agent-saga-temporal[model]' "
+                    "ModelDriver needs an OpenAI-compatible client: pip install 'agent-saga-temporal[model]>=3.0.0.dev0' "
                     "or pass client="
                 ) from err
             made: Any = AsyncOpenAI()  # reads OPENAI_API_KEY and OPENAI_BASE_URL

@@ -310,12 +310,37 @@ def _clear(directory: Path, *, force: bool) -> None:
             path.unlink()
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    from agent_saga import FileWAL
+def _lock(directory: Path) -> int:
+    """Hold the directory for this run: a second demo there (``--force`` or not) stops at one line.
 
+    Two demos in one directory would rewrite each other's log and world mid-run; the
+    lock is an ``flock`` on the directory itself, so no file is left behind and the
+    kernel releases it when this process ends, however it ends.
+    """
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise CliError(f"another agent-saga demo is running in {directory}: wait for it to finish, "
+                       "or pass --dir to use another directory", EXIT_USAGE) from None
+    return fd
+
+
+def run_demo(args: argparse.Namespace) -> int:
     out = _Out(not (args.no_color or os.environ.get("NO_COLOR") or not sys.stdout.isatty()))
     directory = Path(args.dir).absolute()
     directory.mkdir(parents=True, exist_ok=True)
+    held = _lock(directory)
+    try:
+        return _run(args, out, directory)
+    finally:
+        os.close(held)
+
+
+def _run(args: argparse.Namespace, out: _Out, directory: Path) -> int:
+    from agent_saga import FileWAL
+
     _clear(directory, force=args.force)
     os.environ["AGENT_SAGA_DEMO_WORLD"] = str(directory / WORLD_FILE)
     _register_handlers()

@@ -13,6 +13,7 @@ import inspect
 from typing import Any, TypeVar, Unpack
 
 from agent_saga.engine.options import StepKwargs, StepOptions
+from agent_saga.install import pip_install
 from agent_saga.semantics import ActionSemantics
 
 __all__ = ["FRAMEWORK_ADAPTERS", "wrap_tool"]
@@ -102,7 +103,7 @@ def _no_adapter(tool: Any, skipped: dict[str, str], failed: dict[str, str], regi
             adapter = plugins().plugin(key)
             refusal = getattr(adapter, "refusal", None)
             return refusal(tool) if callable(refusal) else f"{distribution} does not wrap {what}"
-        return f"{what} is a {module} tool: install its adapter with: pip install '{distribution}[{key}]'"
+        return f"{what} is a {module} tool: install its adapter with: {pip_install(distribution, key)}"
     if inspect.isfunction(tool) or inspect.ismethod(tool):
         return (
             f"{what} is a plain function, not a framework tool: make it a step with "
