@@ -9,8 +9,8 @@ one saga boundary around the three unwinds the draft and the budget, newest firs
 The "outside world" is a dict; the engine, the log and the compensations are real.
 The log lands in ./cross-framework.wal.
 
-Needs: pip install agent-saga-crewai[crewai] agent-saga-langgraph[langgraph]
-agent-saga-autogen[autogen] autogen-agentchat autogen-ext
+Needs, from a clone: pip install -e ./packages/core -e './packages/adapter-crewai[crewai]'
+-e './packages/adapter-langgraph[langgraph]' -e './packages/adapter-autogen[autogen]' autogen-agentchat autogen-ext
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ DISTRIBUTIONS = {
     "adapter-autogen": "agent_saga_autogen",
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
     "adapter-ag2": "agent_saga_ag2",
+    "adapter-google-adk": "agent_saga_google_adk",
+    "adapter-agno": "agent_saga_agno",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
 # The core's version, read from its source: this test's own environment does not install it.
@@ -45,7 +47,8 @@ ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 # The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
-WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2",
+              "google_adk", "agno")
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +100,8 @@ before = set(sys.modules)
 report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
-for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex"):
+for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex",
+             "google_adk", "agno"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -128,19 +132,23 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["autogen"] == "autogen-core is not installed"
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert skipped["ag2"] == "ag2 is not installed"
+    assert skipped["google_adk"] == "google-adk is not installed"
+    assert skipped["agno"] == "agno is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
     errors = out["errors"]
     assert isinstance(errors, dict)
-    assert "pip install 'agent-saga-langgraph[langgraph]'" in errors["langgraph"]
-    assert "pip install 'agent-saga-openai-agents[openai_agents]'" in errors["openai_agents"]
-    assert "pip install 'agent-saga-llamaindex[llamaindex]'" in errors["llamaindex"]
-    assert "pip install 'agent-saga-crewai[crewai]'" in errors["crewai"]
-    assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
-    assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
-    assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
-    assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
+    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0.dev0'" in errors["langgraph"]
+    assert "pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0.dev0'" in errors["openai_agents"]
+    assert "pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0.dev0'" in errors["llamaindex"]
+    assert "pip install 'agent-saga-crewai[crewai]>=3.0.0.dev0'" in errors["crewai"]
+    assert "pip install 'agent-saga-autogen[autogen]>=3.0.0.dev0'" in errors["autogen"]
+    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0.dev0'" in errors["semantic_kernel"]
+    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0.dev0'" in errors["ag2"]
+    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0.dev0'" in errors["google_adk"]
+    assert "pip install 'agent-saga-agno[agno]>=3.0.0.dev0'" in errors["agno"]
+    assert "pip install 'agent-saga-vertex>=3.0.0.dev0'" in errors["vertex"]  # no such distribution installed
 
 
 def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(venv: tuple[Path, Path]) -> None:
@@ -195,7 +203,7 @@ def test_the_core_wheel_alone_says_what_to_install_for_mcp(
     out = subprocess.run([str(env / "bin" / "agent-saga"), "mcp", "--policy", "p.json", "--", "python", "-m", "s"],
                          capture_output=True, text=True, timeout=60, check=False, cwd=env)
     assert out.returncode == 3, out.stdout + out.stderr
-    assert "pip install agent-saga-mcp" in out.stderr and "Traceback" not in out.stderr
+    assert "pip install 'agent-saga-mcp>=3.0.0.dev0'" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +279,7 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world afterwards: nothing left standing" in out.stdout
     assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
-    assert (clone / "agent-saga-demo" / "demo.wal").exists()
+    assert (clone / "agent-saga.wal").exists()  # the default log: `agent-saga graph` finds it unasked
 
 
 def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_schema(
@@ -298,6 +306,6 @@ def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_
                           "errors": errors}))
     """)
     assert out == {"openai": False, "jsonschema": False, "errors": [
-        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]'",
-        "matches_schema needs jsonschema: pip install 'agent-saga[schema]'",
+        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0.dev0'",
+        "matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0.dev0'",
     ]}

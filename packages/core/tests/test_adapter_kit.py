@@ -389,12 +389,31 @@ def test_top_level_wrap_tool_loads_the_installed_adapter_that_knows_the_tool(sit
     assert "toonew did not load: pluggy" in out["unknown"] and "outside the supported range pluggy>=99" in out["unknown"]
 
 
+def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() -> None:
+    # google-adk lives in the `google` namespace, with protobuf, genai and the rest: its tools
+    # name the ADK adapter, and nothing else under `google` does.
+    Adk = type("FunctionTool", (), {"__module__": "google.adk.tools.function_tool"})
+    with pytest.raises(TypeError, match=r"google\.adk\.tools\.function_tool\.FunctionTool is a google\.adk tool: "
+                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google_adk\]'"):
+        agent_saga.wrap_tool(Adk(), semantics="REVERSIBLE")
+    Proto = type("Message", (), {"__module__": "google.protobuf.message"})
+    with pytest.raises(TypeError, match=r"^no installed adapter recognises google\.protobuf\.message\.Message"):
+        agent_saga.wrap_tool(Proto(), semantics="REVERSIBLE")
+
+
+def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
+    Function = type("Function", (), {"__module__": "agno.tools.function"})
+    with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]'"):
+        agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
+
+
 def test_a_tool_of_a_known_framework_without_its_adapter_names_the_distribution_to_install() -> None:
     Foreign = type("StructuredTool", (), {"__module__": "langchain_core.tools.structured"})
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
     Sub = type("MyTool", (Foreign,), {"__module__": "myapp.tools"})  # a user's subclass: its base decides
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Sub(), semantics="REVERSIBLE")
     with pytest.raises(TypeError, match=r"plain function.*@agent_saga.tool\(semantics=...\)"):
         agent_saga.wrap_tool(charge, semantics="REVERSIBLE")
@@ -410,7 +429,7 @@ def test_require_framework_reads_the_range_from_metadata(site: Path, monkeypatch
     message = str(caught.value)
     assert message.startswith("agent-saga-toonew supports pluggy>=99 (installed: pluggy ")
     assert "is outside the supported range pluggy>=99" in message
-    assert message.endswith("pip install 'agent-saga-toonew[toonew]'")
+    assert message.endswith("pip install 'agent-saga-toonew[toonew]>=3.0.0.dev0'")
     assert isinstance(caught.value, ImportError) and caught.value.name == "agent_saga_toonew"
     with pytest.raises(FrameworkUnsupported, match="agent-saga-nothing itself is not installed"):
         require_framework("agent-saga-nothing", "nothing")
@@ -428,7 +447,7 @@ def test_check_compat_raises_naming_what_moved_when_the_probe_says_no_or_fails(
             check_compat("agent-saga-gadgets", "gadgets", fits, "Runner.call_tool is gone")
         message = str(caught.value)
         assert message.startswith("agent-saga-gadgets supports pluggy")
-        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]'" in message
+        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]>=3.0.0.dev0'" in message
     with pytest.raises(ZeroDivisionError):  # anything else is a bug in the probe, not a moved framework
         check_compat("agent-saga-gadgets", "gadgets", lambda: bool(1 / 0), "moved")
 
@@ -464,16 +483,16 @@ def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way(package
     distribution = package.name.replace("adapter-", "agent-saga-")
     assert [ast.literal_eval(a) for a in calls[0].args[:2]] == [distribution, _extra(package)], compat
     assert "FrameworkUnsupported" not in compat.read_text(), f"{compat}: let check_compat raise it"
-    tests = "".join(p.read_text() for p in package.glob("tests/test_*_compat.py"))
+    tests = "".join(p.read_text() for p in package.glob("tests/test_*.py"))
     assert re.search(r"def test_an_install_whose_\w+_moved_fails_at_import_naming_the_supported_range", tests), (
-        f"{package.name}: tests/test_*_compat.py pins the moved-framework error"
+        f"{package.name}'s tests pin the moved-framework error (see test_langgraph_compat.py)"
     )
 
 
-def test_the_seven_framework_adapters_are_checked() -> None:
+def test_every_framework_adapter_is_checked() -> None:
     names = {p.name for p in _ADAPTERS}
-    assert {f"adapter-{n}" for n in ("ag2", "autogen", "crewai", "langgraph", "llamaindex", "openai-agents",
-                                     "semantic-kernel")} <= names
+    assert {f"adapter-{n}" for n in ("ag2", "agno", "autogen", "crewai", "google-adk", "langgraph", "llamaindex",
+                                     "openai-agents", "semantic-kernel")} <= names
 
 
 def _extra(package: Path) -> str:

@@ -7,6 +7,7 @@ module on sys.path), each run in a fresh interpreter so that nothing leaks.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -132,7 +133,7 @@ def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
 
 
 def test_a_missing_adapter_names_the_distribution_to_install() -> None:
-    with pytest.raises(ModuleNotFoundError, match="pip install agent-saga-no-such-fw"):
+    with pytest.raises(ModuleNotFoundError, match=re.escape("pip install 'agent-saga-no-such-fw>=3.0.0.dev0'")):
         __import__("agent_saga.adapters.no_such_fw")
 
 
@@ -176,3 +177,32 @@ def test_an_adapter_that_fails_is_reported_and_leaves_no_patch_while_the_others_
     assert report["failed"]["broken"] == "RuntimeError: framework moved its internals"
     assert report["failed"]["badimport"] == "ImportError: half-installed"
     assert out["inrange_is_ours"]  # broken's half-applied "HIJACKED" patch was taken back
+
+
+WARNS = """
+import json, warnings
+import agent_saga
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    agent_saga.patch_all(only=["inrange"]{policy})
+print(json.dumps([str(w.message) for w in caught if w.category is UserWarning]))
+"""
+
+
+@pytest.mark.slow
+def test_patch_all_without_a_policy_warns_when_called_naming_what_it_protects(site: Path) -> None:
+    out = run_with(site, WARNS.replace("{policy}", ""))
+    assert isinstance(out, list) and len(out) == 1
+    message = out[0]
+    assert message.startswith("patch_all() without a tool policy: in inrange, only tools made with wrap_tool")
+    assert "runs unprotected" in message and "unclassified_calls()" in message  # what it will not do
+    assert "Pass a policy" in message  # and how to change that
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [', policy={"mode": "observe", "tools": {}}', ""])
+def test_patch_all_with_a_policy_says_nothing(site: Path, tmp_path: Path, policy: str) -> None:
+    file = tmp_path / "policy.json"
+    file.write_text('{"mode": "enforce", "tools": {}}')
+    env = {} if policy else {"AGENT_SAGA_POLICY": str(file)}  # the environment's policy counts as one
+    assert run_with(site, WARNS.replace("{policy}", policy), env) == []

@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from viz_logs import DEMO_TOOLS
@@ -63,24 +66,50 @@ def ui_process(*args: str, env: dict[str, str] | None = None, module: bool = Fal
     """
     cmd = [sys.executable, "-m", "agent_saga.ui", *args] if module else [
         sys.executable, "-m", "agent_saga", "ui", *args]
+    with served(cmd, env=env, stop=stop) as url:
+        yield url
+
+
+@contextmanager
+def served(cmd: list[str], *, env: dict[str, str] | None = None, stop: signal.Signals = signal.SIGTERM,
+           startup: float = 60, grace: float = 20) -> Iterator[str]:
+    """Run a server that prints "... at http://..." first; yield its URL; stop it with ``stop``.
+
+    Every wait has a bound: a server that prints no URL, prints something else, or ignores
+    ``stop`` is killed and the test fails saying which, instead of hanging the run (an
+    unbounded readline, a read of a live process's stderr, or Popen's own exit would).
+    """
     # SIGINT back to its default in the child, so that Python turns it into KeyboardInterrupt
     # even when this test runs with SIGINT ignored.
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=dict(os.environ, **(env or {})),
-                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) as proc:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, **(env or {})),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+    def killed(why: str) -> NoReturn:
+        proc.kill()
+        _, err = proc.communicate(timeout=grace)
+        pytest.fail(f"{why}; killed it. Its stderr: {err.strip()[-2000:]}")
+
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        assert proc.stdout is not None
+        threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()  # type: ignore[union-attr]
         try:
-            assert proc.stdout is not None and proc.stderr is not None
-            line = proc.stdout.readline()
-            assert " at http://" in line, line + proc.stderr.read()
-            yield line.split(" at ")[1].split()[0]
-        finally:
+            line = lines.get(timeout=startup)
+        except queue.Empty:
+            killed(f"`{' '.join(cmd[1:4])}` printed no line in {startup:g} s")
+        if " at http://" not in line:
+            killed(f"`{' '.join(cmd[1:4])}` printed {line!r}, not the URL it serves at")
+        yield line.split(" at ")[1].split()[0]
+    finally:
+        if proc.poll() is None:
             proc.send_signal(stop)
             try:
-                code = proc.wait(timeout=20)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                proc.kill()  # or Popen's exit would wait for it for ever
-                raise
-            assert code == 0, f"`agent-saga ui` exited {code} on {stop.name}: {proc.stderr.read()}"
+                killed(f"`{' '.join(cmd[1:4])}` was still running {grace:g} s after {stop.name}")
+    _, err = proc.communicate(timeout=grace)  # it has exited: this only collects what it wrote
+    assert proc.returncode == 0, f"`agent-saga ui` exited {proc.returncode} on {stop.name}: {err}"
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -316,3 +345,34 @@ def test_ui_bad_input_is_one_line(tmp_path: Path, demo_log: Path) -> None:
     bad.write_bytes(b"not json\n")
     out = run("--wal-path", str(bad), "--port", "0")
     assert out.returncode == 3 and "cannot read" in out.stderr and "Traceback" not in out.stderr
+
+
+# -- the harness itself: a server that misbehaves fails the test, never hangs it ------------------
+
+_STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print({first!r}, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("first", "expected"), [
+    ("serving at http://127.0.0.1:1/", "was still running 2 s after SIGTERM"),  # ignores the stop signal
+    ("a warning before the URL", "printed 'a warning before the URL\\n', not the URL"),
+])
+def test_a_server_that_misbehaves_is_killed_and_fails_the_test(first: str, expected: str) -> None:
+    cmd = [sys.executable, "-c", _STUBBORN.format(first=first)]
+    with pytest.raises(pytest.fail.Exception, match=re.escape(expected)):
+        with served(cmd, startup=30, grace=2):
+            pass
+
+
+@pytest.mark.slow
+def test_a_server_that_prints_nothing_is_killed_and_fails_the_test() -> None:
+    cmd = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"]
+    with pytest.raises(pytest.fail.Exception, match="printed no line in 2 s"):
+        with served(cmd, startup=2, grace=2):
+            pass

@@ -83,12 +83,14 @@ def test_every_picture_of_the_demo_log_is_well_formed_and_names_its_steps(demo_l
 
 
 @pytest.mark.slow
-def test_animate_without_saga_draws_the_latest_unwind_and_says_which(demo_log: Path) -> None:
+def test_animate_without_saga_draws_the_first_unwind_act_one_as_the_readme_shows(demo_log: Path) -> None:
+    """The README's picture is Act I; the demo's log also holds Acts II and III, unwound later."""
     out = cli("animate", "--wal", str(demo_log))
     assert out.returncode == 0
-    worker = by_name(demo_log)["checkout-worker"]
-    assert parse(out.stdout).get("data-saga") == worker.saga_id
-    assert worker.saga_id in out.stderr and "--saga" in out.stderr
+    act1 = by_name(demo_log)["onboard-acme"]
+    assert parse(out.stdout).get("data-saga") == act1.saga_id
+    assert "demo.undo(target='ticket ONB-7')" in all_text(parse(out.stdout))
+    assert act1.saga_id in out.stderr and "(onboard-acme)" in out.stderr and "--saga" in out.stderr
 
 
 @pytest.mark.slow

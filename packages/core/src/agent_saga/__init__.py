@@ -66,6 +66,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import (
     WAL,
+    BaseWAL,
     FileWAL,
     MemoryWAL,
     PostgresWAL,
@@ -141,12 +142,32 @@ _MOVED = {
 }
 
 
+def _missing_extra(name: str, missing: ImportError) -> object:
+    """A stand-in for a name whose extra is not installed: it raises the install hint when called.
+
+    Raising at attribute access broke ``help(agent_saga)`` (pydoc reads every name of
+    ``dir()``) and made ``hasattr`` raise; the name exists, it only cannot run yet.
+    """
+    message = str(missing)
+
+    def unavailable(*_args: object, **_kwargs: object) -> object:
+        raise ImportError(message)
+
+    unavailable.__name__ = unavailable.__qualname__ = name
+    unavailable.__module__ = __name__
+    unavailable.__doc__ = f"Not available in this environment: {message}"
+    return unavailable
+
+
 def __getattr__(name: str) -> object:
     module = _EXTRAS.get(name)
     if module is not None:
         import importlib
 
-        return getattr(importlib.import_module(module), name)
+        try:
+            return getattr(importlib.import_module(module), name)
+        except ImportError as missing:  # the extra is not installed: report it when the name is used
+            return _missing_extra(name, missing)
     home = _MOVED.get(name)
     if home is not None:
         raise AttributeError(f"agent_saga.{name} lives in {home} since 3.0: use `from {home} import {name}`")
@@ -163,6 +184,7 @@ __all__ = [
     "AgentKit",
     "ApprovalGateway",
     "ApprovalPolicy",
+    "BaseWAL",
     "Boundary",
     "BoundaryRequired",
     "BreakerPolicy",

@@ -16,6 +16,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from agent_saga.install import pip_install
+
 __all__ = ["ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material", "verifier_keys"]
 
 #: The signature-type byte of an Ed25519 key in this format.
@@ -27,7 +29,7 @@ def ed25519(extra: str = "encryption") -> Any:
     try:
         from cryptography.hazmat.primitives.asymmetric import ed25519 as module
     except ImportError as err:
-        raise ImportError(f"Ed25519 keys need 'cryptography': pip install 'agent-saga[{extra}]'") from err
+        raise ImportError(f"Ed25519 keys need 'cryptography': {pip_install('agent-saga', extra)}") from err
     return module
 
 

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
+from agent_saga.install import pip_install
+
 __all__ = ["distribution_for"]
 
 _PREFIX = __name__ + "."
@@ -54,7 +56,7 @@ class _AdapterFinder(importlib.abc.MetaPathFinder):
             dist = distribution_for(framework)
             raise ModuleNotFoundError(
                 f"{fullname} is provided by the distribution {dist!r}, which is not installed; "
-                f"install it with: pip install {dist}",
+                f"install it with: {pip_install(dist)}",
                 name=fullname,
             )
         return importlib.machinery.ModuleSpec(fullname, _Alias(real))

@@ -21,7 +21,7 @@ def register(verbs: Any) -> None:
             "Draw one saga as an animated SVG: the forward steps build down, the compensations fire "
             "back up newest first, and a verdict banner closes it. CSS only: it renders in <img>, a "
             "GitHub comment or a PDF, and shows the final frame to viewers who asked for less motion. "
-            "Without --saga, the most recent saga that did not complete is drawn (else the most recent one)."
+            "Without --saga, the first saga that did not complete is drawn (else the most recent one)."
         ),
         epilog=(
             "examples:\n  agent-saga animate --wal ./agent-saga.wal -o rollback.svg\n"
@@ -50,8 +50,10 @@ def run_animate(args: argparse.Namespace) -> int:
     else:
         if not sagas:
             raise CliError(f"{path} holds no saga to animate", EXIT_USAGE)
+        # The first saga that did not complete: where an incident (or the demo's Act I) starts;
+        # later failures in the same log are often its consequences.
         unwound = [s for s in sagas if s.status != "completed"]
-        saga = (unwound or sagas)[-1]
+        saga = unwound[0] if unwound else sagas[-1]
         print(f"agent-saga animate: drawing saga {inert(saga.saga_id)} ({inert(saga.name or 'unnamed')}); "
               "choose another with --saga", file=sys.stderr)
     write_output(args.out, render_animation(saga, THEMES[args.theme], loop=not args.no_loop))

@@ -36,6 +36,7 @@ from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
 from agent_saga.cli.options import add_log_option
 from agent_saga.cli.toolscan import ImportNames, module_files
 from agent_saga.inert import inert
+from agent_saga.install import pip_install
 from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, backend_of, chosen_log
 
 __all__ = ["Finding", "diagnose", "register", "run_doctor"]
@@ -205,7 +206,7 @@ class _Doctor:
         if importlib.util.find_spec(_DRIVERS[backend]) is None:
             scheme = self.wal.partition("://")[0].lower() if self.wal else backend
             self.add("log", BLOCKER, f"{LOG_ENV} is a {scheme}:// URL, but its driver ({_DRIVERS[backend]}) is "
-                     "not installed", f"pip install 'agent-saga[{backend}]'")
+                     "not installed", pip_install("agent-saga", backend))
 
     def memory_logs(self) -> None:
         for module, call in self.source.calls("MemoryWAL"):
@@ -258,7 +259,7 @@ class _Doctor:
                     assert_no_secrets(scrubbed(record.get("body")), where=f"record seq {record.get('seq')} body")
                 except CredentialError as err:
                     self.add("secrets", BLOCKER, f"{path}: {str(err).split(';')[0]}, stored in clear",
-                             "encrypt the log (AGENT_SAGA_WAL_KEY, pip install 'agent-saga[encryption]'), pass "
+                             "encrypt the log (AGENT_SAGA_WAL_KEY, pip install 'agent-saga[encryption]>=3.0.0.dev0'), pass "
                              "credentials as credential_ref(...), and redact the record (agent_saga.log.redact_where)")
                     return
 
@@ -271,7 +272,7 @@ class _Doctor:
             where = f"the file {switch}" if switch else "each host's /var/lib/agent-saga/switch.json"
             self.add("kill_switch", BLOCKER, f"the kill switch is {where}: `agent-saga halt` stops the "
                      f"replicas of one host, not all {n}",
-                     "set AGENT_SAGA_SWITCH=redis://... on every replica (pip install 'agent-saga[redis]')")
+                     "set AGENT_SAGA_SWITCH=redis://... on every replica (pip install 'agent-saga[redis]>=3.0.0.dev0')")
         for module, call in self.source.calls("FileSwitchStore"):
             self.add("kill_switch", BLOCKER, f"{self.where(module, call)} builds a FileSwitchStore: a halt "
                      f"through it reaches one host of {n} replicas", "use RedisSwitchStore")
@@ -349,9 +350,37 @@ class _Doctor:
                     continue
                 for number, line in enumerate(lines, 1):
                     if TODO_MARK in line:
-                        said = re.sub(r"^[#\s]*", "", line.split(TODO_MARK, 1)[1]).lstrip(": ").strip()
+                        said = _todo_text(lines, number - 1)
                         self.add("todo", BLOCKER, f"{path.relative_to(self.root)}:{number}: undecided: {said}",
                                  "decide it, then remove the marker")
+
+
+_COMMENT = re.compile(r"^\s*(#|//|;)\s?")
+_SENTENCE_END = (".", "!", "?")
+_MOST_LINES = 8  # a marker's text is a decision to make, not a page
+
+
+def _todo_text(lines: list[str], index: int) -> str:
+    """The marker's whole sentence: a comment that goes on over the next lines is read to its end.
+
+    Only the marker's line was read before, so a finding stopped mid-sentence
+    ("reads only"). The text runs on through the comment lines right below, with
+    the same comment leader, to the first that ends a sentence.
+    """
+    line = lines[index]
+    said = line.split(TODO_MARK, 1)[1].lstrip(": ").strip()
+    leader = _COMMENT.match(line)
+    if leader is None or not said or said.endswith(_SENTENCE_END):
+        return said
+    for nxt in lines[index + 1:index + _MOST_LINES]:
+        more = _COMMENT.match(nxt)
+        rest = nxt[more.end():].strip() if more and more.group(1) == leader.group(1) else ""
+        if not rest or TODO_MARK in rest:
+            break
+        said = f"{said} {rest}"
+        if rest.endswith(_SENTENCE_END):
+            break
+    return said
 
 
 def diagnose(root: Path, replicas: int, env: Mapping[str, str], wal: str | None = None) -> list[Finding]:

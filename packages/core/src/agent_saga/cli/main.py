@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from agent_saga.inert import inert
+from agent_saga.install import pip_install
 
 __all__ = [
     "EXIT_BROKEN_PIPE", "EXIT_FINDING", "EXIT_OK", "EXIT_UNCHECKED", "EXIT_USAGE", "VERB_ENTRY_POINTS",
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((w for w in words if not w.startswith("-")), None)
     if first in _VERB_HOMES and first not in _registered_verbs(parser):
         print(f"agent-saga {first}: this verb comes with {_VERB_HOMES[first]}; install it: "
-              f"pip install {_VERB_HOMES[first]}", file=sys.stderr)
+              f"{pip_install(_VERB_HOMES[first])}", file=sys.stderr)
         return EXIT_UNCHECKED
     args, extra = parser.parse_known_args(argv)
     if extra:  # let the verb's own parser complain, with the verb's usage line

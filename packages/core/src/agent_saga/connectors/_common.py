@@ -16,6 +16,7 @@ from agent_saga.credentials import (
     credential_ref,
     resolve_credentials,
 )
+from agent_saga.install import pip_install
 from agent_saga.semantics import ActionSemantics, Compensation
 
 __all__ = ["ConflictError", "PrebuiltUndo", "require", "run_step", "secret"]
@@ -36,7 +37,7 @@ def require(module: str, extra: str, connector: str) -> ModuleType:
     except ImportError as err:
         raise ImportError(
             f"agent_saga.connectors.{connector} needs the {module!r} package ({err}); install it "
-            f"with: pip install 'agent-saga[{extra}]'"
+            f"with: {pip_install('agent-saga', extra)}"
         ) from None
 
 

@@ -3,7 +3,8 @@
 Like OpenTelemetry's auto-instrumentation, nothing here imports an adapter or a
 framework: an adapter is a candidate only when its framework is installed at a
 version inside the range the adapter declares (the extra of the adapter's own
-distribution named like its entry point, e.g. ``agent-saga-langgraph[langgraph]``).
+distribution named like its entry point, e.g. ``agent-saga-langgraph[langgraph]``;
+``openai_agents`` is the extra ``openai-agents``).
 An adapter package makes the same check on itself before it imports its framework
 (:func:`require_framework`), so an explicit import fails as clearly as ``patch_all``
 skips.
@@ -16,6 +17,7 @@ import re
 from dataclasses import dataclass
 from importlib import metadata
 
+from agent_saga.install import pip_install
 from agent_saga.plugins.requirements import Requirement, framework_requirements, installed_version
 
 __all__ = [
@@ -109,7 +111,7 @@ class FrameworkUnsupported(ImportError):
         installed = ", ".join(f"{r.name} {installed_version(r.name) or 'missing'}" for r in declared)
         super().__init__(
             f"{distribution} supports {supported}{f' (installed: {installed})' if installed else ''}; "
-            f"{problem}. Install a supported version with: pip install '{distribution}[{extra}]'",
+            f"{problem}. Install a supported version with: {pip_install(distribution, extra)}",
             name=distribution.replace("-", "_"),
         )
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,6 +205,7 @@ def patch_all(
 
     if policy is None and os.environ.get(POLICY_ENV):
         policy = os.environ[POLICY_ENV]
+    no_policy = policy is None
     config = PatchConfig(ToolPolicy.load(policy))
     with _lock:
         _config = config
@@ -223,7 +225,21 @@ def patch_all(
                 skipped[adapter.key] = "adapter patched nothing"
         if not _patched:
             _config = None
-        return PatchReport(dict(_patched), skipped, config.policy.mode, failed)
+        report = PatchReport(dict(_patched), skipped, config.policy.mode, failed)
+    if no_policy:
+        warnings.warn(_without_policy(report), UserWarning, stacklevel=2)
+    return report
+
+
+def _without_policy(report: PatchReport) -> str:
+    """What ``patch_all()`` with no policy protects, said when it is called, not only in the report."""
+    frameworks = ", ".join(report.patched) or "no framework (none installed in range)"
+    return (
+        f"patch_all() without a tool policy: in {frameworks}, only tools made with wrap_tool are saga "
+        "steps; every other tool call inside a boundary runs unprotected (recorded in "
+        "agent_saga.plugins.unclassified_calls(), never undone, never refused). Pass a policy "
+        f"(a dict, a JSON file or ${POLICY_ENV}) to make them steps"
+    )
 
 
 def _withdraw(manager: Any, key: str) -> None:
