@@ -35,6 +35,8 @@ FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     "semantic_kernel": ("agent-saga-semantic-kernel", "semantic_kernel"),
     # AG2, the fork that keeps ConversableAgent; Microsoft's line is autogen_core / autogen_agentchat above.
     "autogen": ("agent-saga-ag2", "ag2"),
+    "pydantic_ai": ("agent-saga-pydantic-ai", "pydantic_ai"),
+    "strands": ("agent-saga-strands", "strands"),
 }
 
 

@@ -1,0 +1,154 @@
+"""Pydantic AI function tools as saga steps, an ``Agent.run`` as one saga.
+
+``wrap_tool`` returns a copy of a ``pydantic_ai.Tool`` whose function is the step (same name,
+description, JSON schema and validator; the ``RunContext`` reaches the function but not the
+log). :func:`wrap_tools` does the same, in place, for tools already inside a
+``FunctionToolset``, or an ``Agent``'s own ``@agent.tool`` / ``@agent.tool_plain`` functions.
+``patch_all()`` patches ``FunctionToolset.call_tool``, where every function tool of every
+agent is called.
+
+A gate's :class:`~agent_saga.RepairRequested` (the call's arguments do not fit: nothing ran)
+reaches the model as Pydantic AI's own ``ModelRetry``, so the model gets one turn to correct
+the call within the tool's retries; every other failure of a step ends the run as Pydantic AI
+ends it for any tool exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from pydantic_ai import Agent, ModelRetry, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from agent_saga import WAL, GatePort, RepairRequested, StepOptions
+from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga_pydantic_ai import _compat
+
+__all__ = ["PydanticAI", "adapter", "saga_run", "saga_run_sync", "wrap_tools"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Target = TypeVar("Target", FunctionToolset[Any], Agent[Any, Any])
+
+
+def retrying(fn: F) -> F:
+    """``fn`` with a gate's repair request raised as ``ModelRetry`` (its message is the validation errors)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_retrying(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except RepairRequested as err:
+                raise ModelRetry(str(err)) from err
+
+        return async_retrying  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def sync_retrying(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RepairRequested as err:
+            raise ModelRetry(str(err)) from err
+
+    return sync_retrying  # type: ignore[return-value]
+
+
+class PydanticAI(Adapter):
+    framework = "pydantic_ai"
+    distribution = "agent-saga-pydantic-ai"
+    tool_types = (Tool,)
+    hint = (
+        "make one with pydantic_ai.Tool(fn); for tools already in a FunctionToolset or registered "
+        "with @agent.tool, use agent_saga_pydantic_ai.wrap_tools(toolset_or_agent, {name: options})"
+    )
+
+    def function_of(self, tool: Any) -> Callable[..., Any] | None:
+        return _compat.function_of(tool) if isinstance(tool, Tool) else _compat.function_of_call(tool)
+
+    def framework_params(self, fn: Callable[..., Any]) -> tuple[str, ...]:
+        return _compat.context_params(fn)
+
+    def tool_name(self, tool: Any) -> str:
+        return str(tool.name if isinstance(tool, Tool) else tool.tool_def.name)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        return _compat.with_function(tool, retrying(self.step(spec, _compat.function_of(tool))))
+
+    def patch(self) -> None:
+        self.patches.apply(FunctionToolset, "call_tool", self._policed)
+
+    def _policed(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        async def call_tool(toolset: Any, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
+            try:
+                return await self.patched_async(tool, lambda: original(toolset, name, tool_args, ctx, tool), tool_args)
+            except RepairRequested as err:
+                raise ModelRetry(str(err)) from err
+
+        return call_tool
+
+
+adapter = PydanticAI()
+
+
+def wrap_tools(target: Target, steps: Mapping[str, StepOptions | Mapping[str, Any]]) -> Target:
+    """Make the named tools of a ``FunctionToolset`` (or an ``Agent``'s own tools) saga steps, in place.
+
+    ``steps`` maps a tool's name to its step options: a :class:`~agent_saga.StepOptions`, or
+    the keywords ``wrap_tool`` takes (``{"semantics": "COMPENSABLE", "compensate": ...}``).
+    For an ``Agent`` the tools are those registered with ``@agent.tool``, ``@agent.tool_plain``
+    or ``tools=[...]``. Returns ``target``. A name the toolset does not hold is refused before
+    anything changes.
+    """
+    toolset = _function_toolset(target)
+    missing = sorted(set(steps) - set(toolset.tools))
+    if missing:
+        raise ValueError(
+            f"wrap_tools: no tool named {', '.join(map(repr, missing))} in this "
+            f"{type(target).__name__} (it has {', '.join(map(repr, sorted(toolset.tools))) or 'no tools'})"
+        )
+    wrapped = {}
+    for name, options in steps.items():
+        step = {"options": options} if isinstance(options, StepOptions) else dict(options)
+        wrapped[name] = adapter.wrap_tool(toolset.tools[name], **step)
+    toolset.tools.update(wrapped)
+    return target
+
+
+def _function_toolset(target: Any) -> FunctionToolset[Any]:
+    if isinstance(target, FunctionToolset):
+        return target
+    if isinstance(target, Agent):
+        for toolset in target.toolsets:  # the agent's own function toolset comes first
+            if isinstance(toolset, FunctionToolset):
+                return toolset
+    raise TypeError(
+        f"wrap_tools takes a pydantic_ai FunctionToolset or Agent, got {type(target).__module__}.{type(target).__qualname__}"
+    )
+
+
+async def saga_run(
+    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """``await agent.run(user_prompt, **run)`` as one transaction.
+
+    A tool's exception ends Pydantic AI's run and comes out of it; the boundary then undoes
+    every finished step newest-first (``SagaAborted``). Inside an open saga the run joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await agent.run(user_prompt, **run)
+
+
+def saga_run_sync(
+    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """The blocking form (``agent.run_sync``)."""
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return agent.run_sync(user_prompt, **run)
+
+
