@@ -296,6 +296,15 @@ def test_an_install_whose_pydantic_ai_moved_fails_at_import_naming_the_supported
             print(err)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-pydantic-ai supports pydantic-ai-slim<3,>=2.0.0 (installed: pydantic-ai-slim 2.")
+    assert out.startswith("agent-saga-pydantic-ai supports pydantic-ai-slim<3,>=1.71.0 (installed: pydantic-ai-slim 2.")
     assert "no longer has Tool.function_schema.function, FunctionSchema.call or FunctionToolset.call_tool" in out
     assert "pip install 'agent-saga-pydantic-ai[pydantic_ai]'" in out
+
+
+def test_the_example_unwinds_the_trip(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "pydantic_ai_trip.py"
+    out = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert "aborted: payment gateway timed out" in out
+    assert "undone, newest first: ['book_hotel', 'hold_seat']" in out
+    assert "world: {'seat_7A': 'released', 'room_12': 'cancelled'}" in out
+    assert (tmp_path / "pydantic-ai-trip.wal").exists()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from agent_saga_pydantic_ai import saga_run, saga_run_sync, wrap_tool
 from pydantic_ai import Tool
 from pydantic_ai.capabilities import Hooks
-from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai_drive import agent, tool_results
 
 from agent_saga.log.file import FileWAL
@@ -17,8 +17,17 @@ from agent_saga.testing import AdapterConformance, Call
 
 
 def errors_to_the_model(ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
-    """Pydantic AI's documented way to show the model a tool's failure instead of ending the run."""
-    raise ToolFailed(str(error)) from error
+    """Pydantic AI's documented way to show the model a tool's failure instead of ending the run.
+
+    (The hook's return value becomes the tool's result; newer releases also offer ``ToolFailed``.)
+    """
+    return f"Error: {error}"
+
+
+def _no_retries(tool: Tool[Any]) -> Tool[Any]:
+    single = copy.copy(tool)
+    single.max_retries = 0
+    return single
 
 
 class TestPydanticAIConformance(AdapterConformance):
@@ -26,7 +35,7 @@ class TestPydanticAIConformance(AdapterConformance):
 
     framework = "pydantic_ai"
     # By default a tool's exception ends Pydantic AI's run; an on_tool_execute_error hook that
-    # raises ToolFailed hands it to the model instead. (A gate's repair request is the model's
+    # returns a value hands the model that value instead. (A gate's repair request is the model's
     # to answer in both: it arrives as ModelRetry, within the tool's retries.)
     error_modes = (False, True)
     sync: ClassVar[bool] = False
@@ -43,7 +52,7 @@ class TestPydanticAIConformance(AdapterConformance):
     def _agent(self, tools: list[Any], calls: list[Call], errors_as_results: bool | None = None) -> Any:
         options: dict[str, Any] = {}
         if errors_as_results is False:  # no retries: a repair request (ModelRetry) ends the run too
-            options["retries"] = 0
+            tools = [_no_retries(t) for t in tools]
         elif errors_as_results:
             options["capabilities"] = [Hooks(tool_execute_error=errors_to_the_model)]
         return agent(tools, [(c.tool, c.args) for c in calls], **options)

@@ -20,6 +20,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import wrapt
 from pydantic_ai import Agent, ModelRetry, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
@@ -78,17 +79,19 @@ class PydanticAI(Adapter):
         return _compat.with_function(tool, retrying(self.step(spec, _compat.function_of(tool))))
 
     def patch(self) -> None:
-        self.patches.apply(FunctionToolset, "call_tool", self._policed)
+        self.patches.apply(FunctionToolset, "call_tool", lambda original: wrapt.FunctionWrapper(original, self._call_tool))
 
-    def _policed(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        async def call_tool(toolset: Any, name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> Any:
-            try:
-                return await self.patched_async(tool, lambda: original(toolset, name, tool_args, ctx, tool), tool_args)
-            except RepairRequested as err:
-                raise ModelRetry(str(err)) from err
+    async def _call_tool(self, wrapped: Any, toolset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        tool, tool_args = _call_of(*args, **kwargs)
+        try:
+            return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), tool_args)
+        except RepairRequested as err:
+            raise ModelRetry(str(err)) from err
 
-        return call_tool
+
+def _call_of(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> tuple[Any, dict[str, Any]]:
+    """The tool and the model's (validated) arguments of a ``FunctionToolset.call_tool`` call."""
+    return tool, tool_args
 
 
 adapter = PydanticAI()
