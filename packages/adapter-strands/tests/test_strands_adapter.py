@@ -286,6 +286,15 @@ def test_an_install_whose_strands_moved_fails_at_import_naming_the_supported_ran
             print(err)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-strands supports strands-agents<2,>=1.0.0 (installed: strands-agents 1.")
+    assert out.startswith("agent-saga-strands supports strands-agents<2,>=1.21.0 (installed: strands-agents 1.")
     assert "no longer has DecoratedFunctionTool._tool_func" in out
     assert "pip install 'agent-saga-strands[strands]'" in out
+
+
+def test_the_example_unwinds_the_trip(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "strands_trip.py"
+    out = subprocess.run([sys.executable, str(example)], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert "aborted: tool 'charge_card' failed inside the run (ConnectionError: payment gateway timed out)" in out
+    assert "undone, newest first: ['book_hotel', 'hold_seat']" in out
+    assert "world: {'seat_7A': 'released', 'room_12': 'cancelled'}" in out
+    assert (tmp_path / "strands-trip.wal").exists()
