@@ -30,8 +30,9 @@ WORLD: dict[str, str] = {}  # the "outside world"
 class ScriptedModel(Model):
     """One tool call per turn from a script, then a summary."""
 
-    script = [("hold_seat", {"flight": "TP1351"}), ("book_hotel", {"city": "Lisbon", "nights": 3}),
-              ("charge_card", {"amount": 1240})]
+    def __init__(self) -> None:
+        self.script = [("hold_seat", {"flight": "TP1351"}), ("book_hotel", {"city": "Lisbon", "nights": 3}),
+                       ("charge_card", {"amount": 1240})]
 
     def update_config(self, **model_config: Any) -> None:
         pass
