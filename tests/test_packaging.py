@@ -36,6 +36,7 @@ DISTRIBUTIONS = {
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
     "adapter-ag2": "agent_saga_ag2",
     "adapter-pydantic-ai": "agent_saga_pydantic_ai",
+    "adapter-strands": "agent_saga_strands",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
 # The core's version, read from its source: this test's own environment does not install it.
@@ -47,7 +48,7 @@ ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
 WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
-WITH_EXTRA += ("pydantic_ai",)
+WITH_EXTRA += ("pydantic_ai", "strands")
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +101,7 @@ report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
 for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex",
-             "pydantic_ai"):
+             "pydantic_ai", "strands"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -132,6 +133,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert skipped["ag2"] == "ag2 is not installed"
     assert skipped["pydantic_ai"] == "pydantic-ai-slim is not installed"
+    assert skipped["strands"] == "strands-agents is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -145,6 +147,7 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
     assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
     assert "pip install 'agent-saga-pydantic-ai[pydantic_ai]'" in errors["pydantic_ai"]
+    assert "pip install 'agent-saga-strands[strands]'" in errors["strands"]
     assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
 
 
