@@ -167,6 +167,21 @@ def test_wrap_tools_on_a_toolset_keeps_what_the_model_sees_and_refuses_unknown_n
         wrap_tools([], {})  # type: ignore[type-var]
 
 
+def test_wrap_tools_finds_a_tool_in_a_toolset_the_agent_was_given(tmp_path: Path) -> None:
+    booking = FunctionToolset([book_flight])
+    worker = Agent(scripted([*TRIP, ("send_confirmation", {"email": "a@b.c"})]), toolsets=[booking],
+                   tools=[charge_card, send_confirmation])
+    wrap_tools(worker, {"book_flight": {"semantics": "COMPENSABLE", "compensate": _cancel},
+                        "charge_card": {"semantics": "COMPENSABLE", "compensate": _refund}})
+    assert wrap_tool.__self__.is_wrapped(booking.tools["book_flight"])
+    wal = FileWAL(tmp_path / "given.wal")
+    with pytest.raises(SagaAborted) as caught:
+        saga_run_sync(worker, "book it", wal=wal)
+    assert isinstance(caught.value.cause, ConnectionError)  # an unwrapped tool's failure ends the run too
+    _undone_once_newest_first(wal, caught.value)
+    wal.close()
+
+
 def test_the_run_context_reaches_the_function_but_not_the_log_nor_the_schema(tmp_path: Path) -> None:
     seen: list[tuple[str, str]] = []
 

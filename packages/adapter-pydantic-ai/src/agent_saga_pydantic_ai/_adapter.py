@@ -103,31 +103,32 @@ def wrap_tools(target: Target, steps: Mapping[str, StepOptions | Mapping[str, An
     ``steps`` maps a tool's name to its step options: a :class:`~agent_saga.StepOptions`, or
     the keywords ``wrap_tool`` takes (``{"semantics": "COMPENSABLE", "compensate": ...}``).
     For an ``Agent`` the tools are those registered with ``@agent.tool``, ``@agent.tool_plain``
-    or ``tools=[...]``. Returns ``target``. A name the toolset does not hold is refused before
-    anything changes.
+    or ``tools=[...]``, and those of the ``FunctionToolset``s in its ``toolsets=[...]``. Returns
+    ``target``. A name none of them holds is refused before anything changes.
     """
-    toolset = _function_toolset(target)
-    missing = sorted(set(steps) - set(toolset.tools))
+    holders = _function_toolsets(target)
+    held = {name: toolset for toolset in reversed(holders) for name in toolset.tools}  # the first holder wins
+    missing = sorted(set(steps) - set(held))
     if missing:
         raise ValueError(
             f"wrap_tools: no tool named {', '.join(map(repr, missing))} in this "
-            f"{type(target).__name__} (it has {', '.join(map(repr, sorted(toolset.tools))) or 'no tools'})"
+            f"{type(target).__name__} (it has {', '.join(map(repr, sorted(held))) or 'no tools'})"
         )
     wrapped = {}
     for name, options in steps.items():
         step = {"options": options} if isinstance(options, StepOptions) else dict(options)
-        wrapped[name] = adapter.wrap_tool(toolset.tools[name], **step)
-    toolset.tools.update(wrapped)
+        wrapped[name] = adapter.wrap_tool(held[name].tools[name], **step)
+    for name, tool in wrapped.items():
+        held[name].tools[name] = tool
     return target
 
 
-def _function_toolset(target: Any) -> FunctionToolset[Any]:
+def _function_toolsets(target: Any) -> list[FunctionToolset[Any]]:
+    """The function toolsets of ``target``: itself, or an agent's own and those it was given."""
     if isinstance(target, FunctionToolset):
-        return target
-    if isinstance(target, Agent):
-        for toolset in target.toolsets:  # the agent's own function toolset comes first
-            if isinstance(toolset, FunctionToolset):
-                return toolset
+        return [target]
+    if isinstance(target, Agent):  # the agent's own function toolset (its decorated tools) comes first
+        return [toolset for toolset in target.toolsets if isinstance(toolset, FunctionToolset)]
     raise TypeError(
         f"wrap_tools takes a pydantic_ai FunctionToolset or Agent, got {type(target).__module__}.{type(target).__qualname__}"
     )
