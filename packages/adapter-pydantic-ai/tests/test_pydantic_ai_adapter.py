@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from agent_saga_pydantic_ai import saga_run, saga_run_sync, wrap_tool, wrap_tools
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai_drive import agent, scripted
@@ -323,3 +325,31 @@ def test_the_example_unwinds_the_trip(tmp_path: Path) -> None:
     assert "undone, newest first: ['book_hotel', 'hold_seat']" in out
     assert "world: {'seat_7A': 'released', 'room_12': 'cancelled'}" in out
     assert (tmp_path / "pydantic-ai-trip.wal").exists()
+
+
+ANNOTATIONS = ["RunContext", "RunContext[str]", "RunContext[Any]", "'RunContext[str]'", "int", "str", "Any", None]
+
+
+@settings(max_examples=60, deadline=None)
+@given(first=st.sampled_from(ANNOTATIONS), name=st.sampled_from(["ctx", "context", "c", "x"]),
+       postponed=st.booleans(), rest=st.integers(min_value=0, max_value=2))
+def test_the_hidden_run_context_is_exactly_what_pydantic_ai_fills(first: str | None, name: str, postponed: bool,
+                                                                   rest: int) -> None:
+    # Pydantic AI's own rule (Tool.takes_ctx) decides which parameter it fills; the adapter must
+    # hide exactly that one from the log, however the annotation is written.
+    params = [f"{name}: {first}" if first else name] + [f"a{i}: int" for i in range(rest)]
+    source = ("from __future__ import annotations\n" if postponed else "") + textwrap.dedent(f"""
+        from typing import Any
+        from pydantic_ai import RunContext
+        def fn({", ".join(params)}) -> int:
+            '''A tool.'''
+            return 1
+    """)
+    space: dict[str, Any] = {}
+    exec(compile(source, "<generated>", "exec"), space)
+    fn = space["fn"]
+    try:
+        takes_ctx = Tool(fn).takes_ctx
+    except Exception:  # a signature Pydantic AI itself refuses: nothing to compare
+        return
+    assert wrap_tool.__self__.framework_params(fn) == ((name,) if takes_ctx else ())
