@@ -33,9 +33,9 @@ def run_demo(workdir: Path) -> Path:
     """`agent-saga demo` in ``workdir``; returns the log, as a path relative to ``workdir``."""
     env = dict(os.environ, AGENT_SAGA_HOME=str(workdir / ".home"))
     env.pop("AGENT_SAGA_WAL", None)
-    subprocess.run([sys.executable, "-m", "agent_saga", "demo", "--dir", "agent-saga-demo"], cwd=workdir, env=env,
+    subprocess.run([sys.executable, "-m", "agent_saga", "demo"], cwd=workdir, env=env,
                    check=True, capture_output=True, timeout=180)
-    return Path("agent-saga-demo") / "demo.wal"
+    return Path("agent-saga.wal")  # the demo's log is the default log of the directory it ran in
 
 
 def animation(log: Path, saga_name: str) -> tuple[str, str]:

@@ -35,6 +35,8 @@ DISTRIBUTIONS = {
     "adapter-autogen": "agent_saga_autogen",
     "adapter-semantic-kernel": "agent_saga_semantic_kernel",
     "adapter-ag2": "agent_saga_ag2",
+    "adapter-google-adk": "agent_saga_google_adk",
+    "adapter-agno": "agent_saga_agno",
     "adapter-pydantic-ai": "agent_saga_pydantic_ai",
     "adapter-strands": "agent_saga_strands",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
@@ -47,8 +49,8 @@ ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 # The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
-WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2")
-WITH_EXTRA += ("pydantic_ai", "strands")
+WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2",
+              "google_adk", "agno", "pydantic_ai", "strands")
 
 pytestmark = pytest.mark.slow
 
@@ -101,7 +103,7 @@ report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
 for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex",
-             "pydantic_ai", "strands"):
+             "google_adk", "agno", "pydantic_ai", "strands"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -132,6 +134,8 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["autogen"] == "autogen-core is not installed"
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert skipped["ag2"] == "ag2 is not installed"
+    assert skipped["google_adk"] == "google-adk is not installed"
+    assert skipped["agno"] == "agno is not installed"
     assert skipped["pydantic_ai"] == "pydantic-ai-slim is not installed"
     assert skipped["strands"] == "strands-agents is not installed"
     assert out["imported"] == []
@@ -146,6 +150,8 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-autogen[autogen]'" in errors["autogen"]
     assert "pip install 'agent-saga-semantic-kernel[semantic_kernel]'" in errors["semantic_kernel"]
     assert "pip install 'agent-saga-ag2[ag2]'" in errors["ag2"]
+    assert "pip install 'agent-saga-google-adk[google_adk]'" in errors["google_adk"]
+    assert "pip install 'agent-saga-agno[agno]'" in errors["agno"]
     assert "pip install 'agent-saga-pydantic-ai[pydantic_ai]'" in errors["pydantic_ai"]
     assert "pip install 'agent-saga-strands[strands]'" in errors["strands"]
     assert "pip install agent-saga-vertex" in errors["vertex"]  # no such distribution installed
@@ -279,7 +285,7 @@ def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_p
     assert out.returncode == 0, out.stdout + out.stderr
     assert "world afterwards: nothing left standing" in out.stdout
     assert (clone / ".venv" / "bin" / "agent-saga").exists()  # installed into the venv the first line made
-    assert (clone / "agent-saga-demo" / "demo.wal").exists()
+    assert (clone / "agent-saga.wal").exists()  # the default log: `agent-saga graph` finds it unasked
 
 
 def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_schema(

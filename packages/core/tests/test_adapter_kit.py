@@ -388,6 +388,25 @@ def test_top_level_wrap_tool_loads_the_installed_adapter_that_knows_the_tool(sit
     assert "toonew did not load: pluggy" in out["unknown"] and "outside the supported range pluggy>=99" in out["unknown"]
 
 
+def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() -> None:
+    # google-adk lives in the `google` namespace, with protobuf, genai and the rest: its tools
+    # name the ADK adapter, and nothing else under `google` does.
+    Adk = type("FunctionTool", (), {"__module__": "google.adk.tools.function_tool"})
+    with pytest.raises(TypeError, match=r"google\.adk\.tools\.function_tool\.FunctionTool is a google\.adk tool: "
+                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google_adk\]'"):
+        agent_saga.wrap_tool(Adk(), semantics="REVERSIBLE")
+    Proto = type("Message", (), {"__module__": "google.protobuf.message"})
+    with pytest.raises(TypeError, match=r"^no installed adapter recognises google\.protobuf\.message\.Message"):
+        agent_saga.wrap_tool(Proto(), semantics="REVERSIBLE")
+
+
+def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
+    Function = type("Function", (), {"__module__": "agno.tools.function"})
+    with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]'"):
+        agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
+
+
 def test_a_tool_of_a_known_framework_without_its_adapter_names_the_distribution_to_install() -> None:
     Foreign = type("StructuredTool", (), {"__module__": "langchain_core.tools.structured"})
     with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]'"):

@@ -1,6 +1,6 @@
 """The connectors package needs no extra; each connector names its extra when its client library is missing.
 
-This runs in the core env, where none of stripe, psycopg or simple-salesforce is installed.
+This runs in the core env, where none of stripe, psycopg, simple-salesforce or SQLAlchemy is installed.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ def test_the_seed_import_works_without_any_extra() -> None:
 
 @pytest.mark.parametrize(("connector", "library", "extra"), [
     ("stripe", "stripe", "stripe"), ("postgres", "psycopg", "postgres"), ("salesforce", "simple_salesforce", "salesforce"),
+    ("sqlalchemy", "sqlalchemy", "sqlalchemy"),
 ])
 def test_a_connector_without_its_library_names_the_extra(connector: str, library: str, extra: str) -> None:
     assert importlib.util.find_spec(library) is None, f"{library} is installed in this env; this test needs it absent"

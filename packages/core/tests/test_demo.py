@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import defaultdict
@@ -25,8 +26,8 @@ def test_the_three_acts_happen_as_told(tmp_path: Path) -> None:
     proc = run_demo(tmp_path / "demo")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "\033[" not in proc.stdout  # not a TTY: plain text
-    records = list(read_records(tmp_path / "demo" / "demo.wal"))
-    world = [json.loads(x) for x in (tmp_path / "demo" / "world.jsonl").read_text().splitlines()]
+    records = list(read_records(tmp_path / "demo" / "agent-saga.wal"))
+    world = [json.loads(x) for x in (tmp_path / "demo" / "agent-saga-demo.world.jsonl").read_text().splitlines()]
     by_saga: dict[str, list[dict[str, Any]]] = defaultdict(list)
     names: dict[str, str] = {}
     for r in records:
@@ -58,7 +59,7 @@ def test_the_three_acts_happen_as_told(tmp_path: Path) -> None:
 
     # Nothing is left standing, and the log verifies.
     verify = subprocess.run([sys.executable, "-m", "agent_saga", "verify", "--wal-path",
-                             str(tmp_path / "demo" / "demo.wal")], capture_output=True, text=True, check=False)
+                             str(tmp_path / "demo" / "agent-saga.wal")], capture_output=True, text=True, check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
@@ -73,7 +74,7 @@ def _tree(directory: Path) -> dict[str, bytes | None]:
             for p in sorted(directory.rglob("*"))}
 
 
-@pytest.mark.parametrize("existing", ["demo.wal", "world.jsonl", "demo.wal.recovery"])
+@pytest.mark.parametrize("existing", ["agent-saga.wal", "agent-saga-demo.world.jsonl", "agent-saga.wal.recovery"])
 def test_a_file_of_the_user_in_the_demo_directory_is_refused_and_left_as_it_was(
     tmp_path: Path, existing: str
 ) -> None:
@@ -105,8 +106,37 @@ def test_force_replaces_an_earlier_run_and_nothing_else(tmp_path: Path) -> None:
 
     forced = run_demo(directory, "--force")
     assert forced.returncode == 0, forced.stdout + forced.stderr
-    names = [r["body"]["name"] for r in read_records(directory / "demo.wal") if r["type"] == "SAGA_STARTED"]
+    names = [r["body"]["name"] for r in read_records(directory / "agent-saga.wal") if r["type"] == "SAGA_STARTED"]
     assert sorted(names) == ["checkout-worker", "onboard-acme", "pay-supplier", "runaway-agent"]  # one run
-    world = [json.loads(x) for x in (directory / "world.jsonl").read_text().splitlines()]
+    world = [json.loads(x) for x in (directory / "agent-saga-demo.world.jsonl").read_text().splitlines()]
     assert sum(e["op"] == "create" and e["target"] == "instance i-0abc" for e in world) == 1
     assert (directory / "notes.txt").read_text() == "not the demo's\n"
+
+
+def test_bare_demo_then_the_seeds_next_command_and_every_printed_command_run(tmp_path: Path) -> None:
+    # The seed: `agent-saga demo`, then `agent-saga graph --wal ./agent-saga.wal`. With no
+    # --dir the demo's log is the default log of the directory it ran in.
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_SAGA_WAL"}
+    bindir = Path(sys.executable).parent
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    demo = subprocess.run([sys.executable, "-m", "agent_saga", "demo"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert (tmp_path / "agent-saga.wal").is_file()
+
+    seed = subprocess.run(["agent-saga", "graph", "--wal", "./agent-saga.wal"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert seed.returncode == 0, seed.stderr
+    assert seed.stdout.startswith("flowchart") and "onboard-acme" in seed.stdout
+
+    lines = demo.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("next")) + 1
+    commands = [line.strip() for line in lines[start:]]
+    assert commands and all(c.startswith("agent-saga ") for c in commands), lines[start - 1:]
+    assert any(c.startswith("agent-saga graph --wal ./agent-saga.wal") for c in commands)
+    for command in commands:  # exactly as printed, comment and all, through a shell
+        ran = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=60, check=False)
+        assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
+    animation = (tmp_path / "rollback.svg").read_text()
+    assert "onboard-acme" in animation  # Act I, as the line says

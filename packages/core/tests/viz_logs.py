@@ -21,7 +21,7 @@ def run_demo(directory: Path) -> Path:
     proc = subprocess.run([sys.executable, "-m", "agent_saga", "demo", "--dir", str(directory)], env=env,
                           capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return directory / "demo.wal"
+    return directory / "agent-saga.wal"
 
 
 def write_mixed_log(path: Path) -> Path:

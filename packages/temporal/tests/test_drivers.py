@@ -31,7 +31,9 @@ async def test_the_scripted_driver_picks_the_offered_arguments_then_finishes() -
     first = await driver.decide(situation(1))
     assert first == Proposal("charge_payment", OPTIONS[0].args, 0.8, "scripted")
     assert await driver.decide(situation(2)) == Proposal("x", {"a": 1}, 0.1)
-    assert (await driver.decide(situation(3))).choice == FINISH
+    # Past the script's end it proposes the job's finishing choice, whatever the job calls it.
+    assert (await driver.decide(situation(3))).choice == "verify_order"
+    assert (await ScriptedDriver([FINISH]).decide(situation(1))).choice == "verify_order"
     with pytest.raises(ConfigurationError, match="a script entry is a step name or a Proposal"):
         ScriptedDriver([42])  # type: ignore[list-item]
 
@@ -39,7 +41,8 @@ async def test_the_scripted_driver_picks_the_offered_arguments_then_finishes() -
 def test_the_model_sees_only_the_allowed_options_with_their_fixed_arguments() -> None:
     messages = ModelDriver(client=object(), model="m").messages(situation())  # type: ignore[arg-type]
     shown = json.loads(messages[1]["content"])
-    assert [o["name"] for o in shown["options"]] == ["charge_payment", FINISH]
+    assert [o["name"] for o in shown["options"]] == ["charge_payment", "verify_order"]
+    assert "Choose 'verify_order' when the goal is reached" in messages[0]["content"]
     assert shown["options"][0]["arguments"] == {"order_id": "order-1001", "amount_cents": 4200, "customer": "cust-7"}
     assert shown["refused_before"] == [{"choice": "schedule_fulfillment", "why": "not offered"}]
     assert "not yours to change" in messages[0]["content"]
@@ -105,7 +108,7 @@ async def test_a_checkout_run_by_a_model_behind_a_tier_on_the_real_workflow(
 ) -> None:
     order_id = open_order(provider)
     answers = [chosen("schedule_fulfillment"),  # not offered yet: the workflow refuses and records it
-               chosen("reserve_inventory"), chosen("charge_payment"), chosen("schedule_fulfillment"), chosen(FINISH)]
+               chosen("reserve_inventory"), chosen("charge_payment"), chosen("schedule_fulfillment"), chosen("verify_order")]
     with ChatServer({"qwen-7b": answers}, api_key=KEY) as server:
         tier = OpenAICompatibleTier("local-7b", "qwen-7b", base_url=server.base_url, api_key=llm_key)
         client = await Client.connect(temporal_address)
@@ -117,7 +120,7 @@ async def test_a_checkout_run_by_a_model_behind_a_tier_on_the_real_workflow(
     assert report.status == "succeeded_verified"
     assert [(p.choice, p.accepted) for p in report.proposals] == [
         ("schedule_fulfillment", False), ("reserve_inventory", True), ("charge_payment", True),
-        ("schedule_fulfillment", True), (FINISH, True),
+        ("schedule_fulfillment", True), ("verify_order", True),
     ]
     assert kinds(provider, order_id) == ["create reservation", "create charge", "create shipment"]
     # every proposal came from the model over HTTP, and the model was shown what it had been refused

@@ -69,8 +69,11 @@ def test_the_example_manifest_validates_against_the_published_schema() -> None:
      "saga.yaml:9: steps[0].undo.args: $reply.id refers to nothing here (use $facts., $args...., or $$ for a literal $)"),
     (("  - name: email", "  - name: finish"), "saga.yaml:10: steps[1].name: 'finish' is reserved: it is the choice that ends a job"),
     (("goal: sell one thing", "goal: sell one thing\nretries: 3"),
-     "saga.yaml:1: Additional properties are not allowed ('retries' was unexpected) (allowed here: facts, goal, "
-     "invariants, limits, name, steps, tags, version)"),
+     "saga.yaml:1: Additional properties are not allowed ('retries' was unexpected) (allowed here: facts, finish, "
+     "goal, invariants, limits, name, steps, tags, version)"),
+    # A job may name its finishing choice; no step may then take that name.
+    (("invariants: [paid]", "invariants: [paid]\nfinish: email"),
+     "saga.yaml:10: steps[1].name: 'email' is this job's finishing choice (finish:); name the step otherwise"),
     (("facts: {order_id: o-1, amount: 5}", "facts: {order_id: o-1, amount: 5, due: 2024-05-01}"),
      "saga.yaml:4: facts.due: date '2024-05-01' is not JSON: quote it"),
     (("name: checkout", "name: checkout\nname: other"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -82,8 +83,11 @@ def test_a_confidence_outside_0_to_1_is_malformed(confidence: Any) -> None:
 
 def test_options_follow_the_after_order_and_always_offer_finish() -> None:
     job = checkout_job()
-    assert [o.choice for o in allowed_options(job, [])] == ["reserve_inventory", FINISH]
-    assert [o.choice for o in allowed_options(job, ["reserve_inventory"])] == ["charge_payment", FINISH]
+    # The checkout names its finishing choice (finish: verify_order); a job that does not says finish.
+    assert [o.choice for o in allowed_options(job, [])] == ["reserve_inventory", "verify_order"]
+    assert [o.choice for o in allowed_options(job, ["reserve_inventory"])] == ["charge_payment", "verify_order"]
+    unnamed = dataclasses.replace(job, finish=FINISH)
+    assert [o.choice for o in allowed_options(unnamed, [])] == ["reserve_inventory", FINISH]
     charge = allowed_options(job, ["reserve_inventory"])[0]
     assert charge.args == {"order_id": "order-1001", "amount_cents": 4200, "customer": "cust-7"}
 

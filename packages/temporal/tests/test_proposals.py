@@ -57,7 +57,7 @@ async def test_a_step_not_allowed_now_a_forged_argument_and_a_low_confidence_are
         ("reserve_inventory", False, "forged_args"),
         ("reserve_inventory", False, "low_confidence"),
         ("reserve_inventory", True, ""), ("charge_payment", True, ""), ("schedule_fulfillment", True, ""),
-        (FINISH, True, ""),
+        ("verify_order", True, ""),  # FINISH in a script is the job's finishing choice
     ]
     assert "'quantity': 200" in report.proposals[1].refusal
     # Recorded in the workflow's history (its memo), not only in the workflow's memory.

@@ -25,7 +25,7 @@ def test_happy_ends_succeeded_verified_with_the_three_effects(state: Path, tempo
     done = run_example("happy", state=state, address=temporal_address)
     assert done.returncode == 0, done.stderr
     out = lines(done)
-    assert out["Agent chose"] == "reserve_inventory -> charge_payment -> schedule_fulfillment -> finish"
+    assert out["Agent chose"] == "reserve_inventory -> charge_payment -> schedule_fulfillment -> verify_order"
     assert out["Undo order"] == "(nothing undone)"
     assert out["Outcome"] == "succeeded_verified"
     assert out["Provider effects"] == "3"

@@ -65,6 +65,7 @@ from agent_saga.gate import (
 from agent_saga.kit import AgentKit
 from agent_saga.log import (
     WAL,
+    BaseWAL,
     FileWAL,
     MemoryWAL,
     PostgresWAL,
@@ -162,6 +163,7 @@ __all__ = [
     "AgentKit",
     "ApprovalGateway",
     "ApprovalPolicy",
+    "BaseWAL",
     "Boundary",
     "BoundaryRequired",
     "BreakerPolicy",

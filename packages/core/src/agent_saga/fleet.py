@@ -37,7 +37,7 @@ from agent_saga.errors import BoundaryRequired, CompensationError, Configuration
 from agent_saga.log.base import WAL
 from agent_saga.registry import CompensationFactory, handler_name, inverse_for, is_prebound, registered
 from agent_saga.semantics import ActionSemantics, Compensation
-from agent_saga.toolspec import SPEC_ATTR, ToolSpec
+from agent_saga.toolspec import SPEC_ATTR, ToolSpec, awaited_by_caller
 
 __all__ = ["CoverageError", "SagaFleet"]
 
@@ -186,12 +186,20 @@ class SagaFleet:
 
             @functools.wraps(call)
             def sync_tool(*args: Any, **kwargs: Any) -> Any:
+                if awaited_by_caller():  # `await tool(...)`: see toolspec.awaited_by_caller
+                    return self._awaited(spec, call, args, kwargs)
                 with self._attached():
                     return spec.call_sync(call, args, kwargs)
 
             wrapper = sync_tool
         setattr(wrapper, SPEC_ATTR, spec)
         return wrapper
+
+    async def _awaited(
+        self, spec: ToolSpec, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        with self._attached():
+            return await spec.call_awaited(call, args, kwargs)
 
     # -- the saga on foreign threads ----------------------------------------------------
 

@@ -9,11 +9,14 @@ required), inside it is logged, gated and undone.
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
+import sys
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
+from types import CodeType
 from typing import Any, Unpack
 
 from agent_saga.context import current_saga
@@ -23,7 +26,7 @@ from agent_saga.engine.tagged import untag
 from agent_saga.errors import BoundaryRequired, CompensationError
 from agent_saga.semantics import ActionSemantics
 
-__all__ = ["SPEC_ATTR", "ToolSpec", "hold_back", "signature_of"]
+__all__ = ["SPEC_ATTR", "ToolSpec", "awaited_by_caller", "hold_back", "signature_of"]
 
 #: Set on every callable that ``ToolSpec.wrap`` (or an adapter) made a saga step.
 SPEC_ATTR = "__saga_spec__"
@@ -39,6 +42,26 @@ def signature_of(fn: Any, *, without: Collection[str] = ()) -> inspect.Signature
     if not without:
         return signature
     return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in without])
+
+
+@functools.lru_cache(maxsize=4096)
+def _awaits_at(code: CodeType, lasti: int) -> bool:
+    after = next((i for i in dis.get_instructions(code) if i.offset > lasti), None)
+    return after is not None and after.opname == "GET_AWAITABLE"
+
+
+def awaited_by_caller(depth: int = 2) -> bool:
+    """Whether the frame ``depth`` levels up awaits what the current call returns.
+
+    A wrapped *sync* tool is often written ``await charge(...)`` in async code (the
+    seed's AgentKit snippet does). Its result is a plain value, so the ``await`` used to
+    raise TypeError *after* the effect had run. The wrapper asks this instead: the
+    caller's next instruction is ``GET_AWAITABLE`` exactly when the call is the operand
+    of an ``await`` (CPython 3.11-3.13), and then the wrapper hands back a coroutine that
+    runs the step when awaited, once. Every other caller gets the value, as before.
+    """
+    frame = sys._getframe(depth)
+    return _awaits_at(frame.f_code, frame.f_lasti)
 
 
 #: A call as (function, args, kwargs).
@@ -218,6 +241,17 @@ class ToolSpec:
             return await fn(*_plain(args), **_plain_kw(kwargs))
         return await saga.execute(**self._step(fn, args, kwargs))
 
+    async def call_awaited(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A sync ``fn`` called under ``await``: the step runs on the async face, once.
+
+        Inside a saga the engine runs the sync forward off the event loop, as it does
+        for any blocking callable; outside one ``fn`` is called straight through.
+        """
+        saga = self._saga()
+        if saga is None:
+            return fn(*_plain(args), **_plain_kw(kwargs))
+        return await saga.execute(**self._step(fn, args, kwargs))
+
     def wrap(self, fn: Callable[..., Any], *, hidden: Collection[str] = ()) -> Callable[..., Any]:
         """A function of the same shape (sync or async) that runs ``fn`` through this spec.
 
@@ -241,6 +275,8 @@ class ToolSpec:
 
             @functools.wraps(fn)
             def sync_step(*args: Any, **kwargs: Any) -> Any:
+                if awaited_by_caller():  # `await tool(...)`: run the step when awaited, not before
+                    return self.call_awaited(*call(args, kwargs))
                 return self.call_sync(*call(args, kwargs))
 
             wrapper = sync_step

@@ -22,6 +22,7 @@ from stripe_server import StripeServer
 
 import agent_saga.connectors.postgres as postgres
 import agent_saga.connectors.salesforce as salesforce
+import agent_saga.connectors.sqlalchemy as sqlalchemy_connector
 import agent_saga.connectors.stripe as stripe_connector
 from agent_saga import CompensationRefused
 from agent_saga.connectors import set_credential_resolver
@@ -80,7 +81,8 @@ def secrets_dir(tmp_path: Path) -> Iterator[Path]:
 
 def test_no_shipped_connector_undo_takes_a_way_to_reach_something() -> None:
     handlers = [stripe_connector.refund, postgres.revert_update, postgres.remove_inserted, postgres.restore_deleted,
-                salesforce.revert]
+                salesforce.revert, sqlalchemy_connector.revert_update, sqlalchemy_connector.remove_inserted,
+                sqlalchemy_connector.restore_deleted]
     for fn in handlers:
         for name in inspect.signature(fn).parameters:
             assert not any(word in name.lower() for word in HOW), f"{fn.__qualname__} takes {name!r}"
@@ -118,6 +120,24 @@ def test_postgres_undos_refuse_a_connection_string_the_record_points_at(
         with pytest.raises(CompensationRefused, match="not a credential's name"):
             getattr(postgres, handler)(**kwargs, credential_ref=ref)
     assert listener.accepted == 0  # no connection was attempted
+
+
+@pytest.mark.parametrize("handler", ["revert_update", "remove_inserted", "restore_deleted"])
+def test_sqlalchemy_undos_refuse_a_database_url_the_record_points_at(
+    listener: Listener, secrets_dir: Path, handler: str
+) -> None:
+    elsewhere = secrets_dir.parent / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "url").write_text(f"postgresql+psycopg://agent@127.0.0.1:{listener.port}/x?connect_timeout=3")
+    planted = secrets_dir.parent / "planted.db"  # a SQLite URL creates its file on first connection
+    kwargs: dict[str, Any] = {"table": "accounts", "key": {"id": 1}}
+    kwargs |= {"revert_update": {"before": {"n": 1}, "wrote": {"n": 2}},
+               "remove_inserted": {"row": {"id": 1, "n": 2}},
+               "restore_deleted": {"before": {"id": 1, "n": 1}}}[handler]
+    for ref in ("../elsewhere/url", f"postgresql+psycopg://agent@127.0.0.1:{listener.port}/x", f"sqlite:///{planted}"):
+        with pytest.raises(CompensationRefused, match="not a credential's name"):
+            getattr(sqlalchemy_connector, handler)(**kwargs, credential_ref=ref)
+    assert listener.accepted == 0 and not planted.exists()  # no connection was attempted
 
 
 @pytest.mark.parametrize(("sobject", "record_id"), [

@@ -8,7 +8,13 @@ Temporal workflow whose every effect, decision and question is an activity.
 
 from agent_saga_temporal.activities import SagaActivities
 from agent_saga_temporal.devserver import DevServer, DevServerError, temporal_binary
-from agent_saga_temporal.drivers import Driver, ModelDriver, ScriptedDriver
+from agent_saga_temporal.drivers import (
+    OPENROUTER_BASE_URL,
+    Driver,
+    ModelDriver,
+    PydanticAIDriver,
+    ScriptedDriver,
+)
 from agent_saga_temporal.export import Exported, ExportError, export_job
 from agent_saga_temporal.jobs import (
     DEFAULT_TASK_QUEUE,
@@ -22,6 +28,7 @@ from agent_saga_temporal.jobs import (
 from agent_saga_temporal.manifest import ManifestError, load_manifest, parse_manifest, schema
 from agent_saga_temporal.model import (
     FINISH,
+    JobEvent,
     JobReport,
     JobSpec,
     Limits,
@@ -41,12 +48,14 @@ from agent_saga_temporal.workflow import WORKFLOW_NAME, SagaJob
 __all__ = [
     "DEFAULT_TASK_QUEUE",
     "FINISH",
+    "OPENROUTER_BASE_URL",
     "WORKFLOW_NAME",
     "DevServer",
     "DevServerError",
     "Driver",
     "ExportError",
     "Exported",
+    "JobEvent",
     "JobReport",
     "JobSpec",
     "Limits",
@@ -54,6 +63,7 @@ __all__ = [
     "ModelDriver",
     "Proposal",
     "ProposalRecord",
+    "PydanticAIDriver",
     "Resolution",
     "SagaActivities",
     "SagaJob",

@@ -1,8 +1,9 @@
-"""``agent-saga-temporal``: check a manifest, print its schema, resolve or export a job.
+"""``agent-saga-temporal``: check a manifest, print its schema, resolve or export a job, run the demo.
 
 Exit codes as the core's ``agent-saga``: 0 ok; 1 a finding (an invalid manifest);
 2 a usage error (or a resolution the job refused); 3 could not check (no server,
-unreadable file, no such job).
+unreadable file, no such job); 141 the reader of the output went away
+(``agent-saga-temporal schema | head``), as a shell reports SIGPIPE, without a traceback.
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ def _parser() -> argparse.ArgumentParser:
     export = verbs.add_parser("export", help="write a job's history to a hash-chained agent-saga log")
     server(export)
     export.add_argument("--wal-path", required=True, help="the log to append to (created if missing)")
+
+    demo = verbs.add_parser(
+        "demo", help="run a checkout scenario, export it, and replay it in the flight recorder",
+        description=("Run the checkout example's scenario (on $TEMPORAL_ADDRESS, else a local dev server), "
+                     "export its history to a hash-chained log, and serve the flight recorder on 127.0.0.1 "
+                     "with the URL that opens this run and watches it from the start. Ctrl+C stops it."),
+    )
+    demo.add_argument("--scenario", default="lost-response",
+                      help="happy, business-failure, lost-response or refund-fails (default: %(default)s)")
+    demo.add_argument("--open", action="store_true", help="open the URL in a browser (printed either way)")
+    demo.add_argument("--wal-path", help="the log to export to (default: demo.wal in $AGENT_SAGA_TEMPORAL_STATE, "
+                                         "else ./agent-saga-temporal-demo)")
+    demo.add_argument("--port", type=int, default=0, help="the flight recorder's port (default: any free one)")
     return parser
 
 
@@ -66,6 +80,8 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_UNCHECKED if not os.path.isfile(args.manifest) else EXIT_FINDING
         print(f"{args.manifest}: ok: job {job.name!r}, {len(job.steps)} steps, {len(job.invariants)} invariants")
         return EXIT_OK
+    if args.verb == "demo":
+        return _demo(args)
     code = asyncio.run(_remote(args))
     # The SDK's native runtime can abort the interpreter's shutdown after a refused
     # connection (SIGABRT in about 1 run of 5 here). Everything this command wrote is
@@ -111,6 +127,43 @@ async def _remote(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agent_saga_temporal.demo import run_demo
+    from agent_saga_temporal.devserver import DevServerError
+    from agent_saga_temporal.examples.ecommerce.run import SCENARIOS
+    from agent_saga_temporal.export import ExportError
+
+    if args.scenario not in SCENARIOS:
+        print(f"error: unknown scenario {args.scenario!r}: choose one of {', '.join(SCENARIOS)}", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port {args.port} is not a port number (0..65535)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        code = run_demo(args.scenario, wal_path=Path(args.wal_path) if args.wal_path else None, port=args.port,
+                        open_browser=args.open, out=lambda line: print(line, flush=True))
+    except (DevServerError, ExportError, OSError, RuntimeError) as err:
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        code = EXIT_UNCHECKED
+    # As for the remote verbs: leave without the teardown the SDK's native runtime can abort.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    return _run(_parser().parse_args(argv))
+    from agent_saga.cli.main import quiet_broken_pipe
+
+    try:
+        try:
+            code = _run(_parser().parse_args(argv))
+        except SystemExit:  # --help, a usage error: argparse printed, and exits
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # here, so that a reader gone away (`| head`) is caught below
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+    return code
 

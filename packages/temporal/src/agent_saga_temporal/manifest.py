@@ -22,6 +22,7 @@ import yaml
 
 from agent_saga import ActionSemantics, ConfigurationError
 from agent_saga_temporal.model import (
+    FINISH,
     JobSpec,
     Limits,
     StepSpec,
@@ -178,9 +179,13 @@ def _references(data: dict[str, Any], lines: _Lines) -> Iterator[str]:
     steps = data["steps"]
     facts = data.get("facts", {})
     names: dict[str, int] = {}
+    finish = data.get("finish", FINISH)
     for i, step in enumerate(steps):
         if step["name"] in names:
             yield f"{lines.at(['steps', i, 'name'])}: steps[{i}].name: step {step['name']!r} is already defined"
+        elif step["name"] == finish:
+            yield (f"{lines.at(['steps', i, 'name'])}: steps[{i}].name: {finish!r} is this job's finishing "
+                   "choice (finish:); name the step otherwise")
         names.setdefault(step["name"], i)
     for i, step in enumerate(steps):
         for j, before in enumerate(step.get("after", [])):
@@ -259,4 +264,5 @@ def _job(data: dict[str, Any]) -> JobSpec:
     return JobSpec(
         name=data["name"], goal=data["goal"], steps=steps, invariants=list(data["invariants"]),
         facts=dict(data.get("facts", {})), limits=limits, tags=list(data.get("tags", [])),
+        finish=data.get("finish", FINISH),
     )

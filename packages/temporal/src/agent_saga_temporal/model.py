@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "ACTIVITY",
+    "EVENT_KINDS",
     "FINISH",
     "NOT_APPLIED",
     "AdmitCall",
@@ -24,6 +25,7 @@ __all__ = [
     "GateVerdict",
     "InvariantCall",
     "InvariantResult",
+    "JobEvent",
     "JobReport",
     "JobSpec",
     "Limits",
@@ -45,6 +47,7 @@ __all__ = [
 ]
 
 #: The choice that says "the goal is reached": the workflow then checks the invariants.
+#: A job may name it otherwise (``JobSpec.finish``, ``finish:`` in saga.yaml), e.g. ``verify_order``.
 FINISH = "finish"
 
 #: The failure type of an effect that certainly did not happen (``agent_saga.NotApplied``).
@@ -142,6 +145,9 @@ class JobSpec:
     facts: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     tags: list[str] = field(default_factory=list)
+    #: The choice that ends the forward part by checking the invariants afresh. Last, with a
+    #: default, so that a job recorded before it existed still decodes (and replays) the same.
+    finish: str = FINISH
 
     def step(self, name: str) -> StepSpec:
         for spec in self.steps:
@@ -264,6 +270,11 @@ class Situation:
     options: list[StepOption]
     refusals: list[ProposalRecord]
 
+    @property
+    def finish(self) -> str:
+        """The job's finishing choice: always the last option offered."""
+        return self.options[-1].choice if self.options else FINISH
+
 
 def allowed_options(job: JobSpec, done: Iterable[str]) -> list[StepOption]:
     """The steps not yet done whose prerequisites are, with their arguments filled in, then finish."""
@@ -274,7 +285,7 @@ def allowed_options(job: JobSpec, done: Iterable[str]) -> list[StepOption]:
             continue
         args = resolve_refs(spec.args, {"facts": job.facts})
         options.append(StepOption(spec.name, args, spec.semantics, spec.description))
-    options.append(StepOption(FINISH, {}, "REVERSIBLE", "the goal is reached: check the invariants"))
+    options.append(StepOption(job.finish, {}, "REVERSIBLE", "the goal is reached: check the invariants"))
     return options
 
 
@@ -426,6 +437,36 @@ class StepReport:
     undo_attempts: int = 0
 
 
+@dataclass(frozen=True)
+class JobEvent:
+    """One thing the workflow did, numbered in the order it did it (``seq`` from 1).
+
+    ``kind`` is one of :data:`EVENT_KINDS`; ``step`` names the step, undo handler or
+    finishing choice it concerns ('' for the job as a whole); ``detail`` is the outcome
+    in a few words. Recorded as it happens, so the report of a running job holds the
+    events so far; the names are the workflow's own, never text from the agent.
+    """
+
+    seq: int
+    kind: str
+    step: str = ""
+    detail: str = ""
+
+
+#: The kinds of :class:`JobEvent`, in the order a job meets them.
+EVENT_KINDS = (
+    "saga_started",  # admitted by the gate
+    "proposal_recorded",  # a turn's proposal and the judgement (accepted, or the rule that refused it)
+    "effect_outcome_recorded",  # one run of a step's effect: committed, failed (unknown) or not_applied
+    "reconciliation_recorded",  # the step's reconciler answered: landed, not landed, cannot tell
+    "invariant_evaluated",  # the fresh check of every invariant, under the finishing choice's name
+    "compensation_recorded",  # one run of an undo and the check that followed
+    "escalated",  # waiting for a person
+    "resolution_recorded",  # a person's decision
+    "terminal_assigned",  # the job's end status
+)
+
+
 @dataclass
 class JobReport:
     """The job as the workflow sees it: its status query and its result."""
@@ -441,3 +482,4 @@ class JobReport:
     waiting: str = ""
     resolutions: list[Resolution] = field(default_factory=list)
     rejected: list[str] = field(default_factory=list)  # resolutions that could not be acted on, and why
+    events: list[JobEvent] = field(default_factory=list)  # the timeline, numbered from 1

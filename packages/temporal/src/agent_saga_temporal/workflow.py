@@ -23,7 +23,6 @@ with workflow.unsafe.imports_passed_through():
     from agent_saga.ids import operation_id
     from agent_saga_temporal.model import (
         ACTIVITY,
-        FINISH,
         NOT_APPLIED,
         AdmitCall,
         Answer,
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         GateVerdict,
         InvariantCall,
         InvariantResult,
+        JobEvent,
         JobReport,
         JobSpec,
         Proposal,
@@ -66,6 +66,10 @@ def _failure(err: ActivityError) -> str:
     return str(cause) if cause is not None else str(err)
 
 
+def _landed(exists: bool | None) -> str:
+    return "landed" if exists is True else "did not land" if exists is False else "cannot tell"
+
+
 def _not_applied(err: ActivityError) -> bool:
     return isinstance(err.cause, ApplicationError) and err.cause.type == NOT_APPLIED
 
@@ -89,6 +93,7 @@ class SagaJob:
         if admitted is None or not admitted.allowed:
             why = error or (admitted.reason if admitted else "")
             return self._end(Status.ABORTED_CLEAN, f"the gate refused to start the job: {why}")
+        self._event("saga_started", "", job.name)
         cause = await self._forward()
         if cause is None:
             return self._end(Status.SUCCEEDED_VERIFIED)
@@ -149,7 +154,7 @@ class SagaJob:
             refusal = judge(proposal, options, limits)
             spec: StepSpec | None = None
             call: EffectCall | None = None
-            if refusal is None and proposal.choice != FINISH:
+            if refusal is None and proposal.choice != job.finish:
                 spec = job.step(proposal.choice)
                 call = self._effect_call(turn, spec, proposal.args)
                 verdict, error = await self._read(ACTIVITY.GATE, call, GateVerdict)
@@ -182,6 +187,7 @@ class SagaJob:
             str(proposal.reason), refusal is None, rule, why,
         )
         self._report.proposals.append(record)
+        self._event("proposal_recorded", record.choice, "accepted" if refusal is None else f"refused: {rule}")
         if refusal is not None:
             # Into the history now, so an export of a job still running shows the refusal.
             workflow.upsert_memo({f"refusal.{turn}": {
@@ -195,9 +201,12 @@ class SagaJob:
         call = InvariantCall(report.saga_id, self.job.invariants, self.job.facts, results)
         checks, error = await self._read(ACTIVITY.INVARIANTS, call, list[InvariantResult])
         if checks is None:
+            self._event("invariant_evaluated", self.job.finish, "could not be checked")
             return f"the invariants could not be checked: {error}"
         report.checks = checks
         failed = [c for c in checks if c.holds is not True]
+        held = len(checks) - len(failed)
+        self._event("invariant_evaluated", self.job.finish, f"{held} of {len(self.job.invariants)} hold")
         if not failed and len(checks) == len(self.job.invariants):
             return None
         return "; ".join(
@@ -222,10 +231,13 @@ class SagaJob:
             except ActivityError as err:
                 failure = _failure(err)
                 if _not_applied(err):
+                    self._event("effect_outcome_recorded", spec.name, "not_applied")
                     step.state, step.detail = "not_applied", failure
                     return f"{spec.name} did not happen: {failure}"
+                self._event("effect_outcome_recorded", spec.name, "unknown: the effect failed")
                 answer, error = await self._read(ACTIVITY.RECONCILE, call, Answer)
                 seen = answer or Answer(None, None, f"the reconciler could not be asked: {error}")
+                self._event("reconciliation_recorded", spec.name, _landed(seen.exists))
                 if seen.exists is True:
                     step.state, step.result, step.reconciled = "committed", seen.result, seen.detail or "landed"
                     return None
@@ -236,6 +248,7 @@ class SagaJob:
                     return f"{spec.name} did not happen after {attempt} runs: {step.detail}"
                 step.detail = f"{failure}; reconciler could not tell: {seen.detail}"
                 return f"{spec.name} may have happened: {step.detail}"
+            self._event("effect_outcome_recorded", spec.name, "committed")
             step.state = "committed"
             return None
         raise AssertionError("unreachable: the loop returns on its last attempt")
@@ -253,11 +266,13 @@ class SagaJob:
                 undone = any(s.outcome == "compensated" for s in report.steps)
                 return self._end(Status.COMPENSATED_VERIFIED if undone else Status.ABORTED_CLEAN)
             report.waiting = "; ".join(f"step {s.step} {s.name}: {s.outcome}: {s.detail}" for s in standing)
+            self._event("escalated", "", f"{len(standing)} step(s) stand unproven")
             self._publish(Status.WAITING_FOR_PERSON)
             await workflow.wait_condition(lambda: self._pending is not None)
             resolution, self._pending = self._pending, None
             assert resolution is not None
             report.resolutions.append(resolution)
+            self._event("resolution_recorded", "", resolution.decision)
             workflow.upsert_memo({"resolutions": [vars(r) for r in report.resolutions]})
             if resolution.decision == "accept":
                 return self._end(Status.RESOLVED_BY_PERSON)
@@ -322,6 +337,8 @@ class SagaJob:
                 ran = f"it failed: {_failure(err)}"
             answer, error = await self._read(ACTIVITY.CHECK_UNDO, call, Answer)
             seen = answer or Answer(None, None, f"the check could not be asked: {error}")
+            self._event("compensation_recorded", handler, "in effect" if seen.reversed_ is True
+                        else "not in effect" if seen.reversed_ is False else "cannot tell")
             if seen.reversed_ is True:
                 step.outcome, step.detail = "compensated", seen.detail or "checked in effect"
                 return
@@ -360,6 +377,12 @@ class SagaJob:
         if cause:
             self._report.cause = cause
         self._report.waiting = ""
+        self._event("terminal_assigned", "", status.value)
         self._publish(status)
         return self._report
+
+    def _event(self, kind: str, step: str, detail: str) -> None:
+        """Add to the timeline. Only the report carries it: no command, so a replay is unchanged."""
+        events = self._report.events
+        events.append(JobEvent(len(events) + 1, kind, step, detail))
 

@@ -7,7 +7,10 @@ II.  The pre-flight gate refuses an irreversible wire before it happens, and a
 III. A worker process is killed right after its charge landed; the recovery
      daemon waits for the dead worker's lease to expire and refunds it, once.
 
-The simulated world is a JSON-lines file of effects (``world.jsonl``) that
+The log is ``agent-saga.wal`` in ``--dir`` (default: the current directory), the
+library's default log, so every verb reads it with no option and the commands the
+demo prints last (``agent-saga graph --wal ./agent-saga.wal``, ...) run as printed.
+The simulated world is a JSON-lines file of effects (``agent-saga-demo.world.jsonl``) that
 honours idempotency keys the way a payment provider does, so "refunded exactly
 once" is checked against the world, not against the engine's opinion of it.
 """
@@ -27,11 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.log.resolve import DEFAULT_LOG_FILE
 
 __all__ = ["World", "register", "run_demo", "worker_main"]
 
-WORLD_FILE = "world.jsonl"
-LOG_FILE = "demo.wal"
+WORLD_FILE = "agent-saga-demo.world.jsonl"
+# The library's default log (agent_saga.log.resolve): `agent-saga graph`, `verify`, `ui` ...
+# find the demo's log with no option, and the seed's `graph --wal ./agent-saga.wal` works.
+LOG_FILE = DEFAULT_LOG_FILE
 WORKER_LEASE_TTL = 1.0  # seconds: short, so the audience does not wait
 
 
@@ -46,7 +52,7 @@ def register(verbs: Any) -> None:
         ),
         epilog="example: agent-saga demo --no-color --dir /tmp/saga-demo",
     )
-    p.add_argument("--dir", default="agent-saga-demo",
+    p.add_argument("--dir", default=".",
                    help="where the demo writes its log and its simulated world (default: %(default)s)")
     p.add_argument("--force", action="store_true",
                    help=f"overwrite the demo's files ({LOG_FILE}, {WORLD_FILE}, {LOG_FILE}.recovery/) "
@@ -337,8 +343,25 @@ def run_demo(args: argparse.Namespace) -> int:
     out.say(f"world afterwards: {', '.join(left) if left else 'nothing left standing'}",
             "32" if not left and ok else "31")
     out.say(f"the log of all three acts: {wal_path}")
-    out.say("next:")
-    out.say(f"  agent-saga verify --wal-path {wal_path}    # the hash chain is intact")
-    out.say(f"  agent-saga certify --wal-path {wal_path}   # every effect is accounted for")
-    out.say(f"  agent-saga graph --wal {wal_path}          # draw the unwinds")
+    out.say("next (each runs as printed, from this directory):")
+    for command in next_commands(wal_path, first):
+        out.say(f"  {command}")
     return EXIT_OK if ok and not left else EXIT_FINDING
+
+
+def next_commands(wal_path: Path, act_one: str) -> list[str]:
+    """The commands the demo suggests last, naming its log as the shell here can reach it."""
+    import shlex
+
+    try:
+        relative = wal_path.relative_to(Path.cwd())
+        shown = f"./{relative}" if relative.parent == Path(".") else str(relative)
+    except ValueError:
+        shown = str(wal_path)
+    log = shlex.quote(shown)
+    return [
+        f"agent-saga verify --wal {log}                    # the hash chain is intact",
+        f"agent-saga certify --wal {log}                   # every effect is accounted for",
+        f"agent-saga graph --wal {log}                     # the rollback forks, as Mermaid",
+        f"agent-saga animate --wal {log} --saga {act_one[:8]} -o rollback.svg   # Act I, animated",
+    ]

@@ -5,6 +5,8 @@
   each undone from a snapshot of the touched columns (``pip install 'agent-saga[postgres]'``)
 * ``agent_saga.connectors.salesforce`` — a record update, reverted field by field
   (``pip install 'agent-saga[salesforce]'``)
+* ``agent_saga.connectors.sqlalchemy`` — the postgres connector's three steps on any database
+  SQLAlchemy 2.x speaks, guarded by a hash of the row (``pip install 'agent-saga[sqlalchemy]'``)
 
 Each is imported on its own, lazily: importing one never needs another's client
 library. Credentials travel as names (``credential_ref="stripe_prod"``), logged as

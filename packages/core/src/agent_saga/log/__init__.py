@@ -1,6 +1,6 @@
 """The write-ahead log: record model, canonical codec, hash chain and its checker, backends."""
 
-from agent_saga.log.base import WAL, MemoryWAL
+from agent_saga.log.base import WAL, BaseWAL, MemoryWAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport, verify_file
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.default import default_wal, set_default_wal
@@ -15,6 +15,7 @@ __all__ = [
     "GENESIS",
     "HEADER_FIELDS",
     "WAL",
+    "BaseWAL",
     "ChainUnverified",
     "FileWAL",
     "MemoryWAL",

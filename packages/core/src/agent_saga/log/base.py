@@ -17,7 +17,7 @@ from typing import Any
 from agent_saga.errors import WALClosed
 from agent_saga.log.records import Record
 
-__all__ = ["WAL", "MemoryWAL"]
+__all__ = ["WAL", "BaseWAL", "MemoryWAL"]
 
 
 class WAL(abc.ABC):
@@ -49,11 +49,33 @@ class WAL(abc.ABC):
     def records(self) -> Iterator[Record]:
         """Every record of the log, oldest first (reads what is durable or queued)."""
 
+    def read_all(self) -> list[Record]:
+        """Every record, oldest first, as a list (the 2.x name; :meth:`records` streams them).
+
+        A server log (Postgres, Redis) reads its records in pages, so the peak of one
+        read is a page, not the whole history, until the list is built here.
+        """
+        return list(self.records())
+
+    def read_since(self, gseq: int) -> Iterator[Record]:
+        """The records whose ``seq`` is greater than ``gseq``, oldest first: a cursor.
+
+        Pass the ``seq`` of the last record you handled; ``read_since(0)`` is every
+        record. It filters :meth:`records`, so a read still walks the log from its start.
+        """
+        if isinstance(gseq, bool) or not isinstance(gseq, int) or gseq < 0:
+            raise ValueError(f"read_since(gseq) needs a record's seq (an int >= 0), got {gseq!r}")
+        return (record for record in self.records() if record.get("seq", 0) > gseq)
+
     def close(self) -> None:  # noqa: B027 - most logs have nothing to release
         """Make everything durable and release resources. Idempotent."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
+
+
+#: The 2.x (and the seed's) name of the log interface: the same class as :class:`WAL`.
+BaseWAL = WAL
 
 
 class MemoryWAL(WAL):

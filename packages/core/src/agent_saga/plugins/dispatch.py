@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 #: The framework a tool type's top-level module belongs to -> (adapter distribution, its extra).
 #: A new adapter adds its framework's module names here, so that a user without it is told
-#: what to install.
+#: what to install. A namespace package's framework is named by its first two parts
+#: (``google.adk``: ``google`` alone is also protobuf, genai, ...).
 FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     "langchain_core": ("agent-saga-langgraph", "langgraph"),
     "langchain": ("agent-saga-langgraph", "langgraph"),
@@ -35,6 +36,8 @@ FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     "semantic_kernel": ("agent-saga-semantic-kernel", "semantic_kernel"),
     # AG2, the fork that keeps ConversableAgent; Microsoft's line is autogen_core / autogen_agentchat above.
     "autogen": ("agent-saga-ag2", "ag2"),
+    "google.adk": ("agent-saga-google-adk", "google_adk"),
+    "agno": ("agent-saga-agno", "agno"),
     "pydantic_ai": ("agent-saga-pydantic-ai", "pydantic_ai"),
     "strands": ("agent-saga-strands", "strands"),
 }
@@ -71,12 +74,16 @@ def wrap_tool(
 
 
 def _modules(tool: Any) -> list[str]:
-    """The top-level modules of ``tool``'s type and its bases (a user's subclass of a framework type)."""
+    """The top-level modules of ``tool``'s type and its bases (a user's subclass of a framework type).
+
+    Each type gives its first two module parts, then its first (a namespace package's framework).
+    """
     seen: list[str] = []
     for kind in type(tool).__mro__:
-        top = kind.__module__.partition(".")[0]
-        if top not in seen and top != "builtins":
-            seen.append(top)
+        parts = kind.__module__.split(".")
+        for top in (".".join(parts[:2]), parts[0]) if len(parts) > 1 else (parts[0],):
+            if top not in seen and top != "builtins":
+                seen.append(top)
     return seen
 
 

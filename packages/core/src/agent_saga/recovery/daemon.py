@@ -40,9 +40,14 @@ from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.errors import CompensationRefused
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
+from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.base import WAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport
 from agent_saga.log.codec import BodyCipher
+from agent_saga.log.file import read_records
+from agent_saga.log.maintenance import CompactionResult, LogMaintenanceError, settled_sagas
+from agent_saga.log.maintenance import compact as compact_file
+from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
@@ -260,6 +265,55 @@ class RecoveryDaemon:
         Watch(lambda: self, interval=interval, say=lambda line: log.warning("%s", line),
               on_report=on_report or (lambda report: None), on_error=on_error, close=False,
               location=self.location).run(stop or threading.Event())
+
+    def compact(
+        self,
+        *,
+        signer: str | os.PathLike[str] | OperatorKey | None,
+        grace_seconds: float = 3600.0,
+        now: float | None = None,
+        by: str = "saga-recoveryd compact",
+        reason: str = "settled sagas past the grace period",
+    ) -> CompactionResult:
+        """Compact the log this daemon sweeps, computing the keep-set for you.
+
+        What goes is what ``agent_saga.log.compact`` removes (every record of a saga
+        that completed or rolled back clean, under a signed COMPACTION attestation),
+        except a saga whose newest record is less than ``grace_seconds`` old (at
+        ``now``, default the daemon's clock): a sweep may still be reading it. An open,
+        crashed or unclean saga always stays whole. ``signer`` is the operator key
+        that signs the attestation; without one the log is left as it was (the
+        maintenance rule). A log that cannot be compacted raises: never a silent no-op.
+        """
+        if isinstance(grace_seconds, bool) or not isinstance(grace_seconds, int | float) or grace_seconds < 0:
+            raise ValueError(f"grace_seconds must be a number of seconds >= 0, got {grace_seconds!r}")
+        cutoff = (self.clock() if now is None else now) - grace_seconds
+        if self.wal_path is not None:
+            self._wal = None
+            self.store.close()  # the log this daemon opened for its own records: compaction rewrites the file
+            records = list(read_records(self.wal_path, encryptor=self.encryptor))
+        else:
+            server = self.store.open_wal()
+            records = list(server.records())
+        newest: dict[str, float] = {}
+        for record in records:
+            ts = record.get("ts")  # microseconds since the epoch, on every durable log
+            if isinstance(ts, int) and not isinstance(ts, bool):
+                newest[record["saga"]] = max(newest.get(record["saga"], ts / 1e6), ts / 1e6)
+        # Kept: a saga still within the grace period, and (the maintenance rule: a keep
+        # predicate may only keep more) every saga that is not settled.
+        keep_ids = {saga for saga, ts in newest.items() if ts > cutoff} | (set(newest) - settled_sagas(records))
+
+        def keep(record: Record) -> bool:
+            return record.get("saga") in keep_ids
+
+        if self.wal_path is not None:
+            return compact_file(self.wal_path, keep, by=by, reason=reason, encryptor=self.encryptor, signer=signer)
+        rewrite = getattr(server, "compact", None)
+        if not callable(rewrite):
+            raise LogMaintenanceError(f"{self.location} cannot be compacted: {type(server).__name__} has no compact()")
+        result: CompactionResult = rewrite(keep, by=by, reason=reason, encryptor=self.encryptor, signer=signer)
+        return result
 
     def close(self) -> None:
         self._wal = None

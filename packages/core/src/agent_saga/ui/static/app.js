@@ -22,6 +22,8 @@ const state = {
   // a replay: frames as served (each lists only the steps its record changed), the page of
   // the next ones, and the state the frames up to `at` build (step index -> step)
   total: 0, next: null, truncated: null, loading: null, at: -1, shown: null, byIndex: null,
+  // the run the URL names (#run=<saga id>, and &watch=1 to replay it from its start), until it is shown
+  opening: null,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -366,6 +368,7 @@ async function poll() {
       $("live").textContent = "live \u00b7 " + data.chain.records + " record(s) \u00b7 updated " +
         new Date().toLocaleTimeString();
       renderRuns();
+      if (state.opening) await openNamedRun();
       const after = state.runs.find((r) => r.id === state.selected);
       if (after && before && !state.frames &&
           (after.ended_us !== before.ended_us || after.verdict !== before.verdict || after.steps !== before.steps)) {
@@ -377,6 +380,18 @@ async function poll() {
     showError(err.message);
   }
   setTimeout(poll, POLL_MS);
+}
+
+// The run the URL named, once the log has been read: selected, and replayed if asked.
+async function openNamedRun() {
+  const { run, watch } = state.opening;
+  state.opening = null;
+  if (!state.runs.some((r) => r.id === run)) {
+    showError("The address names run " + run + ", which is not in this log.");
+    return;
+  }
+  await selectRun(run, false);
+  if (watch) await watchFromStart();
 }
 
 // ---- keyboard: arrows move within a list, Enter/Space (native buttons) open ---------------
@@ -401,6 +416,7 @@ function start() {
     history.replaceState(null, "", location.pathname + location.search);  // keep it out of the address bar
   }
   state.token = sessionStorage.getItem("agent-saga-token");
+  if (hash.get("run")) state.opening = { run: hash.get("run"), watch: hash.get("watch") === "1" };
   for (const radio of document.querySelectorAll("input[name=filter]")) {
     radio.addEventListener("change", () => { state.filter = radio.value; renderRuns(); });
   }

@@ -1,0 +1,280 @@
+"""What Agno hands a tool besides the model's arguments, plain functions and @tool, a run Agno
+reports as failed, the held-out scenario, SagaFleet on Agno's worker threads, where the adapter is found."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_saga_agno import RunFailed, adapter, saga_run, saga_run_sync, wrap_tool
+from agno.agent import Agent
+from agno.models.response import ModelResponse
+from agno.run import RunContext
+from agno.tools import Toolkit, tool
+from agno.tools.function import Function
+from agno_drive import ScriptedModel, new_agent, run
+
+import agent_saga
+from agent_saga import (
+    Compensation,
+    FileWAL,
+    SagaAborted,
+    SagaFleet,
+    StepOptions,
+    compensator,
+    patch_all,
+    saga_scope,
+    unpatch_all,
+)
+from agent_saga.plugins.manager import plugins
+
+DONE: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Any:
+    DONE.clear()
+    unpatch_all()
+    yield
+    unpatch_all()
+
+
+@compensator("agno_test.cancel")
+def cancel(booking_id: str) -> None:
+    DONE.append(f"cancel {booking_id}")
+
+
+def book_flight(city: str) -> dict[str, str]:
+    """Book a flight to the city."""
+    DONE.append(f"book flight {city} on {threading.current_thread().name}")
+    return {"booking_id": f"flight-{city}"}
+
+
+async def book_hotel(city: str, nights: int) -> dict[str, str]:
+    """Book a hotel in the city."""
+    DONE.append(f"book hotel {city}x{nights}")
+    return {"booking_id": f"hotel-{city}"}
+
+
+def book_car(city: str) -> dict[str, str]:
+    """Rent a car in the city."""
+    DONE.append(f"book car {city}")
+    return {"booking_id": f"car-{city}"}
+
+
+def note(text: str, run_context: RunContext, agent: Agent) -> dict[str, str]:
+    """Write a note for the reviewers."""
+    DONE.append(f"note {text} by {agent.name} in {type(run_context).__name__}")
+    return {"ref": text}
+
+
+def _undo(result: dict[str, str]) -> Compensation:
+    return Compensation(fn=cancel, handler="agno_test.cancel", kwargs={"booking_id": result["booking_id"]})
+
+
+def _steps(wal: FileWAL) -> list[tuple[str, Any]]:
+    return [(r["body"]["tool"], r["body"]["args"]) for r in wal.records() if r["type"] == "STEP_COMMITTED"]
+
+
+def _model_sees(fn: Function) -> dict[str, Any]:
+    prepared = fn.model_copy(deep=True)
+    prepared.process_entrypoint()
+    return prepared.to_dict()  # type: ignore[no-any-return]
+
+
+def test_the_run_context_and_agent_reach_the_function_but_not_the_log_nor_the_schema(tmp_path: Path) -> None:
+    safe = wrap_tool(note, semantics="REVERSIBLE")
+    assert _model_sees(safe) == _model_sees(Function.from_callable(note))
+    assert list(_model_sees(safe)["parameters"]["properties"]) == ["text"]
+    wal = FileWAL(tmp_path / "context.wal")
+    saga_run_sync(new_agent([safe], [("note", {"text": "hi"})]), "go", wal=wal)
+    assert DONE == ["note hi by assistant in RunContext"]
+    assert _steps(wal) == [("note", {"text": "hi"})]
+    wal.close()
+
+
+def test_under_patch_all_the_run_context_stays_out_of_the_log_too(tmp_path: Path) -> None:
+    patch_all({"mode": "enforce", "tools": {"note": {"semantics": "REVERSIBLE"}}})
+    wal = FileWAL(tmp_path / "patched.wal")
+    saga_run_sync(new_agent([note], [("note", {"text": "hi"})]), "go", wal=wal)  # a plain function
+    assert DONE == ["note hi by assistant in RunContext"]
+    assert _steps(wal) == [("note", {"text": "hi"})]
+    wal.close()
+
+
+def test_under_patch_all_a_toolkit_s_functions_are_policed_too(tmp_path: Path) -> None:
+    class Travel(Toolkit):
+        def __init__(self) -> None:
+            super().__init__(name="travel", tools=[self.book_car])
+
+        def book_car(self, city: str) -> dict[str, str]:
+            """Rent a car in the city."""
+            return book_car(city)
+
+    patch_all({"mode": "enforce", "tools": {}})  # book_car is not in the policy
+    wal = FileWAL(tmp_path / "toolkit.wal")
+    with pytest.raises(SagaAborted) as caught:
+        saga_run_sync(new_agent([Travel()], [("book_car", {"city": "Oslo"})]), "go", wal=wal)
+    assert DONE == []  # refused before it ran
+    assert [(r["body"]["tool"], r["body"]["rule"]) for r in wal.records() if r["type"] == "STEP_REFUSED"] == [
+        ("book_car", "policy.unclassified")]
+    assert type(caught.value.cause).__name__ == "ToolFailed"
+    wal.close()
+
+
+def test_a_plain_function_and_a_decorated_one_keep_what_the_model_sees_and_their_settings() -> None:
+    safe = wrap_tool(book_hotel, semantics="COMPENSABLE", compensate=_undo)
+    assert type(safe) is Function and _model_sees(safe) == _model_sees(Function.from_callable(book_hotel))
+    decorated = tool(name="rent", description="Rent a car.", show_result=True, instructions="Only in Europe.")(book_car)
+    wrapped = wrap_tool(decorated, semantics="COMPENSABLE", compensate=_undo)
+    assert (wrapped.name, wrapped.show_result, wrapped.instructions) == ("rent", True, "Only in Europe.")
+    assert _model_sees(wrapped) == _model_sees(decorated)
+    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(decorated) is None
+    assert adapter.spec_of(wrapped).name == "rent"  # type: ignore[union-attr]
+    # ... while the top-level door keeps pointing plain functions at @agent_saga.tool.
+    with pytest.raises(TypeError, match=r"plain function.*@agent_saga\.tool"):
+        agent_saga.wrap_tool(book_hotel, semantics="REVERSIBLE")
+
+
+@pytest.mark.parametrize("door", ["adapter", "top-level"])
+@pytest.mark.parametrize("sync", [True, False], ids=["run", "arun"])
+def test_two_bookings_then_a_failure_undo_both_newest_first_exactly_once(tmp_path: Path, door: str, sync: bool) -> None:
+    # The scenario users try first: two side-effecting tools run, then the work fails after them.
+    wrap = wrap_tool if door == "adapter" else agent_saga.wrap_tool
+    tools = [wrap(Function.from_callable(book_flight), semantics="COMPENSABLE", compensate=_undo),
+             wrap(Function.from_callable(book_car), semantics="COMPENSABLE", compensate=_undo)]
+    assert [type(t) for t in tools] == [Function, Function]
+    wal = FileWAL(tmp_path / "trip.wal")
+    agent = new_agent(tools, [("book_flight", {"city": "Oslo"}), ("book_car", {"city": "Oslo"})])
+    with pytest.raises(SagaAborted) as caught, saga_scope(wal):
+        run(agent, sync=sync)
+        raise RuntimeError("payment declined")
+    assert [d.split(" on ")[0] for d in DONE] == ["book flight Oslo", "book car Oslo", "cancel car-Oslo", "cancel flight-Oslo"]
+    assert [s.tool for s in caught.value.report.compensated] == ["book_car", "book_flight"]
+    assert [r["step"] for r in wal.records() if r["type"] == "STEP_COMPENSATED"] == [2, 1]
+    assert caught.value.report.clean and str(caught.value.cause) == "payment declined"
+    wal.close()
+
+
+class FailingModel(ScriptedModel):
+    """A model provider that goes down after the scripted calls."""
+
+    def _next(self) -> ModelResponse:
+        if self.turn >= len(self.calls):
+            raise ConnectionError("model provider unreachable")
+        return super()._next()
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["run", "arun"])
+def test_a_run_agno_reports_as_failed_is_unwound_not_committed(tmp_path: Path, sync: bool) -> None:
+    # Agno catches the failure and returns RunOutput(status=error): without the helper's check
+    # the saga around it would commit both bookings.
+    tools = [wrap_tool(book_flight, semantics="COMPENSABLE", compensate=_undo),
+             wrap_tool(book_car, semantics="COMPENSABLE", compensate=_undo)]
+    calls = [("book_flight", {"city": "Rome"}), ("book_car", {"city": "Rome"})]
+    agent = Agent(model=FailingModel(calls=calls), tools=tools, telemetry=False)
+    wal = FileWAL(tmp_path / "failed.wal")
+    with pytest.raises(SagaAborted) as caught:
+        if sync:
+            saga_run_sync(agent, "go", wal=wal)
+        else:
+            asyncio.run(saga_run(agent, "go", wal=wal))
+    assert isinstance(caught.value.cause, RunFailed)
+    assert str(caught.value.cause) == "the agno run ended with status error: model provider unreachable"
+    assert DONE[-2:] == ["cancel car-Rome", "cancel flight-Rome"]
+    wal.close()
+
+
+def test_the_fleet_carries_one_saga_onto_agno_s_worker_thread(tmp_path: Path) -> None:
+    fleet = SagaFleet("trip")
+    flight = fleet.register(book_flight, framework="agno", semantics="COMPENSABLE", compensate=cancel)
+    hotel = fleet.register(book_hotel, framework="agno", semantics="COMPENSABLE", compensate=cancel)
+    fleet.assert_fully_covered(["book_flight", "book_hotel"])
+
+    def charge(total: int) -> str:
+        """Charge the card."""
+        raise ConnectionError("payment service unreachable")
+
+    # The registered callables go into Agno as its own tools (same name and schema).
+    tools = [Function.from_callable(flight), Function.from_callable(hotel), Function.from_callable(charge)]
+    assert _model_sees(tools[0]) == _model_sees(Function.from_callable(book_flight))
+    calls = [("book_flight", {"city": "Rome"}), ("book_hotel", {"city": "Rome", "nights": 1}), ("charge", {"total": 9})]
+    wal = FileWAL(tmp_path / "fleet.wal")
+
+    async def main() -> None:
+        async with fleet.transaction(wal=wal):
+            output = await new_agent(tools, calls).arun("go", stream=False)
+            if any(t.tool_call_error for t in output.tools or []):  # Agno gave the model the error
+                raise RuntimeError(f"a tool failed: {[t.result for t in output.tools or [] if t.tool_call_error]}")
+
+    with pytest.raises(SagaAborted) as caught:
+        asyncio.run(main())
+    worker = DONE[0].split(" on ")[1]
+    assert DONE[0].startswith("book flight Rome on ") and worker != threading.current_thread().name
+    assert DONE[1:] == ["book hotel Romex1", "cancel hotel-Rome", "cancel flight-Rome"]  # sync tool: Agno's worker
+    assert [s.tool for s in caught.value.report.compensated] == ["book_hotel", "book_flight"]
+    assert len({r["saga"] for r in wal.records()}) == 1
+    wal.close()
+
+
+def test_the_wrapped_copy_owns_its_schema_and_the_helpers_refuse_to_stream(tmp_path: Path) -> None:
+    original = Function(name="book_car", entrypoint=book_car, parameters={
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})
+    safe = wrap_tool(original, semantics="REVERSIBLE")
+    safe.process_entrypoint()  # writes into the schema (additionalProperties) of the tool it processes
+    assert "additionalProperties" not in original.parameters
+    with pytest.raises(ValueError, match=r"leave out stream=True"):
+        saga_run_sync(new_agent([safe], []), "go", wal=FileWAL(tmp_path / "stream.wal"), stream=True)
+
+
+def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
+    plugins().register(adapter, "agno")
+    wrapped = plugins().wrap_tool(Function.from_callable(book_flight), StepOptions("REVERSIBLE"))
+    assert type(wrapped) is Function and adapter.spec_of(wrapped).name == "book_flight"
+    assert plugins().wrap_tool(book_flight, StepOptions("REVERSIBLE")) is None  # plain functions: only this wrap_tool
+    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+
+
+def test_both_import_paths_name_the_right_adapter_and_other_tools_are_refused() -> None:
+    import agent_saga_agno
+
+    from agent_saga.adapters import agno
+
+    assert agno is agent_saga_agno
+    with pytest.raises(TypeError, match=r"agent-saga-agno's wrap_tool takes agno\.tools\.function\.Function, "
+                                        r"got builtins\.int; make one with @agno\.tools\.tool"):
+        wrap_tool(3, semantics="REVERSIBLE")
+    with pytest.raises(TypeError, match=r"agno tool 'external' has no entrypoint"):
+        wrap_tool(Function(name="external"), semantics="REVERSIBLE")
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_tool(wrap_tool(book_flight, semantics="REVERSIBLE"), semantics="REVERSIBLE")
+
+
+def test_an_install_whose_agno_moved_fails_at_import_naming_the_supported_range() -> None:
+    code = textwrap.dedent("""
+        from agno.tools.function import Function
+        del Function.process_entrypoint   # what a refactor of Agno could do
+        try:
+            import agent_saga_agno
+        except ImportError as err:
+            print(err)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("agent-saga-agno supports agno<3.2,>=2.9.0 (installed: agno 3.1.")
+    assert "no longer has Function.entrypoint, Function._framework_params, Function.process_entrypoint" in out
+    assert "pip install 'agent-saga-agno[agno]'" in out
+
+
+def test_the_example_books_a_trip_and_unwinds_it(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "agno_trip.py"
+    out = subprocess.run([sys.executable, "-W", "error", str(example)], capture_output=True, text=True,
+                         cwd=tmp_path, check=True).stdout
+    assert "rolled back (payment declined); undone newest first: ['rent_car', 'book_flight']" in out
+    assert out.index("cancelled car-1") < out.index("cancelled flight-1")
+    assert "bookings left: none" in out and "log: 2 steps committed, 2 compensated" in out

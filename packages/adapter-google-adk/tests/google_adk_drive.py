@@ -1,0 +1,88 @@
+"""Drive an ADK ``Agent`` through its real ``Runner`` offline: a scripted ``BaseLlm`` makes the tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.agents import Agent
+from google.adk.agents.run_config import RunConfig, ToolThreadPoolConfig
+from google.adk.events import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.adk.tools import BaseTool, ToolContext
+from google.genai import types
+from pydantic import Field
+
+__all__ = ["POOL", "ScriptedLlm", "answer_errors", "new_runner", "run", "tool_results"]
+
+#: ADK's own executor for sync tools: each runs on a worker thread with a copy of the context.
+POOL = RunConfig(tool_thread_pool_config=ToolThreadPoolConfig(max_workers=2))
+
+
+class ScriptedLlm(BaseLlm):
+    """ADK's model interface, answering from a script: one tool call per turn, then "done"."""
+
+    model: str = "scripted"
+    calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
+    turn: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        turn, self.turn = self.turn, self.turn + 1
+        if turn < len(self.calls):
+            name, args = self.calls[turn]
+            part = types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"call-{turn}"))
+        else:
+            part = types.Part(text="done")
+        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+
+async def answer_errors(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, error: Exception) -> Any:
+    """An ``on_tool_error_callback`` that hands the model the error, as a user of ADK writes it."""
+    return {"error": str(error)}
+
+
+def new_runner(tools: list[Any], calls: list[tuple[str, dict[str, Any]]], *, errors_as_results: bool = False) -> InMemoryRunner:
+    agent = Agent(
+        name="assistant", model=ScriptedLlm(calls=calls), instruction="Use the tools.", tools=tools,
+        on_tool_error_callback=answer_errors if errors_as_results else None,
+    )
+    return InMemoryRunner(agent=agent, app_name="saga")
+
+
+def session(runner: InMemoryRunner) -> str:
+    async def create() -> str:
+        return (await runner.session_service.create_session(app_name=runner.app_name, user_id="user")).id
+
+    return asyncio.run(create())
+
+
+def message(text: str = "go") -> types.Content:
+    return types.Content(role="user", parts=[types.Part(text=text)])
+
+
+def run(runner: InMemoryRunner, *, sync: bool, run_config: RunConfig | None = None) -> list[Event]:
+    """One run with no saga of its own: ``Runner.run`` (its own thread) or ``run_async`` on a new loop."""
+    kwargs: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "new_message": message()}
+    if run_config is not None:
+        kwargs["run_config"] = run_config
+    if sync:
+        return list(runner.run(**kwargs))
+
+    async def collect() -> list[Event]:
+        return [e async for e in runner.run_async(**kwargs)]
+
+    return asyncio.run(collect())
+
+
+def tool_results(events: list[Event]) -> list[str]:
+    return [
+        str(part.function_response.response)
+        for event in events if event.content and event.content.parts
+        for part in event.content.parts if part.function_response is not None
+    ]

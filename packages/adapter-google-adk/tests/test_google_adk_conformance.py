@@ -1,0 +1,62 @@
+"""The shared adapter promises, checked through an ADK Agent run by its real Runner."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from agent_saga_google_adk import saga_run, saga_run_sync, wrap_tool
+from google.adk.agents.run_config import RunConfig
+from google.adk.tools import FunctionTool
+from google_adk_drive import POOL, new_runner, run, session, tool_results
+
+from agent_saga.log.file import FileWAL
+from agent_saga.testing import AdapterConformance, Call
+
+
+class TestGoogleADKConformance(AdapterConformance):
+    """``Runner.run_async``: sync and async tools run on the event loop."""
+
+    framework = "google_adk"
+    # By default an ADK run ends with the tool's exception; an on_tool_error_callback can
+    # answer the model with it instead and the run goes on.
+    error_modes = (False, True)
+    sync: ClassVar[bool] = False
+    run_config: ClassVar[RunConfig | None] = None
+
+    def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(fn)
+
+    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
+
+    def shape(self, tool: Any) -> tuple[str, str, Any]:
+        return tool.name, tool.description, tool._get_declaration()
+
+    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+        runner = new_runner(tools, [(c.tool, c.args) for c in calls], errors_as_results=bool(errors_as_results))
+        options: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "wal": wal}
+        if self.run_config is not None:
+            options["run_config"] = self.run_config
+        if self.sync:
+            return saga_run_sync(runner, "go", **options)
+        return asyncio.run(saga_run(runner, "go", **options))
+
+    def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
+        return run(new_runner(tools, [(c.tool, c.args) for c in calls]), sync=self.sync, run_config=self.run_config)
+
+    def tool_results(self, result: Any) -> list[str] | None:
+        return tool_results(result)
+
+
+class TestGoogleADKSyncConformance(TestGoogleADKConformance):
+    """``Runner.run``: the agent runs on a thread ADK starts (with a copy of the caller's context)."""
+
+    sync = True
+
+
+class TestGoogleADKToolPoolConformance(TestGoogleADKConformance):
+    """``RunConfig.tool_thread_pool_config``: each sync tool runs on ADK's own executor thread."""
+
+    run_config = POOL
