@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -458,3 +459,13 @@ def test_the_kit_is_one_pinned_public_module() -> None:
         "carry", "check_compat", "require_framework", "signature_of",
     }
     assert all(hasattr(kit, name) for name in kit.__all__)
+
+
+@pytest.mark.parametrize(("module", "install"), [
+    ("pydantic_ai.tools", "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'"),
+    ("strands.tools.decorator", "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'"),
+])
+def test_a_pydantic_ai_or_strands_tool_without_its_adapter_names_the_distribution(module: str, install: str) -> None:
+    Foreign = type("Tool", (), {"__module__": module})
+    with pytest.raises(TypeError, match=re.escape(install)):
+        agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
