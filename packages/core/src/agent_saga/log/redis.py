@@ -198,14 +198,12 @@ class RedisWAL(GroupCommitWAL, ServerLog):
     def _commit(self, batch: list[Entry]) -> None:
         # Always sent with the writer's marker: the script itself answers whether an earlier
         # attempt of this batch landed, so a retry needs no separate (racing) read first.
-        last_ticket = batch[0][0] + len(batch) - 1
+        last_ticket = self._batch_end
         keys = [self.keys["seq"], self.keys["head"], self.keys["records"], self.keys["writers"]]
         seq, head = self._seq, self._head
         while True:
             data, new_head, count = seal(
-                ((seq + 1 + i, ts, rtype, saga, step, body)
-                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
-                head, self.chain, self.encryptor,
+                ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), head, self.chain, self.encryptor
             )
             lines = data.decode().split("\n")[:count]
             try:
@@ -246,9 +244,8 @@ class RedisWAL(GroupCommitWAL, ServerLog):
                     f"only {acked} of {self.wait} replicas acknowledged within {self.wait_timeout:g}s"
                 )
 
-    def close(self, timeout: float | None = None) -> None:
-        super().close(timeout)
-        if self.broken is None and not self._abandon:
+    def _release(self, clean: bool) -> None:
+        if clean:
             try:  # a cleanly closed writer has no commit in doubt: its marker can go
                 self.client.hdel(self.keys["writers"], self.writer)
             except self._redis.RedisError:
