@@ -207,6 +207,7 @@ class FileWAL(GroupCommitWAL):
         self._terminate = False  # the file ends in a complete record without its newline
         self._held_since: float | None = None  # when the flusher took the file lock it still holds
         self._open()
+        self._fd_users = 2  # close() and the flusher (see _drop_fd)
         self._start()
 
     def _open(self) -> None:
@@ -308,7 +309,10 @@ class FileWAL(GroupCommitWAL):
         self._unlock_file()  # idle: other writers need not wait for us
 
     def _disconnect(self) -> None:
-        self._unlock_file()
+        try:
+            self._unlock_file()
+        finally:
+            self._drop_fd()
 
     def _unlock_file(self) -> None:
         if self._held_since is not None:
@@ -316,7 +320,20 @@ class FileWAL(GroupCommitWAL):
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _release(self, clean: bool) -> None:
-        os.close(self._fd)
+        self._drop_fd()
+
+    def _drop_fd(self) -> None:
+        """Close the file once neither close() nor the flusher needs it.
+
+        A close that gave up on a wedged flusher must not close the descriptor under
+        it: the number could be reused by another open file, which the flusher's
+        write, once the device answers, would then land in.
+        """
+        with self._lock:
+            self._fd_users -= 1
+            last = self._fd_users == 0
+        if last:
+            os.close(self._fd)
 
     # -- reading -------------------------------------------------------------------
 
