@@ -19,6 +19,7 @@ from wal_contract import *  # noqa: F403 - the contract's test bodies run here
 from wal_contract import Backend
 
 from agent_saga import WAL, FileWAL, MemoryWAL
+from agent_saga.log import maintenance
 
 
 @contextlib.contextmanager
@@ -32,6 +33,25 @@ def _hold_the_file_lock(wal: WAL) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+class _FileRewrites:
+    """A log file's rewrites, through the public functions of ``log.maintenance``."""
+
+    def __init__(self, wal: WAL) -> None:
+        assert isinstance(wal, FileWAL)
+        self.path = wal.path
+
+    def redact_record(self, seq: int, **options: Any) -> Any:
+        return maintenance.redact_record(self.path, seq, **options)
+
+    def compact(self, **options: Any) -> Any:
+        return maintenance.compact(self.path, **options)
+
+
+def _file_bytes(wal: WAL) -> int:
+    assert isinstance(wal, FileWAL)
+    return wal.path.stat().st_size
+
+
 def _file(tmp_path: Path) -> Backend:
     counter = iter(range(1_000_000))
 
@@ -42,7 +62,7 @@ def _file(tmp_path: Path) -> Backend:
         assert isinstance(wal, FileWAL)
         return FileWAL(wal.path)
 
-    return Backend("file", make, reopen, _hold_the_file_lock)
+    return Backend("file", make, reopen, _hold_the_file_lock, _FileRewrites, _file_bytes)
 
 
 def _memory() -> Backend:

@@ -22,12 +22,14 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_saga import WAL
 from agent_saga.errors import WALClosed, WALFull, WALStalled
+from agent_saga.log.chain import verify_records
 from agent_saga.log.group import GroupCommitWAL
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "test_close_keeps_what_was_queued_and_is_idempotent",
     "test_close_of_a_stalled_log_is_bounded_and_says_what_it_left",
     "test_refuse_backpressure_refuses_once_the_queue_is_full",
+    "test_signed_redaction_and_compaction_plan_and_attest_alike_on_every_backend",
     "test_the_async_barrier_covers_the_ticket_it_names",
     "test_the_async_barrier_stalls_with_the_same_error",
     "test_tickets_count_up_and_a_barrier_makes_them_readable",
@@ -56,6 +59,10 @@ class Backend:
     reopen: Callable[[WAL], WAL]
     #: Holds the store off while the context is open (a nullcontext for a log that cannot stall).
     stall: Callable[[WAL], contextlib.AbstractContextManager[None]] = lambda wal: contextlib.nullcontext()
+    #: The log's rewrites (redact_record, redact_where, compact), as the backend offers them.
+    rewriter: Callable[[WAL], Any] | None = None
+    #: The bytes the log's records take in its store, as the store holds them.
+    stored_bytes: Callable[[WAL], int] | None = None
     opened: list[WAL] = field(default_factory=list)
 
     def open(self, **options: Any) -> WAL:
@@ -199,3 +206,39 @@ def test_close_of_a_stalled_log_is_bounded_and_says_what_it_left(
     assert any(re.search(r"closed with 1 records not durable", m) for m in caplog.messages), caplog.messages
     # Whatever became of the record left behind, nothing is written twice or out of order.
     assert durable_backend.read(wal) in ([{"i": 1}], [{"i": 1}, {"i": 2}])
+
+
+def test_signed_redaction_and_compaction_plan_and_attest_alike_on_every_backend(
+    durable_backend: Backend, operator_key: Path
+) -> None:
+    assert durable_backend.rewriter is not None and durable_backend.stored_bytes is not None
+    wal = durable_backend.open()
+    for i in range(3):  # a settled saga, with text that takes more bytes than characters
+        wal.append("STEP_INTENT", "done", {"name": f"Zoë {i}", "note": "日本"}, i)
+    wal.append("SAGA_COMPLETED", "done", {})
+    kept = wal.append("STEP_INTENT", "open", {"email": "ann@example.com"}, 1)
+    wal.barrier()
+    rewriter = durable_backend.rewriter(wal)
+
+    redacted = rewriter.redact_record(kept, by="dpo", reason="erasure request", signer=operator_key)
+    assert (redacted.seqs, redacted.record_seq) == ((kept,), kept + 1)
+    before = durable_backend.stored_bytes(wal)
+    compacted = rewriter.compact(by="ops", reason="settled", signer=operator_key)
+    # Counted in bytes as stored, whatever the backend (the file always did; a server counted characters).
+    assert (compacted.bytes_before, compacted.bytes_after) == (before, durable_backend.stored_bytes(wal))
+    assert (compacted.removed, compacted.kept, compacted.ranges, compacted.attestation_seq) == (
+        4, 3, ((kept - 4, kept - 1),), kept + 2
+    )
+    again = rewriter.compact(by="ops", reason="settled", signer=operator_key)
+    assert (again.removed, again.attestation_seq, again.bytes_after) == (0, None, again.bytes_before)
+
+    wal.append("NOTE", "open", {"after": True})  # writers continue the chain after both rewrites
+    wal.barrier()
+    durable_backend.opened.append(reopened := durable_backend.reopen(wal))
+    records = list(reopened.records())
+    assert verify_records(records).status == "intact", verify_records(records).reason
+    assert [(r["seq"], r["type"]) for r in records] == [
+        (kept, "STEP_INTENT"), (kept + 1, "REDACTION"), (kept + 2, "COMPACTION"), (kept + 3, "NOTE"),
+    ]
+    assert "body" not in records[0] and records[0]["redacted"]["by"] == "dpo"
+    assert records[1]["body"]["seqs"] == [kept] and records[2]["body"]["records"] == 4

@@ -32,6 +32,11 @@ def stoppable_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Throwa
     server.stop()
 
 
+def _stored_bytes(wal: WAL) -> int:
+    assert isinstance(wal, (PostgresWAL, RedisWAL))
+    return sum(len(line.encode()) + 1 for _, line in wal.lines_after(0))
+
+
 def _postgres(pg: str) -> Backend:
     def make(**options: Any) -> WAL:
         return PostgresWAL(f"{pg}?log=contract-{uuid.uuid4().hex[:12]}", **options)
@@ -47,7 +52,7 @@ def _postgres(pg: str) -> Backend:
             conn.execute(wal._sql.lock_head, (wal.log_name,))
             yield
 
-    return Backend("postgres", make, reopen, hold_the_head_row)
+    return Backend("postgres", make, reopen, hold_the_head_row, lambda wal: wal, _stored_bytes)
 
 
 def _redis(server: ThrowawayRedis) -> Backend:
@@ -67,7 +72,7 @@ def _redis(server: ThrowawayRedis) -> Backend:
         finally:
             server.proc.send_signal(signal.SIGCONT)
 
-    return Backend("redis", make, reopen, stop_the_server)
+    return Backend("redis", make, reopen, stop_the_server, lambda wal: wal, _stored_bytes)
 
 
 def _backend(request: pytest.FixtureRequest) -> Backend:

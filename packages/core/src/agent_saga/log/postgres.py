@@ -39,7 +39,7 @@ from agent_saga.errors import ConfigurationError, WALError
 from agent_saga.log.codec import BodyCipher, decode_line, seal
 from agent_saga.log.group import Entry, GroupCommitWAL
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record
-from agent_saga.log.rewrite import Change, ServerLog, Stored
+from agent_saga.log.rewrite import Change, Rewritable, Stored
 from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
 
 __all__ = ["PostgresWAL", "import_psycopg"]
@@ -63,7 +63,7 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-class PostgresWAL(GroupCommitWAL, ServerLog):
+class PostgresWAL(GroupCommitWAL, Rewritable):
     """A shared, durable log in a Postgres database.
 
     ``url`` is a libpq URL (``postgresql://user@host:port/db``); two query
@@ -235,7 +235,7 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
 
     # -- maintenance -------------------------------------------------------------------
 
-    def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
+    def _rewrite(self, plan: Callable[[Stored], Change | None], action: str = "rewrite") -> None:
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             seq, head = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
             lines = cur.execute(self._sql.read_after, (self.log_name, 0)).fetchall()

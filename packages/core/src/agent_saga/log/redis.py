@@ -44,7 +44,7 @@ from agent_saga.errors import ConfigurationError, WALError
 from agent_saga.log.codec import BodyCipher, seal
 from agent_saga.log.group import Entry, GroupCommitWAL
 from agent_saga.log.records import GENESIS, Record
-from agent_saga.log.rewrite import Change, ServerLog, Stored
+from agent_saga.log.rewrite import Change, Rewritable, Stored
 from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
 
 __all__ = ["RedisWAL", "import_redis", "redis_client"]
@@ -104,7 +104,7 @@ def redis_client(url: str, timeout: float) -> Any:
     )
 
 
-class RedisWAL(GroupCommitWAL, ServerLog):
+class RedisWAL(GroupCommitWAL, Rewritable):
     """A shared log in Redis (see the module docstring for its durability class).
 
     ``url`` is a redis-py URL (``redis://host:port/db``); the query parameter
@@ -286,7 +286,7 @@ class RedisWAL(GroupCommitWAL, ServerLog):
 
     # -- maintenance -------------------------------------------------------------------
 
-    def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
+    def _rewrite(self, plan: Callable[[Stored], Change | None], action: str = "rewrite") -> None:
         k = self.keys
         for _ in range(_REWRITE_TRIES):
             with self.client.pipeline() as pipe:
