@@ -400,7 +400,8 @@ class GroupCommitWAL(WAL):
             lost = self._last_ticket - self._durable  # queued, or in the commit that did not end
             self._waiters.close()
         if lost:
-            log.error("%r closed with %d records not durable (%s)", self, lost, self._stall_hint)
+            why = self._stall_hint if self._broken is None else f"it broke: {self._broken}"
+            log.error("%r closed with %d records not durable (%s)", self, lost, why)
         self._release(not stuck and not lost and self._broken is None)
 
     def __enter__(self) -> Self:
