@@ -393,7 +393,7 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
     # name the ADK adapter, and nothing else under `google` does.
     Adk = type("FunctionTool", (), {"__module__": "google.adk.tools.function_tool"})
     with pytest.raises(TypeError, match=r"google\.adk\.tools\.function_tool\.FunctionTool is a google\.adk tool: "
-                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google_adk\]'"):
+                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google-adk\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Adk(), semantics="REVERSIBLE")
     Proto = type("Message", (), {"__module__": "google.protobuf.message"})
     with pytest.raises(TypeError, match=r"^no installed adapter recognises google\.protobuf\.message\.Message"):
@@ -403,7 +403,7 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
 def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
     Function = type("Function", (), {"__module__": "agno.tools.function"})
     with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
-                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]'"):
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
 
 
