@@ -394,7 +394,7 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
     # name the ADK adapter, and nothing else under `google` does.
     Adk = type("FunctionTool", (), {"__module__": "google.adk.tools.function_tool"})
     with pytest.raises(TypeError, match=r"google\.adk\.tools\.function_tool\.FunctionTool is a google\.adk tool: "
-                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google_adk\]'"):
+                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google-adk\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Adk(), semantics="REVERSIBLE")
     Proto = type("Message", (), {"__module__": "google.protobuf.message"})
     with pytest.raises(TypeError, match=r"^no installed adapter recognises google\.protobuf\.message\.Message"):
@@ -404,7 +404,7 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
 def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
     Function = type("Function", (), {"__module__": "agno.tools.function"})
     with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
-                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]'"):
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]>=3\.0\.0\.dev0'"):
         agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
 
 
@@ -462,6 +462,16 @@ def test_the_kit_is_one_pinned_public_module() -> None:
     assert all(hasattr(kit, name) for name in kit.__all__)
 
 
+@pytest.mark.parametrize(("module", "install"), [
+    ("pydantic_ai.tools", "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'"),
+    ("strands.tools.decorator", "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'"),
+])
+def test_a_pydantic_ai_or_strands_tool_without_its_adapter_names_the_distribution(module: str, install: str) -> None:
+    Foreign = type("Tool", (), {"__module__": module})
+    with pytest.raises(TypeError, match=re.escape(install)):
+        agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
+
+
 _ADAPTERS = sorted(p for p in Path(__file__).resolve().parents[2].glob("adapter-*") if p.name != "adapter-mcp")
 
 
@@ -492,7 +502,7 @@ def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way(package
 def test_every_framework_adapter_is_checked() -> None:
     names = {p.name for p in _ADAPTERS}
     assert {f"adapter-{n}" for n in ("ag2", "agno", "autogen", "crewai", "google-adk", "langgraph", "llamaindex",
-                                     "openai-agents", "semantic-kernel")} <= names
+                                     "openai-agents", "pydantic-ai", "semantic-kernel", "strands")} <= names
 
 
 def _extra(package: Path) -> str:

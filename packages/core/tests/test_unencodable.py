@@ -148,7 +148,7 @@ class _ListWAL(GroupCommitWAL):
 
     def _commit(self, batch: list[Entry]) -> None:
         data, self.head, _ = seal(
-            ((len(self.lines) + 1 + i, *entry[1:]) for i, entry in enumerate(batch)), self.head
+            ((len(self.lines) + 1 + i, *entry) for i, entry in enumerate(batch)), self.head
         )
         self.lines.extend(data.splitlines())
 

@@ -1,12 +1,9 @@
 """FileWAL: the embedded, fsync-durable default log.
 
-One JSON record per line (see ``codec`` for the chain rule). A dedicated flusher
-thread owns the file: callers only queue records, and one ``write`` + ``fdatasync``
-covers every record queued meanwhile, from every saga and thread (group commit).
-
-When nobody is waiting on a barrier, the flusher lingers a moment before writing,
-so that a step's commit record and the next step's intent share one flush; a
-record nobody waits for is still durable within ``linger`` seconds.
+One JSON record per line (see ``codec`` for the chain rule). FileWAL is a backend
+of the group-commit base (``log.group``), which owns the queue, the flusher, the
+barriers and close: one ``write`` + ``fdatasync`` covers every record queued
+meanwhile, from every saga and thread. What is here is the file's own commit.
 
 Several processes may append to one file: a flush holds an exclusive ``flock``
 and continues the sequence and chain from whatever the file ends with. A busy
@@ -17,40 +14,32 @@ have written, so the burst pays no lock, ``fstat`` or catch-up per flush.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import fcntl
 import itertools
 import logging
 import os
 import stat
-import threading
+import sys
 import time
-import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from agent_saga.errors import WALClosed, WALCorrupt, WALError, WALFull, WALStalled
-from agent_saga.log.base import WAL
-from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, encode_entry, prepare_lines, seal
+from agent_saga.errors import WALCorrupt, WALError
+from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, prepare_lines, seal
 from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
+from agent_saga.log.group import Entry, GroupCommitWAL
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
-from agent_saga.log.waiters import AsyncWaiters, settle
 
 __all__ = ["FileWAL", "TornTail", "read_records"]
 
 log = logging.getLogger("agent_saga.wal")
 
-_Entry = tuple[int, str, str, "int | None", str]  # ts, type, saga, step, the body's canonical JSON
 _TAIL_WINDOW = 1 << 16
 # How long a busy flusher may keep the file lock across flushes before letting
 # another writer (a process, the recovery daemon, a compaction) have its turn.
 _HOLD_MAX = 0.01
-# Where the flusher is: running, waiting a bounded moment for more records, or idle.
-_RUNNING, _LINGERING, _IDLE = 0, 1, 2
-_open_logs: weakref.WeakSet[FileWAL] = weakref.WeakSet()
 
 
 class TornTail:
@@ -168,18 +157,24 @@ def read_records(
             yield record
 
 
-class FileWAL(WAL):
+class FileWAL(GroupCommitWAL):
     """The default durable log. Construct it and pass it on; no start/stop needed.
 
     ``linger`` bounds how long a record nobody waits for stays only in memory;
     ``barrier_timeout`` bounds every barrier (then ``WALStalled``);
     ``max_pending`` with ``backpressure="refuse"`` (default) makes ``append``
-    raise ``WALFull`` instead of growing without bound; ``"block"`` waits.
-    ``encryptor`` (see ``agent_saga.log.crypto``; default: a key in
-    ``$AGENT_SAGA_WAL_KEY``, else none) stores every body encrypted.
+    raise ``WALFull`` instead of growing without bound; ``"block"`` waits (at most
+    ``barrier_timeout``). ``encryptor`` (see ``agent_saga.log.crypto``; default: a
+    key in ``$AGENT_SAGA_WAL_KEY``, else none) stores every body encrypted.
+
+    The queue, flusher, barriers and close are the group-commit base's
+    (``log.group``); this class is the file's commit: prepare and chain the lines,
+    take the lock, write, ``fdatasync``, and reopen the path after a rewrite.
     """
 
-    durable = True
+    max_batch = sys.maxsize  # one write takes everything queued
+    _store = "the disk"
+    _stall_hint = "the device may be wedged or very slow"
 
     def __init__(
         self,
@@ -192,59 +187,28 @@ class FileWAL(WAL):
         backpressure: Literal["refuse", "block"] = "refuse",
         encryptor: BodyCipher | None = None,
     ) -> None:
-        if backpressure not in ("refuse", "block"):
-            raise ValueError(f"backpressure must be 'refuse' or 'block', got {backpressure!r}")
-        if max_pending < 1:
-            raise ValueError("max_pending must be at least 1")
         self.path = Path(path).absolute()
-        self.location = str(self.path)
+        super().__init__(
+            str(self.path), linger=linger, barrier_timeout=barrier_timeout,
+            max_pending=max_pending, backpressure=backpressure, name=self.path.name,
+        )
         self.chain = chain
-        self.linger = linger
-        self.barrier_timeout = barrier_timeout
-        self.max_pending = max_pending
-        self.backpressure = backpressure
         self.torn_tail: TornTail | None = None
         if encryptor is None and os.environ.get("AGENT_SAGA_WAL_KEY"):
             from agent_saga.log.crypto import AESGCMEncryptor
 
             encryptor = AESGCMEncryptor.from_env()
         self.encryptor = encryptor
+        self.flushes = 0  # number of write+fsync rounds, for benchmarks
 
         self._seq = 0
         self._prev = GENESIS
         self._size = 0
         self._terminate = False  # the file ends in a complete record without its newline
-        self._open()
-
-        self._lock = threading.Lock()
-        # Threads blocked in barrier() (or in append() under 'block' backpressure) wait
-        # on _done; the flusher signals it only when _blocked says someone does.
-        self._done = threading.Condition(self._lock)
-        self._blocked = 0
-        # The flusher parks on _kick, a lock used as a one-shot signal: cheaper than a
-        # Condition, which allocates a lock per wait. Released only with _lock held,
-        # only while the flusher is parked, and at most once per park (_kicked).
-        self._kick = threading.Lock()
-        self._kick.acquire()
-        self._parked = _RUNNING
-        self._kicked = False
-        self._pending: list[_Entry] = []
-        self._last_ticket = 0
-        self._batch_end = 0  # the ticket of the batch being written
-        self._durable = 0
-        self._wanted = 0
-        self._waiters = AsyncWaiters(self._lock, self._stalled, self.path.name)
         self._held_since: float | None = None  # when the flusher took the file lock it still holds
-
-        self._broken: WALError | None = None
-        self._closing = False
-        self._closed = False
-        self.flushes = 0  # number of write+fsync rounds, for benchmarks
-        self._flusher = threading.Thread(
-            target=self._run, name=f"agent-saga-wal:{self.path.name}", daemon=True
-        )
-        self._flusher.start()
-        _open_logs.add(self)
+        self._open()
+        self._fd_users = 2  # close() and the flusher (see _drop_fd)
+        self._start()
 
     def _open(self) -> None:
         """Open (creating it 0600 if need be) and catch up with the file; WALError if unusable."""
@@ -309,155 +273,12 @@ class FileWAL(WAL):
             self._prev = str(last.get("hash", GENESIS))
         self._size = size
 
-    # -- the caller's side --------------------------------------------------------
+    # -- the commit (on the flusher thread) -------------------------------------------
 
-    def append(
-        self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
-    ) -> int:
-        ts = time.time_ns() // 1000
-        # Encoded here, on the caller's thread: a record the log cannot hold is refused
-        # to this caller (WALRefused) and never reaches the flush it would break for all.
-        body_json = encode_entry(type, saga, step, body)
-        with self._lock:
-            if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
-                self._admit()
-            self._last_ticket = ticket = self._last_ticket + 1
-            self._pending.append((ts, type, saga, step, body_json))
-            if self._parked == _IDLE and not self._kicked:
-                self._kicked = True
-                self._kick.release()
-            return ticket
+    def _commit(self, batch: list[Entry]) -> None:
+        self._write(batch)
 
-    def _admit(self) -> None:
-        """Raise why a record cannot be queued now, or wait for room ('block'); lock held."""
-        if self._broken is not None:
-            raise self._broken
-        if self._closing:
-            raise WALClosed(f"{self!r} is closed; records can no longer be appended")
-        if self.backpressure == "refuse":
-            raise WALFull(
-                f"{self!r} has {len(self._pending)} records waiting for the disk "
-                f"(max_pending={self.max_pending}); refusing rather than dropping. "
-                "Raise max_pending or use backpressure='block'"
-            )
-        self._blocked += 1
-        try:
-            while len(self._pending) >= self.max_pending and self._broken is None:
-                self._done.wait(self.barrier_timeout)
-        finally:
-            self._blocked -= 1
-        if self._broken is not None:
-            raise self._broken
-
-    def _want(self, target: int) -> None:
-        """Someone waits for ``target``: wake the flusher from any wait (lock held)."""
-        self._wanted = target
-        if self._parked and not self._kicked:
-            self._kicked = True
-            self._kick.release()
-
-    def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
-        target = self._last_ticket if ticket is None else ticket
-        if target <= self._durable and self._broken is None:
-            return
-        limit = self.barrier_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        with self._lock:
-            if target > self._wanted:
-                self._want(target)
-            self._blocked += 1
-            try:
-                while self._durable < target:
-                    if self._broken is not None:
-                        raise self._broken
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise self._stalled(target, limit)
-                    self._done.wait(remaining)
-            finally:
-                self._blocked -= 1
-
-    async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
-        target = self._last_ticket if ticket is None else ticket
-        if target <= self._durable and self._broken is None:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        limit = self.barrier_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            if self._durable >= target:
-                return
-            self._waiters.add(target, future, deadline, limit)
-            if target > self._wanted:
-                self._want(target)
-        await future
-
-    def _stalled(self, ticket: int, limit: float) -> WALStalled:
-        return WALStalled(
-            f"record {ticket} of {self.path} was not durable after {limit:g}s "
-            f"(durable up to {self._durable}); the device may be wedged or very slow"
-        )
-
-    # -- the flusher ----------------------------------------------------------------
-
-    def _run(self) -> None:
-        try:
-            while True:
-                batch = self._next_batch()
-                if batch is None:
-                    return
-                try:
-                    self._write(batch)
-                except BaseException as err:  # noqa: BLE001 - any failure breaks durability
-                    self._fail(err)
-                    return
-                self._acknowledge()
-        finally:
-            self._unlock_file()
-
-    def _next_batch(self) -> list[_Entry] | None:
-        """Wait for records worth writing and take them all; None once closed and drained."""
-        with self._lock:
-            lingered = False
-            if not self._pending and not self._closing:
-                if self.linger > 0:
-                    # Right after a flush: a record queued now waits at most linger.
-                    self._park(_LINGERING, self.linger)
-                    lingered = True
-                if not self._pending and not self._closing:
-                    self._unlock_file()  # idle: other writers need not wait for us
-                    self._park(_IDLE, -1)
-                    lingered = False
-            if not self._pending:
-                return None
-            if not lingered and self._wanted <= self._durable and not self._closing and self.linger > 0:
-                # Nobody is waiting: give the next step's intent a moment to join.
-                self._park(_LINGERING, self.linger)
-            batch, self._pending = self._pending, []
-            # Tickets are consecutive and a batch is everything pending: it ends
-            # with the last ticket given.
-            self._batch_end = self._last_ticket
-            if self._blocked:
-                self._done.notify_all()  # room for 'block' backpressure
-            return batch
-
-    def _park(self, state: int, timeout: float) -> None:
-        """Release the lock and wait for a kick (at most ``timeout`` s; -1: forever); lock held."""
-        self._parked = state
-        self._lock.release()
-        try:
-            kicked = self._kick.acquire(True, timeout)
-        finally:
-            self._lock.acquire()
-            self._parked = _RUNNING
-        if self._kicked:
-            if not kicked:  # kicked after the timeout, before we took the lock back
-                self._kick.acquire()
-            self._kicked = False
-
-    def _write(self, batch: list[_Entry]) -> None:
+    def _write(self, batch: list[Entry]) -> None:
         prepared = prepare_lines(batch) if self.chain and self.encryptor is None else None
         if self._held_since is None:
             status = self._lock_file()
@@ -484,77 +305,38 @@ class FileWAL(WAL):
         if time.monotonic() - self._held_since > _HOLD_MAX:
             self._unlock_file()  # a long burst: let another writer have a turn
 
+    def _idle(self) -> None:
+        self._unlock_file()  # idle: other writers need not wait for us
+
+    def _disconnect(self) -> None:
+        try:
+            self._unlock_file()
+        finally:
+            self._drop_fd()
+
     def _unlock_file(self) -> None:
         if self._held_since is not None:
             self._held_since = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def _acknowledge(self) -> None:
-        with self._lock:
-            self._durable = self._batch_end
-            if self._blocked:
-                self._done.notify_all()
-            ready = self._waiters.ready(self._durable)
-        if ready:
-            settle(ready)
+    def _release(self, clean: bool) -> None:
+        self._drop_fd()
 
-    def _fail(self, err: BaseException) -> None:
-        broken = err if isinstance(err, WALError) else WALError(f"writing {self.path} failed: {err!r}")
-        if broken is not err:
-            broken.__cause__ = err
-        log.error("%s is broken and refuses further records: %s", self.path, err)
-        with self._lock:
-            self._broken = broken
-            self._done.notify_all()
-            waiting = self._waiters.take_all(broken)
-        settle(waiting)
+    def _drop_fd(self) -> None:
+        """Close the file once neither close() nor the flusher needs it.
 
-    # -- reading and closing -------------------------------------------------------
+        A close that gave up on a wedged flusher must not close the descriptor under
+        it: the number could be reused by another open file, which the flusher's
+        write, once the device answers, would then land in.
+        """
+        with self._lock:
+            self._fd_users -= 1
+            last = self._fd_users == 0
+        if last:
+            os.close(self._fd)
+
+    # -- reading -------------------------------------------------------------------
 
     def records(self) -> Iterator[Record]:
         """Every durable record of the file (call ``barrier()`` first to include queued ones)."""
         return read_records(self.path, encryptor=self.encryptor)
-
-    @property
-    def closed(self) -> bool:
-        """Whether :meth:`close` has been called."""
-        return self._closing
-
-    @property
-    def broken(self) -> WALError | None:
-        """The error that stopped this log, if any."""
-        return self._broken
-
-    def close(self, timeout: float | None = None) -> None:
-        """Flush what is queued, stop the flusher, close the file. Bounded and idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closing = True
-            if self._parked and not self._kicked:
-                self._kicked = True
-                self._kick.release()
-        self._flusher.join(self.barrier_timeout if timeout is None else timeout)
-        with self._lock:
-            self._closed = True
-            lost = len(self._pending)
-            self._waiters.close()
-        if self._flusher.is_alive() or lost:
-            log.error("%s closed with %d records not written (flusher stalled)", self.path, lost)
-        os.close(self._fd)
-        _open_logs.discard(self)
-
-    def __enter__(self) -> FileWAL:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-@atexit.register
-def _close_all() -> None:
-    for wal in list(_open_logs):
-        try:
-            wal.close(timeout=5.0)
-        except Exception:  # best effort at interpreter exit
-            log.exception("closing %s at exit failed", wal.path)

@@ -1,18 +1,29 @@
-"""Group commit for logs that live on a server (Postgres, Redis).
+"""Group commit: the one lifecycle every durable log shares (file, Postgres, Redis).
 
 Callers only queue records; one flusher thread per log commits everything queued
-meanwhile, from every saga and thread, in one round (one transaction, one script
-call), and wakes the barriers that round covers.
+meanwhile, from every saga and thread, in one round (one ``write`` + ``fdatasync``,
+one transaction, one script call), and wakes the barriers that round covers.
 
-What a server adds over a file is that it goes away and comes back. A commit
-that failed because the connection broke is retried, with backoff, for as long
-as it takes: the records stay queued, barriers wait (up to their bound, then
-``WALStalled``), and appends queue up to ``max_pending`` (then backpressure).
-A broken connection leaves one question open, whether the failed commit landed
-before the connection died; a backend answers it from a per-writer marker
-written in the same transaction, so a retried batch is never written twice.
-Any other error (a missing table, a refused login, a script error) breaks the
-log: it refuses further records rather than guess.
+A backend supplies only its commit (:meth:`GroupCommitWAL._commit`) and, if it has
+them, what a commit holds on to (a file lock, a connection). Everything else is
+here and therefore the same for every backend: the queue and its backpressure,
+both barriers and their bound (``WALStalled``), the flusher's linger, the retry of
+a commit that failed on a lost connection, the error that breaks the log, close
+and the at-exit registry.
+
+When nobody waits on a barrier, the flusher lingers a moment before committing,
+so that a step's commit record and the next step's intent share one round; a
+record nobody waits for is still committed within ``linger`` seconds.
+
+A server goes away and comes back. A commit that failed on an error the backend
+calls transient (:meth:`GroupCommitWAL._transient`: a lost connection) is
+retried, with backoff, for as long as it takes: the records stay queued, barriers
+wait (up to their bound, then ``WALStalled``), and appends queue up to
+``max_pending`` (then backpressure). A backend answers whether the failed commit
+landed before the connection died (a per-writer marker written in the same
+transaction), so a retried batch is never written twice. Any other error (a full
+disk, a missing table, a script error) breaks the log: it refuses further
+records rather than guess.
 """
 
 from __future__ import annotations
@@ -20,42 +31,51 @@ from __future__ import annotations
 import abc
 import asyncio
 import atexit
-import itertools
 import logging
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from agent_saga.errors import WALClosed, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import encode_entry
+from agent_saga.log.waiters import AsyncWaiters, settle
 
 __all__ = ["Entry", "GroupCommitWAL"]
 
 log = logging.getLogger("agent_saga.wal")
 
-#: One queued record: ticket, ts (µs), type, saga, step, the body's canonical JSON.
-Entry = tuple[int, int, str, str, "int | None", str]
-_Waiter = tuple[int, asyncio.AbstractEventLoop, "asyncio.Future[None]"]
+#: One queued record: ts (µs), type, saga, step, the body's canonical JSON. Its ticket is
+#: its place in the queue: tickets are consecutive, and a batch ends at ``_batch_end``.
+Entry = tuple[int, str, str, "int | None", str]
 _MAX_BACKOFF = 1.0
+# Where the flusher is: running, waiting a bounded moment for more records, idle, or
+# waiting to retry a commit. Appends wake it only when idle, barriers when lingering
+# or idle, close from anywhere (a barrier must not cut a retry's backoff short).
+_RUNNING, _LINGERING, _IDLE, _BACKOFF = 0, 1, 2, -1
 _open_logs: weakref.WeakSet[GroupCommitWAL] = weakref.WeakSet()
 
 
 class GroupCommitWAL(WAL):
-    """The queue, flusher and barriers shared by the server-backed logs.
+    """The queue, flusher, barriers and close shared by every durable log.
 
-    A subclass implements :meth:`_commit` (make a batch durable, exactly once even
-    when called again for a batch whose first attempt may have landed),
-    :meth:`_transient` (is this error a lost connection worth retrying) and
-    :meth:`_disconnect` (called on the flusher thread when it stops).
+    A backend implements :meth:`_commit` (make a batch durable; exactly once even
+    when called again for a batch whose first attempt may have landed) and may
+    implement :meth:`_transient` (is this error a lost connection worth retrying;
+    default: no, every failure breaks the log), :meth:`_idle` (the flusher has
+    nothing to do), :meth:`_disconnect` (the flusher stops) and :meth:`_release`
+    (the log closed). It calls :meth:`_start` once it is ready to commit.
     """
 
     durable = True
     #: The most records one commit carries (a server caps a statement or script's size).
     max_batch = 5000
+    #: What holds the queued records, and what to suspect when a barrier stalls.
+    _store = "the server"
+    _stall_hint = "the server is unreachable or very slow"
 
     def __init__(
         self,
@@ -65,6 +85,7 @@ class GroupCommitWAL(WAL):
         barrier_timeout: float,
         max_pending: int,
         backpressure: Literal["refuse", "block"],
+        name: str | None = None,
     ) -> None:
         if backpressure not in ("refuse", "block"):
             raise ValueError(f"backpressure must be 'refuse' or 'block', got {backpressure!r}")
@@ -77,27 +98,37 @@ class GroupCommitWAL(WAL):
         self.barrier_timeout = barrier_timeout
         self.max_pending = max_pending
         self.backpressure = backpressure
-        #: Names this writer in the commit marker: which of its tickets are committed.
+        #: Names this writer in a server's commit marker: which of its tickets are committed.
         self.writer = uuid.uuid4().hex
         self.commits = 0  # rounds committed, for benchmarks
         self.retries = 0  # commits tried again after a lost connection
+        self._name = name or location
         self._lock = threading.Lock()
-        self._work = threading.Condition(self._lock)
+        # Threads blocked in barrier() (or in append() under 'block' backpressure) wait
+        # on _done; the flusher signals it only when _blocked says someone does.
         self._done = threading.Condition(self._lock)
+        self._blocked = 0
+        # The flusher parks on _kick, a lock used as a one-shot signal: cheaper than a
+        # Condition, which allocates a lock per wait. Released only with _lock held,
+        # only while the flusher is parked, and at most once per park (_kicked).
+        self._kick = threading.Lock()
+        self._kick.acquire()
+        self._parked = _RUNNING
+        self._kicked = False
         self._pending: list[Entry] = []
-        self._tickets = itertools.count(1)
         self._last_ticket = 0
+        self._batch_end = 0  # the ticket of the last record of the batch being committed
         self._durable = 0
         self._wanted = 0
-        self._waiters: list[_Waiter] = []
+        self._waiters = AsyncWaiters(self._lock, self._stalled, self._name)
         self._broken: WALError | None = None
         self._closing = False
-        self._abandon = False
+        self._abandon = False  # close gave up waiting: stop retrying
         self._flusher: threading.Thread | None = None
 
     def _start(self) -> None:
-        """Start the flusher (the subclass calls this once it is connected)."""
-        self._flusher = threading.Thread(target=self._run, name=f"agent-saga-wal:{self.location}", daemon=True)
+        """Start the flusher (the backend calls this once it can commit)."""
+        self._flusher = threading.Thread(target=self._run, name=f"agent-saga-wal:{self._name}", daemon=True)
         self._flusher.start()
         _open_logs.add(self)
 
@@ -105,14 +136,23 @@ class GroupCommitWAL(WAL):
 
     @abc.abstractmethod
     def _commit(self, batch: list[Entry]) -> None:
-        """Make ``batch`` durable in one round, exactly once."""
+        """Make ``batch`` (tickets ``_batch_end - len(batch) + 1`` .. ``_batch_end``) durable, once."""
 
-    @abc.abstractmethod
     def _transient(self, err: BaseException) -> bool:
         """Whether ``err`` is a lost or refused connection (retry) rather than a fault (break)."""
+        return False
+
+    def _idle(self) -> None:
+        """The flusher found nothing to do and is about to wait (lock held)."""
 
     def _disconnect(self) -> None:
-        """Release the flusher's connection (runs on the flusher thread as it stops)."""
+        """Release what the flusher holds (runs on the flusher thread as it stops)."""
+
+    def _release(self, clean: bool) -> None:
+        """Release the log's resources, once, as :meth:`close` ends.
+
+        ``clean``: every record was committed and the log is not broken.
+        """
 
     # -- the caller's side ---------------------------------------------------------------
 
@@ -124,30 +164,52 @@ class GroupCommitWAL(WAL):
         # caller (WALRefused) and never reaches the commit it would break for every saga.
         body_json = encode_entry(type, saga, step, body)
         with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            if self._closing:
-                raise WALClosed(f"{self!r} is closed; records can no longer be appended")
+            if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
+                self._admit()
+            self._last_ticket = ticket = self._last_ticket + 1
+            self._pending.append((ts, type, saga, step, body_json))
+            if self._parked == _IDLE and not self._kicked:
+                self._kicked = True
+                self._kick.release()
+            return ticket
+
+    def _admit(self) -> None:
+        """Raise why a record cannot be queued now, or wait for room ('block'); lock held."""
+        if self._broken is not None:
+            raise self._broken
+        if self._closing:
+            raise WALClosed(f"{self!r} is closed; records can no longer be appended")
+        if self.backpressure == "refuse":
+            raise WALFull(
+                f"{self!r} has {len(self._pending)} records waiting for {self._store} "
+                f"(max_pending={self.max_pending}); refusing rather than dropping. "
+                "Raise max_pending or use backpressure='block'"
+            )
+        deadline = time.monotonic() + self.barrier_timeout
+        self._blocked += 1
+        try:
             while len(self._pending) >= self.max_pending:
-                if self.backpressure == "refuse":
-                    raise WALFull(
-                        f"{self!r} has {len(self._pending)} records waiting for the server "
-                        f"(max_pending={self.max_pending}); refusing rather than dropping. "
-                        "Raise max_pending or use backpressure='block'"
-                    )
-                if not self._done.wait(self.barrier_timeout):
-                    raise WALStalled(
-                        f"{self!r}: no room in the queue after {self.barrier_timeout:g}s "
-                        "(the server is unreachable or very slow)"
-                    )
                 if self._broken is not None:
                     raise self._broken
-            ticket = next(self._tickets)
-            self._last_ticket = ticket
-            self._pending.append((ticket, ts, str(type), saga, step, body_json))
-            if len(self._pending) == 1:
-                self._work.notify()
-            return ticket
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise WALStalled(
+                        f"{self!r}: no room in the queue after {self.barrier_timeout:g}s ({self._stall_hint})"
+                    )
+                self._done.wait(remaining)
+        finally:
+            self._blocked -= 1
+        if self._broken is not None:
+            raise self._broken
+        if self._closing:
+            raise WALClosed(f"{self!r} is closed; records can no longer be appended")
+
+    def _want(self, target: int) -> None:
+        """Someone waits for ``target``: wake the flusher from a linger or idle wait (lock held)."""
+        self._wanted = target
+        if self._parked > 0 and not self._kicked:
+            self._kicked = True
+            self._kick.release()
 
     def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
         target = self._last_ticket if ticket is None else ticket
@@ -156,45 +218,43 @@ class GroupCommitWAL(WAL):
         limit = self.barrier_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
         with self._lock:
-            self._want(target)
-            while self._durable < target:
-                if self._broken is not None:
-                    raise self._broken
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise self._stalled(target, limit)
-                self._done.wait(remaining)
+            if target > self._wanted:
+                self._want(target)
+            self._blocked += 1
+            try:
+                while self._durable < target:
+                    if self._broken is not None:
+                        raise self._broken
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise self._stalled(target, limit)
+                    self._done.wait(remaining)
+            finally:
+                self._blocked -= 1
 
     async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
         target = self._last_ticket if ticket is None else ticket
         if target <= self._durable and self._broken is None:
             return
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         limit = self.barrier_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         with self._lock:
             if self._broken is not None:
                 raise self._broken
             if self._durable >= target:
                 return
-            self._waiters.append((target, loop, future))
-            self._want(target)
-        try:
-            async with asyncio.timeout(limit):
-                await future
-        except TimeoutError:
-            raise self._stalled(target, limit) from None
-
-    def _want(self, target: int) -> None:
-        """Tell the flusher someone waits for ``target`` (lock held): it stops lingering."""
-        if target > self._wanted:
-            self._wanted = target
-            self._work.notify()
+            # Bounded by the waiters' watchdog, not by a timer on the caller's loop: the
+            # flusher may be the one stuck (a wedged fdatasync, a server that is gone).
+            self._waiters.add(target, future, deadline, limit)
+            if target > self._wanted:
+                self._want(target)
+        await future
 
     def _stalled(self, ticket: int, limit: float) -> WALStalled:
         return WALStalled(
-            f"record {ticket} of {self!r} was not committed after {limit:g}s (committed up to "
-            f"{self._durable}); the server is unreachable or very slow, the record is still queued"
+            f"record {ticket} of {self!r} was not durable after {limit:g}s (durable up to "
+            f"{self._durable}); {self._stall_hint}, the record is still queued"
         )
 
     # -- the flusher -------------------------------------------------------------------
@@ -202,25 +262,61 @@ class GroupCommitWAL(WAL):
     def _run(self) -> None:
         try:
             while True:
-                with self._lock:
-                    while not self._pending and not self._closing:
-                        self._work.wait()
-                    if not self._pending:
-                        return
-                    if self._wanted <= self._durable and not self._closing and self.linger > 0:
-                        # Nobody is waiting: give the next step's intent a moment to join.
-                        self._work.wait(self.linger)
-                    batch = self._pending[: self.max_batch]
-                    del self._pending[: len(batch)]
-                    self._done.notify_all()  # room for 'block' backpressure
+                batch = self._next_batch()
+                if batch is None:
+                    return
                 if not self._commit_until_done(batch):
                     return
-                self._acknowledge(batch[-1][0])
+                self._acknowledge()
         finally:
             try:
                 self._disconnect()
             except Exception:
-                log.debug("%r: closing the connection failed", self, exc_info=True)
+                log.debug("%r: releasing the flusher's hold failed", self, exc_info=True)
+
+    def _next_batch(self) -> list[Entry] | None:
+        """Wait for records worth committing and take them; None once closed and drained."""
+        with self._lock:
+            lingered = False
+            if not self._pending and not self._closing:
+                if self.linger > 0:
+                    # Right after a commit: a record queued now waits at most linger.
+                    self._park(_LINGERING, self.linger)
+                    lingered = True
+                if not self._pending and not self._closing:
+                    self._idle()
+                    self._park(_IDLE, -1)
+                    lingered = False
+            if not self._pending:
+                return None
+            if not lingered and self._wanted <= self._durable and not self._closing and self.linger > 0:
+                # Nobody is waiting: give the next step's intent a moment to join.
+                self._park(_LINGERING, self.linger)
+            if len(self._pending) <= self.max_batch:
+                # Tickets are consecutive: a batch of everything pending ends with the last one given.
+                batch, self._pending = self._pending, []
+                self._batch_end = self._last_ticket
+            else:
+                batch = self._pending[: self.max_batch]
+                del self._pending[: self.max_batch]
+                self._batch_end = self._last_ticket - len(self._pending)
+            if self._blocked:
+                self._done.notify_all()  # room for 'block' backpressure
+            return batch
+
+    def _park(self, state: int, timeout: float) -> None:
+        """Release the lock and wait for a kick (at most ``timeout`` s; -1: forever); lock held."""
+        self._parked = state
+        self._lock.release()
+        try:
+            kicked = self._kick.acquire(True, timeout)
+        finally:
+            self._lock.acquire()
+            self._parked = _RUNNING
+        if self._kicked:
+            if not kicked:  # kicked after the timeout, before we took the lock back
+                self._kick.acquire()
+            self._kicked = False
 
     def _commit_until_done(self, batch: list[Entry]) -> bool:
         """Commit one batch, retrying lost connections; False once the log is broken."""
@@ -236,19 +332,21 @@ class GroupCommitWAL(WAL):
                     log.warning("%r: commit failed (%s); retrying, the records stay queued", self, err)
                 self.retries += 1
                 with self._lock:
-                    self._work.wait(delay)  # close() wakes us to give up sooner
+                    if not self._abandon:
+                        self._park(_BACKOFF, delay)  # close() kicks us to give up sooner
                 delay = min(delay * 2, _MAX_BACKOFF)
                 continue
             self.commits += 1
             return True
 
-    def _acknowledge(self, ticket: int) -> None:
+    def _acknowledge(self) -> None:
         with self._lock:
-            self._durable = ticket
-            self._done.notify_all()
-            ready = [w for w in self._waiters if w[0] <= ticket]
-            self._waiters = [w for w in self._waiters if w[0] > ticket]
-        self._settle(ready, None)
+            self._durable = self._batch_end
+            if self._blocked:
+                self._done.notify_all()
+            ready = self._waiters.ready(self._durable)
+        if ready:
+            settle(ready)
 
     def _fail(self, err: BaseException) -> None:
         broken = err if isinstance(err, WALError) else WALError(f"{self!r}: committing failed: {err!r}")
@@ -258,19 +356,8 @@ class GroupCommitWAL(WAL):
         with self._lock:
             self._broken = broken
             self._done.notify_all()
-            waiting, self._waiters = self._waiters, []
-        self._settle(waiting, broken)
-
-    @staticmethod
-    def _settle(waiters: list[_Waiter], error: WALError | None) -> None:
-        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-        for _, loop, future in waiters:
-            by_loop.setdefault(loop, []).append(future)
-        for loop, futures in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_resolve, futures, error)
-            except RuntimeError:  # that loop is closed; its waiters are gone
-                pass
+            waiting = self._waiters.take_all(broken)
+        settle(waiting)
 
     # -- state and closing -------------------------------------------------------------
 
@@ -285,23 +372,39 @@ class GroupCommitWAL(WAL):
         return self._broken
 
     def close(self, timeout: float | None = None) -> None:
-        """Commit what is queued, stop the flusher, disconnect. Bounded and idempotent."""
-        with self._lock:
-            already = self._closing
-            self._closing = True
-            self._work.notify_all()
-        if already or self._flusher is None:
-            return
-        _open_logs.discard(self)
-        self._flusher.join(self.barrier_timeout if timeout is None else timeout)
-        if self._flusher.is_alive():
-            self._abandon = True  # stop retrying: the server did not come back in time
-            with self._lock:
-                self._work.notify_all()
-                lost = len(self._pending)
-            log.error("%r closed with %d records not committed (the server was unreachable)", self, lost)
+        """Commit what is queued, stop the flusher, release the log. Bounded and idempotent.
 
-    def __enter__(self) -> GroupCommitWAL:
+        Waits up to ``timeout`` (default ``barrier_timeout``) for the queue to drain;
+        then gives up retrying and logs how many records were not committed. Only the
+        first call does this; later ones return at once.
+        """
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+            if self._parked and not self._kicked:
+                self._kicked = True
+                self._kick.release()
+        _open_logs.discard(self)
+        flusher = self._flusher
+        stuck = False
+        if flusher is not None:
+            flusher.join(self.barrier_timeout if timeout is None else timeout)
+            stuck = flusher.is_alive()
+        with self._lock:
+            if stuck:
+                self._abandon = True  # stop retrying: the store did not come back in time
+                if self._parked and not self._kicked:
+                    self._kicked = True
+                    self._kick.release()
+            lost = self._last_ticket - self._durable  # queued, or in the commit that did not end
+            self._waiters.close()
+        if lost:
+            why = self._stall_hint if self._broken is None else f"it broke: {self._broken}"
+            log.error("%r closed with %d records not durable (%s)", self, lost, why)
+        self._release(not stuck and not lost and self._broken is None)
+
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -310,19 +413,9 @@ class GroupCommitWAL(WAL):
 
 @atexit.register
 def _close_all() -> None:
-    # As FileWAL does: what is queued at exit (a last commit record nobody waited for) is committed.
+    # What is queued at exit (a last commit record nobody waited for) is committed.
     for wal in list(_open_logs):
         try:
             wal.close(timeout=5.0)
         except Exception:  # best effort at interpreter exit
             log.exception("closing %r at exit failed", wal)
-
-
-def _resolve(futures: list[asyncio.Future[None]], error: WALError | None) -> None:
-    for future in futures:
-        if future.done():
-            continue  # timed out or cancelled meanwhile
-        if error is None:
-            future.set_result(None)
-        else:
-            future.set_exception(error)

@@ -39,7 +39,7 @@ from agent_saga.errors import ConfigurationError, WALError
 from agent_saga.log.codec import BodyCipher, decode_line, seal
 from agent_saga.log.group import Entry, GroupCommitWAL
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record
-from agent_saga.log.rewrite import Change, ServerLog, Stored
+from agent_saga.log.rewrite import Change, Rewritable, Stored
 from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
 
 __all__ = ["PostgresWAL", "import_psycopg"]
@@ -63,7 +63,7 @@ def import_psycopg() -> Any:
     return psycopg
 
 
-class PostgresWAL(GroupCommitWAL, ServerLog):
+class PostgresWAL(GroupCommitWAL, Rewritable):
     """A shared, durable log in a Postgres database.
 
     ``url`` is a libpq URL (``postgresql://user@host:port/db``); two query
@@ -178,7 +178,7 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
         if self._conn is None:
             self._conn = self._connect_writer()
         conn = self._conn
-        last_ticket = batch[0][0] + len(batch) - 1
+        last_ticket = self._batch_end
         retry, self._uncertain = self._uncertain, True
         with conn.transaction(), conn.cursor() as cur:
             seq, prev = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
@@ -192,21 +192,18 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
                     self._uncertain = False
                     return  # it landed before (or while) the connection died
             data, head, count = seal(
-                ((seq + 1 + i, ts, rtype, saga, step, body)
-                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
-                prev, self.chain, self.encryptor,
+                ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), prev, self.chain, self.encryptor
             )
             lines = data.decode().split("\n")
             with cur.copy(self._sql.copy_in) as copy:
                 for i, entry in enumerate(batch):
-                    copy.write_row((self.log_name, seq + 1 + i, entry[3], entry[2], lines[i]))
+                    copy.write_row((self.log_name, seq + 1 + i, entry[2], str(entry[1]), lines[i]))
             cur.execute(self._sql.move_head, (seq + count, head, self.log_name))
             cur.execute(self._sql.mark_writer, (self.log_name, self.writer, last_ticket))
         self._uncertain = False
 
-    def close(self, timeout: float | None = None) -> None:
-        super().close(timeout)
-        if self.broken is None and not self._abandon:
+    def _release(self, clean: bool) -> None:
+        if clean:
             try:  # a cleanly closed writer has no commit in doubt: its marker can go
                 with self._connect() as conn:
                     conn.execute(self._sql.forget_writer, (self.log_name, self.writer))
@@ -238,7 +235,7 @@ class PostgresWAL(GroupCommitWAL, ServerLog):
 
     # -- maintenance -------------------------------------------------------------------
 
-    def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
+    def _rewrite(self, plan: Callable[[Stored], Change | None], action: str = "rewrite") -> None:
         with self._connect() as conn, conn.transaction(), conn.cursor() as cur:
             seq, head = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
             lines = cur.execute(self._sql.read_after, (self.log_name, 0)).fetchall()

@@ -44,7 +44,7 @@ from agent_saga.errors import ConfigurationError, WALError
 from agent_saga.log.codec import BodyCipher, seal
 from agent_saga.log.group import Entry, GroupCommitWAL
 from agent_saga.log.records import GENESIS, Record
-from agent_saga.log.rewrite import Change, ServerLog, Stored
+from agent_saga.log.rewrite import Change, Rewritable, Stored
 from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
 
 __all__ = ["RedisWAL", "import_redis", "redis_client"]
@@ -104,7 +104,7 @@ def redis_client(url: str, timeout: float) -> Any:
     )
 
 
-class RedisWAL(GroupCommitWAL, ServerLog):
+class RedisWAL(GroupCommitWAL, Rewritable):
     """A shared log in Redis (see the module docstring for its durability class).
 
     ``url`` is a redis-py URL (``redis://host:port/db``); the query parameter
@@ -198,14 +198,12 @@ class RedisWAL(GroupCommitWAL, ServerLog):
     def _commit(self, batch: list[Entry]) -> None:
         # Always sent with the writer's marker: the script itself answers whether an earlier
         # attempt of this batch landed, so a retry needs no separate (racing) read first.
-        last_ticket = batch[0][0] + len(batch) - 1
+        last_ticket = self._batch_end
         keys = [self.keys["seq"], self.keys["head"], self.keys["records"], self.keys["writers"]]
         seq, head = self._seq, self._head
         while True:
             data, new_head, count = seal(
-                ((seq + 1 + i, ts, rtype, saga, step, body)
-                 for i, (_, ts, rtype, saga, step, body) in enumerate(batch)),
-                head, self.chain, self.encryptor,
+                ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), head, self.chain, self.encryptor
             )
             lines = data.decode().split("\n")[:count]
             try:
@@ -246,9 +244,8 @@ class RedisWAL(GroupCommitWAL, ServerLog):
                     f"only {acked} of {self.wait} replicas acknowledged within {self.wait_timeout:g}s"
                 )
 
-    def close(self, timeout: float | None = None) -> None:
-        super().close(timeout)
-        if self.broken is None and not self._abandon:
+    def _release(self, clean: bool) -> None:
+        if clean:
             try:  # a cleanly closed writer has no commit in doubt: its marker can go
                 self.client.hdel(self.keys["writers"], self.writer)
             except self._redis.RedisError:
@@ -289,7 +286,7 @@ class RedisWAL(GroupCommitWAL, ServerLog):
 
     # -- maintenance -------------------------------------------------------------------
 
-    def _rewrite(self, plan: Callable[[Stored], Change | None]) -> None:
+    def _rewrite(self, plan: Callable[[Stored], Change | None], action: str = "rewrite") -> None:
         k = self.keys
         for _ in range(_REWRITE_TRIES):
             with self.client.pipeline() as pipe:

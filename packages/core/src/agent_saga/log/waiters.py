@@ -1,9 +1,10 @@
 """The async side of a log's barriers: futures waiting for a ticket to become durable.
 
-A log that makes records durable on a thread of its own (``FileWAL``'s flusher)
-keeps here the futures that event loops await. The flusher pops the ready ones
-under the log's lock and completes them on their loops, one ``call_soon_threadsafe``
-per loop and flush, however many futures that flush released.
+A log that makes records durable on a thread of its own (the flusher of every
+group-commit log, ``log.group``) keeps here the futures that event loops await.
+The flusher pops the ready ones under the log's lock and completes them on their
+loops, one ``call_soon_threadsafe`` per loop and flush, however many futures that
+flush released.
 
 Every barrier is bounded. A watchdog thread, not the flusher (which may be the
 one stuck, in a wedged ``fdatasync``), fails the futures that outlived their

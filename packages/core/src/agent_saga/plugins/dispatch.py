@@ -39,6 +39,8 @@ FRAMEWORK_ADAPTERS: dict[str, tuple[str, str]] = {
     "autogen": ("agent-saga-ag2", "ag2"),
     "google.adk": ("agent-saga-google-adk", "google_adk"),
     "agno": ("agent-saga-agno", "agno"),
+    "pydantic_ai": ("agent-saga-pydantic-ai", "pydantic_ai"),
+    "strands": ("agent-saga-strands", "strands"),
 }
 
 

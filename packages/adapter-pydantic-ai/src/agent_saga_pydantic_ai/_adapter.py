@@ -1,0 +1,158 @@
+"""Pydantic AI function tools as saga steps, an ``Agent.run`` as one saga.
+
+``wrap_tool`` returns a copy of a ``pydantic_ai.Tool`` whose function is the step (same name,
+description, JSON schema and validator; the ``RunContext`` reaches the function but not the
+log). :func:`wrap_tools` does the same, in place, for tools already inside a
+``FunctionToolset``, or an ``Agent``'s own ``@agent.tool`` / ``@agent.tool_plain`` functions.
+``patch_all()`` patches ``FunctionToolset.call_tool``, where every function tool of every
+agent is called.
+
+A gate's :class:`~agent_saga.RepairRequested` (the call's arguments do not fit: nothing ran)
+reaches the model as Pydantic AI's own ``ModelRetry``, so the model gets one turn to correct
+the call within the tool's retries; every other failure of a step ends the run as Pydantic AI
+ends it for any tool exception.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import wrapt
+from pydantic_ai import Agent, ModelRetry, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from agent_saga import WAL, GatePort, RepairRequested, StepOptions
+from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga_pydantic_ai import _compat
+
+__all__ = ["PydanticAI", "adapter", "saga_run", "saga_run_sync", "wrap_tools"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+Target = TypeVar("Target", FunctionToolset[Any], Agent[Any, Any])
+
+
+def retrying(fn: F) -> F:
+    """``fn`` with a gate's repair request raised as ``ModelRetry`` (its message is the validation errors)."""
+    if inspect.iscoroutinefunction(fn):
+
+        @functools.wraps(fn)
+        async def async_retrying(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await fn(*args, **kwargs)
+            except RepairRequested as err:
+                raise ModelRetry(str(err)) from err
+
+        return async_retrying  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def sync_retrying(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RepairRequested as err:
+            raise ModelRetry(str(err)) from err
+
+    return sync_retrying  # type: ignore[return-value]
+
+
+class PydanticAI(Adapter):
+    framework = "pydantic_ai"
+    distribution = "agent-saga-pydantic-ai"
+    tool_types = (Tool,)
+    hint = (
+        "make one with pydantic_ai.Tool(fn); for tools already in a FunctionToolset or registered "
+        "with @agent.tool, use agent_saga_pydantic_ai.wrap_tools(toolset_or_agent, {name: options})"
+    )
+
+    def function_of(self, tool: Any) -> Callable[..., Any] | None:
+        return _compat.function_of(tool) if isinstance(tool, Tool) else _compat.function_of_call(tool)
+
+    def framework_params(self, fn: Callable[..., Any]) -> tuple[str, ...]:
+        return _compat.context_params(fn)
+
+    def tool_name(self, tool: Any) -> str:
+        return str(tool.name if isinstance(tool, Tool) else tool.tool_def.name)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        return _compat.with_function(tool, retrying(self.step(spec, _compat.function_of(tool))))
+
+    def patch(self) -> None:
+        self.patches.apply(FunctionToolset, "call_tool", lambda original: wrapt.FunctionWrapper(original, self._call_tool))
+
+    async def _call_tool(self, wrapped: Any, toolset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        tool, tool_args = _call_of(*args, **kwargs)
+        try:
+            return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), tool_args)
+        except RepairRequested as err:
+            raise ModelRetry(str(err)) from err
+
+
+def _call_of(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> tuple[Any, dict[str, Any]]:
+    """The tool and the model's (validated) arguments of a ``FunctionToolset.call_tool`` call."""
+    return tool, tool_args
+
+
+adapter = PydanticAI()
+
+
+def wrap_tools(target: Target, steps: Mapping[str, StepOptions | Mapping[str, Any]]) -> Target:
+    """Make the named tools of a ``FunctionToolset`` (or an ``Agent``'s own tools) saga steps, in place.
+
+    ``steps`` maps a tool's name to its step options: a :class:`~agent_saga.StepOptions`, or
+    the keywords ``wrap_tool`` takes (``{"semantics": "COMPENSABLE", "compensate": ...}``).
+    For an ``Agent`` the tools are those registered with ``@agent.tool``, ``@agent.tool_plain``
+    or ``tools=[...]``, and those of the ``FunctionToolset``s in its ``toolsets=[...]``. Returns
+    ``target``. A name none of them holds is refused before anything changes.
+    """
+    holders = _function_toolsets(target)
+    held = {name: toolset for toolset in reversed(holders) for name in toolset.tools}  # the first holder wins
+    missing = sorted(set(steps) - set(held))
+    if missing:
+        raise ValueError(
+            f"wrap_tools: no tool named {', '.join(map(repr, missing))} in this "
+            f"{type(target).__name__} (it has {', '.join(map(repr, sorted(held))) or 'no tools'})"
+        )
+    wrapped = {}
+    for name, options in steps.items():
+        step = {"options": options} if isinstance(options, StepOptions) else dict(options)
+        wrapped[name] = adapter.wrap_tool(held[name].tools[name], **step)
+    for name, tool in wrapped.items():
+        held[name].tools[name] = tool
+    return target
+
+
+def _function_toolsets(target: Any) -> list[FunctionToolset[Any]]:
+    """The function toolsets of ``target``: itself, or an agent's own and those it was given."""
+    if isinstance(target, FunctionToolset):
+        return [target]
+    if isinstance(target, Agent):  # the agent's own function toolset (its decorated tools) comes first
+        return [toolset for toolset in target.toolsets if isinstance(toolset, FunctionToolset)]
+    raise TypeError(
+        f"wrap_tools takes a pydantic_ai FunctionToolset or Agent, got {type(target).__module__}.{type(target).__qualname__}"
+    )
+
+
+async def saga_run(
+    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """``await agent.run(user_prompt, **run)`` as one transaction.
+
+    A tool's exception ends Pydantic AI's run and comes out of it; the boundary then undoes
+    every finished step newest-first (``SagaAborted``). Inside an open saga the run joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await agent.run(user_prompt, **run)
+
+
+def saga_run_sync(
+    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+) -> Any:
+    """The blocking form (``agent.run_sync``)."""
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return agent.run_sync(user_prompt, **run)
+
+

@@ -1,0 +1,91 @@
+"""Every touch of Pydantic AI beyond its documented API, in one place, checked at import.
+
+* ``Tool.function_schema`` (a dataclass holding ``function``): what a run calls, through
+  ``FunctionSchema.call``. ``wrap_tool`` puts the step there, on a copy of the tool and of its
+  schema, so the JSON schema, validator and description stay the ones Pydantic AI built from
+  the original function (building them again from the step would lose docstring parameter
+  descriptions and a custom ``function_schema``).
+* ``FunctionToolsetTool.call_func``: the bound ``FunctionSchema.call`` of the tool a run is
+  about to call; ``patch_all()`` reads the function behind it to tell a wrapped tool apart.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from agent_saga.adapter import check_compat
+
+__all__ = ["context_params", "function_of", "function_of_call", "with_function"]
+
+
+def function_of(tool: Tool[Any]) -> Callable[..., Any]:
+    return tool.function
+
+
+def with_function(tool: Tool[Any], fn: Callable[..., Any]) -> Tool[Any]:
+    """A copy of ``tool`` (same class, name, description, schema, validator) that calls ``fn``."""
+    fresh = copy.copy(tool)
+    fresh.function = fn
+    fresh.function_schema = dataclasses.replace(tool.function_schema, function=fn)
+    return fresh
+
+
+def function_of_call(toolset_tool: Any) -> Callable[..., Any] | None:
+    """The function a function toolset's tool calls (None for a tool of any other toolset)."""
+    schema = getattr(getattr(toolset_tool, "call_func", None), "__self__", None)
+    fn = getattr(schema, "function", None)
+    return fn if callable(fn) else None
+
+
+def context_params(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """The first parameter when it takes Pydantic AI's ``RunContext`` (the framework fills it).
+
+    Pydantic AI's own rule (``takes_ctx``): the first parameter, annotated ``RunContext`` or
+    ``RunContext[...]``. Annotations that do not resolve are read as written.
+    """
+    try:
+        first = next(iter(inspect.signature(fn).parameters.values()))
+    except (StopIteration, TypeError, ValueError):
+        return ()
+    try:
+        annotation = typing.get_type_hints(fn).get(first.name, first.annotation)
+    except Exception:  # noqa: BLE001 - an unresolvable hint: fall back to the text as written
+        annotation = first.annotation
+    if isinstance(annotation, str):
+        takes = annotation.split("[", 1)[0].rsplit(".", 1)[-1] == "RunContext"
+    else:
+        takes = annotation is RunContext or typing.get_origin(annotation) is RunContext
+    return (first.name,) if takes else ()
+
+
+def _fits() -> bool:
+    def probe(x: int) -> int:
+        return x
+
+    def other(x: int) -> int:
+        return x
+
+    tool = Tool(probe)
+    copied = with_function(tool, other)
+    return (
+        function_of(tool) is probe
+        and copied.function_schema.function is other
+        and copied.function_schema.json_schema == tool.function_schema.json_schema
+        and callable(getattr(tool.function_schema, "call", None))
+        and callable(vars(FunctionToolset).get("call_tool"))
+    )
+
+
+check_compat(
+    "agent-saga-pydantic-ai", "pydantic_ai", _fits,
+    "the installed pydantic-ai no longer has Tool.function_schema.function, FunctionSchema.call "
+    "or FunctionToolset.call_tool",
+)

@@ -1,0 +1,107 @@
+"""Strands ``@tool`` functions as saga steps, an agent invocation as one saga.
+
+``wrap_tool`` returns a copy of a ``DecoratedFunctionTool`` (what ``@strands.tool`` makes)
+whose function is the step: same class, name, tool spec and input model; the ``ToolContext``
+and ``agent`` parameters Strands fills reach the function but not the log. ``patch_all()``
+patches ``DecoratedFunctionTool.stream``: each call of a tool not wrapped runs on a copy whose
+function is classified by the tool policy.
+
+Strands turns a tool's exception into an error result for the model and the loop goes on; the
+step inside the tool still fails, and the run helpers then unwind the run (``ToolFailed``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from strands import Agent
+from strands.tools.decorator import DecoratedFunctionTool
+
+from agent_saga import WAL, GatePort
+from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga_strands import _compat
+
+__all__ = ["Strands", "adapter", "saga_run", "saga_run_sync"]
+
+
+class Strands(Adapter):
+    framework = "strands"
+    distribution = "agent-saga-strands"
+    tool_types = (DecoratedFunctionTool,)
+    hint = "make one with @strands.tool"
+
+    def function_of(self, tool: Any) -> Callable[..., Any]:
+        return _compat.function_of(tool)
+
+    def tool_name(self, tool: Any) -> str:
+        return str(tool.tool_name)
+
+    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
+        if _compat.is_streaming(tool):
+            raise TypeError(
+                f"tool {tool.tool_name!r} is an async generator (it streams its result): agent-saga-strands "
+                "wraps tools that return their result; make the step a function that returns it"
+            )
+        fn, hidden = _compat.function_of(tool), _compat.context_params(tool)
+        # The parameters Strands fills are known from the tool (its @tool(context=...)), not the function.
+        spec = dataclasses.replace(spec, signature=signature_of(fn, without=hidden))
+        return _compat.with_function(tool, spec.wrap(fn, hidden=hidden))
+
+    def patch(self) -> None:
+        self.patches.apply(DecoratedFunctionTool, "stream", self._policed_stream)
+
+    def _policed_stream(self, original: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+        @functools.wraps(original)
+        async def stream(tool: Any, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            # A streaming tool's events are the model's to read as they come: it is left alone
+            # (docs/ADAPTERS.md, the honest limits).
+            policed = tool if self.is_wrapped(tool) or _compat.is_streaming(tool) else self._policed(tool)
+            async for event in original(policed, *args, **kwargs):
+                yield event
+
+        return stream
+
+    def _policed(self, tool: Any) -> Any:
+        fn, hidden = _compat.function_of(tool), _compat.context_params(tool)
+
+        def logged(kwargs: dict[str, Any]) -> dict[str, Any]:  # Strands passes every argument by keyword
+            return {k: v for k, v in kwargs.items() if k not in hidden}
+
+        async def policed_async(**kwargs: Any) -> Any:
+            return await self.patched_async(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        def policed_sync(**kwargs: Any) -> Any:
+            return self.patched_sync(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        policed = policed_async if inspect.iscoroutinefunction(fn) else policed_sync
+        return _compat.with_function(tool, functools.update_wrapper(policed, fn))
+
+
+adapter = Strands()
+
+
+async def saga_run(
+    agent: Agent, prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "strands", tags: Iterable[str] = (), **invoke: Any,
+) -> Any:
+    """``await agent.invoke_async(prompt, **invoke)`` as one transaction.
+
+    Strands hands a tool's exception to the model as an error result and the loop goes on;
+    when the invocation returns, the helper fails it (``ToolFailed``) and everything is undone
+    newest-first. Inside an open saga the invocation joins it.
+    """
+    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return await agent.invoke_async(prompt, **invoke)
+
+
+def saga_run_sync(
+    agent: Agent, prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
+    name: str = "strands", tags: Iterable[str] = (), **invoke: Any,
+) -> Any:
+    """The blocking form (``agent(prompt)``, which runs the loop on a thread of its own)."""
+    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+        return agent(prompt, **invoke)

@@ -1,0 +1,15 @@
+"""What the log makes possible: learning from whether the world kept each effect.
+
+The log records one fact other agent logs do not: whether each effect stood or had to be
+undone. The modules here turn that into tools, each honest about what it cannot know:
+
+* ``corpus`` — one labelled example per executed step (KEPT, UNDONE, COLLATERAL, UNKNOWN)
+* ``replay`` — a candidate agent run against the recorded world; nothing forward runs
+* ``failures`` — which call shapes had to be undone, as lift over the base rate, advisory only
+
+(Synthetic traffic, which a bug report can share, is ``agent_saga.synthetic``.)
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []
