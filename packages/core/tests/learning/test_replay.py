@@ -22,7 +22,16 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 import agent_saga
-from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, compensator, counterfactual_replay, saga_scope, tool
+from agent_saga import (
+    Compensation,
+    FileWAL,
+    NotApplied,
+    SagaAborted,
+    compensator,
+    counterfactual_replay,
+    saga_scope,
+    tool,
+)
 from agent_saga.adapter import Adapter, ToolSpec
 from agent_saga.learning.replay import RecordedFailure, RecordedResult, ReplayDiverged, ReplayReport
 from agent_saga.log.file import read_records
@@ -199,7 +208,7 @@ def test_an_async_candidate_and_saga_execute_are_served_too(tmp_path: Path) -> N
 # -- failures, served as they were recorded ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("fails, state", [("unknown", "unknown"), ("not applied", "not-applied")])
+@pytest.mark.parametrize(("fails", "state"), [("unknown", "unknown"), ("not applied", "not-applied")])
 def test_a_recorded_failure_is_served_as_that_failure(tmp_path: Path, fails: str, state: str) -> None:
     log = tmp_path / "saga.wal"
 
@@ -347,9 +356,9 @@ def test_a_log_of_several_sagas_needs_saga_id(tmp_path: Path) -> None:
     log = tmp_path / "saga.wal"
     first = _record(log, lambda: charge(1))
     second = _record(log, lambda: charge(2))
-    with pytest.raises(ValueError, match="holds 2 sagas.*pass saga_id="):
+    with pytest.raises(ValueError, match=r"holds 2 sagas.*pass saga_id="):
         counterfactual_replay(read_records(log), lambda: None)
-    with pytest.raises(ValueError, match="'nope' is not in the log"):
+    with pytest.raises(ValueError, match=r"'nope' is not in the log"):
         counterfactual_replay(read_records(log), lambda: None, saga_id="nope")
     assert _replay(log, lambda: charge(2), saga_id=second).verdict == "SAME_PATH"
     assert _replay(log, lambda: charge(2), saga_id=first).verdict == "UNKNOWABLE"
