@@ -23,6 +23,7 @@ from hypothesis_profiles import examples
 
 import agent_saga
 from agent_saga import (
+    AgentKit,
     Compensation,
     FileWAL,
     NotApplied,
@@ -78,6 +79,17 @@ def notify(to: str, fails: str = "") -> str:
     if fails == "not applied":
         raise NotApplied("the mail server refused the message")
     return "sent"
+
+
+def _backup_route(to: str) -> str:
+    _forward("backup")
+    return "sent by the backup route"
+
+
+@tool(semantics="IRREVERSIBLE", fallback_action=_backup_route)
+def page(to: str) -> str:
+    _forward("page")
+    raise NotApplied("the pager is down")
 
 
 @tool(semantics="REVERSIBLE")
@@ -150,10 +162,19 @@ def _replay(path: Path, candidate: Callable[[], Any], saga_id: str | None = None
     return report
 
 
+def _note(text: str) -> str:
+    _forward("note")
+    return "noted"
+
+
+note = AgentKit("replay-tests").safe_tool(_note, semantics="REVERSIBLE", name="note")
+
+
 def _happy(ship: Gadget) -> Callable[[], list[Any]]:
     def agent() -> list[Any]:
         got = [charge(10), asyncio.run(reserve("12A"))]
         got.append(ship.fn(box="b1"))
+        got.append(note("done"))
         return got
 
     return agent
@@ -165,16 +186,16 @@ def _happy(ship: Gadget) -> Callable[[], list[Any]]:
 def test_the_recorded_path_is_served_step_by_step_and_no_forward_runs(tmp_path: Path, ship: Gadget) -> None:
     log = tmp_path / "saga.wal"
     saga_id = _record(log, _happy(ship))
-    assert CALLED == ["charge", "reserve", "ship"]  # the recording really ran them
+    assert CALLED == ["charge", "reserve", "ship", "note"]  # the recording really ran them
 
     report = _replay(log, _happy(ship))
 
     assert report.verdict == "SAME_PATH" and report.knowable and report.divergence is None
     assert report.saga_id == saga_id and report.recorded_end == "completed"
-    assert [row.status for row in report.rows] == ["served"] * 3
-    assert [row.recorded.tool for row in report.rows if row.recorded] == ["charge", "reserve", "ship"]
+    assert [row.status for row in report.rows] == ["served"] * 4
+    assert [row.recorded.tool for row in report.rows if row.recorded] == ["charge", "reserve", "ship", "note"]
     assert report.raised is None
-    first, second, third = report.returned
+    first, second, third, _ = report.returned
     assert all(isinstance(r, RecordedResult) for r in report.returned)
     # The log keeps the undo derived from the result, not the result: that is what is served.
     assert first.tool == "charge" and first.step == 1 and first.args == {"amount": 10}
@@ -238,6 +259,19 @@ def test_a_recorded_failure_is_served_as_that_failure(tmp_path: Path, fails: str
     assert recorded_error in str(report.raised)
     assert report.recorded_failure is not None and report.recorded_failure.index == 2
     assert report.same_failure is True
+    assert "[committed, then compensated]" in report.format_text()
+
+
+def test_a_recorded_fallback_is_served_within_the_same_call(tmp_path: Path) -> None:
+    log = tmp_path / "saga.wal"
+    _record(log, lambda: page("ops"))
+    assert CALLED == ["page", "backup"]  # the primary failed, its fallback answered
+
+    report = _replay(log, lambda: page("ops"))
+    assert report.verdict == "SAME_PATH" and report.raised is None
+    assert [row.status for row in report.rows] == ["served failure", "served"]
+    assert [row.recorded.fallback for row in report.rows if row.recorded] == [False, True]
+    assert isinstance(report.returned, RecordedResult) and report.returned.step == 2
 
 
 def test_a_candidate_that_stops_before_the_recorded_failure_did_not_hit_it(tmp_path: Path) -> None:

@@ -188,7 +188,8 @@ class ReplayReport:
             lines.append(f"  candidate raised: {inert(type(self.raised).__name__)}: {inert(self.raised)}")
         for row in self.rows:
             rec = row.recorded
-            left = f"{rec.index:>3} {inert(rec.tool)} {inert_json(rec.args)} [{rec.state}]" if rec else "  - (none)"
+            fate = f"{rec.state}, then {rec.settled}" if rec and rec.settled else rec.state if rec else ""
+            left = f"{rec.index:>3} {inert(rec.tool)} {inert_json(rec.args)} [{fate}]" if rec else "  - (none)"
             right = f"{inert(row.tool)} {inert_json(row.args)}" if row.tool is not None else "(no call)"
             note = " (matched on a redacted argument)" if row.redacted else ""
             lines.append(f"  {left}  |  {right}  ->  {row.status}{note}")
