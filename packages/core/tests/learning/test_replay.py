@@ -398,6 +398,15 @@ def test_a_log_of_several_sagas_needs_saga_id(tmp_path: Path) -> None:
     assert _replay(log, lambda: charge(2), saga_id=first).verdict == "UNKNOWABLE"
 
 
+def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
+    log = tmp_path / "saga.wal"
+    _record(log, lambda: charge(1))
+    with pytest.raises(TypeError, match="candidate must be a callable"):
+        counterfactual_replay(read_records(log), "agent")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="records must be a log's records"):
+        counterfactual_replay(42, lambda: None)
+
+
 def test_a_match_on_a_redacted_argument_says_so_and_the_report_is_inert(tmp_path: Path) -> None:
     log = tmp_path / "saga.wal"
     _record(log, lambda: login("ann\x1b[2K", "sk-live-one"))

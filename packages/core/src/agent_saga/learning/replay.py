@@ -374,6 +374,10 @@ def counterfactual_replay(
     saga. Nothing the candidate calls as a saga step runs (see the module docstring for
     what is served and how calls are matched); any boundary it opens joins the replay.
     """
+    if not callable(candidate):
+        raise TypeError(
+            f"candidate must be a callable taking no arguments (the agent to replay), got {type(candidate).__name__}"
+        )
     listed = _records(records)
     chosen, end, steps = _recorded(listed, saga_id)
     recording = _Recording(steps)
