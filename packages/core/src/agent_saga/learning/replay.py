@@ -235,8 +235,18 @@ class _Recording:
             follow = self.steps[self.cursor] if self.cursor < len(self.steps) else None
             if opts.fallback_action is None or follow is None or not follow.fallback:
                 raise RecordedFailure(step)
-        # The recorded run went on to the fallback within this same call: serve it the same way.
-        return self.serve(follow.tool, follow.args, opts.with_changes(fallback_action=None))
+            # The recorded run went on to the fallback within this same call (same tool, same
+            # arguments, a step of its own): it answers the call, as it did when recorded.
+            self.cursor += 1
+            if not follow.answered:
+                self.divergence = Divergence(self.calls, tool, logged, _mismatch(follow, follow.tool, follow.args, 0) or "")
+                self.rows.append(ReplayRow(follow, tool, logged, "diverged", redacted))
+                raise ReplayDiverged(self.divergence)
+            if not follow.failed:
+                self.rows.append(ReplayRow(follow, tool, logged, "served", redacted))
+                return _result(follow)
+            self.rows.append(ReplayRow(follow, tool, logged, "served failure", redacted))
+            raise RecordedFailure(follow)
 
 
 def _logged(tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> dict[str, Any]:
