@@ -63,6 +63,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
+from agent_saga.learning.replay import counterfactual_replay
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -256,6 +257,7 @@ __all__ = [
     "combine",
     "compensator",
     "configure_logging",
+    "counterfactual_replay",
     "current_saga",
     "default_wal",
     "delete_by",

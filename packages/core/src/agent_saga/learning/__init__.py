@@ -12,4 +12,6 @@ undone. The modules here turn that into tools, each honest about what it cannot 
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from agent_saga.learning.replay import ReplayReport, counterfactual_replay
+
+__all__: list[str] = ["ReplayReport", "counterfactual_replay"]
