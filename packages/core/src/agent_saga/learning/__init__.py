@@ -12,4 +12,6 @@ undone. The modules here turn that into tools, each honest about what it cannot 
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from agent_saga.learning.corpus import Corpus, Example, Label, PreferencePair, build_corpus
+
+__all__ = ["Corpus", "Example", "Label", "PreferencePair", "build_corpus"]
