@@ -31,6 +31,7 @@ from agent_saga.learning import Corpus, Example, Label
 from agent_saga.log import read_records
 from agent_saga.recovery.lease import lease_keeper
 
+
 @compensator("test.corpus.undo")
 def undo(n: int, idempotency_key: str | None = None) -> None: ...
 
@@ -290,3 +291,38 @@ def test_parquet_without_the_extra_names_the_install(tmp_path: Path) -> None:
         corpus.to_parquet(tmp_path / "c.parquet")
     ran = run_cli("corpus", "--wal-path", str(tmp_path / "a.wal"), "--out", str(tmp_path / "c.parquet"))
     assert ran.returncode == 3 and "pip install 'agent-saga[corpus]>=3.0.0.dev0'" in ran.stderr
+
+
+def test_a_call_whose_arguments_the_log_does_not_hold_is_never_paired(tmp_path: Path) -> None:
+    # A failed REVERSIBLE call writes STEP_UNKNOWN only, without its arguments: "{}" would be a lie.
+    path = tmp_path / "r.wal"
+    wal = FileWAL(path)
+    for fails in (False, True):
+        try:
+            with saga_scope(wal, name="read") as s:
+                s.execute(tool="doc.fetch", semantics="REVERSIBLE", forward=declined if fails else lambda: 1,
+                          args={"url": "u"})
+        except SagaAborted:
+            pass
+    wal.close()
+    corpus = build_corpus(read_records(path))
+    assert [(e.label, e.args_logged) for e in corpus] == [(Label.KEPT, True), (Label.UNDONE, False)]
+    assert corpus.preference_pairs() == []
+
+
+@pytest.mark.parametrize("agent_raises", [False, True])
+def test_blame_goes_to_the_step_whose_error_the_rollback_names(tmp_path: Path, agent_raises: bool) -> None:
+    # A failed irreversible call of unknown outcome: if it is why the saga rolled back it is UNDONE;
+    # if the agent caught it and later failed for its own reasons, nothing settled it: UNKNOWN.
+    path = tmp_path / "b.wal"
+    wal = FileWAL(path)
+    with pytest.raises(SagaAborted), saga_scope(wal, name="blame") as s:
+        s.execute(tool="a.one", semantics="COMPENSABLE", forward=lambda: 1, compensate=undoable(1))
+        if agent_raises:
+            with pytest.raises(ValueError):
+                s.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=declined)
+            raise RuntimeError("the agent gave up")
+        s.execute(tool="mail.send", semantics="IRREVERSIBLE", forward=declined)
+    wal.close()
+    labels = {e.tool: e.label for e in build_corpus(read_records(path))}
+    assert labels == {"a.one": Label.COLLATERAL, "mail.send": Label.UNKNOWN if agent_raises else Label.UNDONE}

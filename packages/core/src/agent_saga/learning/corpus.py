@@ -34,6 +34,7 @@ the ``corpus`` verb refuses a log whose chain does not verify).
 from __future__ import annotations
 
 import enum
+import importlib
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -74,6 +75,7 @@ class Example:
     reason: str
     saga_outcome: str  # completed | rolled back | open
     seqs: tuple[int, ...]
+    args_logged: bool = True  # False: the log holds no arguments for this call (a failed REVERSIBLE one)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the form ``to_jsonl`` writes and ``from_dict`` reads)."""
@@ -81,7 +83,7 @@ class Example:
             "saga_id": self.saga_id, "saga_name": self.saga_name, "step": self.step, "tool": self.tool,
             "semantics": self.semantics, "args": self.args, "result": self.result, "context": list(self.context),
             "label": self.label.value, "reason": self.reason, "saga_outcome": self.saga_outcome,
-            "seqs": list(self.seqs),
+            "seqs": list(self.seqs), "args_logged": self.args_logged,
         }
 
     @classmethod
@@ -91,7 +93,7 @@ class Example:
                 str(row["saga_id"]), str(row["saga_name"]), int(row["step"]), str(row["tool"]),
                 str(row["semantics"]), dict(row["args"]), dict(row["result"]),
                 tuple(dict(c) for c in row["context"]), Label(row["label"]), str(row["reason"]),
-                str(row["saga_outcome"]), tuple(int(s) for s in row["seqs"]),
+                str(row["saga_outcome"]), tuple(int(s) for s in row["seqs"]), bool(row.get("args_logged", True)),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"not a corpus example ({type(err).__name__}: {err}); write it with Corpus.to_jsonl") from None
@@ -163,11 +165,12 @@ class Corpus:
         (saga name, tool, path); chosen and rejected are each call's logged arguments as
         canonical JSON. Every KEPT x UNDONE combination of a group is emitted, in log order,
         except where the two calls' arguments are identical (no preference is expressed by a
-        call and itself). COLLATERAL and UNKNOWN examples are never used.
+        call and itself). COLLATERAL and UNKNOWN examples are never used, nor an example whose
+        arguments the log does not hold (``args_logged`` False: a failed REVERSIBLE call).
         """
         groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Example]] = {}
         for e in self.examples:
-            if e.label in (Label.KEPT, Label.UNDONE):
+            if e.label in (Label.KEPT, Label.UNDONE) and e.args_logged:
                 groups.setdefault((e.tool, e.saga_name, e.path), []).append(e)
         pairs = []
         for (tool, name, path), members in groups.items():
@@ -224,19 +227,19 @@ class Corpus:
         """A Hugging Face ``datasets.Dataset`` of the same rows as ``to_parquet``; needs the ``corpus`` extra."""
         pa, _ = _pyarrow()
         try:
-            import datasets
+            datasets = importlib.import_module("datasets")
         except ImportError:
             raise ImportError(f"Corpus.to_dataset needs the 'datasets' package: {_INSTALL}") from None
         return datasets.Dataset(pa.Table.from_pylist(self._table_rows(pairs), schema=_schema(pa, pairs)))
 
 
 def _pyarrow() -> tuple[Any, Any]:
+    # Imported by name (an optional dependency, typed here as Any), and only when an export runs:
+    # `import agent_saga` loads no third-party module.
     try:
-        import pyarrow
-        import pyarrow.parquet
+        return importlib.import_module("pyarrow"), importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise ImportError(f"Parquet and dataset export need pyarrow: {_INSTALL}") from None
-    return pyarrow, pyarrow.parquet
 
 
 def _schema(pa: Any, pairs: bool) -> Any:
@@ -248,7 +251,8 @@ def _schema(pa: Any, pairs: bool) -> Any:
     text = pa.string()
     return pa.schema([("saga_id", text), ("saga_name", text), ("step", pa.int64()), ("tool", text),
                       ("semantics", text), ("args", text), ("result", text), ("context", text), ("label", text),
-                      ("reason", text), ("saga_outcome", text), ("seqs", seqs)])
+                      ("reason", text), ("saga_outcome", text), ("seqs", seqs),
+                      ("args_logged", pa.bool_())])
 
 
 @dataclass
@@ -379,6 +383,7 @@ def _saga_examples(view: SagaView, trail: _Trail) -> tuple[list[Example], int]:
         examples.append(Example(
             view.saga_id, view.name, index, step.tool, step.semantics or "", dict(step.args or {}),
             _result_shape(step, error), _context(view, index), label, reason, outcome, tuple(sorted(set(seqs))),
+            step.args is not None,
         ))
     return examples, skipped
 
