@@ -63,7 +63,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
-from agent_saga.learning.replay import counterfactual_replay
+from agent_saga.learning import build_corpus, counterfactual_replay
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -249,6 +249,7 @@ __all__ = [
     "add_interceptor",
     "all_of",
     "audit_root",
+    "build_corpus",
     "build_disclosure",
     "by_arg",
     "by_tool",
