@@ -50,6 +50,8 @@ EXPECTED = {
     # issue 26 part 3: the cascade of model tiers
     "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
     "cascade", "grounded", "matches_schema", "tools_must_exist",
+    # issue 28 part 4: a gate that learns, advisory only
+    "FailureModel",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -114,6 +116,8 @@ SUBNAMESPACES = {
         "RollbackProof", "Verdict", "prove_rollback", "verify_rollback_invariants",
     },
 }
+# issue 28 part 4 (each learning lane adds its own names to the one namespace)
+SUBNAMESPACES.setdefault("agent_saga.learning", set()).update({"Explanation", "FailureModel", "Feature", "Finding", "Silence"})
 
 
 def test_all_is_pinned() -> None:

@@ -63,6 +63,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
+from agent_saga.learning import FailureModel
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -179,6 +180,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "WAL",
+    "FailureModel",
     "ActionSemantics",
     "AgentKit",
     "ApprovalGateway",

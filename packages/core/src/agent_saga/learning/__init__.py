@@ -12,4 +12,6 @@ undone. The modules here turn that into tools, each honest about what it cannot 
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from agent_saga.learning.failures import Explanation, FailureModel, Feature, Finding, Silence
+
+__all__: list[str] = ["Explanation", "FailureModel", "Feature", "Finding", "Silence"]
