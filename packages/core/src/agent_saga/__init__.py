@@ -180,7 +180,6 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "WAL",
-    "FailureModel",
     "ActionSemantics",
     "AgentKit",
     "ApprovalGateway",
@@ -200,6 +199,7 @@ __all__ = [
     "ConfigurationError",
     "ContextBroker",
     "EscalationLevel",
+    "FailureModel",
     "FileApprovalStore",
     "FileWAL",
     "GatePort",

@@ -48,7 +48,7 @@ from agent_saga.inert import inert
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
 
-__all__ = ["Explanation", "Feature", "FailureModel", "Finding", "Silence", "label_steps"]
+__all__ = ["Explanation", "FailureModel", "Feature", "Finding", "Silence", "label_steps"]
 
 FORMAT = "agent-saga/failure-model"
 VERSION = 1
@@ -85,7 +85,7 @@ class Feature:
             return True
         got = args[self.arg]
         if self.kind == "category":
-            return _category(got) == self.value
+            return bool(_category(got) == self.value)
         if self.kind == "range":
             return _decade(got) == (self.value, self.exp)
         return False
