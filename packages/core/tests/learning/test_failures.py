@@ -26,6 +26,7 @@ from agent_saga.gate import Action, Rule, tool_is
 from agent_saga.gate.rules import evaluate_rules
 from agent_saga.learning.failures import Feature, Finding, Silence, _decade, label_steps
 from agent_saga.log import read_records
+from agent_saga.recovery import fold
 from agent_saga.registry import compensator, unregister
 from agent_saga.semantics import ActionSemantics
 
@@ -336,3 +337,37 @@ def test_a_finding_round_trips_and_compares_with_its_base() -> None:
     assert finding.lift == pytest.approx(1.5) and finding.base == "the tool"
     assert Finding("t", Feature("tool"), 4, 0, 8, 0).lift is None
     assert Feature.from_json(Feature("category", "c", True).to_json()) == Feature("category", "c", True)
+
+
+CRASH_AFTER_ADVICE = textwrap.dedent("""
+    import os, sys
+    from agent_saga import FileWAL, PreFlightGate, saga_scope
+    from agent_saga.gate import Rule, tool_is
+
+    class DiesWhileAsked:
+        def request_approval(self, request):
+            wal.barrier()
+            os._exit(137)  # the process dies while a human is asked: after the gate's note, before any intent
+
+        async def request_approval_async(self, request):
+            self.request_approval(request)
+
+    wal = FileWAL(sys.argv[1])
+    gate = PreFlightGate(rules=[Rule("hint", tool_is("*"), "advise")], wal=wal, approval_provider=DiesWhileAsked())
+    with saga_scope(wal, gate=gate) as saga:
+        saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: None, args={"amount": 9})
+""")
+
+
+def test_an_advisory_alone_is_not_a_step_that_ran(tmp_path: Path) -> None:
+    # The fold the daemon and `graph` read: a note about a step that never reached its intent
+    # must not become a step whose outcome is "unknown" (nothing ran).
+    path = tmp_path / "c.wal"
+    done = subprocess.run([sys.executable, "-c", CRASH_AFTER_ADVICE, str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 137, done.stderr
+    records = list(read_records(path))
+    assert [r["type"] for r in records if r.get("step") == 1] == ["STEP_ADVISORY"]
+    (saga,) = fold(records).values()
+    assert saga.steps == {}
+    assert label_steps(records) == []
