@@ -102,19 +102,36 @@ def history(tmp_path: Path) -> Path:
             run_saga(wal, [("pay.charge", big, "ok"), ("ship.send", {"to": "depot"}, "raise")])
     finally:
         wal.close()
-    crash_a_saga(path)  # UNRESOLVED: a big charge committed in a saga that never ended
     return path
 
 
-def test_the_log_holds_every_fate_the_model_must_tell_apart(history: Path) -> None:
-    labels = [(tool, args.get("amount"), label) for _s, _i, tool, args, label in label_steps(read_records(history))]
+@pytest.fixture
+def crashed(history: Path) -> Path:
+    """``history`` and one more saga whose process died: a big charge committed, the saga never ended."""
+    crash_a_saga(history)
+    return history
+
+
+@pytest.mark.slow
+def test_the_log_holds_every_fate_the_model_must_tell_apart(crashed: Path) -> None:
+    labels = [(tool, args.get("amount"), label) for _s, _i, tool, args, label in label_steps(read_records(crashed))]
     assert labels.count(("pay.charge", 5000, "UNDONE")) == 3
     assert labels.count(("pay.charge", 5000, "KEPT")) == 1
     assert labels.count(("pay.charge", 5000, "COLLATERAL")) == 2
     assert labels.count(("pay.charge", 5000, "UNRESOLVED")) == 1
     assert labels.count(("ship.send", None, "UNDONE")) == 2
-    types = {r["type"] for r in read_records(history)}
+    types = {r["type"] for r in read_records(crashed)}
     assert {"STEP_UNKNOWN", "STEP_NOT_APPLIED", "STEP_COMPENSATED"} <= types
+
+
+@pytest.mark.slow
+def test_a_crashed_saga_changes_no_number(history: Path) -> None:
+    before = FailureModel.fit(read_records(history), min_support=4)
+    crash_a_saga(history)  # UNRESOLVED: whether that charge stands is not known, so it is no evidence
+    after = FailureModel.fit(read_records(history), min_support=4)
+    assert [str(f) for f in after.findings()] == [str(f) for f in before.findings()]
+    assert before.excluded("pay.charge") == {"COLLATERAL": 2}
+    assert after.excluded("pay.charge") == {"COLLATERAL": 2, "UNRESOLVED": 1}
 
 
 def test_lift_matches_the_hand_computed_case(history: Path) -> None:
@@ -123,7 +140,8 @@ def test_lift_matches_the_hand_computed_case(history: Path) -> None:
     #   8 calls, 4 undone (3 big + 1 small)  -> the tool's base rate 4/8 = 0.5
     #   amount in [1e3, 1e4): 3 of 4 undone  -> 0.75; lift 0.75 / 0.5 = 1.5
     #   amount in [1e1, 1e2): 1 of 4 undone  -> 0.25; lift 0.25 / 0.5 = 0.5
-    # Counting the two COLLATERAL charges as kept would give (3/6)/(4/10) = 1.25; the crash as kept, (3/5)/(4/9) = 1.35.
+    # Counting the two COLLATERAL charges as kept would give (3/6)/(4/10) = 1.25 (a crashed saga's
+    # charge as kept, (3/5)/(4/9) = 1.35: test_a_crashed_saga_changes_no_number).
     # The tool against every tool: ship.send 2 of 2, so 6 of 10 overall = 0.6; pay.charge 0.5 / 0.6 = 0.8333...
     found = {f.feature.describe(): f for f in model.findings("pay.charge")}
     big = found["amount in [1e3, 1e4)"]
@@ -135,7 +153,7 @@ def test_lift_matches_the_hand_computed_case(history: Path) -> None:
     assert (tool.undone, tool.calls, tool.base_undone, tool.base_calls) == (4, 8, 6, 10)
     assert tool.lift == pytest.approx(0.5 / 0.6)
     assert "currency = \"EUR\"" not in found  # every call has it: its rate is the base rate, nothing learned
-    assert model.excluded("pay.charge") == {"COLLATERAL": 2, "UNRESOLVED": 1}
+    assert model.excluded("pay.charge") == {"COLLATERAL": 2}
     assert str(big) == (
         "pay.charge amount in [1e3, 1e4): 3 of 4 undone (75%) against 4 of 8 for the tool (50%): lift 1.50"
     )
@@ -359,6 +377,7 @@ CRASH_AFTER_ADVICE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_an_advisory_alone_is_not_a_step_that_ran(tmp_path: Path) -> None:
     # The fold the daemon and `graph` read: a note about a step that never reached its intent
     # must not become a step whose outcome is "unknown" (nothing ran).
