@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import Compensation, FailureModel, FileWAL, NotApplied, PreFlightGate, StepRefused, saga_scope
 from agent_saga.errors import ConfigurationError
@@ -307,7 +308,7 @@ def test_printed_findings_are_inert(tmp_path: Path) -> None:
     assert "\\x1b" in text and "\\u202e" in text
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fates=st.lists(st.tuples(st.sampled_from([3, 30, 300]), st.booleans()), min_size=1, max_size=12),
        min_support=st.integers(1, 5))
 def test_every_number_is_the_count_of_what_the_sagas_did(
