@@ -295,6 +295,22 @@ def test_an_operator_can_turn_a_finding_into_an_explicit_rule_that_refuses(histo
     assert refusal["body"]["args"] == {"amount": 7000}
 
 
+def test_free_text_is_no_category(tmp_path: Path) -> None:
+    wal = FileWAL(tmp_path / "t.wal")
+    try:
+        for n in range(22):  # 22 distinct notes > MAX_CATEGORIES (20): text, not a choice
+            run_saga(wal, [("crm.note", {"text": f"call back {n}", "kind": "memo"}, "raise" if n % 2 else "ok")])
+    finally:
+        wal.close()
+    model = FailureModel.fit(read_records(tmp_path / "t.wal"), min_support=1)
+    kinds = {(f.feature.kind, f.feature.arg) for f in model.findings("crm.note")}
+    assert ("category", "text") not in kinds
+    said = model.explain("crm.note", {"text": "a note never seen", "kind": "letter"})
+    assert [s.feature.describe() for s in said.silent] == ['kind = "letter"']  # the new choice, not the new text
+    assert FailureModel.from_json(json.loads(json.dumps(model.to_json()))).explain(
+        "crm.note", {"text": "a note never seen", "kind": "letter"}) == said
+
+
 def test_printed_findings_are_inert(tmp_path: Path) -> None:
     wal = FileWAL(tmp_path / "x.wal")
     try:

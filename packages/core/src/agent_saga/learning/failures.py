@@ -339,6 +339,7 @@ class _ToolCounts:
     undone: int = 0
     excluded: dict[str, int] = field(default_factory=dict)
     features: dict[Feature, list[int]] = field(default_factory=dict)  # feature -> [calls, undone]
+    free_text: set[str] = field(default_factory=set)  # string arguments with too many values to be categories
 
 
 class FailureModel:
@@ -368,9 +369,11 @@ class FailureModel:
                     category = _category(value)
                     if category is not None:
                         categories.setdefault((tool, name), set()).add(category)
+        free = {key for key, seen in categories.items() if len(seen) > MAX_CATEGORIES}
         tools: dict[str, _ToolCounts] = {}
         for _saga, _index, tool, args, label in rows:
             counts = tools.setdefault(tool, _ToolCounts())
+            counts.free_text.update(name for owner, name in free if owner == tool)
             if label not in (UNDONE, KEPT):
                 counts.excluded[label] = counts.excluded.get(label, 0) + 1
                 continue
@@ -378,7 +381,7 @@ class FailureModel:
             counts.calls += 1
             counts.undone += undone
             for feature in _features(args, names.get(tool, ())):
-                if feature.kind == "category" and len(categories.get((tool, feature.arg), ())) > MAX_CATEGORIES:
+                if feature.kind == "category" and (tool, feature.arg) in free:
                     continue  # free text, not a choice: its presence says what can be said
                 cell = counts.features.setdefault(feature, [0, 0])
                 cell[0] += 1
@@ -455,6 +458,8 @@ class FailureModel:
             elif isinstance(result, Silence):
                 silent.append(result)
         for feature in sorted(_features(args, ()) - set(counts.features), key=Feature.sort_key):
+            if feature.kind == "category" and feature.arg in counts.free_text:
+                continue  # free text: a value never seen before is the rule there, not a shape
             # A shape never seen in a scored call: the plainest silence of all.
             silent.append(Silence(tool, feature, 0, self.min_support))
         return Explanation(tool, tuple(findings), tuple(silent), True)
@@ -494,6 +499,7 @@ class FailureModel:
             "tools": {
                 tool: {
                     "calls": c.calls, "undone": c.undone, "excluded": dict(sorted(c.excluded.items())),
+                    "free_text": sorted(c.free_text),
                     "features": [
                         {"feature": f.to_json(), "calls": cell[0], "undone": cell[1]}
                         for f, cell in sorted(c.features.items(), key=lambda item: item[0].sort_key())
@@ -513,7 +519,8 @@ class FailureModel:
         try:
             for tool, raw in data["tools"].items():
                 counts = _ToolCounts(int(raw["calls"]), int(raw["undone"]),
-                                     {str(k): int(v) for k, v in raw.get("excluded", {}).items()})
+                                     {str(k): int(v) for k, v in raw.get("excluded", {}).items()},
+                                     free_text={str(n) for n in raw.get("free_text", [])})
                 for entry in raw["features"]:
                     counts.features[Feature.from_json(entry["feature"])] = [int(entry["calls"]), int(entry["undone"])]
                 tools[str(tool)] = counts
