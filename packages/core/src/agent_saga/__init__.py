@@ -63,7 +63,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
-from agent_saga.learning import build_corpus, counterfactual_replay
+from agent_saga.learning import FailureModel, build_corpus, counterfactual_replay
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -199,6 +199,7 @@ __all__ = [
     "ConfigurationError",
     "ContextBroker",
     "EscalationLevel",
+    "FailureModel",
     "FileApprovalStore",
     "FileWAL",
     "GatePort",

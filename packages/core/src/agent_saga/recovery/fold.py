@@ -181,7 +181,7 @@ class _Folder:
             view.unreadable = True
             raw = {}
         body: dict[str, Any] = raw
-        if rtype.startswith("APPROVAL_"):
+        if rtype.startswith("APPROVAL_") or rtype == R.STEP_ADVISORY:
             # About a step that has not started: its own records (intent, refusal) say if it ever did.
             return
         index = record.get("step")
