@@ -118,7 +118,6 @@ SUBNAMESPACES = {
         "RollbackProof", "Verdict", "prove_rollback", "verify_rollback_invariants",
     },
 }
-# issue 28 part 4 (each learning lane adds its own names to the one namespace)
 
 
 def test_all_is_pinned() -> None:
