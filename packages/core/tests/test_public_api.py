@@ -50,10 +50,14 @@ EXPECTED = {
     # issue 26 part 3: the cascade of model tiers
     "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
     "cascade", "grounded", "matches_schema", "tools_must_exist",
+    # issue 28: what the log makes possible
+    "FailureModel", "build_corpus", "counterfactual_replay",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.learning": {"Corpus", "Example", "Explanation", "FailureModel", "Feature", "Finding", "Label",
+                            "PreferencePair", "ReplayReport", "Silence", "build_corpus", "counterfactual_replay"},
     "agent_saga.runtime": {
         # provenance (issue 26 part 1)
         "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",

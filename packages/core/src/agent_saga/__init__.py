@@ -64,6 +64,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
+from agent_saga.learning import FailureModel, build_corpus, counterfactual_replay
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -199,6 +200,7 @@ __all__ = [
     "ConfigurationError",
     "ContextBroker",
     "EscalationLevel",
+    "FailureModel",
     "FileApprovalStore",
     "FileWAL",
     "GatePort",
@@ -250,6 +252,7 @@ __all__ = [
     "add_interceptor",
     "all_of",
     "audit_root",
+    "build_corpus",
     "build_disclosure",
     "by_arg",
     "by_tool",
@@ -258,6 +261,7 @@ __all__ = [
     "combine",
     "compensator",
     "configure_logging",
+    "counterfactual_replay",
     "current_saga",
     "default_wal",
     "delete_by",

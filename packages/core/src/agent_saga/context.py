@@ -24,6 +24,7 @@ from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.saga import Saga, SagaStatus, Step
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
+from agent_saga.engine.served import replaying
 from agent_saga.errors import SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
@@ -182,7 +183,8 @@ class Boundary:
         if self._entered:
             raise RuntimeError("a saga boundary can be entered only once; create a new one")
         self._entered = True
-        outer = _current.get() if self._join else None
+        # During a replay every boundary joins the replay's saga: a new one would write to a real log.
+        outer = _current.get() if self._join or replaying() is not None else None
         if outer is not None and outer.status is SagaStatus.OPEN:
             saga = outer
             self.joined = True
