@@ -90,8 +90,9 @@ class SagaOptions:
         """One SagaOptions from what a door's caller gave: ``options`` and/or keywords ``more``.
 
         Each option may come either way; one set both ways (in ``options`` away from its
-        default, and as a keyword) is refused (which one was meant?), so is an unknown one. ``defaults`` are the door's own ``name`` / ``gate`` / ``wal``: they fill
-        only what the caller left None.
+        default, and as a keyword) is refused (which one was meant?), so is an unknown one.
+        ``defaults`` are the door's own ``name`` / ``gate`` / ``wal``: they fill only what the
+        caller left None.
         """
         if options is not None and not isinstance(options, SagaOptions):
             raise ConfigurationError(f"options= must be a SagaOptions, got {type(options).__name__}")
