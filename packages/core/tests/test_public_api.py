@@ -21,7 +21,7 @@ PACKAGES = Path(__file__).resolve().parents[2]
 EXPECTED = {
     # steps, sagas and boundaries
     "ActionSemantics", "AgentKit", "Boundary", "Compensation", "Outcome", "RetryPolicy", "RollbackReport", "Saga",
-    "SagaFleet", "StepOptions", "StepOutcome", "StepState", "SyncSaga", "__version__", "current_saga", "guard",
+    "SagaFleet", "SagaOptions", "StepOptions", "StepOutcome", "StepState", "SyncSaga", "__version__", "current_saga", "guard",
     "saga", "saga_scope", "tool",
     # undo and reconciliation declared once per tool
     "Observation", "call_with", "compensator", "delete_by", "inverse_of", "reconciler",

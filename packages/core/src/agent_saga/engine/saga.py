@@ -56,7 +56,7 @@ from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import _recording
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
@@ -80,8 +80,6 @@ from agent_saga.registry import CompensationFactory, reconciler_for
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
-
-COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_delay=0.05)
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
