@@ -50,10 +50,12 @@ EXPECTED = {
     # issue 26 part 3: the cascade of model tiers
     "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
     "cascade", "grounded", "matches_schema", "tools_must_exist",
+    "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.synthetic": {"PROFILE_FORMAT", "ProfileError", "SyntheticRecords", "WALProfile", "synthesize"},
     "agent_saga.runtime": {
         # provenance (issue 26 part 1)
         "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",
