@@ -75,7 +75,7 @@ class ProfileError(ValueError):
 
 
 def _classes(text: str) -> dict[str, Any]:
-    if len(text) >= 8 and set(text) <= _HEX:
+    if len(text) >= 8 and set(text) <= _HEX and not text.isdigit():
         return {"hex": True, "cls": ""}
     found: set[str] = set()
     punct: set[str] = set()
@@ -92,7 +92,7 @@ def _classes(text: str) -> dict[str, Any]:
             punct.add(ch)
         else:
             found.add("o")
-    return {"hex": False, "cls": "".join(sorted(found)), "punct": "".join(sorted(punct))}
+    return {"hex": False, "cls": "".join(sorted(found)), "punct": sorted(punct)}
 
 
 def _magnitude(x: float) -> int:
@@ -168,7 +168,8 @@ class _Fitter:
         c = _classes(value)
         s["hex"] = c["hex"] and s.get("hex", True)
         s["cls"] = "".join(sorted(set(s.get("cls", "")) | set(c["cls"])))
-        s["punct"] = "".join(sorted(set(s.get("punct", "")) | set(c.get("punct", ""))))
+        # One character an item: the profile holds no run of characters a person typed.
+        s["punct"] = sorted(set(s.get("punct", [])) | set(c.get("punct", [])))
 
     @staticmethod
     def _count(into: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -421,7 +422,7 @@ class _Maker:
             alphabet = "0123456789abcdef"
         else:
             parts = {"a": string.ascii_lowercase, "A": string.ascii_uppercase, "9": string.digits, "s": " ", "o": _OTHER}
-            alphabet = "".join(parts[c] for c in s.get("cls", "") if c in parts) + s.get("punct", "")
+            alphabet = "".join(parts[c] for c in s.get("cls", "") if c in parts) + "".join(s.get("punct", []))
         alphabet = alphabet or string.ascii_lowercase
         return "".join(self.rng.choice(alphabet) for _ in range(n))
 
