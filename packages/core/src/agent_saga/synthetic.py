@@ -33,6 +33,7 @@ between fields.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -275,7 +276,7 @@ class WALProfile:
         profile.templates = list(templates.values())
         profile.sagas = len(by_saga)
         starts.sort()
-        gaps = sorted(b - a for a, b in zip(starts, starts[1:], strict=False))
+        gaps = sorted(b - a for a, b in itertools.pairwise(starts))
         profile.start_gaps = [gaps[min(len(gaps) - 1, (len(gaps) * q) // 10)] for q in range(11)] if gaps else []
         return profile
 
@@ -394,8 +395,8 @@ class _Maker:
             sign = rng.choice(s["signs"])
             if sign == "0":
                 return 0.0
-            x = float(f"{rng.uniform(10.0**e, 10.0 ** (e + 1)):.6g}")
-            return -x if sign == "-" else x
+            f = float(f"{rng.uniform(10.0**e, 10.0 ** (e + 1)):.6g}")
+            return -f if sign == "-" else f
         if kind == "enum":
             values = sorted(s["values"])
             return rng.choices(values, weights=[s["values"][v] for v in values])[0]
