@@ -10,6 +10,8 @@ of every body field. It never keeps a value a person (or an agent) wrote:
 * a number becomes a range of magnitudes (digits of an int, decimal exponent of a
   float) and the signs seen; a bool the share that was true, to one decimal;
 * a field named in ``redact`` keeps only that it was present (not even a length);
+* record types the engine writes are kept; any other type an application wrote into the
+  log is renamed ``OTHER_1``, ``OTHER_2``... (its name could be data);
 * the only strings kept are tool names (and compensation handler names, which are
   registered code like tool names), the engine's own enums (semantics, step
   states, outcomes) in the engine's fields, and the values of ``enums`` the caller
@@ -46,7 +48,7 @@ from typing import Any
 
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.fixture import SYNTHETIC_MARK, SYNTHETIC_SAGA_PREFIX
-from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record
+from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
 from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 __all__ = ["PROFILE_FORMAT", "ProfileError", "SyntheticRecords", "WALProfile", "synthesize"]
@@ -55,6 +57,7 @@ PROFILE_FORMAT = "agent-saga/wal-profile/1"
 
 # Engine vocabulary a body may carry in the engine's own fields: kept as-is.
 _ENGINE_ENUMS = frozenset(str(v) for e in (ActionSemantics, StepState, Outcome) for v in e)
+_RECORD_TYPES = frozenset(str(t) for t in RecordType)
 _ENGINE_ENUM_FIELDS = frozenset({"semantics", "state", "outcome"})
 # Body fields that hold what the caller or the world wrote: below their first level, keys are data.
 _USER_FIELDS = frozenset({"args", "kwargs", "result", "facts", "policy_args"})
@@ -241,6 +244,7 @@ class WALProfile:
         )
         templates: dict[tuple[tuple[str, int | None, str | None], ...], dict[str, Any]] = {}
         starts: list[int] = []
+        others: dict[str, str] = {}  # a record type the engine does not write: a name of its own, numbered
         for saga_records in by_saga.values():
             saga_records.sort(key=lambda r: r.get("seq", 0))
             tools: dict[int, str] = {}
@@ -253,7 +257,8 @@ class WALProfile:
                 if isinstance(body, Mapping) and isinstance(body.get("tool"), str) and step is not None:
                     tools.setdefault(step, body["tool"])
                 tool = tools.get(step) if step is not None else None
-                events.append((r["type"], step, tool))
+                rtype = r["type"] if r["type"] in _RECORD_TYPES else others.setdefault(r["type"], f"OTHER_{len(others) + 1}")
+                events.append((rtype, step, tool))
                 ts = _micros(r.get("ts"))
                 dts.append(0 if prev_ts is None else max(0, ts - prev_ts))
                 if prev_ts is None:
@@ -261,7 +266,7 @@ class WALProfile:
                 prev_ts = ts
                 profile.records += 1
                 if isinstance(body, Mapping):
-                    key = r["type"] if tool is None else f"{r['type']}:{tool}"
+                    key = rtype if tool is None else f"{rtype}:{tool}"
                     shape = profile.bodies.setdefault(key, {})
                     fitter.shape({k: v for k, v in body.items() if k != SYNTHETIC_MARK}, "", shape, user=None)
                 else:
@@ -425,7 +430,7 @@ class _Maker:
             parts = {"a": string.ascii_lowercase, "A": string.ascii_uppercase, "9": string.digits, "s": " ", "o": _OTHER}
             alphabet = "".join(parts[c] for c in s.get("cls", "") if c in parts) + "".join(s.get("punct", []))
         alphabet = alphabet or string.ascii_lowercase
-        return "".join(self.rng.choice(alphabet) for _ in range(n))
+        return "".join(self.rng.choices(alphabet, k=n))
 
 
 def _linked(link: tuple[int, int | None, str], name: str, length: int, hexed: bool) -> str:
