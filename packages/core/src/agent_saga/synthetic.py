@@ -153,7 +153,8 @@ class _Fitter:
                 slot = keys.setdefault(key, {"n": 0, "shape": {}})
                 slot["n"] += 1
                 child_user = (0 if key in _USER_FIELDS else None) if user is None else user + 1
-                self.shape(value[k], key if not nested else name, slot["shape"], user=child_user)
+                # The original key decides redaction and declared enums, even where it is not kept.
+                self.shape(value[k], str(k), slot["shape"], user=child_user)
         else:
             self._count(into, "other")
 

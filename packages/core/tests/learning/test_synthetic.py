@@ -203,12 +203,16 @@ def test_a_record_type_the_engine_does_not_write_is_renamed(real_log: Path) -> N
 
 
 def test_declared_enums_survive_and_redacted_fields_lose_their_shape(real_log: Path) -> None:
-    profile = WALProfile.fit(read_records(real_log), redact=["email"], enums={"currency": ["USD", "EUR"]})
+    profile = WALProfile.fit(read_records(real_log), redact=["email", "Referrer"], enums={"currency": ["USD", "EUR"]})
     kept = list(leaves(json.loads(profile.to_json())))
     assert "USD" in kept and "EUR" not in kept, "only a declared value that was seen is kept"
     intent = profile.bodies["STEP_INTENT:crm.lookup"]["dict"]["keys"]["args"]["shape"]["dict"]["keys"]
     assert set(intent["email"]["shape"]) == {"redacted"}, "a redacted field keeps no length or classes"
     assert set(intent["account_id"]["shape"]) == {"int"}
+    # A nested key is not kept (k1, k2...), but it still names what to redact.
+    charge = profile.bodies["STEP_INTENT:stripe.charge"]["dict"]["keys"]["args"]["shape"]["dict"]["keys"]
+    meta = charge["meta"]["shape"]["dict"]["keys"]
+    assert set(meta) == {"k1", "k2"} and set(meta["k1"]["shape"]) == {"redacted"} and set(meta["k2"]["shape"]) == {"int"}
     out = synthesize(profile, sagas=20, seed=1)
     emails = {r["body"]["args"]["email"] for r in out if r["type"] == "STEP_INTENT" and "email" in r["body"]["args"]}
     assert emails == {"[redacted]"}
