@@ -36,7 +36,7 @@ def synthetic_note(synthetic: int, records: int) -> str:
     """The line certify and export print when they were told a synthetic log is a fixture."""
     return (
         f"SYNTHETIC: {synthetic} of {records} record(s) are marked {SYNTHETIC_MARK}; this is a "
-        "test fixture (--synthetic-ok), not evidence of what an agent did"
+        "test fixture (synthetic_ok, --synthetic-ok), not evidence of what an agent did"
     )
 
 
