@@ -31,10 +31,12 @@ class TestAG2Conformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.tool_schema
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         turns = [(c.tool, c.args) for c in calls]
         with pair(tools, turns) as (executor, assistant):
-            options = {"message": "go", "max_turns": len(calls) + 1, "silent": True, "wal": wal}
+            options = {"message": "go", "max_turns": len(calls) + 1, "silent": True, "wal": wal, **saga}
             if self.sync:
                 return saga_run_sync(executor, assistant, **options)
             return asyncio.run(saga_run(executor, assistant, **options))

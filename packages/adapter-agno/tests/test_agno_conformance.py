@@ -37,11 +37,13 @@ class TestAgnoConformance(AdapterConformance):
         prepared.process_entrypoint()
         return tool.name, tool.description, prepared.to_dict()
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         agent = new_agent(tools, [(c.tool, c.args) for c in calls])
         if self.sync:
-            return saga_run_sync(agent, "go", wal=wal)
-        return asyncio.run(saga_run(agent, "go", wal=wal))
+            return saga_run_sync(agent, "go", wal=wal, **saga)
+        return asyncio.run(saga_run(agent, "go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return run(new_agent(tools, [(c.tool, c.args) for c in calls]), sync=self.sync)

@@ -30,9 +30,11 @@ class TestAutoGenConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.schema
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         runner = agent(tools, [(c.tool, c.args) for c in calls])
-        return asyncio.run(saga_run(runner, task="go", wal=wal))
+        return asyncio.run(saga_run(runner, task="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).run(task="go"))

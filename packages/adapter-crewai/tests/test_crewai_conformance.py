@@ -28,9 +28,11 @@ class TestCrewAIConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.args_schema.model_json_schema()
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         policy = None if errors_as_results is None else ("warn" if errors_as_results else "raise")
-        return saga_kickoff(crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy), wal=wal)
+        return saga_kickoff(crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy), wal=wal, **saga)
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return crew(tools, [(c.tool, c.args) for c in calls]).kickoff()

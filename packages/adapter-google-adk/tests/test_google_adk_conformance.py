@@ -34,9 +34,11 @@ class TestGoogleADKConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool._get_declaration()
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         runner = new_runner(tools, [(c.tool, c.args) for c in calls], errors_as_results=bool(errors_as_results))
-        options: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "wal": wal}
+        options: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "wal": wal, **saga}
         if self.run_config is not None:
             options["run_config"] = self.run_config
         if self.sync:

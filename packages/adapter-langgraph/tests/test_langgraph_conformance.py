@@ -33,9 +33,11 @@ class TestLangGraphConformance(AdapterConformance):
     def _graph(self, tools: list[Any], calls: list[Call], errors_as_results: bool) -> Any:
         return agent_graph(script([(c.tool, c.args) for c in calls]), tools, handle_tool_errors=errors_as_results)
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         graph = self._graph(tools, calls, bool(errors_as_results))
-        return asyncio.run(saga_run(graph, {"messages": [HumanMessage("go")]}, wal=wal))
+        return asyncio.run(saga_run(graph, {"messages": [HumanMessage("go")]}, wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(self._graph(tools, calls, False).ainvoke({"messages": [HumanMessage("go")]}))

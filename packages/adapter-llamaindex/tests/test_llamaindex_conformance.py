@@ -59,8 +59,10 @@ class TestLlamaIndexConformance(AdapterConformance):
     def _agent(self, tools: list[Any], calls: list[Call]) -> FunctionAgent:
         return FunctionAgent(tools=tools, llm=scripted(calls))
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
-        return asyncio.run(saga_run(self._agent(tools, calls), user_msg="go", wal=wal))
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        return asyncio.run(saga_run(self._agent(tools, calls), user_msg="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         async def main() -> Any:

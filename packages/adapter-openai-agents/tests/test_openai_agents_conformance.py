@@ -50,8 +50,10 @@ class TestOpenAIAgentsConformance(AdapterConformance):
             raising.append(t)
         return raising
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
-        return asyncio.run(saga_run(agent(self._tools(tools, errors_as_results), calls), "go", wal=wal))
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        return asyncio.run(saga_run(agent(self._tools(tools, errors_as_results), calls), "go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(Runner.run(agent(tools, calls), "go"))

@@ -57,11 +57,13 @@ class TestPydanticAIConformance(AdapterConformance):
             options["capabilities"] = [Hooks(tool_execute_error=errors_to_the_model)]
         return agent(tools, [(c.tool, c.args) for c in calls], **options)
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         worker = self._agent(tools, calls, errors_as_results)
         if self.sync:
-            return saga_run_sync(worker, "go", wal=wal)
-        return asyncio.run(saga_run(worker, "go", wal=wal))
+            return saga_run_sync(worker, "go", wal=wal, **saga)
+        return asyncio.run(saga_run(worker, "go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         worker = self._agent(tools, calls)

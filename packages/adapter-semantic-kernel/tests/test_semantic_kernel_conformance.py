@@ -29,8 +29,10 @@ class TestSemanticKernelConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, [(p.name, p.schema_data, p.is_required) for p in tool.parameters]
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
-        return asyncio.run(saga_run(agent(tools, [(c.tool, c.args) for c in calls]), messages="go", wal=wal))
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        return asyncio.run(saga_run(agent(tools, [(c.tool, c.args) for c in calls]), messages="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).get_response(messages="go"))

@@ -38,11 +38,13 @@ class TestStrandsConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.tool_name, tool.tool_spec["description"], tool.tool_spec["inputSchema"]
 
-    def run(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None) -> Any:
+    def run(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
         worker = agent(tools, [(c.tool, c.args) for c in calls])
         if self.sync:
-            return Ran(saga_run_sync(worker, "go", wal=wal), worker)
-        return Ran(asyncio.run(saga_run(worker, "go", wal=wal)), worker)
+            return Ran(saga_run_sync(worker, "go", wal=wal, **saga), worker)
+        return Ran(asyncio.run(saga_run(worker, "go", wal=wal, **saga)), worker)
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         worker = agent(tools, [(c.tool, c.args) for c in calls])

@@ -8,6 +8,7 @@ checks the same promises through its framework's loop (agent_saga.testing).
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import inspect
@@ -455,8 +456,8 @@ def test_the_kit_is_one_pinned_public_module() -> None:
     import agent_saga.adapter as kit
 
     assert set(kit.__all__) == {
-        "SPEC_ATTR", "Adapter", "FrameworkUnsupported", "Patches", "StepKwargs", "StepOptions", "ToolSpec",
-        "carry", "check_compat", "require_framework", "signature_of",
+        "SPEC_ATTR", "Adapter", "FrameworkUnsupported", "Patches", "SagaKwargs", "SagaOptions", "StepKwargs",
+        "StepOptions", "ToolSpec", "carry", "check_compat", "require_framework", "signature_of", "split_saga_options",
     }
     assert all(hasattr(kit, name) for name in kit.__all__)
 
@@ -469,3 +470,42 @@ def test_a_pydantic_ai_or_strands_tool_without_its_adapter_names_the_distributio
     Foreign = type("Tool", (), {"__module__": module})
     with pytest.raises(TypeError, match=re.escape(install)):
         agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
+
+
+_ADAPTERS = sorted(p for p in Path(__file__).resolve().parents[2].glob("adapter-*") if p.name != "adapter-mcp")
+
+
+@pytest.mark.parametrize("package", _ADAPTERS, ids=[p.name for p in _ADAPTERS])
+def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way(package: Path) -> None:
+    """One ``_compat`` idiom: a module-level ``check_compat(distribution, extra, _fits, problem)``,
+    no hand-raised FrameworkUnsupported, and the same moved-framework test in the adapter's tests.
+    (mcp has no framework loop to adapt: its compat.py bridges mcp 1.x and 2.x, both supported.)"""
+    compat = next(package.glob("src/*/_compat.py"), None)
+    if compat is None:
+        pytest.skip(f"{package.name} touches nothing of its framework beyond the documented API")
+    tree = ast.parse(compat.read_text())
+    calls = [
+        node.value for node in tree.body
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name) and node.value.func.id == "check_compat"
+    ]
+    assert len(calls) == 1, f"{compat}: one module-level check_compat(...) call"
+    distribution = package.name.replace("adapter-", "agent-saga-")
+    assert [ast.literal_eval(a) for a in calls[0].args[:2]] == [distribution, _extra(package)], compat
+    assert "FrameworkUnsupported" not in compat.read_text(), f"{compat}: let check_compat raise it"
+    tests = "".join(p.read_text() for p in package.glob("tests/test_*.py"))
+    assert re.search(r"def test_an_install_whose_\w+_moved_fails_at_import_naming_the_supported_range", tests), (
+        f"{package.name}'s tests pin the moved-framework error (see test_langgraph_compat.py)"
+    )
+
+
+def test_every_framework_adapter_is_checked() -> None:
+    names = {p.name for p in _ADAPTERS}
+    assert {f"adapter-{n}" for n in ("ag2", "agno", "autogen", "crewai", "google-adk", "langgraph", "llamaindex",
+                                     "openai-agents", "pydantic-ai", "semantic-kernel", "strands")} <= names
+
+
+def _extra(package: Path) -> str:
+    pyproject = (package / "pyproject.toml").read_text()
+    (extra,) = re.findall(r'^\[project\.entry-points\.agent_saga_adapters\]\n(\w+) = ', pyproject, re.M)
+    return extra

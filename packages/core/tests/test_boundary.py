@@ -21,7 +21,12 @@ from agent_saga import (
     guard,
     saga_scope,
 )
-from agent_saga.plugins.support import run_boundary
+from agent_saga.log.base import WAL
+
+
+def run_boundary(wal: WAL | None = None) -> Boundary:
+    """What an adapter's run helper enters (Adapter.boundary): joins, and fails a swallowed failure."""
+    return Boundary(wal, name="agent-run", join=True, fail_on_swallowed=True)
 
 
 def _boundaries() -> dict[str, Any]:

@@ -18,8 +18,9 @@ from cli_support import Ran, run_cli
 from agent_saga.cli.main import build_parser
 
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
-VERBS = ["adopt", "animate", "approvals", "certify", "demo", "doctor", "drain", "escalations", "export", "graph", "halt",
-         "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "synthesize", "ui", "verify", "viz"]
+VERBS = ["adopt", "animate", "approvals", "certify", "corpus", "demo", "doctor", "drain", "escalations", "export",
+         "graph", "halt", "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "synthesize",
+         "ui", "verify", "viz"]
 
 
 def cli(*args: str) -> Ran:
@@ -57,6 +58,7 @@ def test_no_verb_is_a_usage_error() -> None:
     ("export", ["--wal-path", "{missing}", "--out", "{tmp}/bundle"]),
     ("certify", ["--wal-path", "{missing}"]),
     ("graph", ["--wal", "{missing}"]),
+    ("corpus", ["--wal-path", "{missing}", "--out", "{tmp}/corpus.jsonl"]),
     ("recover", ["--wal-path", "{missing}"]),
     ("synthesize", ["--fit", "{missing}", "--profile-out", "{tmp}/profile.json"]),
     ("synthesize", ["--profile", "{missing}", "--out", "{tmp}/synthetic.wal"]),
@@ -90,7 +92,7 @@ def test_an_unusable_file_is_named_without_a_traceback(verb: str, args: list[str
 LOG_READERS = {
     "verify": [], "export": ["--out", "{tmp}/bundle"], "certify": [], "recover": [], "escalations": [],
     "graph": [], "animate": ["-o", "{tmp}/a.svg"], "viz": ["--kind", "fleet", "-o", "{tmp}/v.svg"], "ui": [],
-    "reconcile": [],
+    "reconcile": [], "corpus": ["--out", "{tmp}/corpus.jsonl"],
 }
 
 

@@ -372,7 +372,7 @@ def test_bad_configuration_names_what_is_wrong() -> None:
         RateLimit("x", window=60)
     with pytest.raises(ConfigurationError, match="two limits are named"):
         PreFlightGate(limits=[RateLimit("x", max_calls=1, window=1), RateLimit("x", max_calls=2, window=1)])
-    with pytest.raises(ConfigurationError, match="'block', 'approve' or 'allow'"):
+    with pytest.raises(ConfigurationError, match="'block', 'approve', 'allow' or 'advise'"):
         Rule("r", tool_is("a"), "deny")
     with pytest.raises(ConfigurationError, match="rules= takes Rule"):
         PreFlightGate([tool_is("a")])  # type: ignore[list-item]

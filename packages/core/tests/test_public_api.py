@@ -21,7 +21,7 @@ PACKAGES = Path(__file__).resolve().parents[2]
 EXPECTED = {
     # steps, sagas and boundaries
     "ActionSemantics", "AgentKit", "Boundary", "Compensation", "Outcome", "RetryPolicy", "RollbackReport", "Saga",
-    "SagaFleet", "StepOptions", "StepOutcome", "StepState", "SyncSaga", "__version__", "current_saga", "guard",
+    "SagaFleet", "SagaOptions", "StepOptions", "StepOutcome", "StepState", "SyncSaga", "__version__", "current_saga", "guard",
     "saga", "saga_scope", "tool",
     # undo and reconciliation declared once per tool
     "Observation", "call_with", "compensator", "delete_by", "inverse_of", "reconciler",
@@ -50,12 +50,16 @@ EXPECTED = {
     # issue 26 part 3: the cascade of model tiers
     "CascadeExhausted", "CascadeResult", "OpenAICompatibleTier", "Tier", "TierAnswer", "ToolCall", "all_of",
     "cascade", "grounded", "matches_schema", "tools_must_exist",
+    # issue 28: what the log makes possible
+    "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
     "agent_saga.synthetic": {"PROFILE_FORMAT", "ProfileError", "SyntheticRecords", "WALProfile", "synthesize"},
+    "agent_saga.learning": {"Corpus", "Example", "Explanation", "FailureModel", "Feature", "Finding", "Label",
+                            "PreferencePair", "ReplayReport", "Silence", "build_corpus", "counterfactual_replay"},
     "agent_saga.runtime": {
         # provenance (issue 26 part 1)
         "DEFAULT_SPAN_CHARS", "ArgumentProvenance", "ContextBroker", "Derived", "Provenance", "ProvenancePolicy",

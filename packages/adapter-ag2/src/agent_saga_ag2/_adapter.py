@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from autogen import ConversableAgent
 from autogen.tools import Tool
 from autogen.tools.dependency_injection import ChatContext
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga import SagaOptions
+from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_ag2 import _compat
 
 __all__ = ["AG2", "adapter", "saga_run", "saga_run_sync"]
@@ -68,22 +68,22 @@ adapter = AG2()
 
 
 def saga_run_sync(
-    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, wal: WAL | None = None,
-    gate: GatePort | None = None, name: str = "ag2", tags: Iterable[str] = (), **chat: Any,
+    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, options: SagaOptions | None = None, **chat: Any,
 ) -> Any:
     """``sender.initiate_chat(recipient, message=message, **chat)`` as one transaction.
 
     AG2 answers the model with a failed tool's error and goes on; the helper then fails the
     chat (``ToolFailed``), undoing everything newest-first. Inside an open saga it joins it.
     """
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, chat = split_saga_options(chat)
+    with adapter.boundary(options=options, **saga):
         return sender.initiate_chat(recipient, message=message, **chat)
 
 
 async def saga_run(
-    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, wal: WAL | None = None,
-    gate: GatePort | None = None, name: str = "ag2", tags: Iterable[str] = (), **chat: Any,
+    sender: ConversableAgent, recipient: ConversableAgent, message: Any, *, options: SagaOptions | None = None, **chat: Any,
 ) -> Any:
     """The awaiting form (``sender.a_initiate_chat``)."""
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, chat = split_saga_options(chat)
+    async with adapter.boundary(options=options, **saga):
         return await sender.a_initiate_chat(recipient, message=message, **chat)

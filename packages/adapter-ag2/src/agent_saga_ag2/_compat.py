@@ -22,7 +22,7 @@ from autogen import ConversableAgent
 from autogen.tools import Tool
 from autogen.tools.dependency_injection import ChatContext
 
-from agent_saga.adapter import FrameworkUnsupported, carry, signature_of
+from agent_saga.adapter import carry, check_compat, signature_of
 
 __all__ = ["context_params", "function_of", "named_context", "with_function"]
 
@@ -63,18 +63,17 @@ def _carrying(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str,
     return wrapped(carry(run)())
 
 
-def _check() -> None:
-    try:
-        tool = Tool(func_or_tool=lambda x: x)
-        fits = tool.func is function_of(tool) and context_params(tool) == []
-    except (AttributeError, TypeError, ValueError):
-        fits = False
-    if not (fits and callable(vars(ConversableAgent).get("_run_async_in_thread"))):
-        raise FrameworkUnsupported(
-            "agent-saga-ag2", "ag2", "the installed ag2 no longer has Tool._func, Tool._chat_context_param_names "
-            "or ConversableAgent._run_async_in_thread",
-        )
+def _fits() -> bool:
+    tool = Tool(func_or_tool=lambda x: x)
+    return (
+        tool.func is function_of(tool) and context_params(tool) == []
+        and callable(vars(ConversableAgent).get("_run_async_in_thread"))
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-ag2", "ag2", _fits,
+    "the installed ag2 no longer has Tool._func, Tool._chat_context_param_names "
+    "or ConversableAgent._run_async_in_thread",
+)
 wrapt.wrap_function_wrapper(ConversableAgent, "_run_async_in_thread", _carrying)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from agno.agent import Agent
@@ -19,8 +19,8 @@ from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
 from agno.tools.function import Function
 
-from agent_saga import WAL, ActionSemantics, GatePort
-from agent_saga.adapter import SPEC_ATTR, Adapter, StepKwargs, StepOptions, ToolSpec
+from agent_saga import ActionSemantics, SagaOptions
+from agent_saga.adapter import SPEC_ATTR, Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_agno import _compat
 
 __all__ = ["Agno", "RunFailed", "adapter", "saga_run", "saga_run_sync"]
@@ -141,8 +141,7 @@ def _checked(output: RunOutput) -> RunOutput:
 
 
 async def saga_run(
-    agent: Agent, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "agno", tags: Iterable[str] = (), **run: Any,
+    agent: Agent, input: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> RunOutput:
     """``await agent.arun(input, **run)`` as one transaction.
 
@@ -152,15 +151,16 @@ async def saga_run(
     everything is undone newest-first. Inside an open saga the run joins it.
     """
     run = _whole(run)  # before the saga opens: a wrong call is not a failed run
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         return _checked(await agent.arun(input, stream=False, **run))
 
 
 def saga_run_sync(
-    agent: Agent, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "agno", tags: Iterable[str] = (), **run: Any,
+    agent: Agent, input: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> RunOutput:
     """The blocking form (``agent.run``; Agno refuses async tools there)."""
     run = _whole(run)
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    with adapter.boundary(options=options, **saga):
         return _checked(agent.run(input, stream=False, **run))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import wrapt
@@ -24,8 +24,8 @@ from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, FunctionTool
 from pydantic import BaseModel
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, carry
+from agent_saga import SagaOptions
+from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, carry, split_saga_options
 from agent_saga_autogen import _compat
 
 __all__ = ["AutoGen", "adapter", "saga_run"]
@@ -108,8 +108,7 @@ adapter = AutoGen()
 
 
 async def saga_run(
-    runner: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "autogen", tags: Iterable[str] = (), **run: Any,
+    runner: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
     """``await runner.run(**run)`` (e.g. ``task="..."``) as one transaction.
 
@@ -119,5 +118,6 @@ async def saga_run(
     returns the helper fails it (``ToolFailed``) and every finished step is undone
     newest-first. Inside an open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         return await runner.run(**run)

@@ -11,7 +11,7 @@ raw exception. ``patch_all()`` patches the six places CrewAI calls a tool
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,8 +20,8 @@ from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 from crewai.tools.tool_failure import ToolExecutionFailedError
 
-from agent_saga import WAL, GatePort, Saga, SyncSaga
-from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga import Saga, SagaOptions, SyncSaga
+from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_crewai import _compat
 
 __all__ = ["CrewAI", "adapter", "saga_kickoff", "saga_kickoff_async"]
@@ -98,8 +98,7 @@ def _chained(saga: Saga | SyncSaga) -> Iterator[None]:
 
 
 def saga_kickoff(
-    crew: Any, inputs: Mapping[str, Any] | None = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "crewai", tags: Iterable[str] = (), **kickoff: Any,
+    crew: Any, inputs: Mapping[str, Any] | None = None, *, options: SagaOptions | None = None, **kickoff: Any,
 ) -> Any:
     """``crew.kickoff(inputs, **kickoff)`` as one transaction.
 
@@ -110,15 +109,16 @@ def saga_kickoff(
     finished step is undone newest-first. With ``tool_failure_policy="raise"`` the
     crew's own exception does the same. Inside an open saga the run joins it.
     """
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags) as saga, _chained(saga):
+    given, kickoff = split_saga_options(kickoff)
+    with adapter.boundary(options=options, **given) as saga, _chained(saga):
         return crew.kickoff(inputs=None if inputs is None else dict(inputs), **kickoff)
 
 
 async def saga_kickoff_async(
-    crew: Any, inputs: Mapping[str, Any] | None = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "crewai", tags: Iterable[str] = (), **kickoff: Any,
+    crew: Any, inputs: Mapping[str, Any] | None = None, *, options: SagaOptions | None = None, **kickoff: Any,
 ) -> Any:
     """The awaiting form of :func:`saga_kickoff` (``await crew.akickoff(inputs, **kickoff)``)."""
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags) as saga:
+    given, kickoff = split_saga_options(kickoff)
+    async with adapter.boundary(options=options, **given) as saga:
         with _chained(saga):
             return await crew.akickoff(inputs=None if inputs is None else dict(inputs), **kickoff)

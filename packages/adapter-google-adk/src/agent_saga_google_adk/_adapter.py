@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Unpack
 
 from google.adk.events import Event
@@ -20,8 +20,8 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from agent_saga import WAL, ActionSemantics, GatePort
-from agent_saga.adapter import Adapter, StepKwargs, StepOptions, ToolSpec
+from agent_saga import ActionSemantics, SagaOptions
+from agent_saga.adapter import Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_google_adk import _compat
 
 __all__ = ["GoogleADK", "adapter", "saga_run", "saga_run_sync"]
@@ -31,6 +31,7 @@ Invoke = Callable[[FunctionTool, Callable[..., Any], dict[str, Any]], Any]
 
 class GoogleADK(Adapter):
     framework = "google_adk"
+    saga_name = "google-adk"  # the run helpers' saga name (the entry point's key differs)
     distribution = "agent-saga-google-adk"
     tool_types = (FunctionTool,)
     hint = "make one with google.adk.tools.FunctionTool(fn), or pass the plain function itself"
@@ -87,8 +88,7 @@ def _content(message: str | types.Content) -> types.Content:
 
 
 async def saga_run(
-    runner: Runner, new_message: str | types.Content, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "google-adk", tags: Iterable[str] = (), **run: Any,
+    runner: Runner, new_message: str | types.Content, *, options: SagaOptions | None = None, **run: Any,
 ) -> list[Event]:
     """Every event of ``runner.run_async(new_message=..., **run)`` as one transaction.
 
@@ -98,16 +98,17 @@ async def saga_run(
     run (``ToolFailed`` when the run returned) and everything is undone newest-first. Inside an
     open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         events: AsyncIterator[Event] = runner.run_async(new_message=_content(new_message), **run)
         return [event async for event in events]
 
 
 def saga_run_sync(
-    runner: Runner, new_message: str | types.Content, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "google-adk", tags: Iterable[str] = (), **run: Any,
+    runner: Runner, new_message: str | types.Content, *, options: SagaOptions | None = None, **run: Any,
 ) -> list[Event]:
     """The blocking form (``Runner.run``, which runs the agent on a thread of its own)."""
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    with adapter.boundary(options=options, **saga):
         events: Iterator[Event] = runner.run(new_message=_content(new_message), **run)
         return list(events)

@@ -9,13 +9,13 @@ patches ``_run`` / ``_arun`` of those classes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga import SagaOptions
+from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_langgraph import _compat
 
 __all__ = ["LangGraph", "adapter", "saga_run", "saga_run_sync"]
@@ -66,8 +66,7 @@ adapter = LangGraph()
 
 
 async def saga_run(
-    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
+    graph: Any, input: Any, config: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
 ) -> Any:
     """``await graph.ainvoke(input, config, **invoke)`` as one transaction.
 
@@ -77,14 +76,15 @@ async def saga_run(
     failed step is UNKNOWN, and a run standing on one is never committed. Inside an
     open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, invoke = split_saga_options(invoke)
+    async with adapter.boundary(options=options, **saga):
         return await graph.ainvoke(input, config, **invoke)
 
 
 def saga_run_sync(
-    graph: Any, input: Any, config: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "langgraph", tags: Iterable[str] = (), **invoke: Any,
+    graph: Any, input: Any, config: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
 ) -> Any:
     """The blocking form of :func:`saga_run` (``graph.invoke``)."""
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, invoke = split_saga_options(invoke)
+    with adapter.boundary(options=options, **saga):
         return graph.invoke(input, config, **invoke)

@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import InjectedToolArg, StructuredTool, Tool
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["FUNCTION_TOOLS", "RUN_KEYWORDS", "framework_params"]
 
@@ -51,19 +51,20 @@ def framework_params(fn: Callable[..., Any]) -> frozenset[str]:
     return frozenset(names)
 
 
-def _check() -> None:
-    for cls in FUNCTION_TOOLS:
-        if not {"func", "coroutine"} <= set(cls.model_fields):
-            raise FrameworkUnsupported(
-                "agent-saga-langgraph", "langgraph", f"langchain-core's {cls.__name__} has no func/coroutine fields"
-            )
-        for attr in ("_run", "_arun"):
-            method = vars(cls).get(attr)
-            if method is None or not {"config", "run_manager"} <= set(inspect.signature(method).parameters):
-                raise FrameworkUnsupported(
-                    "agent-saga-langgraph", "langgraph",
-                    f"langchain-core's {cls.__name__}.{attr}(*args, config, run_manager, **kwargs) has changed",
-                )
+def _fits() -> bool:
+    # vars(cls).get: the class itself must define them (None, a TypeError below, if not)
+    return all(
+        {"func", "coroutine"} <= set(cls.model_fields)
+        and all(
+            {"config", "run_manager"} <= set(inspect.signature(vars(cls).get(attr)).parameters)  # type: ignore[arg-type]
+            for attr in ("_run", "_arun")
+        )
+        for cls in FUNCTION_TOOLS
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-langgraph", "langgraph", _fits,
+    "langchain-core's StructuredTool / Tool no longer have func/coroutine fields, or their own "
+    "_run / _arun(*args, config, run_manager, **kwargs) has changed",
+)

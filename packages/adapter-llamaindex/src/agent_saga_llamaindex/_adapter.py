@@ -11,14 +11,14 @@ function's own result from ``ToolOutput.raw_output``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import wrapt
 from llama_index.core.tools import FunctionTool
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga import SagaOptions
+from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_llamaindex import _compat
 
 __all__ = ["LlamaIndex", "adapter", "saga_run"]
@@ -78,8 +78,7 @@ adapter = LlamaIndex()
 
 
 async def saga_run(
-    agent: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "llamaindex", tags: Iterable[str] = (), **run: Any,
+    agent: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
     """``await agent.run(**run)`` (e.g. ``user_msg=...``) as one transaction.
 
@@ -88,5 +87,6 @@ async def saga_run(
     the helper fails it (``ToolFailed``) and everything is undone newest-first. Inside
     an open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         return await agent.run(**run)

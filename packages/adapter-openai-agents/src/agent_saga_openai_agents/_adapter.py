@@ -14,14 +14,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
 from agents import FunctionTool, RunConfig, Runner, function_tool
 
-from agent_saga import WAL, GatePort, StepRefused
-from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec
+from agent_saga import SagaOptions, StepRefused
+from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, split_saga_options
 from agent_saga_openai_agents import _compat
 
 __all__ = ["OpenAIAgents", "adapter", "saga_run", "saga_run_sync", "tool_args"]
@@ -41,6 +41,7 @@ class OpenAIAgents(Adapter):
     distribution = "agent-saga-openai-agents"
     tool_types = (FunctionTool,)
     hint = "make one with @agents.function_tool"
+    saga_name = "openai-agents"  # the run helpers' saga name (the entry point's key differs)
 
     def function_of(self, tool: Any) -> Callable[..., Any] | None:
         return _compat.function_of(tool)
@@ -96,8 +97,7 @@ adapter = OpenAIAgents()
 
 
 async def saga_run(
-    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
+    agent: Any, input: Any, *, options: SagaOptions | None = None, **runner: Any,
 ) -> Any:
     """``await Runner.run(agent, input, **runner)`` as one transaction.
 
@@ -107,16 +107,17 @@ async def saga_run(
     helper fails it (``ToolFailed``) and everything is undone newest-first. Inside an
     open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, runner = split_saga_options(runner)
+    async with adapter.boundary(options=options, **saga):
         return await Runner.run(agent, input, **_refusals_shown(runner))
 
 
 def saga_run_sync(
-    agent: Any, input: Any, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "openai-agents", tags: Iterable[str] = (), **runner: Any,
+    agent: Any, input: Any, *, options: SagaOptions | None = None, **runner: Any,
 ) -> Any:
     """The blocking form (``Runner.run_sync``)."""
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, runner = split_saga_options(runner)
+    with adapter.boundary(options=options, **saga):
         return Runner.run_sync(agent, input, **_refusals_shown(runner))
 
 

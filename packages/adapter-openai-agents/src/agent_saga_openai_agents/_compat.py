@@ -21,12 +21,12 @@ from typing import Any
 from agents import FunctionTool, RunContextWrapper, function_tool
 from agents import tool as _sdk_tool
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["INVOKER", "context_params", "function_of", "implementation", "tool_of", "with_implementation"]
 
 #: The failure-handling invoker every ``@function_tool`` tool runs through (NoneType when the
-#: SDK no longer has it: then ``_check`` below fails the import).
+#: SDK no longer has it: then ``_fits`` below fails the import).
 INVOKER: type[Any] = getattr(_sdk_tool, "_FailureHandlingFunctionToolInvoker", type(None))
 Implementation = Callable[[Any, str], Awaitable[Any]]
 
@@ -69,26 +69,21 @@ def with_implementation(invoker: Any, impl: Implementation) -> Any:
     return per_call
 
 
-def _check() -> None:
+def _fits() -> bool:
     def probe(x: int) -> int:
         """Probe."""
         return x
 
-    try:
-        tool = function_tool(probe)
-        invoker = tool.on_invoke_tool
-        fits = (
-            isinstance(invoker, INVOKER) and "__call__" in vars(INVOKER) and function_of(tool) is probe
-            and tool_of(invoker) is tool and callable(implementation(invoker))
-        )
-    except (AttributeError, TypeError):
-        fits = False
-    if not fits:
-        raise FrameworkUnsupported(
-            "agent-saga-openai-agents", "openai_agents",
-            "the installed openai-agents no longer runs a @function_tool through "
-            "agents.tool._FailureHandlingFunctionToolInvoker(_invoke_tool_impl, _function_tool)",
-        )
+    tool = function_tool(probe)
+    invoker = tool.on_invoke_tool
+    return (
+        isinstance(invoker, INVOKER) and "__call__" in vars(INVOKER) and function_of(tool) is probe
+        and tool_of(invoker) is tool and callable(implementation(invoker))
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-openai-agents", "openai_agents", _fits,
+    "the installed openai-agents no longer runs a @function_tool through "
+    "agents.tool._FailureHandlingFunctionToolInvoker(_invoke_tool_impl, _function_tool)",
+)

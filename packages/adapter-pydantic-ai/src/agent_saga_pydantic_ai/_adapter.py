@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import wrapt
 from pydantic_ai import Agent, ModelRetry, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from agent_saga import WAL, GatePort, RepairRequested, StepOptions
-from agent_saga.adapter import Adapter, ToolSpec
+from agent_saga import RepairRequested, SagaOptions, StepOptions
+from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_pydantic_ai import _compat
 
 __all__ = ["PydanticAI", "adapter", "saga_run", "saga_run_sync", "wrap_tools"]
@@ -59,6 +59,7 @@ def retrying(fn: F) -> F:
 
 class PydanticAI(Adapter):
     framework = "pydantic_ai"
+    saga_name = "pydantic-ai"  # the run helpers' saga name (the entry point's key differs)
     distribution = "agent-saga-pydantic-ai"
     tool_types = (Tool,)
     hint = (
@@ -135,24 +136,24 @@ def _function_toolsets(target: Any) -> list[FunctionToolset[Any]]:
 
 
 async def saga_run(
-    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+    agent: Agent[Any, Any], user_prompt: Any = None, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
     """``await agent.run(user_prompt, **run)`` as one transaction.
 
     A tool's exception ends Pydantic AI's run and comes out of it; the boundary then undoes
     every finished step newest-first (``SagaAborted``). Inside an open saga the run joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         return await agent.run(user_prompt, **run)
 
 
 def saga_run_sync(
-    agent: Agent[Any, Any], user_prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "pydantic-ai", tags: Iterable[str] = (), **run: Any,
+    agent: Agent[Any, Any], user_prompt: Any = None, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
     """The blocking form (``agent.run_sync``)."""
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    with adapter.boundary(options=options, **saga):
         return agent.run_sync(user_prompt, **run)
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import wrapt
@@ -26,8 +26,8 @@ from semantic_kernel.functions import KernelFunction, KernelPlugin
 from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
 from semantic_kernel.kernel import Kernel
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga import SagaOptions
+from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_semantic_kernel import _compat
 
 __all__ = ["SemanticKernel", "adapter", "install", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin"]
@@ -44,6 +44,7 @@ class SemanticKernel(Adapter):
     distribution = "agent-saga-semantic-kernel"
     tool_types = (KernelFunctionFromMethod,)
     hint = "make one with @kernel_function and KernelFunction.from_method, or take it from a KernelPlugin"
+    saga_name = "semantic-kernel"  # the run helpers' saga name (the entry point's key differs)
 
     def function_of(self, tool: Any) -> Callable[..., Any]:
         return tool.method  # type: ignore[no-any-return]
@@ -143,8 +144,7 @@ def wrap_plugin(plugin: KernelPlugin, functions: Mapping[str, Mapping[str, Any]]
 
 
 async def saga_run(
-    agent: Any, *, wal: WAL | None = None, gate: GatePort | None = None, name: str = "semantic-kernel",
-    tags: Iterable[str] = (), **run: Any,
+    agent: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
     """``await agent.get_response(**run)`` (e.g. ``messages="..."``) as one transaction, the filter installed.
 
@@ -154,15 +154,16 @@ async def saga_run(
     the run joins it.
     """
     install(agent.kernel)
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, run = split_saga_options(run)
+    async with adapter.boundary(options=options, **saga):
         return await agent.get_response(**run)
 
 
 async def saga_invoke(
-    kernel: Kernel, function: Any = None, arguments: Any = None, *, wal: WAL | None = None,
-    gate: GatePort | None = None, name: str = "semantic-kernel", tags: Iterable[str] = (), **kwargs: Any,
+    kernel: Kernel, function: Any = None, arguments: Any = None, *, options: SagaOptions | None = None, **kwargs: Any,
 ) -> Any:
     """``await kernel.invoke(function, arguments, **kwargs)`` as one transaction, the filter installed."""
     install(kernel)
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, kwargs = split_saga_options(kwargs)
+    async with adapter.boundary(options=options, **saga):
         return await kernel.invoke(function, arguments, **kwargs)

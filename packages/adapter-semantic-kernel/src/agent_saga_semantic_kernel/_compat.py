@@ -15,12 +15,13 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from semantic_kernel.exceptions import KernelException
 from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
 from semantic_kernel.functions import KernelArguments, kernel_function
 from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
 from semantic_kernel.kernel import Kernel
 
-from agent_saga.adapter import FrameworkUnsupported
+from agent_saga.adapter import check_compat
 
 __all__ = ["FILLED", "arguments"]
 
@@ -34,7 +35,7 @@ def arguments(context: FunctionInvocationContext) -> dict[str, Any]:
     return {p.name: given[p.name] for p in context.function.parameters if p.name and p.name in given and p.name not in FILLED}
 
 
-def _check() -> None:
+def _fits() -> bool:
     @kernel_function
     def probe(kernel: Kernel, arguments: KernelArguments) -> None:
         """Probe."""
@@ -45,18 +46,16 @@ def _check() -> None:
         filled = function.gather_function_parameters(
             FunctionInvocationContext.model_construct(function=function, kernel=kernel, arguments=given)
         )
-        fits = filled["kernel"] is kernel and filled["arguments"] is given
-        fits = fits and list(inspect.signature(Kernel.construct_call_stack).parameters) == [
-            "self", "filter_type", "inner_function"
-        ]
-    except Exception:  # noqa: BLE001 - whatever broke, the adapter cannot run on it
-        fits = False
-    if not fits:
-        raise FrameworkUnsupported(
-            "agent-saga-semantic-kernel", "semantic_kernel",
-            "semantic-kernel no longer fills a kernel function's kernel/arguments parameters by name, "
-            "or Kernel.construct_call_stack(filter_type, inner_function) has changed",
-        )
+    except KernelException:  # semantic-kernel's own "cannot build or fill that function": it moved
+        return False
+    return (
+        filled.get("kernel") is kernel and filled.get("arguments") is given
+        and list(inspect.signature(Kernel.construct_call_stack).parameters) == ["self", "filter_type", "inner_function"]
+    )
 
 
-_check()
+check_compat(
+    "agent-saga-semantic-kernel", "semantic_kernel", _fits,
+    "semantic-kernel no longer fills a kernel function's kernel/arguments parameters by name, "
+    "or Kernel.construct_call_stack(filter_type, inner_function) has changed",
+)

@@ -15,14 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from strands import Agent
 from strands.tools.decorator import DecoratedFunctionTool
 
-from agent_saga import WAL, GatePort
-from agent_saga.adapter import Adapter, ToolSpec, signature_of
+from agent_saga import SagaOptions
+from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_strands import _compat
 
 __all__ = ["Strands", "adapter", "saga_run", "saga_run_sync"]
@@ -85,8 +85,7 @@ adapter = Strands()
 
 
 async def saga_run(
-    agent: Agent, prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "strands", tags: Iterable[str] = (), **invoke: Any,
+    agent: Agent, prompt: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
 ) -> Any:
     """``await agent.invoke_async(prompt, **invoke)`` as one transaction.
 
@@ -94,14 +93,15 @@ async def saga_run(
     when the invocation returns, the helper fails it (``ToolFailed``) and everything is undone
     newest-first. Inside an open saga the invocation joins it.
     """
-    async with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, invoke = split_saga_options(invoke)
+    async with adapter.boundary(options=options, **saga):
         return await agent.invoke_async(prompt, **invoke)
 
 
 def saga_run_sync(
-    agent: Agent, prompt: Any = None, *, wal: WAL | None = None, gate: GatePort | None = None,
-    name: str = "strands", tags: Iterable[str] = (), **invoke: Any,
+    agent: Agent, prompt: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
 ) -> Any:
     """The blocking form (``agent(prompt)``, which runs the loop on a thread of its own)."""
-    with adapter.boundary(wal, gate=gate, name=name, tags=tags):
+    saga, invoke = split_saga_options(invoke)
+    with adapter.boundary(options=options, **saga):
         return agent(prompt, **invoke)

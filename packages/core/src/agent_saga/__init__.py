@@ -22,6 +22,8 @@ from agent_saga.engine import (
     RetryPolicy,
     RollbackReport,
     Saga,
+    SagaAborted,
+    SagaOptions,
     StepOptions,
     StepOutcome,
     add_interceptor,
@@ -35,7 +37,6 @@ from agent_saga.errors import (
     NonDeterminismError,
     NotApplied,
     RepairRequested,
-    SagaAborted,
     SagaClosed,
     SagaError,
     SagaQuarantined,
@@ -63,6 +64,7 @@ from agent_saga.gate import (
     set_breaker,
 )
 from agent_saga.kit import AgentKit
+from agent_saga.learning import FailureModel, build_corpus, counterfactual_replay
 from agent_saga.log import (
     WAL,
     BaseWAL,
@@ -199,6 +201,7 @@ __all__ = [
     "ConfigurationError",
     "ContextBroker",
     "EscalationLevel",
+    "FailureModel",
     "FileApprovalStore",
     "FileWAL",
     "GatePort",
@@ -227,6 +230,7 @@ __all__ = [
     "SagaClosed",
     "SagaError",
     "SagaFleet",
+    "SagaOptions",
     "SagaQuarantined",
     "SagaStopped",
     "StepOptions",
@@ -250,6 +254,7 @@ __all__ = [
     "add_interceptor",
     "all_of",
     "audit_root",
+    "build_corpus",
     "build_disclosure",
     "by_arg",
     "by_tool",
@@ -258,6 +263,7 @@ __all__ = [
     "combine",
     "compensator",
     "configure_logging",
+    "counterfactual_replay",
     "current_saga",
     "default_wal",
     "delete_by",

@@ -31,29 +31,36 @@ name=None, options=None, **options)`` taking every step option; the pluggy hooks
 ``agent_saga_unpatch`` (for :func:`agent_saga.patch_all`); "already wrapped" and
 "already patched" bookkeeping; the calls a patched runtime makes
 (:meth:`Adapter.patched_sync` / :meth:`Adapter.patched_async`); and the boundary behind
-every run helper (:meth:`Adapter.boundary`).
+every run helper (:meth:`Adapter.boundary`), which takes every saga option. A run helper
+passes its caller's saga options through whole::
+
+    async def saga_run(agent, *, options=None, **run):    # options: a SagaOptions, or keywords
+        saga, run = split_saga_options(run)               # name=, wal=, gate=, tags=, ...
+        async with adapter.boundary(options=options, **saga):
+            return await agent.run(**run)
 
 Also here: :func:`carry` (the saga onto a framework's own threads),
 :func:`require_framework` and :class:`FrameworkUnsupported` (the version check an
 adapter makes on itself, and what its ``_compat`` module raises when the framework
-moved), :func:`check_compat` (that ``_compat`` check), :func:`signature_of` and
-:class:`Patches`.
+moved), :func:`check_compat` (that ``_compat`` check), :func:`signature_of`,
+:func:`split_saga_options` and :class:`Patches`.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ClassVar, TypeVar, Unpack, cast
 
 from agent_saga.context import Boundary
 from agent_saga.engine.options import StepKwargs, StepOptions
-from agent_saga.engine.ports import GatePort
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal, split_saga_options
 from agent_saga.log.base import WAL
 from agent_saga.plugins import support
+from agent_saga.plugins.config import PatchConfig
 from agent_saga.plugins.discovery import FrameworkUnsupported, require_framework
 from agent_saga.plugins.hookspecs import hookimpl
-from agent_saga.plugins.patching import PatchConfig, Patches
+from agent_saga.plugins.patching import Patches
 from agent_saga.plugins.propagation import carry
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec, signature_of
@@ -63,6 +70,8 @@ __all__ = [
     "Adapter",
     "FrameworkUnsupported",
     "Patches",
+    "SagaKwargs",
+    "SagaOptions",
     "StepKwargs",
     "StepOptions",
     "ToolSpec",
@@ -70,6 +79,7 @@ __all__ = [
     "check_compat",
     "require_framework",
     "signature_of",
+    "split_saga_options",
 ]
 
 T = TypeVar("T")
@@ -93,6 +103,8 @@ class Adapter(abc.ABC):
     tool_types: ClassVar[tuple[type[Any], ...]]
     #: Said after "wrap_tool takes ..." when given anything else: how to make a tool it takes.
     hint: ClassVar[str] = ""
+    #: The name of a run's saga when the caller gives none (None: :attr:`framework`).
+    saga_name: ClassVar[str | None] = None
 
     def __init__(self) -> None:
         #: What :meth:`patch` replaced, so that ``unpatch`` restores exactly that.
@@ -221,15 +233,20 @@ class Adapter(abc.ABC):
         return await support.patched_async(self.tool_name(tool), self.framework, id(tool), call, args, raw)
 
     def boundary(
-        self, wal: WAL | None = None, *, gate: GatePort | None = None, name: str | None = None, tags: Iterable[str] = ()
+        self, wal: WAL | None = None, /, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
     ) -> Boundary:
         """The saga of one framework run: what every run helper enters (``with`` / ``async with``).
 
-        Inside an open saga the run joins it; a run that returns although a tool failed
-        inside it (the framework turned the exception into a message) is unwound with
-        :class:`~agent_saga.ToolFailed`.
+        Takes every saga option (see :class:`~agent_saga.SagaOptions`), as ``options=`` and/or
+        keywords; the name defaults to :attr:`saga_name`. A run helper passes its caller's
+        options through whole (see :func:`split_saga_options`). Inside an open saga the run
+        joins it; a run that returns although a tool failed inside it (the framework turned
+        the exception into a message) is unwound with :class:`~agent_saga.ToolFailed`.
         """
-        return support.run_boundary(wal, name=name or self.framework, gate=gate, tags=tags)
+        if wal is not None:
+            more = positional_wal(wal, more)
+        saga_options = SagaOptions.build(options, more, name=self.saga_name or self.framework)
+        return Boundary(options=saga_options, join=True, fail_on_swallowed=True)
 
     # -- the pluggy hooks (see agent_saga.plugins.hookspecs) ---------------------------------
 

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.report import RollbackReport
-from agent_saga.engine.retry import RetryPolicy
-from agent_saga.engine.saga import COMPENSATION_RETRY, Saga, SagaStatus, Step
-from agent_saga.errors import SagaAborted, SagaQuarantined, ToolFailed
+from agent_saga.engine.report import RollbackReport, SagaAborted
+from agent_saga.engine.saga import Saga, SagaStatus, Step
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
+from agent_saga.engine.served import replaying
+from agent_saga.errors import SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.semantics import ActionSemantics
@@ -143,7 +144,9 @@ class Boundary:
     treats a step that failed inside the block while the block still returned
     normally (a framework turned the exception into a message) as a failure of
     the block: :class:`ToolFailed` is raised inside, so the run is unwound.
-    ``wait_for_commit=True`` makes every durable step wait for its commit record.
+    The saga's options (name, tags, gate, log, ...) are one :class:`~agent_saga.SagaOptions`:
+    ``options=`` and/or the same names as keywords (an option given both ways is refused);
+    ``saga_id`` names this one run.
 
     With no ``wal=``, the saga writes to the default FileWAL (``./agent-saga.wal``
     or ``$AGENT_SAGA_WAL``); with no ``gate=``, the default gate (the kill switch).
@@ -152,25 +155,20 @@ class Boundary:
     def __init__(
         self,
         wal: WAL | None = None,
+        /,
         *,
-        name: str = "saga",
-        gate: GatePort | None = None,
-        tags: Iterable[str] = (),
+        options: SagaOptions | None = None,
         saga_id: str | None = None,
-        halt_on_compensation_failure: bool = True,
-        compensation_retry: RetryPolicy = COMPENSATION_RETRY,
-        wait_for_commit: bool = False,
         join: bool = False,
         fail_on_swallowed: bool = False,
         owner: BoundaryOwner | None = None,
+        **more: Unpack[SagaKwargs],
     ) -> None:
-        self._wal = wal
-        self._gate = gate
-        self._saga_options: dict[str, Any] = {
-            "name": name, "tags": frozenset(tags), "saga_id": saga_id,
-            "halt_on_compensation_failure": halt_on_compensation_failure,
-            "compensation_retry": compensation_retry, "wait_for_commit": wait_for_commit,
-        }
+        if wal is not None:
+            more = positional_wal(wal, more)
+        #: The saga's options, whole: every door builds one and hands it here.
+        self.options = SagaOptions.build(options, more)
+        self._saga_id = saga_id
         self._join = join
         self._fail_on_swallowed = fail_on_swallowed
         self._owner = owner
@@ -185,13 +183,18 @@ class Boundary:
         if self._entered:
             raise RuntimeError("a saga boundary can be entered only once; create a new one")
         self._entered = True
-        outer = _current.get() if self._join else None
+        # During a replay every boundary joins the replay's saga: a new one would write to a real log.
+        outer = _current.get() if self._join or replaying() is not None else None
         if outer is not None and outer.status is SagaStatus.OPEN:
             saga = outer
             self.joined = True
         else:
-            gate = self._gate if self._gate is not None else default_gate()
-            saga = Saga(self._wal or default_wal(), gate=gate, **self._saga_options)
+            o = self.options
+            saga = Saga(
+                o.wal or default_wal(), gate=o.gate if o.gate is not None else default_gate(),
+                name=o.name or "saga", tags=o.tags, saga_id=self._saga_id, wait_for_commit=o.wait_for_commit,
+                halt_on_compensation_failure=o.halt_on_compensation_failure, compensation_retry=o.compensation_retry,
+            )
             saga.start()
             self._token = _current.set(saga)
         self.saga = saga
@@ -274,22 +277,16 @@ class Boundary:
 
 def saga_scope(
     wal: WAL | None = None,
+    /,
     *,
-    name: str = "saga",
-    gate: GatePort | None = None,
-    tags: Iterable[str] = (),
+    options: SagaOptions | None = None,
     saga_id: str | None = None,
-    halt_on_compensation_failure: bool = True,
-    compensation_retry: RetryPolicy = COMPENSATION_RETRY,
-    wait_for_commit: bool = False,
+    **more: Unpack[SagaKwargs],
 ) -> Boundary:
     """A new saga boundary (``async with saga_scope() as s`` / ``with saga_scope() as s``).
 
-    Always a saga of its own, even inside another one; ``@guard`` and the run
-    helpers join an open saga instead. See :class:`Boundary`.
+    Takes every saga option (see :class:`~agent_saga.SagaOptions`) as a keyword, or a ready
+    ``options=``; ``saga_id`` names this one run. Always a saga of its own, even inside
+    another one; ``@guard`` and the run helpers join an open saga instead. See :class:`Boundary`.
     """
-    return Boundary(
-        wal, name=name, gate=gate, tags=tags, saga_id=saga_id,
-        halt_on_compensation_failure=halt_on_compensation_failure,
-        compensation_retry=compensation_retry, wait_for_commit=wait_for_commit,
-    )
+    return Boundary(wal, options=options, saga_id=saga_id, **more)

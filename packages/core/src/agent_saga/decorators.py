@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
 from agent_saga.context import Boundary
 from agent_saga.engine.options import StepKwargs, StepOptions
-from agent_saga.engine.ports import GatePort
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.errors import ConfigurationError
-from agent_saga.log.base import WAL
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec
 
@@ -56,36 +55,27 @@ def guard(fn: F) -> F: ...
 
 @overload
 def guard(
-    fn: None = None,
-    *,
-    wal: WAL | None = None,
-    name: str | None = None,
-    gate: GatePort | None = None,
-    tags: Iterable[str] = (),
+    fn: None = None, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
 ) -> Callable[[F], F]: ...
 
 
 def guard(
-    fn: Callable[..., Any] | None = None,
-    *,
-    wal: WAL | None = None,
-    name: str | None = None,
-    gate: GatePort | None = None,
-    tags: Iterable[str] = (),
+    fn: Callable[..., Any] | None = None, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
 ) -> Any:
     """Make every call of ``fn`` one transaction (``@saga.guard``, or ``@saga``).
 
     If ``fn`` raises, every step its tools completed is undone newest-first and
     ``SagaAborted`` is raised. Called inside an existing saga, it joins that saga
-    instead of opening a nested one: the outer boundary owns the rollback.
+    instead of opening a nested one: the outer boundary owns the rollback. Takes every
+    saga option (see :class:`~agent_saga.SagaOptions`); the name defaults to ``fn``'s.
     """
-    tag_set = frozenset(tags)
+    given = SagaOptions.build(options, more)  # a bad option fails at decoration
 
     def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
-        label: str = name or getattr(target, "__qualname__", None) or "saga"
+        saga_options = SagaOptions.build(given, name=getattr(target, "__qualname__", None))
 
         def boundary() -> Boundary:
-            return Boundary(wal, name=label, gate=gate, tags=tag_set, join=True)
+            return Boundary(options=saga_options, join=True)
 
         if inspect.iscoroutinefunction(target):
 

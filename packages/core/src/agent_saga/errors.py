@@ -1,15 +1,14 @@
 """Every exception the library raises on purpose.
 
 They live in one module so that a caller can catch ``agent_saga.SagaError`` and
-know it is ours. Messages name what was wrong *and* how to fix it.
+know it is ours; the one exception is :class:`~agent_saga.SagaAborted`, which carries a
+``RollbackReport`` and so lives beside it in :mod:`agent_saga.engine.report` (this module
+sits below everything and imports nothing of the library, not even for types). Messages name what was wrong *and* how to fix it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent_saga.engine.report import RollbackReport
+from typing import Any
 
 __all__ = [
     "BoundaryRequired",
@@ -19,7 +18,6 @@ __all__ = [
     "NonDeterminismError",
     "NotApplied",
     "RepairRequested",
-    "SagaAborted",
     "SagaClosed",
     "SagaError",
     "SagaQuarantined",
@@ -128,23 +126,6 @@ class SagaQuarantined(SagaError):
 
 class NonDeterminismError(SagaError):
     """A resumed saga asked for a different step than the one recorded at that position."""
-
-
-class SagaAborted(SagaError):
-    """The saga failed and was unwound; ``report`` says exactly how cleanly.
-
-    ``cause`` is the exception that ended the saga (also chained as ``__cause__``).
-    """
-
-    def __init__(self, cause: BaseException, report: RollbackReport) -> None:
-        self.cause = cause
-        self.report = report
-        verdict = "clean" if report.clean else "NOT clean"
-        # report.cause is the cause as the rollback recorded it: secrets scrubbed (engine.saga).
-        super().__init__(f"saga {report.saga_id} aborted by {report.cause}; rollback {verdict}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.cause, self.report))
 
 
 class ToolFailed(SagaError):

@@ -33,6 +33,7 @@ from agent_saga.context import Boundary, current_saga, use_saga
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.saga import Saga
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.errors import BoundaryRequired, CompensationError, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import CompensationFactory, handler_name, inverse_for, is_prebound, registered
@@ -247,11 +248,14 @@ class SagaFleet:
 
     # -- boundaries -----------------------------------------------------------------------
 
-    def transaction(
-        self, *, wal: WAL | None = None, name: str | None = None, tags: Iterable[str] = ()
-    ) -> Boundary:
-        """One saga for every registered tool called inside (``with`` or ``async with``)."""
-        return Boundary(wal or self.wal, name=name or self.name, gate=self.gate, tags=tags, owner=self)
+    def transaction(self, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]) -> Boundary:
+        """One saga for every registered tool called inside (``with`` or ``async with``).
+
+        Takes every saga option (see :class:`~agent_saga.SagaOptions`); one given wins over the fleet's.
+        """
+        return Boundary(
+            options=SagaOptions.build(options, more, name=self.name, wal=self.wal, gate=self.gate), owner=self
+        )
 
     def boundary_opened(self, saga: Saga) -> None:
         with self._lock:

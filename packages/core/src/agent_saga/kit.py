@@ -7,13 +7,14 @@ be read makes the kit report itself not ok rather than assume the best.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Unpack
 
 from agent_saga._version import __version__
 from agent_saga.context import Boundary
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.registry import inverse_for
@@ -77,13 +78,12 @@ class AgentKit:
         self._tools[spec.name] = (spec, fn)
         return spec.wrap(fn)
 
-    def transaction(
-        self, *, name: str | None = None, tags: Iterable[str] = (), wait_for_commit: bool = False
-    ) -> Boundary:
-        """A saga boundary using this kit's log and gate (``async with`` or ``with``)."""
-        return Boundary(
-            self._wal, name=name or self.name, gate=self.gate, tags=tags, wait_for_commit=wait_for_commit
-        )
+    def transaction(self, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]) -> Boundary:
+        """A saga boundary using this kit's name, log and gate (``async with`` or ``with``).
+
+        Takes every saga option (see :class:`~agent_saga.SagaOptions`); one given wins over the kit's.
+        """
+        return Boundary(options=SagaOptions.build(options, more, name=self.name, wal=self._wal, gate=self.gate))
 
     def guarantees(self) -> dict[str, Any]:
         """A machine-readable manifest of what this kit enforces, and what it does not claim."""

@@ -12,9 +12,10 @@ from agent_saga.engine.observe import (
 )
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
-from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.engine.report import RollbackReport, SagaAborted, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga, SagaStatus, Step
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 
 __all__ = [
     "GatePort",
@@ -23,9 +24,12 @@ __all__ = [
     "RollbackEvent",
     "RollbackReport",
     "Saga",
+    "SagaAborted",
     "SagaEnd",
     "SagaEvent",
     "SagaInfo",
+    "SagaKwargs",
+    "SagaOptions",
     "SagaStatus",
     "Step",
     "StepEnd",

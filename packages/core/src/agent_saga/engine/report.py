@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from agent_saga.errors import SagaError
 from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
-__all__ = ["RollbackReport", "StepOutcome"]
+__all__ = ["RollbackReport", "SagaAborted", "StepOutcome"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,3 +118,20 @@ class RollbackReport:
         counts = ", ".join(f"{len(self.with_outcome(o))} {o.value}" for o in Outcome if self.with_outcome(o))
         lines.append(f"  {counts or 'no steps'}")
         return "\n".join(lines)
+
+
+class SagaAborted(SagaError):
+    """The saga failed and was unwound; ``report`` says exactly how cleanly.
+
+    ``cause`` is the exception that ended the saga (also chained as ``__cause__``).
+    """
+
+    def __init__(self, cause: BaseException, report: RollbackReport) -> None:
+        self.cause = cause
+        self.report = report
+        verdict = "clean" if report.clean else "NOT clean"
+        # report.cause is the cause as the rollback recorded it: secrets scrubbed (engine.saga).
+        super().__init__(f"saga {report.saga_id} aborted by {report.cause}; rollback {verdict}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.cause, self.report))

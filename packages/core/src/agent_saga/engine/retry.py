@@ -11,7 +11,7 @@ from typing import Literal
 
 from agent_saga.errors import ConfigurationError, StepRefused
 
-__all__ = ["RetryPolicy"]
+__all__ = ["COMPENSATION_RETRY", "RetryPolicy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +58,6 @@ class RetryPolicy:
             return False
         return isinstance(error, self.retry_on)
 
+
+#: How an undo is retried unless the saga says otherwise (SagaOptions.compensation_retry).
+COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_delay=0.05)

@@ -56,7 +56,8 @@ from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
-from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
+from agent_saga.engine.served import _recording
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
@@ -79,8 +80,6 @@ from agent_saga.registry import CompensationFactory, reconciler_for
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
 
 __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
-
-COMPENSATION_RETRY = RetryPolicy(max_attempts=3, backoff="exponential", base_delay=0.05)
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
@@ -332,6 +331,14 @@ class Saga:
     ) -> Protocol[Any]:
         # The phases are helper methods, not sub-generators: only this frame yields, so a
         # step costs no more frames than it did as one function (measured, issue 31).
+        recording = _recording.get()
+        if recording is not None:
+            # A counterfactual replay: the recording answers; no forward, gate, log or undo runs.
+            try:
+                return recording.serve(tool, args, opts)
+            except Exception as err:
+                self._failed(tool, err)  # a boundary sees a served failure as it saw the recorded one
+                raise
         compensate = undo_for(tool, forward, opts)
         step = self._open(tool, opts.semantics, compensate is not None, via_fallback)
         plain_args, tagged = untag_args(args) if args else (args, None)

@@ -7,7 +7,8 @@ Order of evaluation, cheapest "no" first, and each for a reason:
    oscillating call is refused before it takes a breaker probe or a budget;
 2. circuit breaker -- a call to a dependency known to be down consumes no budget;
 3. limits -- all-or-nothing debit; a call over budget never reaches a human;
-4. rules -- block, approve or allow (IRREVERSIBLE needs approval by default);
+4. rules -- block, approve or allow (IRREVERSIBLE needs approval by default); an
+   ADVISE rule that matches is written to the log (STEP_ADVISORY) and refuses nothing;
 5. approval -- one request to the provider for every reason at once.
 
 Any refusal after the limits debited hands that debit back (a refusal is the
@@ -43,6 +44,7 @@ from agent_saga.gate.switch import (
     switch_settings,
 )
 from agent_saga.log.base import WAL
+from agent_saga.log.records import RecordType
 from agent_saga.semantics import ActionSemantics
 
 __all__ = ["CallCheck", "DefaultGate", "PreFlightGate", "install_default_gate"]
@@ -109,6 +111,12 @@ class PreFlightGate:
             if not isinstance(rule, Rule):
                 raise ConfigurationError(
                     f"rules= takes Rule objects, e.g. Rule('big-wire', arg_exceeds('amount', 10_000)), got {rule!r}"
+                )
+            if rule.then is Action.ADVISE and wal is None:
+                # An advisory nobody can read later is no advisory: say so now, not never.
+                raise ConfigurationError(
+                    f"rule {rule.name!r} advises, and its note goes to the log: pass wal= (the sagas' log) "
+                    "to PreFlightGate"
                 )
         self.limits = tuple(limits)
         check_limits(self.limits)
@@ -238,6 +246,8 @@ class PreFlightGate:
             receipt, escalated, reasons = self._debit(request)
             try:
                 outcome = evaluate_rules(self.rules, request)
+                if outcome.advice:
+                    self._advise(request, outcome.advice)
                 if outcome.action is Action.BLOCK:
                     rule = outcome.rules[0]
                     raise StepRefused(request.tool, rule.describe(), rule.name)
@@ -257,6 +267,25 @@ class PreFlightGate:
                 tuple(c.key for c in escalated),
             )
         return _Pending(request, probe, receipt, approval, escalated)
+
+    def _advise(self, request: StepRequest, rules: tuple[Rule, ...]) -> None:
+        """One STEP_ADVISORY record per matching ADVISE rule, under the step's own number.
+
+        Queued, not awaited: the step's intent (or its commit) makes it durable. A note
+        that cannot be computed is recorded as such; an advisory never stops a step.
+        """
+        wal = self.wal
+        assert wal is not None  # checked when the gate was built
+        for rule in rules:
+            body: dict[str, Any] = {"tool": request.tool, "rule": rule.name, "advisory": True}
+            try:
+                note = rule.note(request) if rule.note is not None else {"reason": rule.describe()}
+            except Exception as err:  # noqa: BLE001 - advice that fails is recorded, never raised
+                note = {"error": f"{type(err).__name__}: {err}"}
+            if note is None:
+                continue
+            body["note"] = dict(note)
+            wal.append(RecordType.STEP_ADVISORY.value, request.saga_id, body, request.step)
 
     def _debit(self, request: StepRequest) -> tuple[Receipt, tuple[Charge, ...], list[tuple[str, str]]]:
         charges: list[Charge] = []

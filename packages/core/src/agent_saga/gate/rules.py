@@ -8,6 +8,11 @@ otherwise any matching APPROVE rule asks a human; otherwise a matching ALLOW rul
 lets the step through; otherwise the built-in default applies -- an IRREVERSIBLE
 step needs approval (rule ``irreversible``). The most restrictive match wins, so
 adding an ALLOW rule can waive the default but can never undo someone's BLOCK.
+
+An ADVISE rule takes no part in that decision: when it matches, the gate records its
+note (``note(request)``, else its reason) in the log as the step's STEP_ADVISORY
+record, and the verdict is what it would have been without the rule. A learned
+estimate (``agent_saga.learning.failures``) is grounds to look, not to refuse.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -150,16 +155,22 @@ class Action(enum.StrEnum):
     BLOCK = "block"
     APPROVE = "approve"  # needs a human's approval
     ALLOW = "allow"
+    ADVISE = "advise"  # records a note for the step; never changes the verdict
 
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """``when`` matches -> ``then`` (block, approve or allow), with a reason a human can read."""
+    """``when`` matches -> ``then`` (block, approve, allow or advise), with a reason a human can read.
+
+    ``note`` (ADVISE rules only): what to record about a matching request, as a
+    JSON-shaped mapping, or None to record nothing for it.
+    """
 
     name: str
     when: Condition | Predicate
     then: Action | str = Action.APPROVE
     reason: str = ""
+    note: Callable[[StepRequest], Mapping[str, Any] | None] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -169,8 +180,13 @@ class Rule:
             object.__setattr__(self, "then", Action(str(self.then).lower()))
         except ValueError:
             raise ConfigurationError(
-                f"Rule {self.name!r}: then={self.then!r} is not an action; use 'block', 'approve' or 'allow'"
+                f"Rule {self.name!r}: then={self.then!r} is not an action; use 'block', 'approve', 'allow' or 'advise'"
             ) from None
+        if self.note is not None and (self.then is not Action.ADVISE or not callable(self.note)):
+            raise ConfigurationError(
+                f"Rule {self.name!r}: note= is for then='advise' rules and must be callable as "
+                f"(StepRequest) -> mapping or None, got then={self.then!r}, note={self.note!r}"
+            )
 
     def matches(self, request: StepRequest) -> bool:
         when = self.when
@@ -192,10 +208,11 @@ DEFAULT_RULE = Rule(
 
 @dataclass(frozen=True, slots=True)
 class RuleOutcome:
-    """The verdict of a rule set: the action, and each rule that asked for it."""
+    """The verdict of a rule set: the action, each rule that asked for it, and the ADVISE rules that matched."""
 
     action: Action
     rules: tuple[Rule, ...] = ()
+    advice: tuple[Rule, ...] = ()
 
 
 _ALLOWED = RuleOutcome(Action.ALLOW)
@@ -209,6 +226,7 @@ def evaluate_rules(rules: Sequence[Rule], request: StepRequest) -> RuleOutcome:
         return _DEFAULT_APPROVAL if request.semantics is _IRREVERSIBLE else _ALLOWED
     block: list[Rule] = []
     approve: list[Rule] = []
+    advise: list[Rule] = []
     allowed = False
     for rule in rules:
         if rule.matches(request):
@@ -216,12 +234,15 @@ def evaluate_rules(rules: Sequence[Rule], request: StepRequest) -> RuleOutcome:
                 block.append(rule)
             elif rule.then is Action.APPROVE:
                 approve.append(rule)
+            elif rule.then is Action.ADVISE:
+                advise.append(rule)  # heard, never obeyed: the verdict below ignores it
             else:
                 allowed = True
+    advice = tuple(advise)
     if block:
-        return RuleOutcome(Action.BLOCK, tuple(block))
+        return RuleOutcome(Action.BLOCK, tuple(block), advice)
     if approve:
-        return RuleOutcome(Action.APPROVE, tuple(approve))
-    if allowed:
-        return _ALLOWED
-    return _DEFAULT_APPROVAL if request.semantics is _IRREVERSIBLE else _ALLOWED
+        return RuleOutcome(Action.APPROVE, tuple(approve), advice)
+    if allowed or request.semantics is not _IRREVERSIBLE:
+        return RuleOutcome(Action.ALLOW, (), advice) if advice else _ALLOWED
+    return RuleOutcome(Action.APPROVE, (DEFAULT_RULE,), advice) if advice else _DEFAULT_APPROVAL

@@ -12,4 +12,11 @@ undone. The modules here turn that into tools, each honest about what it cannot 
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from agent_saga.learning.corpus import Corpus, Example, Label, PreferencePair, build_corpus
+from agent_saga.learning.failures import Explanation, FailureModel, Feature, Finding, Silence
+from agent_saga.learning.replay import ReplayReport, counterfactual_replay
+
+__all__ = [
+    "Corpus", "Example", "Explanation", "FailureModel", "Feature", "Finding", "Label", "PreferencePair",
+    "ReplayReport", "Silence", "build_corpus", "counterfactual_replay",
+]

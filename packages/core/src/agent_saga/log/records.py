@@ -80,3 +80,5 @@ class RecordType(enum.StrEnum):
     # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime.repair / .thrash):
     ACTION_REPAIR_REQUESTED = "ACTION_REPAIR_REQUESTED"  # a malformed call refused, the model gets one more try
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern
+    # Issue 28 part 4: an ADVISE gate rule's note on a step (a learned estimate); it refuses nothing.
+    STEP_ADVISORY = "STEP_ADVISORY"

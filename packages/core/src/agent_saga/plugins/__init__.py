@@ -5,8 +5,8 @@ and :mod:`agent_saga.plugins.manager` do, and only ``patch_all`` and adapters lo
 """
 
 from agent_saga.errors import ToolFailed
+from agent_saga.plugins.config import PatchConfig
 from agent_saga.plugins.patching import (
-    PatchConfig,
     PatchReport,
     ToolNotClassified,
     UnclassifiedCall,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from agent_saga.engine.observe import RollbackEvent, SagaEnd, SagaEvent, StepEnd, StepEvent
     from agent_saga.engine.options import StepOptions
     from agent_saga.engine.report import StepOutcome
-    from agent_saga.plugins.patching import PatchConfig
+    from agent_saga.plugins.config import PatchConfig
 
 __all__ = ["OBSERVER_HOOKS", "PROJECT", "AgentSagaHooks", "hookimpl", "hookspec"]
 

@@ -36,7 +36,7 @@ from agent_saga.plugins.hookspecs import OBSERVER_HOOKS, PROJECT, AgentSagaHooks
 if TYPE_CHECKING:
     from agent_saga.engine.options import StepOptions
     from agent_saga.engine.saga import Saga
-    from agent_saga.plugins.patching import PatchConfig
+    from agent_saga.plugins.config import PatchConfig
 
 __all__ = ["CORE_PLUGIN", "Plugins", "active", "plugins", "reset_plugins"]
 

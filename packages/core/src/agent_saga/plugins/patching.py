@@ -23,6 +23,7 @@ from typing import Any
 
 from agent_saga.context import current_saga
 from agent_saga.errors import StepRefused
+from agent_saga.plugins.config import PatchConfig
 from agent_saga.plugins.policy import ToolPolicy
 from agent_saga.toolspec import ToolSpec
 
@@ -56,13 +57,6 @@ class ToolNotClassified(StepRefused):
             rule="policy.unclassified",
         )
         self.framework = framework
-
-
-@dataclass(frozen=True)
-class PatchConfig:
-    """What the patched runtimes consult on every call."""
-
-    policy: ToolPolicy = field(default_factory=ToolPolicy)
 
 
 @dataclass(frozen=True)

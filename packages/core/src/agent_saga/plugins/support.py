@@ -1,14 +1,9 @@
-"""What every framework adapter needs, written once.
+"""What a patched framework runtime does with one tool call, written once.
 
-Adapters use these through the adapter kit (:mod:`agent_saga.adapter`, whose ``Adapter``
-base class calls them); adapters not yet ported to the kit still import them from here.
-
-* :func:`step_sync` / :func:`step_async` — run one tool call through a ToolSpec as a step
-  of the current saga (the engine tells observers and remembers failures).
-* :func:`patched_sync` / :func:`patched_async` — what a patched runtime does with a call:
-  explicit wrap wins, then the policy, then unclassified handling.
-* :func:`run_boundary` — one saga around one agent run (a :class:`~agent_saga.context.Boundary`
-  that joins an open saga and fails a run that swallowed a tool's failure).
+The adapter kit's :meth:`~agent_saga.adapter.Adapter.patched_sync` /
+:meth:`~agent_saga.adapter.Adapter.patched_async` call these (after letting a tool from
+``wrap_tool`` call through): the tool policy of ``patch_all`` decides whether the call is a
+step, an unclassified call, or a refusal.
 """
 
 from __future__ import annotations
@@ -18,23 +13,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from agent_saga.context import Boundary, current_saga
-from agent_saga.engine.saga import Saga
-from agent_saga.errors import StepRefused, ToolFailed
-from agent_saga.log.base import WAL
-from agent_saga.toolspec import SPEC_ATTR, ToolSpec
+from agent_saga.toolspec import ToolSpec
 
-__all__ = [
-    "SPEC_ATTR",
-    "ToolFailed",
-    "failures",
-    "patched_async",
-    "patched_sync",
-    "run_boundary",
-    "step_async",
-    "step_sync",
-    "with_origin",
-]
+__all__ = ["patched_async", "patched_sync"]
 
 # Which patched call is already a step on this path: a framework's async entry may fall
 # back to its own sync entry (on a worker thread that copies the context), and one call
@@ -42,34 +23,11 @@ __all__ = [
 _stepping: contextvars.ContextVar[int | None] = contextvars.ContextVar("agent_saga_stepping", default=None)
 
 
-def failures(saga: Saga) -> tuple[tuple[str, BaseException], ...]:
-    """Tool failures seen inside ``saga`` (tool name, exception), oldest first."""
-    return saga.failures
-
-
-def with_origin(spec: ToolSpec, framework: str) -> ToolSpec:
+def _with_origin(spec: ToolSpec, framework: str) -> ToolSpec:
     """``spec`` marked as called by ``framework`` (for observers and the log), unless it names an origin."""
     if spec.options.origin is not None:
         return spec
     return dataclasses.replace(spec, options=spec.options.with_changes(origin=framework))
-
-
-def step_sync(
-    spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], framework: str
-) -> Any:
-    """``fn(*args, **kwargs)`` as a step of the current saga (straight through outside one)."""
-    return with_origin(spec, framework).call_sync(fn, args, kwargs)
-
-
-async def step_async(
-    spec: ToolSpec,
-    fn: Callable[..., Awaitable[Any]],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    framework: str,
-) -> Any:
-    """``await fn(*args, **kwargs)`` as a step of the current saga (straight through outside one)."""
-    return await with_origin(spec, framework).call_async(fn, args, kwargs)
 
 
 def _classified(tool: str, framework: str, identity: int, tool_args: Mapping[str, Any]) -> ToolSpec | None:
@@ -117,7 +75,7 @@ def patched_sync(
         finally:
             _stepping.reset(token)
 
-    return step_sync(spec, forward, (), dict(tool_args), framework)
+    return _with_origin(spec, framework).call_sync(forward, (), dict(tool_args))
 
 
 async def patched_async(
@@ -141,22 +99,4 @@ async def patched_async(
         finally:
             _stepping.reset(token)
 
-    return await step_async(spec, forward, (), dict(tool_args), framework)
-
-
-def run_boundary(wal: WAL | None = None, *, name: str = "agent-run", **options: Any) -> Boundary:
-    """One saga around one agent run (``with`` or ``async with``).
-
-    Inside an already-open saga it joins that saga (the outer boundary owns the
-    rollback). When the run returns but a tool failed inside it, :class:`ToolFailed`
-    is raised inside the boundary, so the run is unwound and ``SagaAborted`` raised.
-    """
-    return Boundary(wal, name=name, join=True, fail_on_swallowed=True, **options)
-
-
-def refuse(tool: str, framework: str, tool_args: Mapping[str, Any], refused: StepRefused) -> StepRefused:
-    """Record ``refused`` as a refused step of the current saga (if any) and return it to raise."""
-    saga = current_saga()
-    if saga is not None:
-        saga.refuse(tool, tool_args, refused, origin=framework)
-    return refused
+    return await _with_origin(spec, framework).call_async(forward, (), dict(tool_args))

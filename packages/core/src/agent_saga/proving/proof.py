@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent_saga.context import saga_scope, use_saga
-from agent_saga.engine.report import RollbackReport, StepOutcome
-from agent_saga.errors import ConfigurationError, SagaAborted
+from agent_saga.engine.report import RollbackReport, SagaAborted, StepOutcome
+from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL, MemoryWAL
 from agent_saga.proving.injection import (
     FailureMode,

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
-from agent_saga.engine.report import RollbackReport
+from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.errors import NotApplied, SagaAborted
+from agent_saga.errors import NotApplied
 from agent_saga.log.base import MemoryWAL
 from agent_saga.log.records import Record
 from agent_saga.registry import call_with, compensator, registered, resolve

@@ -69,6 +69,7 @@ class StepView:
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
     problem: str = ""
+    error: str = ""  # what the call raised, as its STEP_UNKNOWN or STEP_NOT_APPLIED record says
     args: dict[str, Any] | None = None  # the call's logged arguments (what a reconciler is asked about)
     recipe: dict[str, Any] | None = None  # how to build the undo from a result (intent record)
     facts: str = ""  # what a reconciler answered, for escalations (set by the daemon, not the log)
@@ -180,7 +181,7 @@ class _Folder:
             view.unreadable = True
             raw = {}
         body: dict[str, Any] = raw
-        if rtype.startswith("APPROVAL_"):
+        if rtype.startswith("APPROVAL_") or rtype == R.STEP_ADVISORY:
             # About a step that has not started: its own records (intent, refusal) say if it ever did.
             return
         index = record.get("step")
@@ -235,8 +236,10 @@ class _Folder:
         elif rtype == R.STEP_UNKNOWN:
             step.unknown = True
             step.unknown_compensation = _compensation(body)
+            step.error = str(body.get("error", ""))
         elif rtype == R.STEP_NOT_APPLIED:
             step.not_applied = True
+            step.error = str(body.get("error", ""))
         elif rtype in (R.STEP_REFUSED, R.ACTION_REPAIR_REQUESTED):  # the gate refused it: nothing ran
             step.refused = True
             step.refusal = f"{body.get('rule') or 'gate'}: {body.get('reason', '')}"

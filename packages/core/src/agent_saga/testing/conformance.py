@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -43,9 +44,11 @@ import agent_saga
 from agent_saga.context import current_saga, saga_scope, set_default_gate
 from agent_saga.engine.options import StepOptions, option_names
 from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
-from agent_saga.errors import NotApplied, RepairRequested, SagaAborted, SagaStopped, ToolFailed
+from agent_saga.engine.saga_options import SagaOptions
+from agent_saga.errors import ConfigurationError, NotApplied, RepairRequested, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
 from agent_saga.log.file import FileWAL
@@ -157,6 +160,7 @@ def keyed(amount: int, idempotency_key: str | None = None) -> dict[str, Any]:
 def whereami(note: str) -> dict[str, Any]:
     """Report where the tool runs."""
     saga = current_saga()
+    _seen.setdefault("sagas", []).append(saga)
     _seen.setdefault("where", []).append((saga.saga_id if saga else None, threading.current_thread().name))
     return {"ref": "whereami"}
 
@@ -216,12 +220,15 @@ class AdapterConformance:
         raise NotImplementedError
 
     def run(
-        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None,
+        **saga: Any,
     ) -> Any:
         """Run the real agent loop (scripted model making ``calls``) inside the adapter's run helper.
 
         ``errors_as_results``: None = the framework's default handling of a tool exception;
         False = the exception ends the run; True = the model gets an error result.
+        ``saga``: saga options (``name=``, ``options=SagaOptions(...)``, ...) for the run helper,
+        passed to it as they are.
         """
         raise NotImplementedError
 
@@ -373,6 +380,26 @@ class AdapterConformance:
         self.run(tools, [Call("whereami", {"note": "a"}), Call("awhereami", {"note": "b"})], wal=self.wal)
         saga_id = self.records("SAGA_STARTED")[0]["saga"]
         assert [saga for saga, _ in _seen["where"]] == [saga_id, saga_id]
+
+    def test_the_run_helper_takes_every_saga_option_as_keywords_or_options(self) -> None:
+        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.run).parameters.values()):
+            pytest.skip(f"{self.framework}'s run() hook passes no saga options to its run helper (**saga)")
+        given: dict[str, Any] = {
+            "name": "conformance-run", "tags": frozenset({"conformance"}), "gate": PreFlightGate(),
+            "wait_for_commit": True, "compensation_retry": RetryPolicy(max_attempts=2, base_delay=0),
+            "halt_on_compensation_failure": False,
+        }
+        tools = [self.wrapped(whereami, "REVERSIBLE")]
+        for saga_options in (given, {"options": SagaOptions(**given)}):
+            self.run(tools, [Call("whereami", {"note": "x"})], wal=self.wal, **saga_options)
+        first, second = _seen["sagas"]
+        for saga in (first, second):
+            assert saga is not None
+            assert saga.wal is self.wal
+            assert {name: getattr(saga, name) for name in given} == given
+        assert [r["body"]["name"] for r in self.records("SAGA_STARTED")] == ["conformance-run"] * 2
+        with pytest.raises(ConfigurationError, match=r"\['name'\] given both in options= and as arguments"):
+            self.run(tools, [], wal=self.wal, options=SagaOptions(name="a"), name="b")
 
     def test_sync_and_async_tools_are_both_steps_and_both_undone(self) -> None:
         tools = [self.wrapped(reserve), self.wrapped(apublish), self.wrapped(notify, "IRREVERSIBLE")]
