@@ -84,3 +84,12 @@ def test_bench_replay_prints_every_figure_and_the_work_grows_linearly(tmp_path: 
     assert large["ratio_to_first"]["steps"] == 2.0
     # each step is drawn once as it starts, commits, unwinds and is compensated: 4 entries a step
     assert small["step_entries"] == 4 * 40 and large["step_entries"] == 4 * 80
+
+
+def test_bench_synthetic_recovery_prints_every_figure(tmp_path: Path) -> None:
+    run = _run("bench_synthetic_recovery.py", "--sagas", "200", "--real", "20", cwd=tmp_path)
+    assert run["sagas"] == 200 and run["chain_after"] == "intact"
+    assert run["open_sagas"] == run["swept_open"] == run["recovered"] > 0, "every synthetic crash was recovered"
+    assert run["compensated"] > 0 and run["sagas_per_s"] > 0 and run["recovered_per_s"] > 0
+    for key in ("fit_s", "synthesize_s", "write_s", "sweep_s", "sweep_cpu_s", "profile_bytes", "records"):
+        assert run[key] >= 0, key

@@ -19,8 +19,8 @@ from agent_saga.cli.main import build_parser
 
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["adopt", "animate", "approvals", "certify", "corpus", "demo", "doctor", "drain", "escalations", "export",
-         "graph", "halt", "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "ui", "verify",
-         "viz"]
+         "graph", "halt", "init-host", "new", "quarantine", "reconcile", "recover", "resume", "status", "synthesize",
+         "ui", "verify", "viz"]
 
 
 def cli(*args: str) -> Ran:
@@ -60,6 +60,8 @@ def test_no_verb_is_a_usage_error() -> None:
     ("graph", ["--wal", "{missing}"]),
     ("corpus", ["--wal-path", "{missing}", "--out", "{tmp}/corpus.jsonl"]),
     ("recover", ["--wal-path", "{missing}"]),
+    ("synthesize", ["--fit", "{missing}", "--profile-out", "{tmp}/profile.json"]),
+    ("synthesize", ["--profile", "{missing}", "--out", "{tmp}/synthetic.wal"]),
     ("reconcile", ["--wal-path", "{missing}"]),
     ("escalations", ["--wal-path", "{missing}"]),
     ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be

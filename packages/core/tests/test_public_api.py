@@ -52,10 +52,12 @@ EXPECTED = {
     "cascade", "grounded", "matches_schema", "tools_must_exist",
     # issue 28: what the log makes possible
     "FailureModel", "build_corpus", "counterfactual_replay",
+    "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
 SUBNAMESPACES = {
+    "agent_saga.synthetic": {"PROFILE_FORMAT", "ProfileError", "SyntheticRecords", "WALProfile", "synthesize"},
     "agent_saga.learning": {"Corpus", "Example", "Explanation", "FailureModel", "Feature", "Finding", "Label",
                             "PreferencePair", "ReplayReport", "Silence", "build_corpus", "counterfactual_replay"},
     "agent_saga.runtime": {

@@ -109,6 +109,7 @@ from agent_saga.runtime import (
     user_value,
 )
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
+from agent_saga.synthetic import WALProfile, synthesize
 
 # With no configuration, every saga still honours an operator's kill switch
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
@@ -245,6 +246,7 @@ __all__ = [
     "ToolFailed",
     "WALError",
     "WALFull",
+    "WALProfile",
     "WALRefused",
     "WALStalled",
     "WebhookNotifier",
@@ -282,6 +284,7 @@ __all__ = [
     "set_default_gate",
     "set_default_wal",
     "sourced",
+    "synthesize",
     "tool",
     "tools_must_exist",
     "unpatch_all",

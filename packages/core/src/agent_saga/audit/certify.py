@@ -36,6 +36,7 @@ from agent_saga.inert import inert
 from agent_saga.log.chain import Attestations, ChainChecker, ChainUnverified, check_lines
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.crypto import open_record
+from agent_saga.log.fixture import SyntheticLog, is_synthetic, synthetic_note
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import iter_lines
 from agent_saga.log.records import AUDIT_SAGA, Record, RecordType
@@ -134,8 +135,12 @@ class _Tally:
 
     def __init__(self) -> None:
         self.sagas: dict[str, _Saga] = {}
+        self.records = 0
+        self.synthetic = 0  # records made by synthesize: a fixture, never evidence
 
     def feed(self, r: Mapping[str, Any]) -> None:
+        self.records += 1
+        self.synthetic += is_synthetic(r)
         saga_id = r.get("saga")
         rtype = r.get("type")
         if not isinstance(saga_id, str) or saga_id == AUDIT_SAGA:
@@ -204,15 +209,27 @@ class _Tally:
         return Certificate(not missing, len(self.sagas), effects, accounted, tuple(missing))
 
 
-def certify(records: Iterable[Mapping[str, Any]]) -> Certificate:
+def certify(records: Iterable[Mapping[str, Any]], *, synthetic_ok: bool = False) -> Certificate:
     """Check that every committed effect in ``records`` is accounted for (see the module doc).
 
     This judges records as given; it does not verify their chain (``certify_log`` does).
+    Records made by ``synthesize`` raise SyntheticLog unless ``synthetic_ok`` (then
+    the certificate says it is about a fixture).
     """
     tally = _Tally()
     for r in records:
         tally.feed(r)
-    return tally.certificate()
+    return _fixture_checked(tally, tally.certificate(), "the records", synthetic_ok)
+
+
+def _fixture_checked(tally: _Tally, cert: Certificate, where: object, synthetic_ok: bool) -> Certificate:
+    if not tally.synthetic:
+        return cert
+    if not synthetic_ok:
+        raise SyntheticLog(where, tally.synthetic, tally.records, "certify it",
+                           "pass synthetic_ok=True to certify it as a test fixture")
+    return Certificate(cert.certified, cert.sagas, cert.effects, cert.accounted, cert.unaccounted,
+                       cert.chain, cert.head, (*cert.notes, synthetic_note(tally.synthetic, tally.records)))
 
 
 def _why(saga: _Saga, step: _Step) -> str | None:
@@ -244,6 +261,7 @@ def certify_log(
     *,
     encryptor: BodyCipher | None = None,
     allow_unverified: bool = False,
+    synthetic_ok: bool = False,
 ) -> Certificate:
     """Verify the chain of the log at ``path`` and certify its records, in one streaming pass.
 
@@ -251,7 +269,8 @@ def certify_log(
     about what the agent did: ChainUnverified is raised, naming the first bad record,
     unless ``allow_unverified``. Then the certificate carries the chain verdict, and a
     broken chain is never CERTIFIED. Raises OSError when the file cannot be read,
-    and an EncryptionError when its records need a key.
+    and an EncryptionError when its records need a key. A log holding records made by
+    ``synthesize`` raises SyntheticLog unless ``synthetic_ok`` (see ``certify``).
     """
     tally = _Tally()
 
@@ -274,7 +293,7 @@ def certify_log(
         extra.append("the chain is broken, so the log may have been altered: no certificate is possible")
     elif not report.ok:
         extra.append(f"the chain is {report.status}: this certificate does not prove the log was not altered")
-    return Certificate(
+    return _fixture_checked(tally, Certificate(
         cert.certified and report.status != "broken", cert.sagas, cert.effects,
         cert.accounted, cert.unaccounted, report.label, report.head, tuple(extra),
-    )
+    ), Path(path).absolute(), synthetic_ok)

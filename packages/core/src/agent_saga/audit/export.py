@@ -36,8 +36,10 @@ from agent_saga.log.chain import (
     VerifyReport,
     check_lines,
 )
+from agent_saga.log.fixture import SyntheticLog, is_synthetic, synthetic_note
 from agent_saga.log.fs import fsync_dir, open_regular, private_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
+from agent_saga.log.records import Record
 
 __all__ = ["BUNDLE_FORMAT", "ChainBroken", "ExportResult", "export_bundle"]
 
@@ -86,6 +88,7 @@ def export_bundle(
     allow_broken: bool = False,
     progress: Progress | None = None,
     source: str | None = None,
+    synthetic_ok: bool = False,
 ) -> ExportResult:
     """Write the audit bundle of the log at ``path`` into ``out_dir`` (new or empty).
 
@@ -95,7 +98,9 @@ def export_bundle(
     chain is broken, unchained or partial, unless ``allow_broken``; FileExistsError
     if ``out_dir`` already holds files; OSError if the log cannot be read.
     ``source`` names the log in the manifest and in a refusal (default: its path;
-    the CLI passes a server log's URL, whose snapshot ``path`` is).
+    the CLI passes a server log's URL, whose snapshot ``path`` is). A log holding
+    records made by ``synthesize`` raises SyntheticLog (nothing written) unless
+    ``synthetic_ok``; then the manifest counts them and its notes say it is a fixture.
     """
     src = Path(path).absolute()
     out = Path(out_dir)
@@ -112,13 +117,22 @@ def export_bundle(
         size = os.fstat(fh.fileno()).st_size
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
         checker = ChainChecker(Attestations.scan(iter_lines(fh, 0, size)))
-        notes = check_lines(iter_lines(fh, 0, size), checker, progress=progress, total=size)
+        synthetic = [0]
+
+        def count_synthetic(record: Record) -> None:
+            synthetic[0] += is_synthetic(record)
+
+        notes = check_lines(iter_lines(fh, 0, size), checker, progress=progress, total=size,
+                            on_record=count_synthetic)
         report = checker.report(notes)
         if not report.ok and not allow_broken:
             raise ChainBroken.refusing(
                 source or src, report, "export it as evidence",
                 "pass allow_broken=True to export it labelled with this verdict",
             )
+        if synthetic[0] and not synthetic_ok:
+            raise SyntheticLog(source or src, synthetic[0], report.records, "export it as evidence",
+                               "pass synthetic_ok=True to export it as a test fixture")
         private_dir(out)
         records_sha = _write_readonly(out / "records.jsonl", _record_lines(fh, size))
         records_bytes = (out / "records.jsonl").stat().st_size
@@ -140,7 +154,8 @@ def export_bundle(
         "chain_head": report.head,
         "redacted_seqs": list(report.redacted),
         "compacted_ranges": [list(r) for r in report.compacted],
-        "notes": list(report.notes),
+        "notes": [*report.notes, *([synthetic_note(synthetic[0], report.records)] if synthetic[0] else [])],
+        "synthetic_records": synthetic[0],
         "verification_rule": VERIFICATION_RULE,
     }
     manifest_bytes = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()

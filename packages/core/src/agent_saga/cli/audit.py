@@ -22,6 +22,7 @@ from agent_saga.cli.options import add_log_option, given_log, readable_log
 from agent_saga.cli.progress import Progress
 from agent_saga.inert import inert
 from agent_saga.log.chain import ChainUnverified
+from agent_saga.log.fixture import SyntheticLog
 from agent_saga.log.fs import NotARegularFile
 from agent_saga.log.resolve import is_url
 
@@ -69,6 +70,8 @@ def register(verbs: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="a new (or empty) directory for the bundle")
     p.add_argument("--allow-broken", action="store_true",
                    help="export a log whose chain does not verify (broken, unchained, partial), labelled so")
+    p.add_argument("--synthetic-ok", action="store_true",
+                   help="export a log made by `agent-saga synthesize` as a test fixture, labelled so")
     p.set_defaults(run=run_export)
 
     p = verbs.add_parser(
@@ -89,6 +92,8 @@ def register(verbs: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the certificate as JSON")
     p.add_argument("--allow-unverified", action="store_true",
                    help="certify a log whose chain does not verify; a broken chain is still never certified")
+    p.add_argument("--synthetic-ok", action="store_true",
+                   help="certify a log made by `agent-saga synthesize` as a test fixture, labelled so")
     p.set_defaults(run=run_certify)
 
 
@@ -110,6 +115,13 @@ def _refused(path: str, err: ChainUnverified, what: str, override: str) -> CliEr
     """The library's refusal, with the command's own flag in place of the Python argument."""
     where = path if is_url(path) else Path(path).absolute()
     return CliError(str(ChainUnverified.refusing(where, err.report, what, override)), EXIT_FINDING)
+
+
+def _synthetic(path: str, err: SyntheticLog, what: str) -> CliError:
+    """The library's refusal of a synthetic log, naming the command's flag."""
+    where = path if is_url(path) else Path(path).absolute()
+    return CliError(str(SyntheticLog(where, err.synthetic, err.records, what,
+                                     "rerun with --synthetic-ok to treat it as a test fixture")), EXIT_FINDING)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -139,10 +151,13 @@ def run_export(args: argparse.Namespace) -> int:
     try:
         with readable_log(args.wal_path) as log, Progress("verifying", megabytes=True) as progress:
             result = export_bundle(log, args.out, allow_broken=args.allow_broken, progress=progress,
-                                   source=args.wal_path if is_url(args.wal_path) else None)
+                                   source=args.wal_path if is_url(args.wal_path) else None,
+                                   synthetic_ok=args.synthetic_ok)
     except ChainUnverified as err:
         raise _refused(args.wal_path, err, "export it as evidence",
                        "rerun with --allow-broken to export it labelled with this verdict") from None
+    except SyntheticLog as err:
+        raise _synthetic(args.wal_path, err, "export it as evidence") from None
     except FileExistsError as err:
         raise CliError(str(err), EXIT_UNCHECKED) from None
     except OSError as err:
@@ -155,6 +170,8 @@ def run_export(args: argparse.Namespace) -> int:
     else:
         print(f"exported 0 records (empty log) to {result.out_dir}")
     print(f"chain: {m['chain']}")
+    if m["synthetic_records"]:
+        print(m["notes"][-1])
     if m["chain_head"]:
         print(f"head: {m['chain_head']}")
     print(f"records.jsonl sha256: {m['records_sha256']}")
@@ -169,10 +186,12 @@ def run_certify(args: argparse.Namespace) -> int:
     _check_path(args)
     try:
         with readable_log(args.wal_path) as log:
-            cert = certify_log(log, allow_unverified=args.allow_unverified)
+            cert = certify_log(log, allow_unverified=args.allow_unverified, synthetic_ok=args.synthetic_ok)
     except ChainUnverified as err:
         raise _refused(args.wal_path, err, "certify it",
                        "rerun with --allow-unverified to list its effects anyway (never certified over a broken chain)") from None
+    except SyntheticLog as err:
+        raise _synthetic(args.wal_path, err, "certify it") from None
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     except (EncryptionError, ImportError) as err:
