@@ -8,7 +8,7 @@ from pathlib import Path
 
 import hypothesis_profiles
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis_profiles import FAST_EXAMPLES, examples
 
 TESTS = Path(__file__).parent
@@ -31,6 +31,8 @@ def test_the_lane_loads_its_profile() -> None:
     loaded, expected = hypothesis_profiles.PROFILE, "fast" if fast else "ci"
     assert loaded == expected
     assert settings.default.max_examples == (FAST_EXAMPLES if fast else 100)
+    assert settings.default.deadline is None  # no property test fails because the machine is busy
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
 
 
 def test_examples_caps_the_count_in_the_fast_profile_only(monkeypatch: pytest.MonkeyPatch) -> None:
