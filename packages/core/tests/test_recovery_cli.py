@@ -231,6 +231,33 @@ def _wait_for(check: Any, what: str, timeout: float = 60.0) -> None:
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_a_stop_during_a_sweep_lets_the_undo_in_progress_finish(tmp_path: Path, stop: str) -> None:
+    import signal
+
+    wal = tmp_path / "agent.wal"
+    assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:B:after") == 137
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
+         str(wal), "--import", "recovery_world", "--lease-grace", "0"],
+        env=env_for(tmp_path, role="daemon", RECOVERY_EFFECT_DELAY="2"), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        # Each refund takes 2 s: the stop lands while the second one (A, after B) is under way.
+        _wait_for(lambda: len(world.applied(world.entries(tmp_path), "refund")) == 1, "the first refund")
+        watcher.send_signal(getattr(signal, stop))
+        out, err = watcher.communicate(timeout=60)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert watcher.returncode == 0, out + err
+    assert "Traceback" not in err, err
+    # The world, not the daemon's word: the unwind it had begun is whole.
+    assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["B", "A"]
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
 def test_watch_mode_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path, stop: str) -> None:
     import signal
 

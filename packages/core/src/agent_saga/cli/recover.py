@@ -205,17 +205,21 @@ def _watch(args: argparse.Namespace) -> int:
         say(f"sweep failed ({err}); retrying in {args.interval:g}s")
 
     def on_signal(signum: int, frame: object) -> None:
+        # SIGTERM and the first Ctrl+C stop the watch between sweeps: an interrupt raised inside
+        # a sweep would cut an undo in half. A second Ctrl+C interrupts at once.
         stop.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     watcher = Watch(lambda: make(target), interval=args.interval, say=say, on_report=on_report,
                     on_error=on_error, sweep=lambda daemon: _sweep(daemon, args.dry_run), location=_shown(target))
-    previous = signal.signal(signal.SIGTERM, on_signal)
+    previous = {signum: signal.signal(signum, on_signal) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         watcher.run(stop)
     except KeyboardInterrupt:
         pass
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     report = last[0]
     return _EXIT_FINDING if report is not None and report.needs_attention else _EXIT_OK
 
