@@ -1,0 +1,111 @@
+"""A step's return value as its STEP_COMMITTED record holds it: bounded, redacted, never a refusal.
+
+The log is evidence that other processes read (replay serves a recorded value, the corpus
+gives its shape), so what a forward returned is recorded, with three limits:
+
+* it goes through the same scrubber as the arguments (``redaction.redact_args``): a value
+  under a secret-looking key, at any depth, is :data:`~agent_saga.redaction.REDACTED`, and a
+  URL's password is masked in any string;
+* it is recorded as the value only when, so redacted, it is plain JSON (dicts with str keys,
+  lists, str, finite numbers, bools, None; a tuple is written as a list) and its canonical JSON
+  is at most :data:`MAX_RESULT_BYTES` bytes. Anything else (an object, a NaN, a big payload)
+  is recorded as its *shape* only: ``{"$shape": {"type": ..., "length": ..., "keys": {...}}}``,
+  type names and sizes, never a value;
+* a dict whose own keys include ``"$shape"`` is recorded as its shape too, so a reader can
+  always tell a recorded shape from a recorded value.
+
+Recording never fails a step: whatever the value, a shape can be written.
+``StepOptions(record_result=...)`` chooses per step: ``"value"`` (the default, as above),
+``"shape"`` (never the value), or ``"none"`` (no ``result`` field at all, as in logs written
+before results were recorded).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Collection, Mapping
+from typing import Any, Final, Literal
+
+from agent_saga.log.encodable import unencodable, utf8_safe
+from agent_saga.redaction import redact_args, redact_value
+
+__all__ = ["MAX_RESULT_BYTES", "RECORD_RESULT_MODES", "SHAPE_KEY", "RecordResult", "logged_result", "shape_of"]
+
+#: The largest canonical JSON (in UTF-8 bytes) recorded as the value; larger results are
+#: recorded as their shape. 2 KiB: ids, statuses and small objects fit; a page of search
+#: results or a file's contents does not, and would make every commit record (fsync'd, read
+#: by every daemon) that much larger.
+MAX_RESULT_BYTES: Final = 2048
+#: The key that marks a recorded shape (``{"$shape": {...}}``) rather than a value.
+SHAPE_KEY: Final = "$shape"
+
+RecordResult = Literal["value", "shape", "none"]
+RECORD_RESULT_MODES: Final = ("value", "shape", "none")
+
+#: At most this many keys of a dict are listed in its shape (the first, in sorted order),
+#: and each key at most this many characters: a shape stays small whatever was returned.
+_SHAPE_KEYS = 64
+_KEY_CHARS = 64
+_PLAIN = (type(None), bool, int, float, str)
+_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def shape_of(value: Any) -> dict[str, Any]:
+    """The shape of ``value``: its type name, its length (sized values), and for a dict the
+    type name of each key's value (of at most 64 keys). Never a value, so always loggable."""
+    shape: dict[str, Any] = {"type": utf8_safe(_type_name(value))}
+    if isinstance(value, Mapping):
+        shape["length"] = len(value)
+        # The first keys met (bounded, so a huge dict costs no more), listed in sorted order.
+        kinds = {utf8_safe(str(k))[:_KEY_CHARS]: utf8_safe(_type_name(v))
+                 for k, v in itertools.islice(value.items(), _SHAPE_KEYS)}
+        shape["keys"] = dict(sorted(kinds.items()))
+    elif isinstance(value, (str, bytes, bytearray, list, tuple, set, frozenset)):
+        shape["length"] = len(value)
+    return shape
+
+
+def _shaped(value: Any) -> dict[str, Any]:
+    return {SHAPE_KEY: shape_of(value)}
+
+
+def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ()) -> tuple[bool, Any]:
+    """``(record it, what to record)`` for a forward's ``result`` under ``mode``.
+
+    ``(False, None)`` for ``"none"``; otherwise the redacted value when it is plain JSON within
+    :data:`MAX_RESULT_BYTES`, else ``{"$shape": ...}``. ``reveal`` names keys kept in clear,
+    as for the arguments. Never raises for any ``result``.
+    """
+    if mode == "none":
+        return False, None
+    try:
+        if mode == "shape":
+            return True, _shaped(result)
+        kind = type(result)
+        if kind in _PLAIN:
+            # The usual small results, without the walk: a str only needs its URL passwords masked.
+            value = redact_value(result, reveal) if kind is str else result
+        elif isinstance(result, Mapping):
+            if SHAPE_KEY in result:
+                return True, _shaped(result)  # it would read back as a shape, not a value
+            value = redact_args(result, reveal)
+        elif isinstance(result, (list, tuple)):
+            value = redact_value(result, reveal)
+        else:
+            return True, _shaped(result)  # an object: the log would hold only "<TypeName>"
+        if unencodable(value) is not None:
+            return True, _shaped(result)
+        text = _dumps(value)  # TypeError for any object nested inside
+        if len(text) > MAX_RESULT_BYTES or len(text.encode()) > MAX_RESULT_BYTES:
+            return True, _shaped(result)
+        return True, value
+    except Exception:  # noqa: BLE001 - a result the log cannot describe is never the step's failure
+        try:
+            return True, _shaped(result)
+        except Exception:  # noqa: BLE001 - e.g. a __len__ that raises: the type name alone
+            return True, {SHAPE_KEY: {"type": utf8_safe(_type_name(result))}}
