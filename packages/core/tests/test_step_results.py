@@ -181,3 +181,29 @@ def test_a_shape_never_holds_a_value(leaves: list[str]) -> None:
     _, entry = logged_result(value, "shape")
     assert "V~" not in json.dumps(entry, ensure_ascii=False)
     assert logged_result(value, "none") == (False, None)
+
+
+def test_no_picture_or_ui_view_shows_a_recorded_result(tmp_path: Path) -> None:
+    """Results are agent-written data: the pictures and the UI do not show them at all (so none
+    of them can print one un-inerted); only replay serves them, and the corpus gives their shape."""
+    from cli_support import run_cli
+
+    from agent_saga.ui.runs import _step_detail
+    from agent_saga.viz import reconstruct, render_animation, render_outcomes, to_dot, to_mermaid
+
+    path = tmp_path / "a.wal"
+    marker = "RESULT-MARKER\x1b[31m"
+    wal = FileWAL(path)
+    with saga_scope(wal, name="pics") as s:
+        s.execute(tool="t.read", semantics="REVERSIBLE", forward=lambda: {"text": marker})
+        s.execute(tool="t.write", semantics="COMPENSABLE", forward=lambda: [marker],
+                  compensate=lambda r: Compensation(fn=lambda: None, description="undo"))
+    wal.close()
+    records = list(read_records(path))
+    assert "RESULT-MARKER" in json.dumps([r["body"].get("result") for r in records if r["type"] == "STEP_COMMITTED"])
+    sagas = reconstruct(records)
+    shown = [to_mermaid(sagas), to_dot(sagas), render_animation(sagas[0]), render_outcomes(sagas),
+             json.dumps(_step_detail(records), default=str), run_cli("graph", "--wal", str(path)).stdout,
+             run_cli("graph", "--wal", str(path), "--format", "dot").stdout]
+    for text in shown:
+        assert "RESULT-MARKER" not in text
