@@ -23,11 +23,11 @@ before results were recorded).
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Collection, Mapping
 from typing import Any, Final, Literal
 
-from agent_saga.log.encodable import unencodable, utf8_safe
+from agent_saga.log.codec import canonical
+from agent_saga.log.encodable import plain_json, utf8_safe
 from agent_saga.redaction import redact_args, redact_value
 
 __all__ = ["MAX_RESULT_BYTES", "RECORD_RESULT_MODES", "SHAPE_KEY", "RecordResult", "logged_result", "shape_of"]
@@ -48,7 +48,6 @@ RECORD_RESULT_MODES: Final = ("value", "shape", "none")
 _SHAPE_KEYS = 64
 _KEY_CHARS = 64
 _PLAIN = (type(None), bool, int, float, str)
-_dumps = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def _type_name(value: Any) -> str:
@@ -90,7 +89,7 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
         if kind in _PLAIN:
             # The usual small results, without the walk: a str only needs its URL passwords masked.
             value = redact_value(result, reveal) if kind is str else result
-        elif isinstance(result, Mapping):
+        elif kind is dict or isinstance(result, Mapping):
             if SHAPE_KEY in result:
                 return True, _shaped(result)  # it would read back as a shape, not a value
             value = redact_args(result, reveal)
@@ -98,9 +97,9 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
             value = redact_value(result, reveal)
         else:
             return True, _shaped(result)  # an object: the log would hold only "<TypeName>"
-        if unencodable(value) is not None:
+        if not plain_json(value):  # an object nested inside, a NaN, a non-str key, a cycle
             return True, _shaped(result)
-        text = _dumps(value)  # TypeError for any object nested inside
+        text = canonical(value)
         if len(text) > MAX_RESULT_BYTES or len(text.encode()) > MAX_RESULT_BYTES:
             return True, _shaped(result)
         return True, value
