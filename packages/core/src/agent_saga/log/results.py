@@ -69,6 +69,36 @@ def shape_of(value: Any) -> dict[str, Any]:
     return shape
 
 
+def _within(value: Any, budget: int, depth: int) -> int:
+    """``budget`` less a lower bound of ``value``'s canonical JSON length; negative once over.
+
+    Stops as soon as the budget is spent, so a huge result costs a few steps of walking, not
+    a redacted copy, a check and an encoding of all of it before it turns out to be too big.
+    """
+    kind = type(value)
+    if kind is str:
+        return budget - len(value) - 2
+    if kind is dict or kind is list or kind is tuple:
+        if depth > 200:
+            return -1  # the log refuses such nesting anyway
+        budget -= 2 + max(len(value) - 1, 0)  # brackets and commas
+        if kind is dict:
+            for key, item in value.items():
+                budget -= (len(key) + 3) if type(key) is str else 3
+                if budget < 0:
+                    return budget
+                budget = _within(item, budget, depth + 1)
+                if budget < 0:
+                    return budget
+        else:
+            for item in value:
+                budget = _within(item, budget, depth + 1)
+                if budget < 0:
+                    return budget
+        return budget
+    return budget - 1
+
+
 def _shaped(value: Any) -> dict[str, Any]:
     return {SHAPE_KEY: shape_of(value)}
 
@@ -86,6 +116,8 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
         if mode == "shape":
             return True, _shaped(result)
         kind = type(result)
+        if (kind is str or kind is dict or kind is list or kind is tuple) and _within(result, MAX_RESULT_BYTES, 0) < 0:
+            return True, _shaped(result)  # too big, known without copying or encoding it
         if kind in _PLAIN:
             # The usual small results, without the walk: a str only needs its URL passwords masked.
             value = redact_value(result, reveal) if kind is str else result
