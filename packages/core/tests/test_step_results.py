@@ -207,3 +207,28 @@ def test_no_picture_or_ui_view_shows_a_recorded_result(tmp_path: Path) -> None:
              run_cli("graph", "--wal", str(path), "--format", "dot").stdout]
     for text in shown:
         assert "RESULT-MARKER" not in text
+
+
+_scalar = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=300)
+           | st.sampled_from(["https://u:pw@h/x", "\x00\"\\", "é"]))
+
+
+@settings(max_examples=examples(200))
+@given(value=st.dictionaries(st.sampled_from(["id", "api_key", "status", "n", "é", "password"]) | st.text(max_size=30),
+                             _scalar, max_size=12))
+def test_a_flat_result_is_recorded_as_the_redacted_value_exactly_when_it_fits(value: dict[str, Any]) -> None:
+    from agent_saga.log.codec import canonical
+    from agent_saga.redaction import redact_args
+
+    redacted = redact_args(value)
+    try:
+        text = json.dumps(redacted, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        fits = len(text.encode()) <= MAX_RESULT_BYTES and SHAPE_KEY not in value
+    except (ValueError, UnicodeEncodeError):
+        fits = False
+    recorded, entry = logged_result(value, "value")
+    assert recorded
+    if fits:
+        assert entry == redacted and canonical(entry) == text
+    else:
+        assert entry == {SHAPE_KEY: shape_of(value)}

@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 from agent_saga.log.codec import canonical
 from agent_saga.log.encodable import plain_json, utf8_safe
-from agent_saga.redaction import redact_args, redact_value
+from agent_saga.redaction import REDACTED, redact_args, redact_value
 
 __all__ = ["MAX_RESULT_BYTES", "RECORD_RESULT_MODES", "SHAPE_KEY", "RecordResult", "logged_result", "shape_of"]
 
@@ -99,6 +99,43 @@ def _within(value: Any, budget: int, depth: int) -> int:
     return budget - 1
 
 
+def _flat_fits(value: dict[Any, Any]) -> bool:
+    """Whether a dict of plain scalars surely fits: an upper bound of its canonical JSON, in one pass.
+
+    The usual result (``{"id": "ch_1", "status": "paid"}``) is decided here without the walk,
+    the check and the encoding of the general path; anything else (a nested value, non-ASCII
+    text, a URL, a big int) answers False and takes that path.
+    """
+    size = 2
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return False
+        size += 6 * len(key) + 4  # quotes, colon, comma; an escape is at most 6 characters
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() or "://" in item:
+                return False
+            size += 6 * len(item) + 2 + len(REDACTED)  # room for it to be redacted
+        elif kind is int:
+            if not -_BIG < item < _BIG:
+                return False
+            size += 20
+        elif kind is float:
+            if item - item != 0.0:  # NaN or infinite
+                return False
+            size += 25
+        elif kind is bool or item is None:
+            size += len(REDACTED) + 2
+        else:
+            return False
+        if size > MAX_RESULT_BYTES:
+            return False
+    return True
+
+
+_BIG = 10**18
+
+
 def _shaped(value: Any) -> dict[str, Any]:
     return {SHAPE_KEY: shape_of(value)}
 
@@ -116,6 +153,10 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
         if mode == "shape":
             return True, _shaped(result)
         kind = type(result)
+        if kind is dict and _flat_fits(result):
+            if SHAPE_KEY in result:
+                return True, _shaped(result)
+            return True, redact_args(result, reveal)
         if (kind is str or kind is dict or kind is list or kind is tuple) and _within(result, MAX_RESULT_BYTES, 0) < 0:
             return True, _shaped(result)  # too big, known without copying or encoding it
         if kind in _PLAIN:
