@@ -178,6 +178,7 @@ OPTIONS: dict[str, Any] = {
     "wait_for_commit": True,
     "origin": "probe",
     "reconcile": ReconcilePolicy(delay=0, attempts=1),
+    "record_result": "shape",
 }
 
 

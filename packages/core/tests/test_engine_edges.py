@@ -43,6 +43,8 @@ from agent_saga.semantics import ActionSemantics
     ({"wait_for_commit": 0}, "wait_for_commit= must be True, False or None"),
     ({"reconcile": "sometimes"}, "reconcile= must be True, False or a ReconcilePolicy"),
     ({"origin": 7}, "origin= must be a name"),
+    ({"record_result": "all"}, "record_result= must be one of"),
+    ({"record_result": None}, "record_result= must be one of"),
     ({"reveal": "token"}, "reveal= must be a collection"),
     ({"policy_args": ["$.amount"]}, "policy_args= must map names"),
     ({"policy_args": {"amount": 5}}, "policy_args= must map names to JSON paths"),

@@ -52,6 +52,7 @@ VALUES: dict[str, Any] = {
     "wait_for_commit": True,
     "origin": "probe",
     "reconcile": ReconcilePolicy(delay=0, attempts=1),
+    "record_result": "shape",
 }
 
 

@@ -35,8 +35,8 @@ from itertools import pairwise
 from typing import Any
 
 __all__ = [
-    "MIN_SECRET", "REDACTED", "SCRUBBED", "looks_secret", "redact_args", "redact_url_passwords", "remember_secret",
-    "scrub_text",
+    "MIN_SECRET", "REDACTED", "SCRUBBED", "looks_secret", "redact_args", "redact_url_passwords", "redact_value",
+    "remember_secret", "scrub_text",
 ]
 
 #: What a secret-looking argument's value is replaced by: marked, so a reader (or the UI)
@@ -96,6 +96,12 @@ def redact_args(args: Mapping[str, Any], reveal: Collection[str] = ()) -> dict[s
         else:
             out[name] = _redact(name, value, 0, reveal)
     return out
+
+
+def redact_value(value: Any, reveal: Collection[str] = ()) -> Any:
+    """``value`` (any nesting of dicts, lists and strings) redacted as :func:`redact_args` redacts
+    an argument's value: what a step's result goes through before the log records it."""
+    return _redact_value(value, 0, reveal)
 
 
 _INERT = frozenset({int, float, bool, type(None)})

@@ -81,6 +81,32 @@ def test_a_later_failure_makes_the_earlier_steps_collateral_and_the_failing_one_
     assert steps[4].args == {"amount": 120}
 
 
+def test_an_example_carries_the_shape_of_what_the_call_returned_never_its_value(tmp_path: Path) -> None:
+    path = tmp_path / "a.wal"
+    wal = FileWAL(path)
+    with saga_scope(wal, name="shapes") as s:
+        s.execute(tool="db.get", semantics="REVERSIBLE", forward=lambda: {"id": "row-7", "tags": ["vip"]})
+        s.execute(tool="db.scan", semantics="REVERSIBLE", forward=lambda: ["r"] * 3000)  # over the bound
+        s.execute(tool="db.count", semantics="REVERSIBLE", forward=lambda: {"n": 5}, record_result="shape")
+        s.execute(tool="db.ping", semantics="REVERSIBLE", forward=lambda: "pong", record_result="none")
+    wal.close()
+    got = {e.tool: e.result["returned"] for e in build_corpus(read_records(path))}
+    assert got == {
+        "db.get": {"type": "dict", "length": 2, "keys": {"id": "str", "tags": "list"}},  # from the recorded value
+        "db.scan": {"type": "list", "length": 3000},  # from the recorded shape
+        "db.count": {"type": "dict", "length": 1, "keys": {"n": "int"}},
+        "db.ping": None,  # nothing recorded
+    }
+    rows = json.dumps(build_corpus(read_records(path)).rows())
+    assert "row-7" not in rows and "vip" not in rows  # a shape, never a value
+    # A log written before results were recorded (no result field): no shape, nothing else changes.
+    old = [json.loads(line) for line in path.read_text().splitlines()]
+    for record in old:
+        record.get("body", {}).pop("result", None)
+    assert [e.result["returned"] for e in build_corpus(old)] == [None] * 4
+    assert [e.label for e in build_corpus(old)] == [e.label for e in build_corpus(read_records(path))]
+
+
 def test_a_failure_of_the_agents_own_code_blames_no_step(tmp_path: Path) -> None:
     wal = FileWAL(tmp_path / "a.wal")
     with pytest.raises(SagaAborted) as aborted, saga_scope(wal, name="agent") as s:

@@ -195,14 +195,94 @@ def test_the_recorded_path_is_served_step_by_step_and_no_forward_runs(tmp_path: 
     assert [row.status for row in report.rows] == ["served"] * 4
     assert [row.recorded.tool for row in report.rows if row.recorded] == ["charge", "reserve", "ship", "note"]
     assert report.raised is None
+    # The commit records hold what each forward returned: that is what is served.
+    assert report.returned == [{"id": "ch_10"}, "seat 12A", "shipped b1", "noted"]
+    assert report.same_failure is False and report.recorded_failure is None
+
+
+def _without_results(path: Path) -> list[dict[str, Any]]:
+    """The log's records as a log written before results were recorded holds them (json.loads of each line)."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for record in records:
+        if isinstance(record.get("body"), dict):
+            record["body"].pop("result", None)
+    return records
+
+
+def test_an_older_log_without_results_is_served_the_recorded_facts(tmp_path: Path, ship: Gadget) -> None:
+    log = tmp_path / "saga.wal"
+    _record(log, _happy(ship))
+    ARMED["on"] = True
+    CALLED.clear()
+    report = counterfactual_replay(_without_results(log), _happy(ship))
+    assert CALLED == [] and report.verdict == "SAME_PATH"
     first, second, third, _ = report.returned
     assert all(isinstance(r, RecordedResult) for r in report.returned)
-    # The log keeps the undo derived from the result, not the result: that is what is served.
+    # Such a log keeps the undo derived from the result, not the result: that is what is served.
     assert first.tool == "charge" and first.step == 1 and first.args == {"amount": 10}
     assert first.compensation["kwargs"] == {"charge_id": "ch_10"}
+    assert first.shape is None
     assert (second.tool, second.step, third.tool, third.step) == ("reserve", 2, "ship", 3)
     assert first.seqs and all(isinstance(seq, int) for seq in first.seqs)
-    assert report.same_failure is False and report.recorded_failure is None
+
+
+@tool(semantics="IRREVERSIBLE", record_result="shape")
+def lookup(key: str) -> dict[str, Any]:
+    _forward("lookup")
+    return {"key": key, "owner": "ann"}
+
+
+@tool(semantics="IRREVERSIBLE", record_result="none")
+def ping(host: str) -> str:
+    _forward("ping")
+    return "pong"
+
+
+@tool(semantics="IRREVERSIBLE")
+def fetch_page(url: str) -> str:
+    _forward("fetch")
+    return "<html>" + "x" * 5000
+
+
+def test_a_result_recorded_as_a_shape_or_not_at_all_is_served_the_recorded_facts(tmp_path: Path) -> None:
+    log = tmp_path / "saga.wal"
+
+    def agent() -> list[Any]:
+        return [lookup("k1"), ping("db"), fetch_page("https://example.com"), charge(4)]
+
+    _record(log, agent)
+    report = _replay(log, agent)
+    assert report.verdict == "SAME_PATH", report.format_text()
+    shaped, none, big, value = report.returned
+    assert isinstance(shaped, RecordedResult)
+    assert shaped.shape == {"type": "dict", "length": 2, "keys": {"key": "str", "owner": "str"}}
+    assert isinstance(none, RecordedResult) and none.shape is None
+    assert isinstance(big, RecordedResult) and big.shape == {"type": "str", "length": 5006}
+    assert value == {"id": "ch_4"}
+
+
+@tool(semantics="IRREVERSIBLE")
+def sign_in(user: str) -> dict[str, Any]:
+    _forward("sign_in")
+    return {"user": user, "session_token": "tok-very-secret-1234"}
+
+
+def test_a_served_value_is_the_redacted_one_and_a_copy(tmp_path: Path) -> None:
+    log = tmp_path / "saga.wal"
+    _record(log, lambda: sign_in("ann"))
+    assert "tok-very-secret-1234" not in log.read_text()
+    records = list(read_records(log))
+
+    def candidate() -> dict[str, Any]:
+        got: dict[str, Any] = sign_in("ann")
+        got["user"] = "changed by the candidate"
+        return got
+
+    ARMED["on"] = True
+    first = counterfactual_replay(records, candidate)  # the same records, replayed twice
+    assert first.returned == {"user": "changed by the candidate", "session_token": REDACTED}
+    again = counterfactual_replay(records, lambda: sign_in("ann"))
+    assert again.returned == {"user": "ann", "session_token": REDACTED}
 
 
 def test_an_async_candidate_and_saga_execute_are_served_too(tmp_path: Path) -> None:
@@ -221,7 +301,7 @@ def test_an_async_candidate_and_saga_execute_are_served_too(tmp_path: Path) -> N
 
     report = _replay(log, candidate)
     assert report.verdict == "SAME_PATH", report.format_text()
-    assert isinstance(report.returned, RecordedResult) and report.returned.step == 1
+    assert report.returned == {"id": "ch_3"}
     assert not Path("agent-saga.wal").exists()  # the candidate's saga_scope wrote no default log
     assert report.saga_id == saga_id
 
@@ -271,7 +351,7 @@ def test_a_recorded_fallback_is_served_within_the_same_call(tmp_path: Path) -> N
     assert report.verdict == "SAME_PATH" and report.raised is None
     assert [row.status for row in report.rows] == ["served failure", "served"]
     assert [row.recorded.fallback for row in report.rows if row.recorded] == [False, True]
-    assert isinstance(report.returned, RecordedResult) and report.returned.step == 2
+    assert report.returned == "sent by the backup route"
 
 
 def test_a_candidate_that_stops_before_the_recorded_failure_did_not_hit_it(tmp_path: Path) -> None:

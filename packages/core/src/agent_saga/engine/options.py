@@ -19,6 +19,7 @@ from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.jsonpath import JsonPath
+from agent_saga.log.results import RECORD_RESULT_MODES, RecordResult
 from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics, Compensation
 
@@ -41,6 +42,7 @@ class StepKwargs(TypedDict, total=False):
     wait_for_commit: bool | None
     origin: str | None
     reconcile: ReconcilePolicy | bool
+    record_result: RecordResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +65,10 @@ class StepOptions:
     * ``reconcile`` — when the forward raises and a ``@reconciler`` is registered for the
       tool, ask it before deciding the step is UNKNOWN (True: the default policy; a
       ``ReconcilePolicy`` to tune it; False: never ask inline).
+    * ``record_result`` — what the commit record keeps of the forward's return value:
+      ``"value"`` (redacted like the arguments, when it is plain JSON of at most
+      ``MAX_RESULT_BYTES``; else its shape), ``"shape"`` (type, keys, length: never a
+      value), or ``"none"`` (see ``agent_saga.log.results``).
     """
 
     semantics: ActionSemantics
@@ -77,6 +83,7 @@ class StepOptions:
     wait_for_commit: bool | None = None
     origin: str | None = None
     reconcile: ReconcilePolicy | bool = True
+    record_result: RecordResult = "value"
     # Parsed from policy_args once, not per call.
     _paths: Mapping[str, JsonPath] = field(default_factory=lambda: _NO_PATHS, init=False, repr=False, compare=False)
 
@@ -109,6 +116,10 @@ class StepOptions:
             raise ConfigurationError(f"wait_for_commit= must be True, False or None, got {self.wait_for_commit!r}")
         if not isinstance(self.reconcile, (bool, ReconcilePolicy)):
             raise ConfigurationError(f"reconcile= must be True, False or a ReconcilePolicy, got {self.reconcile!r}")
+        if self.record_result not in RECORD_RESULT_MODES:
+            raise ConfigurationError(
+                f"record_result= must be one of {', '.join(map(repr, RECORD_RESULT_MODES))}, got {self.record_result!r}"
+            )
         if self.origin is not None and not isinstance(self.origin, str):
             raise ConfigurationError(f"origin= must be a name, got {self.origin!r}")
         reveal: Any = self.reveal  # callers may pass any collection of names

@@ -75,6 +75,7 @@ from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.results import logged_result
 from agent_saga.redaction import redact_args
 from agent_saga.registry import CompensationFactory, reconciler_for
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -591,6 +592,8 @@ class Saga:
             body["reconciled"] = True  # the call failed, the provider says it landed
         if problem is not None:
             body["problem"] = str(problem)
+        if opts.record_result != "none":  # what it returned, bounded and redacted (log/results.py)
+            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
         ticket = self._append(R.STEP_COMMITTED, body, step.index)
         if observed is not None:
             observed.end(StepEnd(StepState.COMMITTED, problem, result))

@@ -21,9 +21,11 @@ because of. A rollback whose cause names no step's error (the agent's own code r
 no step: every compensated step of it is COLLATERAL.
 
 What an example carries is what the log holds: the arguments as logged (already redacted by
-the engine), a *shape* of the result (the log never stores a tool's return value: the shape
-is the call's state, the error's type, and the undo the result produced with its argument
-names and JSON types, never their values), the saga's steps before this one as the agent saw
+the engine), a *shape* of the result (the call's state, the error's type, the undo the result
+produced with its argument names and JSON types, and ``returned``: the shape of what the
+forward returned, from the value or the shape its commit record holds (``agent_saga.log.results``:
+type name, length, a dict's keys with their value types; never a value), or None when the
+record holds neither (an older log, ``record_result="none"``, a call that did not commit)), the saga's steps before this one as the agent saw
 them at call time (tool, arguments, call state; never their later fate, which would leak the
 label), and the seqs of the records it came from.
 
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.results import SHAPE_KEY, shape_of
 from agent_saga.recovery.fold import SagaView, StepView, fold
 
 __all__ = ["Corpus", "Example", "Label", "PreferencePair", "build_corpus"]
@@ -316,7 +319,13 @@ def _result_shape(step: StepView, error: str | None) -> dict[str, Any]:
         kwargs = comp.get("kwargs")
         undo = {"handler": str(comp.get("handler") or ""),
                 "args": {str(k): _json_type(v) for k, v in kwargs.items()} if isinstance(kwargs, dict) else {}}
-    return {"call": step.state, "error": error.split(":", 1)[0] if error else None, "undo": undo}
+    returned = None
+    if step.has_result:
+        recorded = step.result
+        shape = recorded.get(SHAPE_KEY) if isinstance(recorded, dict) else None
+        returned = dict(shape) if isinstance(shape, dict) else shape_of(recorded)
+    return {"call": step.state, "error": error.split(":", 1)[0] if error else None, "undo": undo,
+            "returned": returned}
 
 
 def _executed(step: StepView) -> bool:

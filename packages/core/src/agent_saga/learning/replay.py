@@ -15,9 +15,13 @@ two identical calls apart (a balance read twice). On the logged form, because th
 all the log holds: a value the engine redacted cannot be compared, and a row that
 matched on a redacted argument says so.
 
-What is served: the log records how each call ended and the undo derived from its
-result, not the return value itself, so a committed step is answered with a
-:class:`RecordedResult` (the recorded facts), and a step that failed (raised, was
+What is served: a committed step is answered with the value its forward returned, as
+the commit record holds it (``agent_saga.log.results``: redacted like the arguments, so a
+secret-looking key reads ``REDACTED``; a deep copy, so the candidate cannot change the
+recording). When the record holds no value (a log written before results were recorded,
+``record_result="shape"`` or ``"none"``, a result too big or not plain JSON, which is
+recorded as its shape), the step is answered with a :class:`RecordedResult` (the recorded
+facts: the undo derived from the result, and its shape when recorded). A step that failed (raised, was
 refused, or ran but its undo could not be built) raises :class:`RecordedFailure` with
 the recorded error, as the recorded run saw it. A call the recording has no answer for
 (another tool, other arguments, past the recorded end, or a step whose outcome was never
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
 import json
 import os
@@ -50,6 +55,7 @@ from agent_saga.log.encodable import encodable
 from agent_saga.log.file import read_records
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.results import SHAPE_KEY
 from agent_saga.recovery.fold import StepView, fold
 from agent_saga.redaction import REDACTED
 
@@ -83,6 +89,8 @@ class RecordedStep:
     fallback: bool  # it ran as the fallback of the step before it
     seqs: tuple[int, ...]  # the records it was read from
     compensation: Mapping[str, Any] | None = None  # the undo its commit record describes
+    result: Any = None  # what the forward returned, as its commit record holds it
+    has_result: bool = False  # False: the record holds none (an older log, record_result="none")
 
     @property
     def failed(self) -> bool:
@@ -97,11 +105,12 @@ class RecordedStep:
 
 @dataclass(frozen=True, slots=True)
 class RecordedResult:
-    """What a replayed step returns: the recorded facts of a call that committed.
+    """What a replayed step returns when the log holds no value for it: the recorded facts.
 
-    The log holds the outcome and the undo built from the result, not the result:
-    ``compensation`` is that undo as recorded (its kwargs often carry the ids the
-    result held).
+    The commit record holds the outcome and the undo built from the result but not the
+    value (an older log, ``record_result="shape"`` or ``"none"``, a result recorded as its
+    shape): ``compensation`` is that undo as recorded (its kwargs often carry the ids the
+    result held), ``shape`` the result's recorded shape (type, keys, length) or None.
     """
 
     tool: str
@@ -110,6 +119,7 @@ class RecordedResult:
     compensation: Mapping[str, Any] | None
     settled: str | None
     seqs: tuple[int, ...]
+    shape: Mapping[str, Any] | None = None
 
 
 class RecordedFailure(Exception):
@@ -292,8 +302,16 @@ def _holds_redacted(value: Any) -> bool:
     return False
 
 
-def _result(step: RecordedStep) -> RecordedResult:
-    return RecordedResult(step.tool, step.index, step.args, step.compensation, step.settled, step.seqs)
+def _result(step: RecordedStep) -> Any:
+    """The recorded value when the log holds one, else the recorded facts."""
+    recorded = step.result
+    shape = recorded.get(SHAPE_KEY) if isinstance(recorded, dict) else None
+    if step.has_result and shape is None:
+        return copy.deepcopy(recorded)
+    return RecordedResult(
+        step.tool, step.index, step.args, step.compensation, step.settled, step.seqs,
+        shape if isinstance(shape, dict) else None,
+    )
 
 
 def _records(source: Any) -> list[Record]:
@@ -341,7 +359,7 @@ def _recorded(records: list[Record], saga_id: str | None) -> tuple[str, str, lis
         error = sv.error or sv.refusal or sv.problem
         steps.append(RecordedStep(
             index, sv.tool, sv.args or {}, sv.state, sv.settled, error, index in fallback, tuple(seqs.get(index, ())),
-            sv.committed_compensation if sv.committed else None,
+            sv.committed_compensation if sv.committed else None, sv.result, sv.has_result,
         ))
     end = {R.SAGA_COMPLETED.value: "completed", R.SAGA_ROLLED_BACK.value: "rolled back"}.get(view.ended or "", "open")
     return saga_id, end, steps

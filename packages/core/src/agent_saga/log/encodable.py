@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "unencodable", "utf8_safe"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "plain_json", "unencodable", "utf8_safe"]
 
 #: Python's default ``sys.int_max_str_digits``: what a reader in another process accepts.
 MAX_INT_DIGITS = 4300
@@ -93,6 +93,14 @@ def unencodable(value: Any, where: str = "value") -> str | None:
     if _clean(value, 0):
         return None  # the usual case, answered without building a path
     return _walk(value, where, 0, set())
+
+
+def plain_json(value: Any) -> bool:
+    """Whether ``value`` is plain JSON the log holds exactly as it is: dicts with str keys,
+    lists and tuples, str, finite floats, ints within :data:`MAX_INT_DIGITS`, bools and None,
+    no deeper than :data:`MAX_DEPTH` (so never circular). An object of any other type is not
+    (the codec would write it as ``"<TypeName>"``)."""
+    return _clean(value, 0)
 
 
 def _clean(value: Any, depth: int) -> bool:

@@ -69,6 +69,11 @@ class StepView:
     committed_compensation: dict[str, Any] | None = None
     unknown_compensation: dict[str, Any] | None = None
     problem: str = ""
+    #: What the forward returned, as its commit record holds it (``agent_saga.log.results``):
+    #: the redacted value, or ``{"$shape": ...}``. ``has_result`` is False when the record holds
+    #: none (``record_result="none"``, a log written before results were recorded, a redaction).
+    result: Any = None
+    has_result: bool = False
     error: str = ""  # what the call raised, as its STEP_UNKNOWN or STEP_NOT_APPLIED record says
     args: dict[str, Any] | None = None  # the call's logged arguments (what a reconciler is asked about)
     recipe: dict[str, Any] | None = None  # how to build the undo from a result (intent record)
@@ -231,6 +236,8 @@ class _Folder:
             step.committed = True
             step.committed_compensation = _compensation(body)
             step.problem = str(body.get("problem", ""))
+            if "result" in body:
+                step.result, step.has_result = body["result"], True
             if step.semantics is None:
                 step.semantics = "REVERSIBLE"  # only REVERSIBLE commits carry no intent
         elif rtype == R.STEP_UNKNOWN:
