@@ -49,6 +49,7 @@ from typing import Any
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.fixture import SYNTHETIC_MARK, SYNTHETIC_SAGA_PREFIX
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
+from agent_saga.log.source import log_records
 from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 __all__ = ["PROFILE_FORMAT", "ProfileError", "SyntheticRecords", "WALProfile", "synthesize"]
@@ -224,21 +225,11 @@ class WALProfile:
         """
         if isinstance(redact, str):
             raise ProfileError(f"redact must be a list of field names, got the string {redact!r}: use [{redact!r}]")
-        if isinstance(records, str | os.PathLike):
-            from agent_saga.log.file import read_records
-
-            records = read_records(records)
         fitter = _Fitter(redact, enums or {})
         by_saga: dict[str, list[Mapping[str, Any]]] = {}
-        for i, r in enumerate(records, 1):
-            if not isinstance(r, Mapping) or not isinstance(r.get("type"), str) or not isinstance(r.get("saga"), str):
-                raise ProfileError(
-                    f"record {i} is not a log record (a dict with a 'type' and a 'saga'): "
-                    "pass json.loads of each line of a log, or read_records(path)"
-                )
-            if r["saga"] == AUDIT_SAGA:
-                continue
-            by_saga.setdefault(r["saga"], []).append(r)
+        for record in log_records(records, caller="WALProfile.fit"):
+            if record["saga"] != AUDIT_SAGA:  # the log's own records are not traffic
+                by_saga.setdefault(record["saga"], []).append(record)
         profile = cls(
             redacted_fields=sorted({r.lower() for r in redact}),
             enum_fields=sorted((enums or {}).keys()),

@@ -198,8 +198,9 @@ def test_both_forms_of_records_give_the_same_corpus(tmp_path: Path) -> None:
     wal.close()
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert build_corpus(lines) == build_corpus(read_records(path))
-    with pytest.raises(TypeError, match="item 1 is a str, not a record"):
-        build_corpus(path.read_text().splitlines())
+    assert build_corpus(path.read_text().splitlines()) == build_corpus(path)  # the lines, or the path
+    with pytest.raises(TypeError, match="build_corpus: record 1 is a int, not a log record"):
+        build_corpus([1])
 
 
 def test_jsonl_round_trip(tmp_path: Path) -> None:

@@ -483,7 +483,7 @@ def test_bad_input_is_a_one_line_error(tmp_path: Path) -> None:
     _record(log, lambda: charge(1))
     with pytest.raises(TypeError, match="candidate must be a callable"):
         counterfactual_replay(read_records(log), "agent")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="records must be a log's records"):
+    with pytest.raises(TypeError, match="counterfactual_replay: int is not a log"):
         counterfactual_replay(42, lambda: None)
 
 

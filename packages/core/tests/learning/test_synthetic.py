@@ -303,7 +303,7 @@ def test_the_profile_round_trips_and_is_small(real_log: Path, tmp_path: Path) ->
     assert len(profile.to_json()) < 20_000
     with pytest.raises(ProfileError, match="not a WAL profile"):
         WALProfile.from_json('{"format": "something else"}')
-    with pytest.raises(ProfileError, match="record 1 is not a log record"):
+    with pytest.raises(TypeError, match=r"WALProfile\.fit: record 1 is a dict, not a log record"):
         WALProfile.fit([{"no": "type"}])
     with pytest.raises(ProfileError, match="redact must be a list"):
         WALProfile.fit([], redact="email")

@@ -46,6 +46,7 @@ from typing import Any
 
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.results import SHAPE_KEY, shape_of
+from agent_saga.log.source import log_records
 from agent_saga.recovery.fold import SagaView, StepView, fold
 
 __all__ = ["Corpus", "Example", "Label", "PreferencePair", "build_corpus"]
@@ -288,18 +289,6 @@ class _Trail:
                 self.causes.setdefault(saga, str(body["cause"]))
 
 
-def _records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    out = []
-    for i, record in enumerate(records, 1):
-        if not isinstance(record, Mapping):
-            raise TypeError(
-                f"build_corpus: item {i} is a {type(record).__name__}, not a record; pass read_records(path) "
-                "or json.loads of each line of a log file"
-            )
-        out.append(record)
-    return out
-
-
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
@@ -403,7 +392,7 @@ def build_corpus(records: Iterable[Mapping[str, Any]] | Sequence[Mapping[str, An
     ``records`` are what ``agent_saga.log.read_records(path)`` or a WAL's ``records()`` yields,
     or ``json.loads`` of each line of a log file: both are accepted.
     """
-    records = _records(records)
+    records = log_records(records, caller="build_corpus")
     trail = _Trail()
     for record in records:
         trail.feed(record)

@@ -46,6 +46,7 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.gate.rules import Action, Condition, Rule
 from agent_saga.inert import inert
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.source import log_records
 from agent_saga.recovery.fold import SagaView, StepView, fold
 
 __all__ = ["Explanation", "FailureModel", "Feature", "Finding", "Silence", "label_steps"]
@@ -188,7 +189,7 @@ def label_steps(records: Iterable[Any]) -> list[tuple[str, int, str, dict[str, A
 
     ``records`` are decoded records (dicts) or the lines of a FileWAL file (str or bytes).
     """
-    sagas = fold(_decoded(records))
+    sagas = fold(log_records(records, caller="FailureModel.fit"))
     rows = []
     for saga in sagas.values():
         for index in sorted(saga.steps):
@@ -197,25 +198,6 @@ def label_steps(records: Iterable[Any]) -> list[tuple[str, int, str, dict[str, A
                 continue
             rows.append((saga.saga_id, index, step.tool, dict(step.args or {}), _label(saga, step)))
     return rows
-
-
-def _decoded(records: Iterable[Any]) -> Iterable[dict[str, Any]]:
-    if isinstance(records, (str, bytes, os.PathLike)):
-        raise ConfigurationError(
-            "FailureModel.fit() takes records, not a path: use read_records(path) or "
-            "[json.loads(line) for line in open(path)]"
-        )
-    for number, record in enumerate(records, start=1):
-        if isinstance(record, (str, bytes)):
-            if not record.strip():
-                continue
-            record = json.loads(record)
-        if not isinstance(record, Mapping):
-            raise ConfigurationError(
-                f"record {number} is a {type(record).__name__}, not a log record: pass the dicts of "
-                "read_records(path) or json.loads of each line of the log file"
-            )
-        yield dict(record)
 
 
 # -- findings ----------------------------------------------------------------------------------

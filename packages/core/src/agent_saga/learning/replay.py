@@ -37,9 +37,8 @@ import contextvars
 import copy
 import inspect
 import json
-import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,10 +51,10 @@ from agent_saga.errors import StepRefused
 from agent_saga.inert import inert, inert_json
 from agent_saga.log.base import MemoryWAL
 from agent_saga.log.encodable import encodable
-from agent_saga.log.file import read_records
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.results import SHAPE_KEY
+from agent_saga.log.source import log_records
 from agent_saga.recovery.fold import StepView, fold
 from agent_saga.redaction import REDACTED
 
@@ -314,20 +313,6 @@ def _result(step: RecordedStep) -> Any:
     )
 
 
-def _records(source: Any) -> list[Record]:
-    if isinstance(source, (str, os.PathLike)):
-        return list(read_records(source))
-    reader = getattr(source, "records", None)
-    if callable(reader):
-        return list(reader())
-    if not isinstance(source, Iterable) or isinstance(source, (bytes, Mapping)):
-        raise TypeError(
-            f"records must be a log's records (read_records(path), a WAL, or json.loads of each line), "
-            f"got {type(source).__name__}"
-        )
-    return [r for r in source if isinstance(r, Mapping)]  # type: ignore[misc]
-
-
 def _recorded(records: list[Record], saga_id: str | None) -> tuple[str, str, list[RecordedStep]]:
     sagas = fold(records)
     if saga_id is None:
@@ -406,7 +391,7 @@ def counterfactual_replay(
         raise TypeError(
             f"candidate must be a callable taking no arguments (the agent to replay), got {type(candidate).__name__}"
         )
-    listed = _records(records)
+    listed = log_records(records, caller="counterfactual_replay")
     chosen, end, steps = _recorded(listed, saga_id)
     recording = _Recording(steps)
     # A saga that is never started: a step never reaches it (the recording answers first),
