@@ -513,6 +513,7 @@ class AdapterConformance:
             "wait_for_commit": True,
             "origin": "conformance",
             "reconcile": ReconcilePolicy(attempts=2),
+            "record_result": "shape",
         }
         assert set(values) == option_names(), "a new step option needs a value here"
         wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
@@ -534,6 +535,7 @@ class AdapterConformance:
             assert got == value, f"wrap_tool lost {option}: {got!r}"
         intent = self.records("STEP_INTENT")[0]["body"]
         assert (intent["tool"], intent["args"]["spend"]) == ("reserve", 7)  # policy_args read from the real call
+        assert "$shape" in self.records("STEP_COMMITTED")[0]["body"]["result"]  # record_result="shape" reached the log
 
     def test_semantics_are_never_inferred(self) -> None:
         assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE
