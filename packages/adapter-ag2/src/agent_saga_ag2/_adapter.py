@@ -7,7 +7,6 @@ execution from then on is classified by the tool policy.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +20,6 @@ from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_optio
 from agent_saga_ag2 import _compat
 
 __all__ = ["AG2", "adapter", "saga_run", "saga_run_sync"]
-
-_POLICED = "__saga_policed__"  # on what patch_all made of a tool's function: that function
 
 
 class AG2(Adapter):
@@ -47,21 +44,8 @@ class AG2(Adapter):
         self.patches.apply(Tool, "func", lambda original: property(lambda tool: self._policed(tool, original.fget(tool))))
 
     def _policed(self, tool: Tool, fn: Callable[..., Any]) -> Callable[..., Any]:
-        fn = getattr(fn, _POLICED, fn)  # Tool(func_or_tool=tool, name=...) copied a policed function
-        hidden = _compat.context_params(tool)
-
-        def logged(kwargs: dict[str, Any]) -> dict[str, Any]:  # AG2 passes every argument by keyword
-            return {k: v for k, v in kwargs.items() if k not in hidden}
-
-        async def policed_async(**kwargs: Any) -> Any:
-            return await self.patched_async(tool, lambda: fn(**kwargs), logged(kwargs))
-
-        def policed_sync(**kwargs: Any) -> Any:
-            return self.patched_sync(tool, lambda: fn(**kwargs), logged(kwargs))
-
-        policed = functools.update_wrapper(policed_async if inspect.iscoroutinefunction(fn) else policed_sync, fn)
-        setattr(policed, _POLICED, fn)
-        return policed
+        fn = getattr(fn, self.POLICED_ATTR, fn)  # Tool(func_or_tool=tool, name=...) copied a policed function
+        return self.policed_by_keyword(tool, fn, _compat.context_params(tool))  # AG2 passes every argument by keyword
 
 
 adapter = AG2()

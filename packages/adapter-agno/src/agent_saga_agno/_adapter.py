@@ -25,8 +25,6 @@ from agent_saga_agno import _compat
 
 __all__ = ["Agno", "RunFailed", "adapter", "saga_run", "saga_run_sync"]
 
-_POLICED = "__saga_policed__"  # on an entrypoint patch_all policed: the entrypoint it polices
-
 
 class RunFailed(RuntimeError):
     """An Agno run that returned with ``status=error`` (Agno reports a failed run instead of raising)."""
@@ -57,7 +55,7 @@ class Agno(Adapter):
     def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
         if tool.entrypoint is None:
             raise TypeError(f"agno tool {tool.name!r} has no entrypoint (a tool the model runs elsewhere); nothing to wrap")
-        fn = getattr(tool.entrypoint, _POLICED, tool.entrypoint)  # made while patched: the step is the policy now
+        fn = getattr(tool.entrypoint, self.POLICED_ATTR, tool.entrypoint)  # made while patched: the step is the policy now
         return _compat.with_entrypoint(tool, self.step(spec, fn))
 
     def wrap_tool(  # type: ignore[override]  # also takes the plain function Agno would wrap
@@ -104,24 +102,11 @@ class Agno(Adapter):
     def _police(self, tool: Function) -> None:
         """Make this copy's entrypoint go through the tool policy (once; a wrapped tool is left alone)."""
         fn = tool.entrypoint
-        if fn is None or getattr(fn, _POLICED, None) is not None or self.is_wrapped(tool):
+        if fn is None or getattr(fn, self.POLICED_ATTR, None) is not None or self.is_wrapped(tool):
             return
         if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
             return  # a streaming tool's effect happens while it is consumed, not when it is called
-        hidden = _compat.owned_params(tool)
-
-        def logged(kwargs: dict[str, Any]) -> dict[str, Any]:  # Agno passes every argument by keyword
-            return {k: v for k, v in kwargs.items() if k not in hidden}
-
-        async def policed_async(**kwargs: Any) -> Any:
-            return await self.patched_async(tool, lambda: fn(**kwargs), logged(kwargs))
-
-        def policed_sync(**kwargs: Any) -> Any:
-            return self.patched_sync(tool, lambda: fn(**kwargs), logged(kwargs))
-
-        policed = functools.update_wrapper(policed_async if inspect.iscoroutinefunction(fn) else policed_sync, fn)
-        setattr(policed, _POLICED, fn)
-        tool.entrypoint = policed
+        tool.entrypoint = self.policed_by_keyword(tool, fn, _compat.owned_params(tool))  # Agno passes keywords only
 
 
 adapter = Agno()

@@ -49,6 +49,8 @@ moved), :func:`check_compat` (that ``_compat`` check), :func:`signature_of`,
 from __future__ import annotations
 
 import abc
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any, ClassVar, TypeVar, Unpack, cast
 
@@ -231,6 +233,30 @@ class Adapter(abc.ABC):
         if self.is_wrapped(tool):
             return await call()
         return await support.patched_async(self.tool_name(tool), self.framework, id(tool), call, args, raw)
+
+    #: Set on what :meth:`policed_by_keyword` returns: the function it polices (a framework
+    #: that copies a tool's function may copy the policed one; this finds the original).
+    POLICED_ATTR: ClassVar[str] = "__saga_policed__"
+
+    def policed_by_keyword(self, tool: Any, fn: Callable[..., Any], hidden: Collection[str]) -> Callable[..., Any]:
+        """``fn``, for a framework that calls tools with keywords only (AG2, Agno), through the tool policy.
+
+        Each call goes through :meth:`patched_sync` or :meth:`patched_async`, as ``fn`` is;
+        ``hidden`` are the parameters the framework fills in itself: they reach ``fn``, never the log.
+        """
+
+        def logged(kwargs: dict[str, Any]) -> dict[str, Any]:
+            return {k: v for k, v in kwargs.items() if k not in hidden}
+
+        async def policed_async(**kwargs: Any) -> Any:
+            return await self.patched_async(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        def policed_sync(**kwargs: Any) -> Any:
+            return self.patched_sync(tool, lambda: fn(**kwargs), logged(kwargs))
+
+        policed = functools.update_wrapper(policed_async if inspect.iscoroutinefunction(fn) else policed_sync, fn)
+        setattr(policed, self.POLICED_ATTR, fn)
+        return policed
 
     def boundary(
         self, wal: WAL | None = None, /, *, options: SagaOptions | None = None, **more: Unpack[SagaKwargs]
