@@ -308,6 +308,8 @@ def test_parquet_without_the_extra_names_the_install(tmp_path: Path) -> None:
     except ImportError:
         pass
     else:
+        # Only where the extra is installed (the `learning` env), which exercises the export itself
+        # in test_corpus_export.py; the `core` and `core-fast` envs, without pyarrow, run this test.
         pytest.skip("pyarrow is installed here: the export itself is tested in test_corpus_export.py")
     wal = FileWAL(tmp_path / "a.wal")
     failed_at_four(wal)

@@ -15,6 +15,8 @@ from agent_saga import FileWAL, SagaAborted, build_corpus, saga_scope
 from agent_saga.learning import Corpus
 from agent_saga.log import read_records
 
+# The export needs the `corpus` extra: this module runs in the `learning` env, which installs it;
+# where it is absent (core, core-fast) test_corpus.py checks the install hint instead.
 pq = pytest.importorskip("pyarrow.parquet")
 datasets = pytest.importorskip("datasets")
 

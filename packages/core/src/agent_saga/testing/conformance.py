@@ -382,8 +382,8 @@ class AdapterConformance:
         assert [saga for saga, _ in _seen["where"]] == [saga_id, saga_id]
 
     def test_the_run_helper_takes_every_saga_option_as_keywords_or_options(self) -> None:
-        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.run).parameters.values()):
-            pytest.skip(f"{self.framework}'s run() hook passes no saga options to its run helper (**saga)")
+        assert any(p.kind is p.VAR_KEYWORD for p in inspect.signature(self.run).parameters.values()), (
+            f"{self.framework}'s run() hook must pass the saga options (**saga) to its run helper")
         given: dict[str, Any] = {
             "name": "conformance-run", "tags": frozenset({"conformance"}), "gate": PreFlightGate(),
             "wait_for_commit": True, "compensation_retry": RetryPolicy(max_attempts=2, base_delay=0),
@@ -563,8 +563,8 @@ class AdapterConformance:
     def test_where_a_tool_error_ends_the_run_a_repair_request_ends_it_too(self) -> None:
         if False not in self.error_modes:
             # Not skipped unconditionally: only where the framework has no mode in which a tool
-            # error ends the run (LlamaIndex, AutoGen, Semantic Kernel, AG2 always hand it back to
-            # the model). There the repair turn itself is tested by the case above.
+            # error ends the run (LlamaIndex, AutoGen, Semantic Kernel, AG2, Agno and Strands always
+            # hand it back to the model). There the repair turn itself is tested by the case above.
             pytest.skip(f"{self.framework} always hands a tool error to the model")
         tools = [self.wrapped(reserve), self.wrapped(publish)]
         calls = [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 0}), Call("reserve", {"amount": 5})]
