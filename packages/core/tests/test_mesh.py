@@ -98,7 +98,7 @@ def test_any_order_duplication_and_grouping_of_syncs_gives_the_same_bytes(
     fleet: dict[str, list[dict[str, Any]]], data: st.DataObject
 ) -> None:
     # Snapshots: prefixes of each device's log (what an earlier sync carried), each full log at least once.
-    snaps = [log for log in fleet.values()]
+    snaps = list(fleet.values())
     for name in data.draw(st.lists(st.sampled_from(sorted(fleet)), max_size=6)):
         log = fleet[name]
         snaps.append(log[: data.draw(st.integers(1, len(log)))])
@@ -247,7 +247,7 @@ def test_inputs_that_cannot_be_merged_are_refused_in_one_line(tmp_path: Path, fl
     plain.append("SAGA_STARTED", "s", {})
     plain.barrier()
     plain.close()
-    with pytest.raises(MeshError, match="no hash chain .*write device logs chained"):
+    with pytest.raises(MeshError, match=r"no hash chain .*write device logs chained"):
         merge([tmp_path / "plain.wal"])
     with pytest.raises(MeshError, match="first record is seq 2, not 1"):
         merge([fleet["watch"][1:]])
@@ -259,7 +259,7 @@ def test_inputs_that_cannot_be_merged_are_refused_in_one_line(tmp_path: Path, fl
 # -- the merged view feeds every reader; a saga spanning two devices is one saga -------------------
 
 
-@pytest.fixture()
+@pytest.fixture
 def spanning(tmp_path: Path) -> Path:
     """``trip`` booked 1 and 2 on the phone (its part completed), then 3 on the laptop, which died."""
     phone = _device(tmp_path / "phone.wal", "trip", [1, 2], end="completed")

@@ -152,7 +152,7 @@ def take(source: Any, name: str) -> Taken:
     first = next(items, None)
     if first is None:
         return taken
-    number, record, error = first
+    record = first[1]
     if record is not None and record.get("type") == _MERGED and record.get("saga") == AUDIT_SAGA:
         _take_merged(taken, record, items)
     else:

@@ -46,7 +46,7 @@ from agent_saga.inert import inert
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.fs import fsync_dir, write_new
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
-from agent_saga.mesh.inputs import FORMAT, MESH_FIELD, Exclusion, Taken, take
+from agent_saga.mesh.inputs import FORMAT, MESH_FIELD, Exclusion, take
 
 __all__ = ["DeviceHead", "MeshResult", "merge", "short"]
 
