@@ -16,6 +16,8 @@ def register(verbs: Any) -> None:
         "mesh",
         help="merge devices' own logs into one (a G-Set CRDT over their records)",
         description="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
+        epilog="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="mesh_verb", metavar="ACTION", required=True)
     m = sub.add_parser(

@@ -246,7 +246,8 @@ def _take_merged(taken: Taken, head: Record, rest: Iterator[tuple[int, Record | 
     if problem:
         raise MeshError(f"{name}: its first record (MESH_MERGED) does not verify: {problem}")
     assert isinstance(body, dict)
-    for entry in body.get("held") or ():
+    held = body.get("held")
+    for entry in held if isinstance(held, list) else ():
         device, record = (entry.get("device"), entry.get("record")) if isinstance(entry, dict) else (None, None)
         if isinstance(device, str) and isinstance(record, dict) and not check_record(record):
             taken.held.append((device, _device_record(record)))
