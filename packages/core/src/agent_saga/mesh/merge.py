@@ -113,7 +113,7 @@ class MeshResult:
         """The human view: device ids and everything taken from a log shown inert."""
         lines = [f"merged {len(self.records) - 1 if self.records else 0} record(s) from "
                  f"{len(self.devices)} device(s) and {len(self.inputs)} input(s)"]
-        lines.extend(f"  device {short(d.device)}: {d.records} record(s), seq 1..{d.last_seq}, head {d.head[:16]}"
+        lines.extend(f"  device {short(d.device)}: {d.records} record(s), seq 1..{d.last_seq}, head {inert(d.head[:16])}"
                      for d in self.devices)
         for x in self.excluded:
             where = f" in {inert(x.source)}" if x.source else ""
