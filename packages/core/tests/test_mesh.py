@@ -315,6 +315,18 @@ def test_the_recovery_daemon_rolls_back_the_whole_spanning_saga(spanning: Path) 
         merge([spanning])  # the daemon's records are the merged log's own: merge device logs instead
 
 
+def test_two_devices_steps_of_one_saga_that_share_an_idempotency_key_are_named(tmp_path: Path) -> None:
+    # The same tool as step 1 of one saga on two devices: the engine derives the same keys.
+    one = _device(tmp_path / "one" / "same.wal", "trip", [1], end="completed")
+    two = _device(tmp_path / "two" / "same.wal", "trip", [2], end="completed")
+    result = merge([one, two])
+    assert not result.excluded and not result.ok
+    assert len(result.clashes) == 2  # the forward's op key and the undo's key
+    assert all("saga trip: step 1 " in c and "and step 2 " in c for c in result.clashes)
+    assert result.records[0]["body"]["clashes"] == list(result.clashes)
+    assert merge([one]).ok
+
+
 # -- the CLI ------------------------------------------------------------------------------------
 
 

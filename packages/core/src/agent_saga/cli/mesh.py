@@ -29,7 +29,8 @@ def register(verbs: Any) -> None:
             "everything after it on that device's chain, and left out."
         ),
         epilog=(
-            "exit codes: 0 merged, nothing left out; 1 merged, but records were left out (listed); "
+            "exit codes: 0 merged, nothing left out; 1 merged, but records were left out or two devices' steps "
+            "of one saga share an idempotency key (listed); "
             "3 an input could not be used at all (nothing written)\n"
             "example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal"
         ),

@@ -79,11 +79,13 @@ class MeshResult:
     devices: tuple[DeviceHead, ...]
     excluded: tuple[Exclusion, ...]
     inputs: tuple[str, ...]
+    #: Steps of one saga, on different devices, that share an idempotency key (see ``_clashes``).
+    clashes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """True when nothing was left out."""
-        return not self.excluded
+        """True when nothing was left out and no two devices' steps of one saga share a key."""
+        return not self.excluded and not self.clashes
 
     def __bool__(self) -> bool:
         return self.ok
@@ -107,6 +109,7 @@ class MeshResult:
         return {
             "ok": self.ok, "records": len(self.records), "inputs": list(self.inputs),
             "devices": [d.to_dict() for d in self.devices], "excluded": [x.to_dict() for x in self.excluded],
+            "clashes": list(self.clashes),
         }
 
     def format_text(self) -> str:
@@ -119,6 +122,7 @@ class MeshResult:
             where = f" in {inert(x.source)}" if x.source else ""
             held = f" ({x.held} record(s) left out)" if x.held > 1 else ""
             lines.append(f"  EXCLUDED device {short(x.device)} seq {x.seq}{where}{held}: {inert(x.why)}")
+        lines.extend(f"  KEY CLASH {inert(c)}" for c in self.clashes)
         return "\n".join(lines)
 
 
@@ -195,6 +199,7 @@ def _assemble(
         key=lambda item: item[:3],
     ))
     steps = _renumbered(ordered)
+    clashes = _clashes(ordered, steps)
     heads = tuple(
         DeviceHead(device, len(records), records[-1]["seq"], records[-1]["hash"])
         for device, records in sorted(chains.items())
@@ -204,6 +209,7 @@ def _assemble(
         "devices": [h.to_dict() for h in heads],
         "held": [{"device": d, "record": r} for d, r in sorted(held, key=lambda x: (x[0], x[1]["seq"], x[1]["hash"]))],
         "excluded": [{"device": x.device, "seq": x.seq, "why": x.why} for x in verdicts],
+        "clashes": clashes,
     }
     body_json = canonical(body)
     # Derived, not random: the same set must give the same bytes. The salt hides nothing here (the body
@@ -228,7 +234,37 @@ def _assemble(
         new.update({k: r[k] for k in ("body", "salt") if k in r})
         new[MESH_FIELD] = origin
         records.append(new)
-    return MeshResult(tuple(records), heads, (*per_input, *verdicts), inputs)
+    return MeshResult(tuple(records), heads, (*per_input, *verdicts), inputs, tuple(clashes))
+
+
+def _clashes(ordered: list[tuple[int, str, int, Record]], steps: dict[tuple[str, str, int], int]) -> list[str]:
+    """Where two devices' steps of one saga share an idempotency key (their op or their undo's key).
+
+    The engine derives a step's keys from (saga, step, tool): two devices that run the same tool
+    as the same step number of one saga make the same key, and a service (and the recovery
+    daemon's ledger) would take the second effect, or its undo, for a replay of the first.
+    """
+    first: dict[str, tuple[str, str, int]] = {}  # key -> (saga, device, step)
+    out: list[str] = []
+    for _, device, _, r in ordered:
+        body, step = r.get("body"), r.get("step")
+        if not isinstance(body, dict) or not isinstance(step, int) or (r["saga"], device, step) not in steps:
+            continue
+        comp = body.get("compensation")
+        for key in (body.get("op"), comp.get("key") if isinstance(comp, dict) else None):
+            if not isinstance(key, str):
+                continue
+            seen = first.setdefault(key, (r["saga"], device, step))
+            if seen[1] != device:
+                clash = (
+                    f"saga {r['saga']}: step {steps[seen]} (device {seen[1][:16]} step {seen[2]}) and step "
+                    f"{steps[(r['saga'], device, step)]} (device {device[:16]} step {step}) share the idempotency "
+                    f"key {key}: a service and the recovery daemon's ledger take the second for a replay of the "
+                    "first; give each device's part its own tool names, or its own saga id"
+                )
+                if clash not in out:
+                    out.append(clash)
+    return out
 
 
 def _renumbered(ordered: list[tuple[int, str, int, Record]]) -> dict[tuple[str, str, int], int]:
