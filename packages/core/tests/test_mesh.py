@@ -242,6 +242,18 @@ def test_an_edited_origin_in_a_merged_log_is_caught(fleet: dict[str, list[dict[s
     assert "does not match its hash" in result.excluded[0].why
 
 
+def test_what_a_log_says_is_shown_inert(fleet: dict[str, list[dict[str, Any]]]) -> None:
+    # A merged log's origin names the device as any text: an escape sequence there is shown, not obeyed.
+    evil = "\x1b]0;pwned\x07\x1b[2J"
+    merged = [dict(r) for r in merge([fleet["watch"]]).records]
+    merged[1:] = [{**r, "mesh": {**r["mesh"], "device": evil}} for r in merged[1:]]
+    result = merge([merged])
+    (x,) = result.excluded
+    assert x.device == evil and "not the hash of this chain's first record" in x.why
+    shown = result.format_text()
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b]0;pwned" in shown
+
+
 def test_inputs_that_cannot_be_merged_are_refused_in_one_line(tmp_path: Path, fleet: dict[str, Any]) -> None:
     plain = FileWAL(tmp_path / "plain.wal", chain=False)
     plain.append("SAGA_STARTED", "s", {})
@@ -351,3 +363,8 @@ def test_cli_merge_writes_the_log_and_exits_by_what_it_left_out(tmp_path: Path, 
     assert payload["ok"] is False and payload["excluded"][0]["seq"] == 3
     refused = run_cli("mesh", "merge", str(tmp_path / "missing.wal"), "--out", str(tmp_path / "m4.wal"))
     assert refused.returncode == 3 and not (tmp_path / "m4.wal").exists()
+    headless = tmp_path / "headless.wal"
+    headless.write_text("".join(line + "\n" for line in evil.read_text().splitlines()[1:]))
+    refused = run_cli("mesh", "merge", str(phone), str(headless), "--out", str(tmp_path / "m5.wal"))
+    assert refused.returncode == 3 and not (tmp_path / "m5.wal").exists()
+    assert "first record is seq 2, not 1" in refused.stderr and "nothing was written" in refused.stderr
