@@ -26,6 +26,7 @@ from agent_saga.learning import build_corpus
 from agent_saga.log.chain import verify_file
 from agent_saga.log.codec import canonical, chain_hash
 from agent_saga.log.file import read_records
+from agent_saga.log.maintenance import settled_sagas
 from agent_saga.mesh import MeshError, merge
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
@@ -288,6 +289,17 @@ def test_fold_and_certify_see_one_saga_open_until_every_device_part_ends(spannin
     assert not cert.certified and cert.sagas == 1
     assert sorted(u.step for u in cert.unaccounted) == [1, 2, 3]
     assert all("no end record" in u.why for u in cert.unaccounted)
+
+
+def test_compaction_keeps_a_spanning_saga_until_it_is_settled_as_a_whole(spanning: Path, tmp_path: Path) -> None:
+    # The phone's SAGA_COMPLETED settles its part only: the laptop's booking may still need an undo.
+    assert settled_sagas(_records(spanning)) == set()
+    phone = _device(tmp_path / "p" / "phone.wal", "trip", [1], end="completed")
+    laptop = _device(tmp_path / "l" / "laptop.wal", "trip", [2], end="completed")
+    assert settled_sagas(merge([phone, laptop]).records) == {"trip"}
+    with RecoveryDaemon(spanning, clock=lambda: 4e9, lease_grace=0) as daemon:
+        daemon.sweep()  # the daemon rolls the whole saga back, cleanly, in the merged log's own records
+    assert settled_sagas(_records(spanning)) == {"trip"}
 
 
 def test_certify_a_spanning_saga_whose_parts_all_completed(tmp_path: Path) -> None:

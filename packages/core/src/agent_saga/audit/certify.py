@@ -39,8 +39,8 @@ from agent_saga.log.crypto import open_record
 from agent_saga.log.fixture import SyntheticLog, is_synthetic, synthetic_note
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import iter_lines
+from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.log.records import AUDIT_SAGA, Record, RecordType
-from agent_saga.mesh.parts import part_of, spanning_end
 
 __all__ = ["Certificate", "Unaccounted", "certify", "certify_log"]
 

@@ -6,8 +6,8 @@ see ``agent_saga.mesh.merge`` for the rule and the merged log's format, and
 its log's first record (seq 1): what its own chain commits to, never a file name.
 """
 
+from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.mesh.inputs import FORMAT, MESH_FIELD, Exclusion, MeshError
 from agent_saga.mesh.merge import DeviceHead, MeshResult, merge, short
-from agent_saga.mesh.parts import part_of, spanning_end
 
 __all__ = ["FORMAT", "MESH_FIELD", "DeviceHead", "Exclusion", "MeshError", "MeshResult", "merge", "part_of", "short", "spanning_end"]

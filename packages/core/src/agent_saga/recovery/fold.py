@@ -29,11 +29,11 @@ from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import Line, iter_lines, parses
+from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import ServerWAL
 from agent_saga.log.server import open_stored
-from agent_saga.mesh.parts import part_of, spanning_end
 
 __all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
 

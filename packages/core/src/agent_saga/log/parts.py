@@ -2,8 +2,10 @@
 
 In a merged mesh log (``agent_saga.mesh.merge``) each record names its device under
 ``"mesh"``. ``recovery.fold`` and ``audit.certify`` keep, per saga, how each
-device's part ended, and end the saga by ``spanning_end``. Any other log has no
-parts, and its sagas end as before: at their end record.
+device's part ended, and end the saga by ``spanning_end``; compaction
+(``log.rewrite.settled_sagas``) removes such a saga only once it is settled as a
+whole. Any other log has no parts, and its sagas end as before: at their end
+record. It sits in the log layer because compaction needs it too.
 """
 
 from __future__ import annotations
