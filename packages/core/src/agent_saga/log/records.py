@@ -82,3 +82,9 @@ class RecordType(enum.StrEnum):
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern
     # Issue 28 part 4: an ADVISE gate rule's note on a step (a learned estimate); it refuses nothing.
     STEP_ADVISORY = "STEP_ADVISORY"
+    # Issue 27 part 1, surgical repair (agent_saga.recovery.repair): an operator's session on a dead or
+    # quarantined saga, under that saga's id; RESUMED names the saga that continues it (and ends this one).
+    REPAIR_OPENED = "REPAIR_OPENED"  # who, why, and what is kept; the daemon leaves the saga alone
+    REPAIR_AMENDED = "REPAIR_AMENDED"  # one field: its old value (and where it was seen) and its new one
+    REPAIR_RESUMED = "REPAIR_RESUMED"  # the retained steps, with their undos, now belong to "continued_as"
+    REPAIR_ABANDONED = "REPAIR_ABANDONED"  # handed back: the daemon unwinds the saga as usual

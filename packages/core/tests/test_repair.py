@@ -1,0 +1,197 @@
+"""RepairSession (issue 27 part 1) on a FileWAL: open's refusals, the records, resume, abandon, the daemon.
+
+The same scenarios run on PostgresWAL and RedisWAL in fleet/test_repair_servers.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import repair_world as world
+from repair_checks import (
+    LATER,
+    OPERATOR,
+    WHY,
+    check_a_failed_continuation_unwinds_everything_once,
+    check_a_second_open_is_refused,
+    check_an_abandoned_repair_is_finished_by_the_daemon,
+    check_the_seed_snippet,
+    dead_onboarding,
+    repair_world,
+    types,
+)
+
+from agent_saga import (
+    Compensation,
+    ConfigurationError,
+    FileWAL,
+    KillSwitch,
+    MemoryWAL,
+    PreFlightGate,
+    RecoveryDaemon,
+    RepairClosed,
+    RepairRefused,
+    RepairSession,
+    SagaQuarantined,
+    saga_scope,
+)
+from agent_saga.audit.verify import verify_records
+from agent_saga.gate import FileSwitchStore
+
+__all__ = ["repair_world"]  # the fixture, imported for pytest
+
+pytestmark = pytest.mark.usefixtures("repair_world")
+
+
+async def test_the_seed_snippet_runs_with_a_real_continuation(wal: FileWAL) -> None:
+    await check_the_seed_snippet(wal, wal.path)
+
+
+async def test_a_failed_continuation_unwinds_the_whole_transaction_once(wal: FileWAL) -> None:
+    await check_a_failed_continuation_unwinds_everything_once(wal, wal)
+
+
+async def test_a_second_operator_cannot_open_the_same_saga(wal: FileWAL) -> None:
+    await check_a_second_open_is_refused(wal, wal.path)
+
+
+async def test_an_abandoned_repair_is_unwound_by_the_daemon(wal: FileWAL) -> None:
+    await check_an_abandoned_repair_is_finished_by_the_daemon(wal, wal)
+
+
+async def test_a_live_saga_is_refused(wal: FileWAL) -> None:
+    saga_id = await dead_onboarding(wal)  # this process still renews its lease: judged now, it is live
+    with pytest.raises(RepairRefused, match=r"the saga is live: its owner \S+ holds its lease"):
+        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY)
+    assert "REPAIR_OPENED" not in types(wal, saga_id)
+
+
+async def test_a_finished_saga_is_refused(wal: FileWAL) -> None:
+    async with saga_scope(wal) as saga:
+        await world.account_and_charge(saga)
+    with pytest.raises(RepairRefused, match="the saga is finished: it ended with SAGA_COMPLETED"):
+        RepairSession.open(wal, saga.saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    # ... and so is one an earlier repair continued.
+    saga_id = await dead_onboarding(wal)
+    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session.amend(postcode="SW1A 1AA")
+    await session.resume(world.onboard, wal=wal)
+    with pytest.raises(RepairRefused, match=f"continued as saga {session.continued_as} by an earlier repair"):
+        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(RepairClosed, match="is resumed"):
+        session.amend(postcode="E1 6AN")
+
+
+async def test_closure_compensations_are_refused_naming_each_step(wal: FileWAL) -> None:
+    boundary = saga_scope(wal, name="closures")
+    saga = await boundary.__aenter__()
+    for n in (1, 2):
+        await saga.execute(tool=f"crm.tag_{n}", semantics="COMPENSABLE", forward=lambda: {"ok": True},
+                           compensate=lambda r: Compensation(fn=lambda: None, description="untag in memory"))
+    await world.account_and_charge(saga)  # steps 3 and 4: registry-backed, fine
+    wal.barrier()
+    with pytest.raises(RepairRefused) as refused:
+        RepairSession.open(wal, saga.saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    blockers = refused.value.blockers
+    assert len(blockers) == 2
+    assert blockers[0].startswith("step 1 'crm.tag_1' is COMPENSABLE but its undo 'untag in memory' is a closure")
+    assert blockers[1].startswith("step 2 'crm.tag_2' is COMPENSABLE")
+    assert "step 1 'crm.tag_1'" in str(refused.value) and "step 2 'crm.tag_2'" in str(refused.value)
+    assert "REPAIR_OPENED" not in types(wal, saga.saga_id)
+    # Refused, the claim is let go: the daemon may unwind it (and does, undoing what it can).
+    report = RecoveryDaemon(wal, clock=LATER).sweep()
+    assert report.recovered == [saga.saga_id] and report.compensated == 2
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\ufeff \u2060", None])
+async def test_blank_operator_or_reason_is_refused(wal: FileWAL, blank: Any) -> None:
+    saga_id = await dead_onboarding(wal)
+    with pytest.raises(ConfigurationError, match="operator= is required and must not be blank"):
+        RepairSession.open(wal, saga_id, operator=blank, reason=WHY, clock=LATER)
+    with pytest.raises(ConfigurationError, match="reason= is required and must not be blank"):
+        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=blank, clock=LATER)
+    with pytest.raises(ConfigurationError, match=r"operator= 'ops\\u200b@x' contains invisible"):
+        RepairSession.open(wal, saga_id, operator="ops\u200b@x", reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(ConfigurationError, match="reason= is required"):
+        session.abandon(reason=blank)
+    session.close()
+
+
+async def test_bad_input_is_refused_in_one_line(wal: FileWAL) -> None:
+    saga_id = await dead_onboarding(wal)
+    with pytest.raises(RepairRefused, match="no saga nope in"):
+        RepairSession.open(wal, "nope", operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(TypeError, match="is records, not a log"):
+        RepairSession.open(list(wal.records()), saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(ValueError, match="keeps no recovery state"):
+        RepairSession.open(MemoryWAL(), saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    with RepairSession.open(list(wal.records()), saga_id, operator=OPERATOR, reason=WHY, wal=wal,
+                            clock=LATER) as session:
+        with pytest.raises(ConfigurationError, match="amend with JSON values only"):
+            session.amend(postcode=float("nan"))
+        with pytest.raises(ConfigurationError, match="the continuation must write to the same log"):
+            await session.resume(world.onboard, wal=FileWAL(Path(str(wal.path) + ".other")))
+    # Closed without an end: the log still says a session is open; the next one takes it over.
+    session = RepairSession.open(wal, saga_id, operator="second@example.com", reason=WHY, clock=LATER)
+    assert "takes over an earlier session whose process is gone" in session.format_text()
+    session.abandon(reason="done")
+
+
+async def test_a_quarantined_saga_is_repaired_and_an_abandoned_one_handed_back(wal: FileWAL, tmp_path: Path) -> None:
+    switch = KillSwitch(FileSwitchStore(tmp_path / "switch.json"), poll_interval=0, wal=wal)
+    gates = PreFlightGate([], switch=switch)
+    ids = []
+    for _ in range(2):
+        with pytest.raises(SagaQuarantined):
+            async with saga_scope(wal, gate=gates, name="onboarding") as saga:
+                ids.append(saga.saga_id)
+                await world.account_and_charge(saga)
+                switch.quarantine(saga.saga_id, reason="odd postcodes", by="soc@example.com")
+                await world.address(saga, "acct-ada@example.com", "SW1A1AA")
+    kept, dropped = ids
+    daemon = RecoveryDaemon(wal, clock=LATER)
+    assert set(daemon.sweep().skipped) == {kept, dropped}  # frozen: nobody touches them
+    session = RepairSession.open(wal, kept, operator=OPERATOR, reason=WHY, clock=LATER)
+    session.amend(postcode="SW1A 1AA")
+    assert await session.resume(world.onboard, wal=wal) == "onboarded"
+    RepairSession.open(wal, dropped, operator=OPERATOR, reason=WHY, clock=LATER).abandon(reason="give it back")
+    report = daemon.sweep()
+    assert report.recovered == [dropped] and report.compensated == 2  # both effects of the dropped one
+    assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]  # once, not for the repaired one
+    assert verify_records(list(wal.records())).ok
+
+
+@pytest.mark.slow
+async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: Path) -> None:
+    log = tmp_path / "onboarding.wal"
+    worker = subprocess.Popen([sys.executable, str(Path(world.__file__)), str(log)], env=dict(os.environ))
+    ready = repair_world / "ready"
+    try:
+        while not ready.exists():
+            assert worker.poll() is None, "the worker died before it was ready"
+            await asyncio.sleep(0.05)
+    finally:
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+    assert worker.returncode == -signal.SIGKILL
+    saga_id = ready.read_text()
+    session = RepairSession.open(log, saga_id, operator=OPERATOR, reason="the worker was OOM-killed", clock=LATER)
+    assert [(k.step, k.tool) for k in session.retained] == [(1, "crm.create_account"), (2, "stripe.charge")]
+    session.amend(postcode="SW1A 1AA")
+    wal = FileWAL(log)
+    try:
+        assert await session.resume(world.onboard, wal=wal) == "onboarded"
+    finally:
+        wal.close()
+    assert world.undone("crm.set_address") == ["acct-ada@example.com"]
+    assert not world.undone("stripe.refund")
+    assert RecoveryDaemon(log, clock=lambda: time.time() + 3600).sweep().compensated == 0
