@@ -187,7 +187,8 @@ def plan_of(view: SagaView, location: str, *, live_until: float | None, now: flo
     """The repair plan of ``view`` (``live_until``: when its owner's lease runs out, grace included)."""
     blockers: list[str] = []
     if view.ended is not None:
-        end = f"continued as saga {view.continued_as} by an earlier repair" if view.continued_as else f"with {view.ended}"
+        end = (f"continued as saga {view.continued_as} by an earlier repair" if view.continued_as
+               else f"with {view.ended}")
         blockers.append(f"the saga is finished: it ended {end}")
     elif view.rollback_started:
         blockers.append("its rollback has begun (by its owner or a recovery daemon): let recovery finish it")
