@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ from agent_saga import (
     saga_scope,
 )
 from agent_saga.audit.verify import verify_records
+from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore
+from agent_saga.log import read_records
+from agent_saga.recovery.lease import configure_leases, lease_keeper
 
 __all__ = ["repair_world"]  # the fixture, imported for pytest
 
@@ -195,3 +199,92 @@ async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: P
     assert world.undone("crm.set_address") == ["acct-ada@example.com"]
     assert not world.undone("stripe.refund")
     assert RecoveryDaemon(log, clock=lambda: time.time() + 3600).sweep().compensated == 0
+
+
+# -- agent-saga repair -------------------------------------------------------------------
+
+
+@pytest.fixture
+def gone(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A dead onboarding saga in a file log, its (short) lease no longer renewed and run out."""
+    keeper = lease_keeper()
+    old = keeper.ttl
+    configure_leases(0.3)
+    try:
+        path = tmp_path / "onboarding.wal"
+        wal = FileWAL(path)
+        saga_id = asyncio.run(dead_onboarding(wal))
+        wal.close()
+        keeper.abandon(path, saga_id)  # the process "died": nobody renews its lease
+        time.sleep(0.4)
+        yield path, saga_id
+    finally:
+        configure_leases(old)
+
+
+def _repair(capsys: pytest.CaptureFixture[str], log: Path, *words: str) -> tuple[int, str, str]:
+    code = main(["repair", *words, "--lease-grace", "0", "--wal-path", str(log)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_prints_the_plan_and_records_nothing(gone: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    log, saga_id = gone
+    before = log.read_bytes()
+    code, out, _ = _repair(capsys, log, saga_id[:8], "--operator", OPERATOR, "--reason", WHY)
+    assert code == 0
+    assert f"repair of saga {saga_id} (onboarding)" in out and "blockers: none" in out
+    assert "step 2 stripe.charge [COMPENSABLE] undo: stripe.refund(charge_id='ch-acct-ada@example.com-4200')" in out
+    assert log.read_bytes() == before
+
+
+def test_cli_resumes_with_amendments(
+    gone: tuple[Path, str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    log, saga_id = gone
+    (tmp_path / "myrepairs.py").write_text("from repair_world import onboard\n")
+    code, out, err = _repair(capsys, log, saga_id, "--operator", OPERATOR, "--reason", WHY,
+                             "--amend", "postcode=SW1A 1AA", "--amend", "attempt:=2", "--resume", "myrepairs:onboard")
+    assert (code, err) == (0, "")
+    assert "postcode: 'SW1A1AA' -> 'SW1A 1AA'" in out and "attempt: None -> 2" in out
+    assert "resumed as saga " in out and out.rstrip().endswith(": 'onboarded'")
+    assert world.undone("crm.set_address") == ["acct-ada@example.com"]
+    amended = [r["body"] for r in read_records(log) if r["type"] == "REPAIR_AMENDED"]
+    assert [(a["field"], a["new"]) for a in amended] == [("postcode", "SW1A 1AA"), ("attempt", 2)]
+
+
+def test_cli_abandon_hands_the_saga_back(gone: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    log, saga_id = gone
+    code, out, _ = _repair(capsys, log, saga_id, "--operator", OPERATOR, "--reason", "customer cancelled",
+                           "--abandon")
+    assert code == 0 and "handed back" in out
+    assert RecoveryDaemon(log, lease_grace=0).sweep().recovered == [saga_id]
+    assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
+
+
+@pytest.mark.parametrize(("words", "code", "message"), [
+    (["--operator", " ", "--reason", WHY, "--abandon"], 2, "operator= is required and must not be blank"),
+    (["--operator", OPERATOR, "--reason", WHY, "--amend", "postcode", "--resume", "x:y"], 2,
+     "--amend 'postcode': give FIELD=VALUE"),
+    (["--operator", OPERATOR, "--reason", WHY, "--amend", "n:=nope", "--resume", "x:y"], 2, "is not JSON"),
+    (["--operator", OPERATOR, "--reason", WHY, "--resume", "nosuchmodule_xyz:f"], 2, "cannot load it"),
+    (["--operator", OPERATOR, "--reason", WHY, "--resume", "json"], 2, "give MODULE:FUNC"),
+    (["--operator", OPERATOR, "--reason", WHY, "--resume", "json:dumps"], 2, "is not an async function"),
+    (["--operator", OPERATOR, "--reason", WHY, "--amend", "a=b"], 2, "--amend goes with --resume"),
+])
+def test_cli_bad_input_is_one_line(
+    gone: tuple[Path, str], capsys: pytest.CaptureFixture[str], words: list[str], code: int, message: str
+) -> None:
+    log, saga_id = gone
+    got, out, err = _repair(capsys, log, saga_id, *words)
+    assert got == code and message in err and err.count("\n") == 1, err
+    assert "REPAIR_OPENED" not in [r["type"] for r in read_records(log)]
+
+
+def test_cli_refusal_is_a_finding(gone: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    log, saga_id = gone
+    with RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0):
+        code, _, err = _repair(capsys, log, saga_id, "--operator", "b@example.com", "--reason", WHY, "--abandon")
+    assert code == 1 and "is being repaired or recovered by another process" in err
+    code, out, _ = _repair(capsys, tmp := log.with_name("missing.wal"), "x", "--operator", OPERATOR, "--reason", WHY)
+    assert code == 3 and not tmp.exists()
