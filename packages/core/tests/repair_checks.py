@@ -95,7 +95,8 @@ async def check_the_seed_snippet(wal: WAL, records: Any) -> None:
     cert = certify(records_now)
     assert cert.certified, cert.format_text()  # the old saga's effects are accounted for through the new one
     # The old saga is finished (continued), the new one completed: the daemon has nothing to do.
-    report = RecoveryDaemon(wal, clock=LATER).sweep()
+    with RecoveryDaemon(wal, clock=LATER) as daemon:
+        report = daemon.sweep()
     assert report.recovered == [] and report.compensated == 0
 
 
@@ -126,21 +127,25 @@ async def check_a_failed_continuation_unwinds_everything_once(wal: WAL, records:
     refund_keys = [e["key"] for e in world.entries() if e["op"] in ("stripe.refund", "crm.delete_account")]
     assert refund_keys == [old[2], old[1]]
     # Nothing is left for a daemon: it undoes nothing twice.
-    swept = RecoveryDaemon(wal, clock=LATER).sweep()
+    with RecoveryDaemon(wal, clock=LATER) as daemon:
+        swept = daemon.sweep()
     assert swept.compensated == 0 and swept.recovered == []
     assert len([e for e in world.entries() if e["op"] == "stripe.refund"]) == 1
     assert verify_records(list(wal.records())).ok
     assert certify(list(wal.records())).certified
 
 
-async def check_a_second_open_is_refused(wal: WAL, records: Any) -> None:
+async def check_a_second_open_is_refused(wal: WAL, records: Any, second: Any = None) -> None:
+    """``second``: how the other operator names the log (default: as the first one does)."""
     saga_id = await dead_onboarding(wal)
     first = RepairSession.open(records, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
     try:
         with pytest.raises(RepairRefused, match=f"saga {saga_id} is being repaired or recovered by another process"):
-            RepairSession.open(records, saga_id, operator="other@example.com", reason="me too", clock=LATER)
+            RepairSession.open(second or records, saga_id, operator="other@example.com", reason="me too",
+                               clock=LATER)
         # ... and the daemon leaves it alone while the session is open.
-        report = RecoveryDaemon(wal, clock=LATER).sweep()
+        with RecoveryDaemon(wal, clock=LATER) as daemon:
+            report = daemon.sweep()
         assert saga_id not in report.recovered and report.compensated == 0
     finally:
         first.abandon(reason="handing it back")
@@ -150,11 +155,11 @@ async def check_a_second_open_is_refused(wal: WAL, records: Any) -> None:
 async def check_an_abandoned_repair_is_finished_by_the_daemon(wal: WAL, records: Any) -> None:
     saga_id = await dead_onboarding(wal)
     session = RepairSession.open(records, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
-    daemon = RecoveryDaemon(wal, clock=LATER)
-    held = daemon.sweep()
-    assert saga_id in held.skipped and held.compensated == 0
-    session.abandon(reason="the customer cancelled")
-    report = daemon.sweep()
+    with RecoveryDaemon(wal, clock=LATER) as daemon:
+        held = daemon.sweep()
+        assert saga_id in held.skipped and held.compensated == 0
+        session.abandon(reason="the customer cancelled")
+        report = daemon.sweep()
     assert report.recovered == [saga_id] and report.compensated == 2
     assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
     assert world.undone("crm.delete_account") == ["acct-ada@example.com"]

@@ -279,8 +279,13 @@ class RepairSession:
         if not isinstance(saga_id, str) or not saga_id.strip():
             raise ConfigurationError(f"RepairSession.open: saga_id must be a saga's id, got {saga_id!r}")
         store = recovery_store(_log_of(records, wal), encryptor)
-        claim = store.try_claim(saga_id)
+        try:
+            claim = store.try_claim(saga_id)
+        except BaseException:
+            store.close()
+            raise
         if claim is None:
+            store.close()
             raise RepairRefused(
                 f"saga {saga_id} is being repaired or recovered by another process right now (its claim "
                 f"on {store.location} is held); try again once that session ends"
@@ -300,6 +305,7 @@ class RepairSession:
             log.barrier(ticket)
         except BaseException:
             claim.release()
+            store.close()
             raise
         return cls(store, claim, view, the_plan, operator, reason)
 
