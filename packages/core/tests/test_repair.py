@@ -288,3 +288,41 @@ def test_cli_refusal_is_a_finding(gone: tuple[Path, str], capsys: pytest.Capture
     assert code == 1 and "is being repaired or recovered by another process" in err
     code, out, _ = _repair(capsys, tmp := log.with_name("missing.wal"), "x", "--operator", OPERATOR, "--reason", WHY)
     assert code == 3 and not tmp.exists()
+
+
+# -- the pictures: graph, viz and the flight recorder draw the repair ------------------------
+
+
+async def test_graph_viz_and_ui_draw_the_repair_inert(wal: FileWAL) -> None:
+    from test_ui_server import api, serving
+
+    from agent_saga.ui import FileSource
+    from agent_saga.viz import to_dot, to_mermaid
+    from agent_saga.viz.model import reconstruct
+
+    saga_id = await dead_onboarding(wal)
+    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session.amend(postcode="SW1A 1AA", note="sly\x1b[2J\u202e")
+    await session.resume(world.onboard, wal=wal)
+    new_id = session.continued_as
+    assert new_id is not None
+    wal.barrier()
+    old, new = reconstruct(wal.records())
+    assert [v.type for v in old.verdicts] == ["REPAIR_OPENED", "REPAIR_AMENDED", "REPAIR_AMENDED", "REPAIR_RESUMED"]
+    assert old.verdicts[0].label == f"REPAIR opened by {OPERATOR}: {WHY} (keeps step(s) 1, 2)"
+    assert old.verdicts[1].label == "repair amended postcode: 'SW1A1AA' -> 'SW1A 1AA'"
+    assert old.verdict == f"REPAIRED - continued as saga {new_id[:8]}"
+    assert new.saga_id == new_id and new.status == "completed"
+    assert [(s.index, s.tool) for s in new.steps] == [
+        (1, "crm.create_account"), (2, "stripe.charge"), (3, "crm.set_address")]
+    assert new.verdicts[0].label == f"continues saga {saga_id} (repair by {OPERATOR}): holds its kept step(s)"
+    for picture in (to_mermaid([old, new]), to_dot([old, new])):
+        assert "REPAIR opened by ops@example.com" in picture and "continues saga" in picture
+        assert "\x1b" not in picture and "\u202e" not in picture
+    with serving(FileSource(wal.path)) as server:
+        runs = api(server, "api/runs")["runs"]
+        detail = api(server, f"api/runs/{saga_id}")
+    assert {run["id"] for run in runs} == {saga_id, new_id}
+    labels = [v["label"] for v in detail["verdicts"]]
+    assert labels[2] == "repair amended note: (none) -> 'sly\\x1b[2J\\u202e'"
+    assert [r["brief"] for r in detail["records"] if r["type"].startswith("REPAIR_")] == labels
