@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import repair_world as world
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from repair_checks import (
     LATER,
     OPERATOR,
@@ -48,7 +50,9 @@ from agent_saga.audit.verify import verify_records
 from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore
 from agent_saga.log import read_records
+from agent_saga.recovery.fold import fold
 from agent_saga.recovery.lease import configure_leases, lease_keeper
+from agent_saga.recovery.repair import plan_of
 
 __all__ = ["repair_world"]  # the fixture, imported for pytest
 
@@ -326,3 +330,44 @@ async def test_graph_viz_and_ui_draw_the_repair_inert(wal: FileWAL) -> None:
     labels = [v["label"] for v in detail["verdicts"]]
     assert labels[2] == "repair amended note: (none) -> 'sly\\x1b[2J\\u202e'"
     assert [r["brief"] for r in detail["records"] if r["type"].startswith("REPAIR_")] == labels
+
+
+# -- the refusal rule, over any mix of steps --------------------------------------------------
+
+_KINDS = st.tuples(
+    st.sampled_from(["COMPENSABLE", "IRREVERSIBLE", "REVERSIBLE"]),
+    st.sampled_from(["registry", "closure", "none"]),
+    st.sampled_from(["committed", "compensated", "not-applied"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_KINDS, max_size=8))
+def test_open_refuses_exactly_the_compensable_steps_no_other_process_could_undo(
+    steps: list[tuple[str, str, str]],
+) -> None:
+    records: list[dict[str, Any]] = [{"type": "SAGA_STARTED", "saga": "s", "body": {"name": "n"}}]
+    for index, (semantics, undo, state) in enumerate(steps, start=1):
+        comp = {"registry": {"handler": "stripe.refund", "kwargs": {"charge_id": "c"}, "key": f"k{index}",
+                             "recoverable": True},
+                "closure": {"handler": None, "kwargs": None, "description": "in memory", "recoverable": False},
+                "none": None}[undo]
+        records.append({"type": "STEP_INTENT", "saga": "s", "step": index,
+                        "body": {"tool": f"t{index}", "semantics": semantics, "op": f"op{index}"}})
+        if state == "not-applied":
+            records.append({"type": "STEP_NOT_APPLIED", "saga": "s", "step": index, "body": {"error": "no"}})
+            continue
+        records.append({"type": "STEP_COMMITTED", "saga": "s", "step": index, "body": {"compensation": comp}})
+        if state == "compensated":
+            records.append({"type": "STEP_COMPENSATED", "saga": "s", "step": index, "body": {}})
+    the_plan = plan_of(fold(records)["s"], "here", live_until=None, now=0.0)
+    standing = [(i, s) for i, s in enumerate(steps, start=1) if s[2] == "committed"]
+    offending = [i for i, (sem, undo, _) in standing if sem == "COMPENSABLE" and undo != "registry"]
+    assert [int(b.split()[1]) for b in the_plan.blockers] == offending
+    assert all(f"'t{i}' is COMPENSABLE but" in b for i, b in zip(offending, the_plan.blockers, strict=True))
+    assert [k.step for k in the_plan.retained] == [i for i, _ in standing if i not in offending]
+    # What is kept is undone by a registered handler, or has nothing left to undo (an IRREVERSIBLE
+    # or REVERSIBLE step whose undo, if any, was in the dead process's memory).
+    for kept in the_plan.retained:
+        assert (kept.compensation is None) == (steps[kept.step - 1][1] != "registry")
+        assert kept.compensation is None or kept.compensation["key"] == f"k{kept.step}"

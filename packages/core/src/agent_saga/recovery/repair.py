@@ -172,12 +172,12 @@ def _retained(step: StepView) -> tuple[RetainedStep | None, str | None, str | No
                 f"{where}: its undo handler {comp['handler']!r} is not registered in this process; "
                 "import the module that declares it"
             )
-    elif semantics == "REVERSIBLE":
-        # Its undo was in-process state; unless it is a registered handler, it died with the process.
-        if not (comp is not None and comp.get("recoverable") is True and registered(str(comp.get("handler")))):
+    elif semantics in ("REVERSIBLE", "IRREVERSIBLE"):
+        # An undo in process memory died with the process; a registered one is kept and runs
+        # if the continuation unwinds, as the in-process rollback would have run it.
+        if not (comp is not None and comp.get("recoverable") is True and isinstance(comp.get("kwargs"), dict)
+                and registered(str(comp.get("handler")))):
             comp = None
-    elif semantics == "IRREVERSIBLE":
-        comp = None
     else:
         return None, None, f"{where}: its semantics cannot be read ({semantics}); the repair will not guess"
     return RetainedStep(step.index, tool, semantics, step.op, comp), None, None
