@@ -280,7 +280,7 @@ def test_cli_bad_input_is_one_line(
     gone: tuple[Path, str], capsys: pytest.CaptureFixture[str], words: list[str], code: int, message: str
 ) -> None:
     log, saga_id = gone
-    got, out, err = _repair(capsys, log, saga_id, *words)
+    got, _, err = _repair(capsys, log, saga_id, *words)
     assert got == code and message in err and err.count("\n") == 1, err
     assert "REPAIR_OPENED" not in [r["type"] for r in read_records(log)]
 
@@ -290,8 +290,9 @@ def test_cli_refusal_is_a_finding(gone: tuple[Path, str], capsys: pytest.Capture
     with RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0):
         code, _, err = _repair(capsys, log, saga_id, "--operator", "b@example.com", "--reason", WHY, "--abandon")
     assert code == 1 and "is being repaired or recovered by another process" in err
-    code, out, _ = _repair(capsys, tmp := log.with_name("missing.wal"), "x", "--operator", OPERATOR, "--reason", WHY)
-    assert code == 3 and not tmp.exists()
+    missing = log.with_name("missing.wal")
+    code, _, err = _repair(capsys, missing, "x", "--operator", OPERATOR, "--reason", WHY)
+    assert code == 3 and f"no log at {missing}" in err and not missing.exists()
 
 
 # -- the pictures: graph, viz and the flight recorder draw the repair ------------------------

@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 
-from repair_checks import (  # noqa: E402
+from repair_checks import (
     check_a_failed_continuation_unwinds_everything_once,
     check_a_second_open_is_refused,
     check_an_abandoned_repair_is_finished_by_the_daemon,

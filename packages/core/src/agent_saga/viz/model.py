@@ -228,9 +228,9 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
                 body_of.get("continued_as"), str
             ):
                 # The continuing saga says whose steps it holds, before its own.
-                new = body_of["continued_as"]
+                new, seq = body_of["continued_as"], r.get("seq")
                 verdicts[new] = (*verdicts.get(new, ()), GraphVerdict(
-                    r.get("seq") if isinstance(r.get("seq"), int) else 0, str(r["type"]),
+                    seq if isinstance(seq, int) else 0, str(r["type"]),
                     f"continues saga {saga} (repair by {body_of.get('operator', '?')}): holds its kept step(s)",
                     "ok", 0,
                 ))
