@@ -19,6 +19,7 @@ import pytest
 import repair_world as world
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 from repair_checks import (
     LATER,
     OPERATOR,
@@ -342,7 +343,7 @@ _KINDS = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(_KINDS, max_size=8))
 def test_open_refuses_exactly_the_compensable_steps_no_other_process_could_undo(
     steps: list[tuple[str, str, str]],
