@@ -434,6 +434,8 @@ class RepairSession:
     def _release(self, *, finished: bool) -> None:
         claim, self._claim = self._claim, None
         if claim is not None:
+            if finished:  # continued elsewhere: its owner's lease says nothing any more (the daemon's rule)
+                self._store.remove_lease(self.saga_id)
             claim.release(remove=finished)
         self._store.close()
 
