@@ -120,6 +120,18 @@ async def test_closure_compensations_are_refused_naming_each_step(wal: FileWAL) 
     assert report.recovered == [saga.saga_id] and report.compensated == 2
 
 
+async def test_a_saga_whose_owner_writes_after_open_is_not_resumed(wal: FileWAL) -> None:
+    saga_id = await dead_onboarding(wal)
+    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    # Its owner was only stalled: it wakes up and starts another step.
+    wal.barrier(wal.append("STEP_INTENT", saga_id, {"tool": "crm.welcome", "semantics": "IRREVERSIBLE"}, 4))
+    with pytest.raises(RepairRefused, match="changed since this session opened"):
+        await session.resume(world.onboard, wal=wal)
+    assert "REPAIR_RESUMED" not in types(wal, saga_id) and not world.undone("crm.set_address")
+    session.abandon(reason="the owner is alive")
+    assert types(wal, saga_id)[-1] == "REPAIR_ABANDONED"
+
+
 @pytest.mark.parametrize("blank", ["", "   ", "\u200b", "\ufeff \u2060", None])
 async def test_blank_operator_or_reason_is_refused(wal: FileWAL, blank: Any) -> None:
     saga_id = await dead_onboarding(wal)

@@ -238,9 +238,10 @@ class RepairSession:
 
     def __init__(
         self, store: RecoveryStore, claim: ClaimLike, view: SagaView, the_plan: RepairPlan,
-        operator: str, reason: str,
+        operator: str, reason: str, encryptor: BodyCipher | None = None,
     ) -> None:
         self._store = store
+        self._encryptor = encryptor
         self._claim: ClaimLike | None = claim
         self._view = view
         self._plan = the_plan
@@ -307,7 +308,7 @@ class RepairSession:
             claim.release()
             store.close()
             raise
-        return cls(store, claim, view, the_plan, operator, reason)
+        return cls(store, claim, view, the_plan, operator, reason, encryptor)
 
     @staticmethod
     def plan(
@@ -378,6 +379,7 @@ class RepairSession:
                 f"RepairSession.resume: continuation must be an async callable (saga, amendments), got {continuation!r}"
             )
         self._same_log(wal)
+        self._unchanged()
         new_id = new_saga_id()
         steps = [self._rebuilt(new_id, number, kept) for number, kept in enumerate(self.retained, start=1)]
         retained = [
@@ -430,6 +432,17 @@ class RepairSession:
     def _check_open(self) -> None:
         if self.state != "open":
             raise RepairClosed(f"the repair session on saga {self.saga_id} is {self.state}; open a new one")
+
+    def _unchanged(self) -> None:
+        """Refuse to resume a saga whose owner wrote to it after the session opened (it was not dead)."""
+        tail = self._store.tail(self._encryptor)
+        tail.refresh()
+        now = tail.sagas.get(self.saga_id)
+        if now is None or now.owner_ts != self._view.owner_ts or now.ended is not None:
+            raise RepairRefused(
+                f"saga {self.saga_id} changed since this session opened (its owner wrote to it, or it ended): "
+                "nothing was resumed; abandon this session and open a new one to see what it did"
+            )
 
     def _release(self, *, finished: bool) -> None:
         claim, self._claim = self._claim, None
