@@ -53,6 +53,7 @@ EXPECTED = {
     # issue 28: what the log makes possible
     "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
+    "RepairClosed", "RepairRefused", "RepairSession",  # issue 27 part 1: surgical repair
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -102,7 +103,8 @@ SUBNAMESPACES = {
     },
     "agent_saga.recovery": {
         "Action", "Claim", "Escalation", "EscalationQueue", "FileLedger", "JournalCorrupt", "KeyState", "Lease",
-        "LeaseKeeper", "LeaseLifecycle", "Ledger", "LogTail", "RecoveryDaemon", "SagaView", "StepView",
+        "LeaseKeeper", "LeaseLifecycle", "Ledger", "LogTail", "RecoveryDaemon", "RepairClosed", "RepairPlan",
+        "RepairRefused", "RepairSession", "RetainedStep", "SagaView", "StepView",
         "SweepReport", "check_replay", "check_step", "configure_leases", "escalate_rollback", "fold", "read_lease",
         "recovery_dir", "try_claim",
     },

@@ -82,6 +82,7 @@ from agent_saga.plugins.patching import patch_all, unpatch_all
 from agent_saga.proving import prove_rollback, verify_rollback_invariants
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.lease import install_leases
+from agent_saga.recovery.repair import RepairClosed, RepairRefused, RepairSession
 from agent_saga.recovery.server_leases import install_server_leases
 from agent_saga.registry import call_with, compensator, delete_by, inverse_of, reconciler
 from agent_saga.runtime import (
@@ -221,8 +222,11 @@ __all__ = [
     "RateLimit",
     "RecoveryDaemon",
     "RedisWAL",
+    "RepairClosed",
     "RepairPolicy",
+    "RepairRefused",
     "RepairRequested",
+    "RepairSession",
     "RetryPolicy",
     "RollbackReport",
     "Saga",

@@ -11,6 +11,9 @@ An effect is accounted for when
 * its saga ended with SAGA_COMPLETED and the step committed: the effect is kept
   by design (an IRREVERSIBLE step of a completed saga is "explicitly terminal").
 
+A step a resumed repair kept (REPAIR_RESUMED) is judged once, as a step of the saga
+that continued it: accounted for when that saga completed or compensated it.
+
 Everything else is named, with the reason:
 
 * the saga has no end record (still running, or its process died mid-way);
@@ -125,6 +128,10 @@ class _Saga:
     rollback_started: bool = False
     unprotected: list[str] = field(default_factory=list)  # tools that ran with no semantics
     parts: dict[str, str | None] = field(default_factory=dict)  # a mesh log's devices -> their end
+    # A resumed repair (REPAIR_RESUMED): the saga that continues this one, and which of this
+    # saga's steps it took over; those are accounted for through it (recovery.repair).
+    continued_as: str | None = None
+    moved: set[int] = field(default_factory=set)
 
 
 _ENDS = {R.SAGA_COMPLETED.value: "completed", R.SAGA_ROLLED_BACK.value: "rolled_back"}
@@ -172,6 +179,9 @@ class _Tally:
         if rtype == R.ROLLBACK_STARTED:
             saga.rollback_started = True
             return
+        if rtype == R.REPAIR_RESUMED and body is not None and isinstance(body.get("continued_as"), str):
+            self._resumed(saga, body)
+            return
         if rtype == R.STEP_UNPROTECTED:
             saga.unprotected.append(str(body.get("tool")) if body and body.get("tool") else "?")
             return
@@ -197,6 +207,21 @@ class _Tally:
         elif rtype == R.STEP_UNRESOLVED:
             step.unresolved = _detail(body)
 
+    def _resumed(self, saga: _Saga, body: Mapping[str, Any]) -> None:
+        """The retained steps move to the continuing saga: committed there, and judged by its end."""
+        saga.continued_as = str(body["continued_as"])
+        continuation = self.sagas.setdefault(saga.continued_as, _Saga())
+        retained = body.get("retained")
+        for kept in retained if isinstance(retained, list) else ():
+            if not (isinstance(kept, Mapping) and isinstance(kept.get("step"), int)
+                    and isinstance(kept.get("from_step"), int)):
+                continue
+            saga.moved.add(kept["from_step"])
+            step = continuation.steps.setdefault(kept["step"], _Step())
+            step.tool = kept.get("tool") if isinstance(kept.get("tool"), str) else None
+            step.semantics = kept.get("semantics") if isinstance(kept.get("semantics"), str) else None
+            step.committed = True
+
     def certificate(self) -> Certificate:
         effects = accounted = 0
         missing: list[Unaccounted] = []
@@ -210,7 +235,7 @@ class _Tally:
                 ))
             for index in sorted(saga.steps):
                 step = saga.steps[index]
-                if not (step.committed or step.unknown) or step.semantics == "REVERSIBLE":
+                if not (step.committed or step.unknown) or step.semantics == "REVERSIBLE" or index in saga.moved:
                     continue
                 effects += 1
                 why = _why(saga, step)
@@ -268,6 +293,8 @@ def _why(saga: _Saga, step: _Step) -> str | None:
         return "the saga rolled back but no record says this step was compensated"
     if saga.rollback_started:
         return "the rollback started but never finished (the process died mid-rollback); run recovery"
+    if saga.continued_as is not None:
+        return f"a repair continued the saga as {saga.continued_as} but did not carry this step over"
     return "the saga has no end record (still running, or its process died); run recovery"
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Unpack
 
 from agent_saga.engine.error_text import describe_error as _describe_error
@@ -224,6 +224,18 @@ class Saga:
             # (its lease stops now) rather than keep it looking alive.
             self._hand_over(None)
             raise
+
+    def preload(self, steps: Iterable[Step]) -> None:
+        """Put steps another saga committed at the bottom of this one's stack, before its first step.
+
+        A repair's continuation (``recovery.repair``): they are unwound with this
+        saga's own steps, newest first, exactly as if they had run here.
+        """
+        with self._lock:
+            self._check_open()
+            if self._steps:
+                raise SagaClosed(f"saga {self.saga_id} already has steps; preload before the first one")
+            self._steps.extend(steps)
 
     def freeze(self) -> None:
         """Stop without unwinding (quarantine): the saga stays open for a human."""

@@ -84,3 +84,9 @@ class RecordType(enum.StrEnum):
     STEP_ADVISORY = "STEP_ADVISORY"
     # Issue 29 part 2: the first record of a merged mesh log (agent_saga.mesh): each device's head.
     MESH_MERGED = "MESH_MERGED"
+    # Issue 27 part 1, surgical repair (agent_saga.recovery.repair): an operator's session on a dead or
+    # quarantined saga, under that saga's id; RESUMED names the saga that continues it (and ends this one).
+    REPAIR_OPENED = "REPAIR_OPENED"  # who, why, and what is kept; the daemon leaves the saga alone
+    REPAIR_AMENDED = "REPAIR_AMENDED"  # one field: its old value (and where it was seen) and its new one
+    REPAIR_RESUMED = "REPAIR_RESUMED"  # the retained steps, with their undos, now belong to "continued_as"
+    REPAIR_ABANDONED = "REPAIR_ABANDONED"  # handed back: the daemon unwinds the saga as usual

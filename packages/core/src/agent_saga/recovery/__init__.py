@@ -15,6 +15,7 @@ from agent_saga.recovery.jsonl import JournalCorrupt
 from agent_saga.recovery.lease import Lease, LeaseKeeper, LeaseLifecycle, configure_leases, read_lease
 from agent_saga.recovery.ledger import FileLedger, KeyState, Ledger
 from agent_saga.recovery.paths import recovery_dir
+from agent_saga.recovery.repair import RepairClosed, RepairPlan, RepairRefused, RepairSession, RetainedStep
 
 __all__ = [
     "Action",
@@ -30,6 +31,11 @@ __all__ = [
     "Ledger",
     "LogTail",
     "RecoveryDaemon",
+    "RepairClosed",
+    "RepairPlan",
+    "RepairRefused",
+    "RepairSession",
+    "RetainedStep",
     "SagaView",
     "StepView",
     "SweepReport",

@@ -52,12 +52,13 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.inflight import settle_in_flight
+from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
 
-__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient"]
+__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry"]
 
 log = logging.getLogger("agent_saga.recovery")
 
@@ -101,7 +102,7 @@ class SweepReport:
     recovered: list[str] = field(default_factory=list)  # ended (rolled back) by this sweep
     held: list[str] = field(default_factory=list)  # still open: blocked or retrying
     dead_lettered: list[str] = field(default_factory=list)  # gave up on by this sweep
-    skipped: list[str] = field(default_factory=list)  # quarantined, dead-lettered
+    skipped: list[str] = field(default_factory=list)  # quarantined, dead-lettered, under repair
     compensated: int = 0
     actions: list[Action] = field(default_factory=list)
     new_escalations: list[Escalation] = field(default_factory=list)
@@ -228,7 +229,7 @@ class RecoveryDaemon:
             if not view.open:
                 continue
             report.open_sagas += 1
-            if view.quarantined or view.dead_lettered:
+            if view.quarantined or view.dead_lettered or view.repairing:
                 report.skipped.append(saga_id)
                 continue
             if not self._expired(view):
@@ -328,14 +329,7 @@ class RecoveryDaemon:
     # -- leases and claims -------------------------------------------------------------
 
     def _expired(self, view: SagaView) -> bool:
-        # The later of: lease file renewal + its ttl, the owner's last record + the ttl the
-        # saga started with (or the lease file's, or the default, if the log does not say).
-        lease = self.store.read_lease(view.saga_id)
-        ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
-        expires = view.owner_ts / 1e6 + ttl
-        if lease is not None:
-            expires = max(expires, lease.expires_at)
-        return self.clock() > expires + self.lease_grace
+        return self.clock() > owner_expiry(view, self.store.read_lease(view.saga_id)) + self.lease_grace
 
     def _claim_and_resolve(self, saga_id: str, report: SweepReport) -> None:
         claim = self.store.try_claim(saga_id)
@@ -350,6 +344,9 @@ class RecoveryDaemon:
             view = self._tail.sagas[saga_id]
             if not view.open:
                 finished = True
+                return
+            if view.repairing:  # an operator opened a repair between our read and our claim
+                report.skipped.append(saga_id)
                 return
             if not self._expired(view):
                 report.live.append(saga_id)
@@ -607,6 +604,19 @@ class _Run:
             "clean": clean, "halted": False, "outcomes": dict(sorted(self.outcomes.items())),
             "recovered": True,
         })
+
+
+def owner_expiry(view: SagaView, lease: Lease | None) -> float:
+    """When the owner's hold on ``view`` runs out (seconds since the epoch, before any grace).
+
+    The later of: the lease's renewal + its ttl, the owner's last record + the ttl the
+    saga started with (or the lease's, or the default, if the log does not say).
+    """
+    ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
+    expires = view.owner_ts / 1e6 + ttl
+    if lease is not None:
+        expires = max(expires, lease.expires_at)
+    return expires
 
 
 def _args(kwargs: Any) -> str:

@@ -141,6 +141,9 @@ class SagaView:
     #: A merged mesh log (agent_saga.mesh): each device that wrote to the saga -> how its part ended
     #: (None: not yet). Empty for any other log.
     parts: dict[str, str | None] = field(default_factory=dict)
+    repairing: bool = False  # an operator's repair session is open on it (REPAIR_OPENED, not yet ended)
+    continued_as: str = ""  # the saga a resumed repair moved its retained steps to (REPAIR_RESUMED)
+    repair_of: str = ""  # the saga this one continues (it holds that saga's retained steps)
 
     @property
     def open(self) -> bool:
@@ -184,8 +187,8 @@ class _Folder:
         if isinstance(ts, int):
             view.first_ts = view.first_ts or ts
             view.last_ts = max(view.last_ts, ts)
-            if not view.recovered_by and rtype != R.RECOVERY_CLAIMED:
-                # A daemon's own records are not signs of life from the owner.
+            if not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_"):
+                # A daemon's (or a repairing operator's) records are not signs of life from the owner.
                 view.owner_ts = max(view.owner_ts, ts)
         raw = record.get("body")
         if not isinstance(raw, dict):
@@ -220,13 +223,40 @@ class _Folder:
             view.quarantined = True
         elif rtype == R.SWITCH_RESUMED:
             view.quarantined = False
+        elif rtype.startswith("REPAIR_"):
+            self._repair(view, rtype, body)
         elif rtype == R.ESCALATED:
             kind = str(body.get("kind", ""))
             (step.escalated if step is not None else view.escalated).add(kind)
         elif step is not None:
             self._step(step, rtype, body)
-        if view.parts:
+        if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
+
+    def _repair(self, view: SagaView, rtype: str, body: dict[str, Any]) -> None:
+        """An operator's repair session (``recovery.repair``) on this saga."""
+        if rtype == R.REPAIR_OPENED:
+            view.repairing = True
+        elif rtype == R.REPAIR_ABANDONED:
+            # Handed back: the daemon unwinds it as usual, quarantined or not.
+            view.repairing = view.quarantined = False
+        elif rtype == R.REPAIR_RESUMED:
+            view.repairing = False
+            new = body.get("continued_as")
+            if not isinstance(new, str) or not new or new == view.saga_id:
+                return  # a record that names no other saga moves nothing (and ends nothing)
+            view.ended = rtype  # its retained steps now belong to the continuation
+            view.continued_as = new
+            continuation = self.view(new)
+            continuation.repair_of = view.saga_id
+            retained = body.get("retained")
+            for kept in retained if isinstance(retained, list) else ():
+                index = kept.get("step") if isinstance(kept, dict) else None
+                if not isinstance(index, int) or isinstance(index, bool):
+                    continue
+                step = continuation.step(index)
+                self._step(step, R.STEP_COMMITTED, kept)
+                step.intent = True
 
     @staticmethod
     def _step(step: StepView, rtype: str, body: dict[str, Any]) -> None:

@@ -94,6 +94,7 @@ class GraphSaga:
     rollback_us: int | None = None  # when its rollback started, if it did
     recovered: bool = False  # a recovery daemon took it over
     verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records about it (viz.verdicts)
+    continued_as: str = ""  # the saga a resumed repair moved its kept steps to (recovery.repair)
 
     @property
     def unwound(self) -> tuple[GraphStep, ...]:
@@ -113,6 +114,8 @@ class GraphSaga:
 
     @property
     def verdict(self) -> str:
+        if self.status == "open" and self.continued_as:
+            return f"REPAIRED - continued as saga {self.continued_as[:8]}"
         pending = sum(1 for s in self.steps if s.state in PENDING_STATES) if self.status == "open" else 0
         return verdict_of(self.status, pending, self.tally())
 
@@ -200,7 +203,7 @@ def build(
         sagas.append(GraphSaga(
             view.saga_id, view.name, status, (causes or {}).get(view.saga_id, ""), steps,
             view.first_ts, view.last_ts, (rollbacks or {}).get(view.saga_id), bool(view.recovered_by),
-            (verdicts or {}).get(view.saga_id, ()),
+            (verdicts or {}).get(view.saga_id, ()), view.continued_as,
         ))
     return sagas
 
@@ -220,6 +223,17 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
             verdict = verdict_line(r, last_step.get(saga, 0))
             if verdict is not None:
                 verdicts[saga] = (*verdicts.get(saga, ()), verdict)
+            body_of = r.get("body")
+            if r.get("type") == R.REPAIR_RESUMED and isinstance(body_of, dict) and isinstance(
+                body_of.get("continued_as"), str
+            ):
+                # The continuing saga says whose steps it holds, before its own.
+                new, seq = body_of["continued_as"], r.get("seq")
+                verdicts[new] = (*verdicts.get(new, ()), GraphVerdict(
+                    seq if isinstance(seq, int) else 0, str(r["type"]),
+                    f"continues saga {saga} (repair by {body_of.get('operator', '?')}): holds its kept step(s)",
+                    "ok", 0,
+                ))
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):
             continue
         body: Any = r.get("body")

@@ -11,6 +11,7 @@ To show a new verdict record type, add one entry to ``LABELLERS``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,12 +57,53 @@ def _cascade_exhausted(body: Mapping[str, Any]) -> tuple[str, Kind]:
     return str(body.get("verdict") or "cascade exhausted"), "bad"
 
 
+def _steps(value: Any) -> str:
+    steps = [str(s.get("from_step", "?")) if isinstance(s, Mapping) else str(s)
+             for s in (value if isinstance(value, list) else [])]
+    return ", ".join(steps) or "none"
+
+
+def _repair_opened(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return (f"REPAIR opened by {body.get('operator', '?')}: {body.get('reason', '')} "
+            f"(keeps step(s) {_steps(body.get('retained'))})"), "bad"
+
+
+def _value(value: Any) -> str:
+    """An amended value as typed: a string quoted as it is (the renderers make it inert once), else JSON."""
+    if value is None:
+        return "(none)"
+    if isinstance(value, str):
+        return f"'{value}'"
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _repair_amended(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return f"repair amended {body.get('field', '?')}: {_value(body.get('old'))} -> {_value(body.get('new'))}", "ok"
+
+
+def _repair_resumed(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return (f"repair resumed as saga {body.get('continued_as', '?')} by {body.get('operator', '?')} "
+            f"(its step(s) {_steps(body.get('retained'))} moved there)"), "ok"
+
+
+def _repair_abandoned(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return f"repair ABANDONED by {body.get('operator', '?')}: {body.get('reason', '')}; recovery unwinds it", "bad"
+
+
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
 LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.ANSWER_GROUNDED.value: _answer_grounded,
     # the cascade's body carries its own one line (runtime.cascade)
     R.CASCADE_RESOLVED.value: _cascade_resolved,
     R.CASCADE_EXHAUSTED.value: _cascade_exhausted,
+    # an operator's repair session (recovery.repair), under the repaired saga
+    R.REPAIR_OPENED.value: _repair_opened,
+    R.REPAIR_AMENDED.value: _repair_amended,
+    R.REPAIR_RESUMED.value: _repair_resumed,
+    R.REPAIR_ABANDONED.value: _repair_abandoned,
 }
 
 

@@ -1,0 +1,508 @@
+"""Surgical repair: an operator continues a dead or quarantined saga instead of unwinding it.
+
+All-or-nothing stays the default; this is the escape hatch, built so that it never
+becomes a hole in the guarantee:
+
+* ``RepairSession.open`` refuses a saga that is live (its owner's lease is held),
+  finished, unwinding, or being repaired or recovered by another process right now
+  (it takes the same claim the recovery daemon takes, on every backend), and a saga
+  whose kept steps could not be undone any more: every retained COMPENSABLE step
+  needs a registry-backed undo (a handler name and JSON kwargs any process can run).
+  Each offending step is named; nothing is retained on a warning.
+* Every act is a record on the saga's own hash-chained log: REPAIR_OPENED (who, why,
+  what is kept), REPAIR_AMENDED (each field's old and new value), then REPAIR_RESUMED
+  (the retained steps, with their undos, now belong to the continuing saga, whose id
+  it names) or REPAIR_ABANDONED (handed back: the daemon unwinds it as usual).
+* ``resume`` runs the operator's continuation in a fresh saga whose stack holds the
+  retained steps, undos rebuilt from the log: a failure after the repair unwinds the
+  whole transaction, retained steps included, newest first, exactly once.
+
+While a session is open the daemon leaves the saga alone: it holds the claim, and the
+log says so (a session whose process died is taken over by the next ``open``).
+This is not ``runtime.repair`` (the model's one repair turn on a malformed call).
+See docs/REPAIR.md.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_saga.approvals.authority import ANONYMOUS, approver_name
+from agent_saga.context import saga_scope
+from agent_saga.engine.saga import Saga
+from agent_saga.engine.saga_options import SagaOptions
+from agent_saga.engine.state import Step
+from agent_saga.errors import ConfigurationError, SagaError
+from agent_saga.ids import new_saga_id
+from agent_saga.inert import inert
+from agent_saga.log.base import WAL
+from agent_saga.log.codec import BodyCipher
+from agent_saga.log.encodable import unencodable
+from agent_saga.log.records import RecordType as R
+from agent_saga.recovery.daemon import owner_expiry
+from agent_saga.recovery.fold import SagaView, StepView
+from agent_saga.recovery.protocols import ClaimLike, RecoveryStore
+from agent_saga.recovery.stores import recovery_store
+from agent_saga.redaction import redact_args
+from agent_saga.registry import registered
+from agent_saga.semantics import ActionSemantics, Compensation, StepState
+
+__all__ = ["RepairClosed", "RepairPlan", "RepairRefused", "RepairSession", "RetainedStep"]
+
+Continuation = Callable[[Saga, dict[str, Any]], Awaitable[Any]]
+
+
+class RepairRefused(SagaError):
+    """The saga cannot be repaired (now): the message names why, and each offending step."""
+
+    def __init__(self, message: str, blockers: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.blockers = blockers
+
+
+class RepairClosed(SagaError):
+    """The session was already resumed, abandoned or closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetainedStep:
+    """A step the repair keeps: it stays done, and its undo moves to the continuing saga."""
+
+    step: int  # its index in the repaired saga
+    tool: str
+    semantics: str
+    op: str | None
+    compensation: dict[str, Any] | None  # as the log describes it (None: nothing to undo)
+
+    @property
+    def undo(self) -> str:
+        comp = self.compensation
+        if comp is None:
+            return "none" if self.semantics != "REVERSIBLE" else "none (REVERSIBLE: its state died with its process)"
+        kwargs = comp.get("kwargs") or {}
+        return f"{comp.get('handler')}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPlan:
+    """What a repair of one saga would keep, what failed, and what blocks it."""
+
+    saga_id: str
+    name: str
+    location: str
+    retained: tuple[RetainedStep, ...]
+    failed: tuple[str, ...]  # one line per step that did not take effect
+    undone: tuple[int, ...]  # steps already compensated (not retained)
+    blockers: tuple[str, ...]
+    takes_over: str = ""  # the operator of an earlier session whose process is gone
+    amendments: tuple[tuple[str, Any, Any], ...] = field(default=())  # (field, old, new)
+
+    def format_text(self) -> str:
+        """The plan for a person: inert (the log's text is the agent's)."""
+        lines = [f"repair of saga {inert(self.saga_id)} ({inert(self.name) or 'unnamed'}) in {inert(self.location)}"]
+        if self.takes_over:
+            lines.append(f"  takes over {inert(self.takes_over)} whose process is gone (its claim was free)")
+        lines.append(f"kept ({len(self.retained)}): done, and undone with the continuation if it fails")
+        for kept in self.retained:
+            lines.append(f"  step {kept.step} {inert(kept.tool)} [{kept.semantics}] undo: {inert(kept.undo)}")
+        if self.undone:
+            lines.append(f"already undone: step(s) {', '.join(str(i) for i in self.undone)}")
+        lines.append(f"failed ({len(self.failed)}):")
+        lines.extend(f"  {inert(line)}" for line in self.failed)
+        if self.amendments:
+            lines.append("amended:")
+            for name, old, new in self.amendments:
+                lines.append(f"  {inert(name)}: {inert(repr(old))} -> {inert(repr(new))}")
+        if self.blockers:
+            lines.append(f"BLOCKED ({len(self.blockers)}): this saga cannot be repaired")
+            lines.extend(f"  {inert(line)}" for line in self.blockers)
+        else:
+            lines.append("blockers: none")
+        return "\n".join(lines)
+
+
+def _person(value: object, what: str) -> str:
+    """An operator's name or reason: the rule approver names follow (not blank, nothing hidden)."""
+    try:
+        return approver_name(value)
+    except ConfigurationError as err:
+        if str(err) == ANONYMOUS:
+            raise ConfigurationError(
+                f"RepairSession: {what}= is required and must not be blank (got {value!r}): "
+                "a repair says who made it and why"
+            ) from None
+        raise ConfigurationError(f"RepairSession: {what}= {str(err).partition(' ')[2]}") from None
+
+
+def _retained(step: StepView) -> tuple[RetainedStep | None, str | None, str | None]:
+    """(kept, failed line, blocker) for one step of the saga being repaired."""
+    tool = step.tool or "?"
+    where = f"step {step.index} {tool!r}"
+    if not step.applied:
+        why = step.refusal or step.error or step.state
+        return None, f"{where}: {step.state}: {why}", None
+    if step.compensated:
+        return None, None, None
+    if not step.committed:
+        return None, None, (
+            f"{where}: its outcome is unknown ({step.state}: {step.error or 'its process died during the call'}); "
+            "settle it first (agent-saga reconcile), or abandon the repair"
+        )
+    comp = step.compensation
+    semantics = step.semantics or "?"
+    if semantics == "COMPENSABLE":
+        usable = (
+            comp is not None and comp.get("recoverable") is True
+            and isinstance(comp.get("handler"), str) and isinstance(comp.get("kwargs"), dict)
+        )
+        if not usable:
+            what = (step.problem or "no undo was recorded") if comp is None else (
+                f"its undo {comp.get('description') or comp.get('handler')!r} is a closure, not a registered "
+                "handler with JSON kwargs"
+            )
+            return None, None, f"{where} is COMPENSABLE but {what}: no process but the dead one could undo it"
+        assert comp is not None
+        if not registered(str(comp["handler"])):
+            return None, None, (
+                f"{where}: its undo handler {comp['handler']!r} is not registered in this process; "
+                "import the module that declares it"
+            )
+    elif semantics in ("REVERSIBLE", "IRREVERSIBLE"):
+        # An undo in process memory died with the process; a registered one is kept and runs
+        # if the continuation unwinds, as the in-process rollback would have run it.
+        if not (comp is not None and comp.get("recoverable") is True and isinstance(comp.get("kwargs"), dict)
+                and registered(str(comp.get("handler")))):
+            comp = None
+    else:
+        return None, None, f"{where}: its semantics cannot be read ({semantics}); the repair will not guess"
+    return RetainedStep(step.index, tool, semantics, step.op, comp), None, None
+
+
+def plan_of(view: SagaView, location: str, *, live_until: float | None, now: float) -> RepairPlan:
+    """The repair plan of ``view`` (``live_until``: when its owner's lease runs out, grace included)."""
+    blockers: list[str] = []
+    if view.ended is not None:
+        end = (f"continued as saga {view.continued_as} by an earlier repair" if view.continued_as
+               else f"with {view.ended}")
+        blockers.append(f"the saga is finished: it ended {end}")
+    elif view.rollback_started:
+        blockers.append("its rollback has begun (by its owner or a recovery daemon): let recovery finish it")
+    if live_until is not None and view.ended is None and now <= live_until:
+        blockers.append(
+            f"the saga is live: its owner {view.owner or '?'} holds its lease for another "
+            f"{live_until - now:.0f}s; stop that process, or wait for the lease to run out"
+        )
+    if view.ignored:
+        blockers.append(f"record(s) seq {', '.join(map(str, view.ignored))} fail their own hash check")
+    if view.unreadable:
+        blockers.append("some of its records carry no readable body (encrypted without the key here, or redacted)")
+    retained: list[RetainedStep] = []
+    failed: list[str] = []
+    undone: list[int] = []
+    for index in sorted(view.steps):
+        step = view.steps[index]
+        if step.compensated:
+            undone.append(index)
+        kept, failure, blocker = _retained(step)
+        if kept is not None:
+            retained.append(kept)
+        if failure is not None:
+            failed.append(failure)
+        if blocker is not None:
+            blockers.append(blocker)
+    return RepairPlan(view.saga_id, view.name, location, tuple(retained), tuple(failed), tuple(undone),
+                      tuple(blockers))
+
+
+def _log_of(records: Any, wal: WAL | None) -> str | os.PathLike[str] | WAL:
+    target = wal if wal is not None else records
+    if isinstance(target, (str, os.PathLike, WAL)):
+        return target
+    raise TypeError(
+        f"RepairSession.open: {type(records).__name__} is records, not a log: give the log itself (its path, "
+        "URL or WAL), or pass wal=, since the repair's claim and records live beside the log"
+    )
+
+
+class RepairSession:
+    """An operator's repair of one saga; make one with :meth:`open`.
+
+    ``format_text()`` shows the plan, ``amend(**fields)`` records corrections, then
+    ``await resume(continuation, wal=...)`` or ``abandon(reason=...)`` ends it.
+    """
+
+    def __init__(
+        self, store: RecoveryStore, claim: ClaimLike, view: SagaView, the_plan: RepairPlan,
+        operator: str, reason: str, encryptor: BodyCipher | None = None,
+    ) -> None:
+        self._store = store
+        self._encryptor = encryptor
+        self._claim: ClaimLike | None = claim
+        self._view = view
+        self._plan = the_plan
+        self.operator = operator
+        self.reason = reason
+        self.saga_id = view.saga_id
+        self.amendments: dict[str, Any] = {}
+        self._amended: list[tuple[str, Any, Any]] = []
+        self.state = "open"  # open | resumed | abandoned | closed
+        #: The id of the saga that continues this one (set by resume).
+        self.continued_as: str | None = None
+
+    # -- opening ---------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        records: Any,
+        saga_id: str,
+        *,
+        operator: str,
+        reason: str,
+        wal: WAL | None = None,
+        lease_grace: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        encryptor: BodyCipher | None = None,
+    ) -> RepairSession:
+        """Claim ``saga_id`` for repair and record REPAIR_OPENED, or raise RepairRefused saying why.
+
+        ``records`` is the log (a path, a URL, a WAL); bare records need ``wal=`` too,
+        since the claim and the session's records live with the log. ``lease_grace``
+        is the daemon's: a lease counts as held until ``lease_grace`` after it runs out.
+        """
+        operator = _person(operator, "operator")
+        reason = _person(reason, "reason")
+        if not isinstance(saga_id, str) or not saga_id.strip():
+            raise ConfigurationError(f"RepairSession.open: saga_id must be a saga's id, got {saga_id!r}")
+        store = recovery_store(_log_of(records, wal), encryptor)
+        try:
+            claim = store.try_claim(saga_id)
+        except BaseException:
+            store.close()
+            raise
+        if claim is None:
+            store.close()
+            raise RepairRefused(
+                f"saga {saga_id} is being repaired or recovered by another process right now (its claim "
+                f"on {store.location} is held); try again once that session ends"
+            )
+        try:
+            view, the_plan = _read(store, saga_id, encryptor, lease_grace, clock)
+            if the_plan.blockers:
+                raise RepairRefused(
+                    f"saga {saga_id} cannot be repaired: " + "; ".join(the_plan.blockers), the_plan.blockers
+                )
+            log = store.open_wal()
+            ticket = log.append(R.REPAIR_OPENED.value, saga_id, {
+                "operator": operator, "reason": reason,
+                "retained": [kept.step for kept in the_plan.retained],
+                **({"takes_over": the_plan.takes_over} if the_plan.takes_over else {}),
+            }, None)
+            log.barrier(ticket)
+        except BaseException:
+            claim.release()
+            store.close()
+            raise
+        return cls(store, claim, view, the_plan, operator, reason, encryptor)
+
+    @staticmethod
+    def plan(
+        records: Any, saga_id: str, *, wal: WAL | None = None, lease_grace: float = 5.0,
+        clock: Callable[[], float] = time.time, encryptor: BodyCipher | None = None,
+    ) -> RepairPlan:
+        """What a repair of ``saga_id`` would keep and what blocks it; claims and records nothing."""
+        store = recovery_store(_log_of(records, wal), encryptor)
+        try:
+            return _read(store, saga_id, encryptor, lease_grace, clock)[1]
+        finally:
+            store.close()
+
+    # -- the session -----------------------------------------------------------------
+
+    @property
+    def retained(self) -> tuple[RetainedStep, ...]:
+        return self._plan.retained
+
+    def format_text(self) -> str:
+        """What is kept, what failed, what was amended, any blockers (inert text)."""
+        head = f"operator {inert(self.operator)}: {inert(self.reason)} [{self.state}]"
+        body = RepairPlan(
+            self._plan.saga_id, self._plan.name, self._plan.location, self._plan.retained, self._plan.failed,
+            self._plan.undone, self._plan.blockers, self._plan.takes_over, tuple(self._amended),
+        ).format_text()
+        return f"{body}\n{head}"
+
+    def amend(self, **fields: Any) -> None:
+        """Record each field's new value, with its old one (the newest step's argument of that name)."""
+        self._check_open()
+        for name, value in fields.items():
+            unfit = unencodable(value, name)
+            if unfit is not None:
+                raise ConfigurationError(f"RepairSession.amend: {unfit}; amend with JSON values only")
+        log = self._store.open_wal()
+        for name, value in fields.items():
+            old, seen = self._old_value(name)
+            logged = redact_args({"old": {name: old}, "new": {name: value}})
+            ticket = log.append(R.REPAIR_AMENDED.value, self.saga_id, {
+                "operator": self.operator, "field": name, "old": logged["old"][name], "new": logged["new"][name],
+                "seen_in": seen,
+            }, None)
+            log.barrier(ticket)
+            self._amended.append((name, old, value))
+            self.amendments[name] = value
+
+    def _old_value(self, name: str) -> tuple[Any, str]:
+        if name in self.amendments:
+            return self.amendments[name], "an earlier amendment"
+        for step in self._view.newest_first():
+            if step.args is not None and name in step.args:
+                return step.args[name], f"step {step.index}"
+        return None, "nowhere (a new field)"
+
+    async def resume(
+        self, continuation: Continuation, *, wal: WAL, options: SagaOptions | None = None
+    ) -> Any:
+        """Run ``continuation(saga, amendments)`` in a fresh saga holding the retained steps; its result.
+
+        ``wal`` must be the repaired saga's own log. If the continuation fails, the
+        boundary unwinds the whole transaction (its own steps, then the retained
+        ones, newest first) and raises SagaAborted, as any saga does.
+        """
+        self._check_open()
+        if not callable(continuation):
+            raise ConfigurationError(
+                f"RepairSession.resume: continuation must be an async callable (saga, amendments), got {continuation!r}"
+            )
+        self._same_log(wal)
+        self._unchanged()
+        new_id = new_saga_id()
+        steps = [self._rebuilt(new_id, number, kept) for number, kept in enumerate(self.retained, start=1)]
+        retained = [
+            {"step": number, "from_step": kept.step, "tool": kept.tool, "semantics": kept.semantics,
+             "op": kept.op, "compensation": kept.compensation}
+            for number, kept in enumerate(self.retained, start=1)
+        ]
+        scope = saga_scope(wal, options=options, saga_id=new_id) if options is not None else saga_scope(
+            wal, saga_id=new_id, name=self._view.name or "repair"
+        )
+        try:
+            async with scope as saga:
+                # Durable before the stack holds them: a crash in between leaves them with the old saga.
+                ticket = wal.append(R.REPAIR_RESUMED.value, self.saga_id, {
+                    "operator": self.operator, "reason": self.reason, "continued_as": new_id,
+                    "retained": retained, "amended": sorted(self.amendments),
+                }, None)
+                wal.barrier(ticket)
+                self.state, self.continued_as = "resumed", new_id
+                saga.preload(steps)
+                return await continuation(saga, dict(self.amendments))
+        finally:
+            if self.state == "resumed":
+                self._release(finished=True)
+
+    def abandon(self, *, reason: str) -> None:
+        """Hand the saga back: REPAIR_ABANDONED, then the daemon unwinds it as usual (quarantined or not)."""
+        self._check_open()
+        why = _person(reason, "reason")
+        log = self._store.open_wal()
+        ticket = log.append(R.REPAIR_ABANDONED.value, self.saga_id, {"operator": self.operator, "reason": why}, None)
+        log.barrier(ticket)
+        self.state = "abandoned"
+        self._release(finished=False)
+
+    def close(self) -> None:
+        """Let the claim go without ending the session: the log still says it is open (re-open to end it)."""
+        if self.state == "open":
+            self.state = "closed"
+        self._release(finished=False)
+
+    def __enter__(self) -> RepairSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.state != "open":
+            raise RepairClosed(f"the repair session on saga {self.saga_id} is {self.state}; open a new one")
+
+    def _unchanged(self) -> None:
+        """Refuse to resume a saga whose owner wrote to it after the session opened (it was not dead)."""
+        tail = self._store.tail(self._encryptor)
+        tail.refresh()
+        now = tail.sagas.get(self.saga_id)
+        if now is None or now.owner_ts != self._view.owner_ts or now.ended is not None:
+            raise RepairRefused(
+                f"saga {self.saga_id} changed since this session opened (its owner wrote to it, or it ended): "
+                "nothing was resumed; abandon this session and open a new one to see what it did"
+            )
+
+    def _release(self, *, finished: bool) -> None:
+        claim, self._claim = self._claim, None
+        if claim is not None:
+            if finished:  # continued elsewhere: its owner's lease says nothing any more (the daemon's rule)
+                self._store.remove_lease(self.saga_id)
+            claim.release(remove=finished)
+        self._store.close()
+
+    def _same_log(self, wal: WAL) -> None:
+        if not isinstance(wal, WAL):
+            raise ConfigurationError(f"RepairSession.resume: wal= must be the saga's log (a WAL), got {wal!r}")
+        path = getattr(wal, "path", None)
+        mine = getattr(self._store, "path", None)
+        same = (Path(path).absolute() == mine) if isinstance(path, Path) and isinstance(mine, Path) else (
+            str(wal.location) == self._store.location
+        )
+        if not same:
+            raise ConfigurationError(
+                f"RepairSession.resume: wal= is {wal.location}, but saga {self.saga_id} lives in "
+                f"{self._store.location}; the continuation must write to the same log"
+            )
+
+    @staticmethod
+    def _rebuilt(saga_id: str, index: int, kept: RetainedStep) -> Step:
+        """A retained step as the continuing saga's stack holds it: its undo rebuilt from the log."""
+        comp = kept.compensation
+        undo = None if comp is None else Compensation(
+            handler=str(comp["handler"]), kwargs=dict(comp["kwargs"]),
+            description=str(comp.get("description") or ""), idempotency_key=comp.get("key"),
+        )
+        step = Step(saga_id, index, kept.tool, ActionSemantics(kept.semantics), StepState.COMMITTED, undo,
+                    undo_declared=undo is not None)
+        return step
+
+
+def _read(
+    store: RecoveryStore, saga_id: str, encryptor: BodyCipher | None, lease_grace: float,
+    clock: Callable[[], float],
+) -> tuple[SagaView, RepairPlan]:
+    """The saga's view (from a chain-checked read of its log) and its plan; refused if it cannot be read."""
+    if not store.exists():
+        raise RepairRefused(f"no log at {store.location}")
+    tail = store.tail(encryptor)
+    tail.refresh()
+    if not tail.verdict.ok:
+        raise RepairRefused(
+            f"the log {store.location} does not verify ({tail.verdict.label}); a repair acts only on a log "
+            f"that does: run 'agent-saga verify --wal-path {store.location}'"
+        )
+    view = tail.sagas.get(saga_id)
+    if view is None or not view.started:
+        raise RepairRefused(f"no saga {saga_id} in {store.location}: give its full id (agent-saga graph lists them)")
+    lease = store.read_lease(saga_id)
+    the_plan = plan_of(view, store.location, live_until=owner_expiry(view, lease) + lease_grace, now=clock())
+    if view.repairing:
+        # The claim was free, so the session that opened it has no process any more.
+        return view, RepairPlan(
+            the_plan.saga_id, the_plan.name, the_plan.location, the_plan.retained, the_plan.failed,
+            the_plan.undone, the_plan.blockers, takes_over="an earlier session",
+        )
+    return view, the_plan
+
