@@ -81,7 +81,7 @@ def test_arbitrary_bytes_are_parsed_or_refused_never_anything_else(raw: bytes) -
     assert context.header().encode() == raw
 
 
-@pytest.mark.parametrize("value, why", [
+@pytest.mark.parametrize(("value", "why"), [
     ("01-" + "a" * 32 + "-00000001-" + "b" * 32, "version 01"),
     ("00-" + "a" * 32 + "-00000000-" + "b" * 32, "step 00000000"),
     ("00-" + "A" * 32 + "-00000001-" + "b" * 32, "lowercase hex"),

@@ -48,7 +48,7 @@ def _reencode(mutate: object) -> str:
     return f"{version}.{encoded}.{signature}"
 
 
-@pytest.mark.parametrize("mutate, why", [
+@pytest.mark.parametrize(("mutate", "why"), [
     (lambda v: json.dumps({**v, "kwargs": {"order": "o-2"}}, sort_keys=True, separators=(",", ":")).encode(),
      "signature does not match"),
     (lambda v: json.dumps({**v, "extra": 1}, sort_keys=True, separators=(",", ":")).encode(), "exactly the v1 fields"),

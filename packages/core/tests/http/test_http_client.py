@@ -9,7 +9,13 @@ import httpx
 import pytest
 
 from agent_saga import SagaAborted, saga_scope
-from agent_saga.distributed import SagaContext, SagaTransport, forget_services, parse_saga_context, trust_service
+from agent_saga.distributed import (
+    SagaContext,
+    SagaTransport,
+    forget_services,
+    parse_saga_context,
+    trust_service,
+)
 from agent_saga.distributed.token import sign_token
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import MemoryWAL
@@ -92,7 +98,7 @@ def test_a_header_set_by_hand_is_refused() -> None:
         http.get("http://billing.test:8001/api/x", headers={"saga-context": "00-" + "a" * 74})
 
 
-@pytest.mark.parametrize("args, why", [
+@pytest.mark.parametrize(("args", "why"), [
     (("bad name", "http://x.test", [VERIFIER]), "the name must be"),
     (("billing", "ftp://x.test", [VERIFIER]), "base_url must be"),
     (("billing", "http://x.test/?q=1", [VERIFIER]), "base_url must be"),

@@ -98,7 +98,7 @@ def test_happy_path_the_remote_step_is_a_compensable_step_of_the_callers_saga(wo
     assert saga[-1]["type"] == "SAGA_COMPLETED"
     # The service's side: the route ran in a saga of its own log, tagged with the caller's key.
     started = [r for r in world.records("billing") if r["type"] == "SAGA_STARTED"]
-    assert [r["body"]["tags"] for r in started][0].count(f"key:{intent['body']['op']}") == 1
+    assert next(r["body"]["tags"] for r in started).count(f"key:{intent['body']['op']}") == 1
     world.both_logs_verify()
     # graph on the caller shows the remote step with its service name
     graph = subprocess.run([sys.executable, "-m", "agent_saga", "graph", "--wal", str(world.caller_wal)],
