@@ -108,3 +108,22 @@ def test_a_header_set_by_hand_is_refused() -> None:
 def test_trusting_a_service_refuses_bad_input_in_one_line(args: tuple[Any, ...], why: str) -> None:
     with pytest.raises(ConfigurationError, match=why):
         trust_service(*args)
+
+
+async def test_the_async_transport_makes_the_same_step() -> None:
+    from agent_saga.distributed import AsyncSagaTransport
+
+    recorder = Recorder()
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return recorder(request)
+
+    wal = MemoryWAL()
+    async with httpx.AsyncClient(transport=AsyncSagaTransport(httpx.MockTransport(handler))) as http:
+        async with saga_scope(wal) as saga:
+            answer = await http.post("http://billing.test:8001/api/charges")
+    assert answer.json() == {"charge": "o-1"}
+    context = parse_saga_context(recorder.seen[-1].headers["saga-context"])
+    assert context.key == saga.steps[0].operation_id
+    committed = next(r for r in wal.records() if r["type"] == "STEP_COMMITTED")
+    assert committed["body"]["compensation"]["handler"] == "agent_saga.http.compensate"
