@@ -227,3 +227,41 @@ def test_the_same_key_retried_has_one_effect(world: World) -> None:
     assert hostile.status_code == 400 and "x" * 10 not in hostile.text
     assert world.effects() == ["charge o-6"]
     world.both_logs_verify()
+
+
+@pytest.fixture
+def billing_only(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    try:
+        w.billing.start().wait_ready()
+        yield w
+    finally:
+        w.caller.close()  # never started: its socket and client closed
+        w.billing.close()
+
+
+def test_requests_through_the_adapter_the_in_process_rollback_undoes_the_remote_step(billing_only: World,
+                                                                                      tmp_path: Path) -> None:
+    import requests
+
+    from agent_saga import FileWAL, SagaAborted, saga_scope
+    from agent_saga.distributed import forget_services, trust_service
+    from agent_saga.distributed.requests_adapter import SagaAdapter
+
+    world = billing_only
+    trust_service("billing", world.billing.url, [world.verifier])
+    session = requests.Session()
+    session.mount(world.billing.url + "/", SagaAdapter())
+    wal = FileWAL(tmp_path / "in-process.wal")
+    try:
+        with pytest.raises(SagaAborted) as aborted, saga_scope(wal, tags={"order:o-9"}):
+            answer = session.post(f"{world.billing.url}/charges/o-9")
+            assert answer.json() == {"charge": "o-9"} and answer.headers["saga-compensation"].startswith("v1.")
+            raise RuntimeError("the next step failed")
+        assert aborted.value.report.clean
+    finally:
+        forget_services()
+        session.close()
+        wal.close()
+    assert [e.split()[:2] for e in world.effects()] == [["charge", "o-9"], ["refund", "o-9"]]
+    assert verify_log(tmp_path / "in-process.wal").ok and verify_log(world.billing_wal).ok

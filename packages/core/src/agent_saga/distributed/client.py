@@ -47,14 +47,19 @@ class RemoteStepFailed(RuntimeError):
 
 def _service(request: httpx.Request) -> RemoteService | None:
     url = request.url
-    port = url.port or (443 if url.scheme == "https" else 80)
+    return service_for(url.scheme, url.host, url.port, url.path)
+
+
+def service_for(scheme: str, host: str, port: int | None, path: str) -> RemoteService | None:
+    """The trusted service a URL is under, if any."""
+    port = port or (443 if scheme == "https" else 80)
     for service in services():
-        if service.serves(url.scheme, url.host, port, url.path):
+        if service.serves(scheme, host, port, path):
             return service
     return None
 
 
-def _context(saga: Saga, key: str) -> SagaContext:
+def step_context(saga: Saga, key: str) -> SagaContext:
     step = next((s.index for s in reversed(saga.steps) if s.operation_id == key), None)
     if step is None:  # pragma: no cover - the engine passes the key of the step it runs
         raise ConfigurationError("the remote step's idempotency key names no step of the current saga")
@@ -62,13 +67,19 @@ def _context(saga: Saga, key: str) -> SagaContext:
 
 
 def _result(service: RemoteService, key: str, response: httpx.Response, body: bytes) -> dict[str, Any]:
-    tokens = response.headers.get_list(TOKEN_HEADER)
+    return answered(service, key, response.status_code, response.headers.get_list(TOKEN_HEADER),
+                    response.headers.get("content-type"), body)
+
+
+def answered(service: RemoteService, key: str, status: int, tokens: list[str], content_type: str | None,
+             body: bytes) -> dict[str, Any]:
+    """The outcome of a remote step from the service's answer (any HTTP client); raise when it has none."""
     token = tokens[0] if len(tokens) == 1 and len(tokens[0]) <= MAX_TOKEN else None
-    if token is None and response.status_code >= 400:
-        raise RemoteStepFailed(f"{service.name} answered HTTP {response.status_code} with no compensation token")
+    if token is None and status >= 400:
+        raise RemoteStepFailed(f"{service.name} answered HTTP {status} with no compensation token")
     if token is None and tokens:
         token = "refused: more than one token, or one over the size limit"  # verified (and refused) by the undo
-    return outcome(key, response.status_code, response.headers.get("content-type"), body, token)
+    return outcome(key, status, content_type, body, token)
 
 
 def _response(result: Any, request: httpx.Request) -> httpx.Response:
@@ -88,17 +99,17 @@ def _refuse_manual(request: httpx.Request) -> None:
         )
 
 
-class _Options:
+class StepArgs:
     def __init__(self, reconcile: ReconcilePolicy | bool, wait_for_commit: bool | None) -> None:
         self.reconcile = reconcile
         self.wait_for_commit = wait_for_commit
 
-    def step(self, service: RemoteService, request: httpx.Request) -> dict[str, Any]:
+    def step(self, service: RemoteService, method: str, path: str) -> dict[str, Any]:
         more: dict[str, Any] = {
             "tool": tool_name(service.name), "semantics": ActionSemantics.COMPENSABLE,
             "compensate": RemoteUndo(service), "reconcile": self.reconcile, "record_result": "none",
             # What the log keeps of the call: the service, the method and the path (no query, no body).
-            "args": {"service": service.name, "method": request.method, "path": request.url.path},
+            "args": {"service": service.name, "method": method, "path": path},
         }
         if self.wait_for_commit is not None:
             more["wait_for_commit"] = self.wait_for_commit
@@ -113,7 +124,7 @@ class SagaTransport(httpx.BaseTransport):
         wait_for_commit: bool | None = None,
     ) -> None:
         self._inner = transport or httpx.HTTPTransport()
-        self._options = _Options(reconcile, wait_for_commit)
+        self._options = StepArgs(reconcile, wait_for_commit)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         _refuse_manual(request)
@@ -123,18 +134,19 @@ class SagaTransport(httpx.BaseTransport):
             return self._inner.handle_request(request)
 
         def forward(idempotency_key: str) -> dict[str, Any]:
-            request.headers[HEADER] = _context(saga, idempotency_key).header()
+            request.headers[HEADER] = step_context(saga, idempotency_key).header()
             try:
                 response = self._inner.handle_request(request)
             except httpx.ConnectError as err:
                 raise NotApplied(f"{service.name}: could not connect, nothing was sent ({err})") from err
             try:
-                body = _read(response.iter_bytes(), service)
+                body = read_bounded(response.iter_bytes(), service)
             finally:
                 response.close()
             return _result(service, idempotency_key, response, body)
 
-        result = saga.execute_sync(forward=forward, inline=True, **self._options.step(service, request))
+        step = self._options.step(service, request.method, request.url.path)
+        result = saga.execute_sync(forward=forward, inline=True, **step)
         return _response(result, request)
 
     def close(self) -> None:
@@ -149,7 +161,7 @@ class AsyncSagaTransport(httpx.AsyncBaseTransport):
         wait_for_commit: bool | None = None,
     ) -> None:
         self._inner = transport or httpx.AsyncHTTPTransport()
-        self._options = _Options(reconcile, wait_for_commit)
+        self._options = StepArgs(reconcile, wait_for_commit)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         _refuse_manual(request)
@@ -159,7 +171,7 @@ class AsyncSagaTransport(httpx.AsyncBaseTransport):
             return await self._inner.handle_async_request(request)
 
         async def forward(idempotency_key: str) -> dict[str, Any]:
-            request.headers[HEADER] = _context(saga, idempotency_key).header()
+            request.headers[HEADER] = step_context(saga, idempotency_key).header()
             try:
                 response = await self._inner.handle_async_request(request)
             except httpx.ConnectError as err:
@@ -174,14 +186,16 @@ class AsyncSagaTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
             return _result(service, idempotency_key, response, bytes(body))
 
-        result = await saga.execute(forward=forward, inline=True, **self._options.step(service, request))
+        step = self._options.step(service, request.method, request.url.path)
+        result = await saga.execute(forward=forward, inline=True, **step)
         return _response(result, request)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
 
-def _read(stream: Any, service: RemoteService) -> bytes:
+def read_bounded(stream: Any, service: RemoteService) -> bytes:
+    """The chunks of ``stream``, refused past :data:`MAX_BODY` bytes."""
     body = bytearray()
     for chunk in stream:
         body += chunk
