@@ -8,6 +8,7 @@ and declares its undo. Each test ends with both logs verifying.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -198,6 +199,8 @@ def test_a_forged_or_altered_token_is_refused_and_recorded(world: World) -> None
     refusals = [r for r in world.records("billing") if r["type"] == "STEP_REFUSED"]
     assert [r["body"]["rule"] for r in refusals] == ["compensation-token"] * 4
     assert "its signature does not match" in refusals[0]["body"]["reason"]
+    # The refusal names the token by its digest (a person can match it), never the token itself.
+    assert refusals[0]["body"]["args"] == {"presented_sha256": hashlib.sha256(altered.encode()).hexdigest()}
     assert "does not trust" in refusals[1]["body"]["reason"]
     assert "not the token this service issued" in refusals[2]["body"]["reason"]
     # The real token still works, once.

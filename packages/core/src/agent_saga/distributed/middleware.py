@@ -223,7 +223,7 @@ class SagaContextMiddleware:
         saga = Saga(self.wal, gate=None, name=f"{self.service} compensation refused")
         saga.start()
         refused = StepRefused("compensate", why, "compensation-token")
-        saga.refuse("compensate", {"token_sha256": digest}, refused)
+        saga.refuse("compensate", {"presented_sha256": digest}, refused)
         saga.rollback_sync(refused)  # nothing ran: the saga ends, its one record the refusal
 
 
