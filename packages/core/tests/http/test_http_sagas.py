@@ -60,6 +60,19 @@ class World:
                       if r["type"] == "SAGA_STARTED" and f"order:{order}" in r["body"].get("tags", [])}
         return [r for r in records if r["saga"] == saga_id]
 
+    def reconciled(self, order: str) -> tuple[str, str]:
+        """``agent-saga reconcile``'s finding for the order's remote step, asked from this process."""
+        from agent_saga.distributed import forget_services, trust_service
+        from agent_saga.reconciliation import reconcile
+
+        saga_id = self.caller_saga(order)[0]["saga"]
+        trust_service("billing", self.billing.url, [self.verifier])
+        try:
+            (finding,) = [f for f in reconcile(self.caller_wal).findings if f.saga == saga_id]
+        finally:
+            forget_services()
+        return finding.status, finding.observed
+
     def both_logs_verify(self) -> None:
         for wal in (self.caller_wal, self.billing_wal):
             report = verify_log(wal)
@@ -97,6 +110,7 @@ def test_happy_path_the_remote_step_is_a_compensable_step_of_the_callers_saga(wo
     assert undo["handler"] == "agent_saga.http.compensate" and undo["recoverable"] is True
     assert undo["kwargs"]["service"] == "billing" and undo["kwargs"]["signed_undo"].startswith("v1.")
     assert saga[-1]["type"] == "SAGA_COMPLETED"
+    assert world.reconciled("o-1") == ("confirmed", "standing")
     # The service's side: the route ran in a saga of its own log, tagged with the caller's key.
     started = [r for r in world.records("billing") if r["type"] == "SAGA_STARTED"]
     assert next(r["body"]["tags"] for r in started).count(f"key:{intent['body']['op']}") == 1
@@ -119,6 +133,8 @@ def test_the_caller_fails_after_the_remote_step_and_the_remote_undo_runs_once(wo
     again = httpx.post(f"{world.billing.url}/_saga/compensate", json={"token": token, "key": "k"})
     assert again.status_code == 200 and again.json() == {"state": "compensated", "first": False}
     assert world.effects() == ["charge o-2", refund]
+    # The reconciliation pass asks billing's ledger, through the same reconciler: the undo is in effect.
+    assert world.reconciled("o-2") == ("confirmed", "reversed")
     world.both_logs_verify()
 
 

@@ -190,7 +190,9 @@ def _ask(remote: RemoteService, key: str) -> Observation:
             checked(remote, key, result["token"])
         except TokenRefused as err:
             return Observation(None, detail=f"{remote.name}: {err}")
-    return Observation(True, detail=f"{remote.name}: the step ran ({state})", result=result)
+    # Whether the undo is in effect too, for the reconciliation pass (agent-saga reconcile).
+    reversed_ = {"compensated": True, "done": False}.get(state)
+    return Observation(True, reversed_, detail=f"{remote.name}: the step ran ({state})", result=result)
 
 
 def _stored(answer: dict[str, Any], key: str) -> dict[str, Any] | None:
