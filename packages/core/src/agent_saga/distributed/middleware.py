@@ -130,6 +130,7 @@ class SagaContextMiddleware:
         if standing is not None:
             await _reply(send, *_replay(standing))
             return
+        install()  # the propagation hook that carries the scope (again, if a test reset the plugins)
         await self._serve(scope, receive, send, RemoteStep(self.service, context))
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send, step: RemoteStep) -> None:
