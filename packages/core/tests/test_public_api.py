@@ -117,6 +117,13 @@ SUBNAMESPACES = {
         "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",
         "SemanticLockManager", "TentativeResource",
     },
+    # issue 29 part 1: a step run by another service over HTTP (names resolved on use: extras)
+    "agent_saga.distributed": {
+        "HEADER", "TOKEN_HEADER", "AsyncSagaTransport", "CompensationToken", "Ledger", "RemoteService", "RemoteStep",
+        "RemoteStepFailed", "SagaContext", "SagaContextMiddleware", "SagaContextRefused", "SagaTransport",
+        "TokenRefused", "compensate_remote", "forget_services", "parse_saga_context", "remote_step", "sign_token",
+        "trust_service", "verify_token",
+    },
     "agent_saga.proving": {
         "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport", "Probe",
         "RollbackProof", "Verdict", "prove_rollback", "verify_rollback_invariants",

@@ -1,0 +1,62 @@
+"""A step run by another service joins the caller's saga, over HTTP (docs/DISTRIBUTED.md).
+
+Caller: :func:`trust_service` (a service's name, URL and verifier keys) and an httpx client
+with :class:`SagaTransport` / :class:`AsyncSagaTransport`. Service:
+:class:`SagaContextMiddleware` in front of the app and, in a route, :func:`remote_step`
+to declare the undo. Needs ``pip install 'agent-saga[http]>=3.0.0.dev0'`` (httpx and
+cryptography; ``requests`` users mount
+:class:`~agent_saga.distributed.requests_adapter.SagaAdapter`, which needs requests too); the
+service side needs only cryptography. Names are resolved on use, so ``import
+agent_saga.distributed`` costs nothing until one is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "HEADER",
+    "TOKEN_HEADER",
+    "AsyncSagaTransport",
+    "CompensationToken",
+    "Ledger",
+    "RemoteService",
+    "RemoteStep",
+    "RemoteStepFailed",
+    "SagaContext",
+    "SagaContextMiddleware",
+    "SagaContextRefused",
+    "SagaTransport",
+    "TokenRefused",
+    "compensate_remote",
+    "forget_services",
+    "parse_saga_context",
+    "remote_step",
+    "sign_token",
+    "trust_service",
+    "verify_token",
+]
+
+_HOMES = {
+    "HEADER": "header", "SagaContext": "header", "SagaContextRefused": "header", "parse_saga_context": "header",
+    "TOKEN_HEADER": "token", "CompensationToken": "token", "TokenRefused": "token", "sign_token": "token",
+    "verify_token": "token",
+    "Ledger": "ledger",
+    "RemoteService": "services",
+    "RemoteStep": "scope", "remote_step": "scope",
+    "SagaContextMiddleware": "middleware",
+    "compensate_remote": "remote", "forget_services": "remote", "trust_service": "remote",
+    "AsyncSagaTransport": "client", "RemoteStepFailed": "client", "SagaTransport": "client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'agent_saga.distributed' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"agent_saga.distributed.{home}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
