@@ -170,6 +170,12 @@ class ApprovalGateway:
             entry, created = yield Call(partial(store.create, fresh), {})
             # Never later than the log says, nor than this gateway's own clock allows.
             deadline = past.deadline if past.deadline is not None else min(entry.deadline, fresh.deadline)
+            if past.deadline is None and self.policy.needs_passkey(fresh.rule):
+                # A passkey signs the deadline: this gateway's own, so that an assertion made for an
+                # earlier run of the same request (a store entry this log never asked for) is another
+                # challenge. A pending entry is re-dated so the person is shown what will be checked.
+                deadline = fresh.deadline
+                entry = yield Call(partial(store.update, fresh.id, _redate(deadline)), {})
             # In the log, durably, before anyone is told: a crash after this point
             # cannot strand an approver's answer, and a restart finds the request.
             entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
@@ -177,7 +183,7 @@ class ApprovalGateway:
             resumed = not created
             while True:
                 if entry.decided:
-                    decision = yield from self._conclude(wal, entry, fresh, deadline, past.deadline is None)
+                    decision = yield from self._conclude(wal, entry, fresh, deadline)
                     if decision is not None:
                         return decision
                 else:
@@ -285,8 +291,8 @@ class ApprovalGateway:
         return (f"request {entry.id[:8]}: the store says {entry.status.value} by {entry.approver!r}, but the "
                 f"decision is not authenticated: {why}; denied")
 
-    def _passkey(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry, deadline: float,
-                 first_ask: bool) -> Protocol[tuple[ApprovalEntry, dict[str, Any], bool]]:
+    def _passkey(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
+                 deadline: float) -> Protocol[tuple[ApprovalEntry, dict[str, Any], bool]]:
         """The passkey grant ``entry`` checked for the request ``asked``: the entry as its credential
         names the approver, what the record says of the passkey, and whether this log holds it already."""
         short = entry.id[:8]
@@ -295,11 +301,6 @@ class ApprovalGateway:
         if entry.passkey is None:
             why = (f"the policy requires a passkey for rule {asked.rule!r}, but the grant by {entry.approver!r} "
                    "carries none (a key-signed or break-glass grant does not count here)")
-        elif first_ask and deadline <= asked.created_at:
-            # No request in this log, and a deadline over before this gateway asked: the
-            # assertion answers an earlier run's request, not this one.
-            why = (f"its deadline {iso(deadline)} had passed before this gateway asked: it answers an "
-                   "earlier request (a replayed assertion)")
         else:
             history = yield Call(partial(_read_passkeys, wal), {})
             try:
@@ -324,12 +325,12 @@ class ApprovalGateway:
         return given if isinstance(given, PasskeyCredentials) else PasskeyCredentials.load(given)
 
     def _conclude(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
-                  deadline: float, first_ask: bool = False) -> Protocol[ApprovalDecision | None]:
+                  deadline: float) -> Protocol[ApprovalDecision | None]:
         """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
         passkey: dict[str, Any] | None = None
         in_log = False
         if entry.granted and (entry.passkey is not None or self.policy.needs_passkey(asked.rule)):
-            entry, passkey, in_log = yield from self._passkey(wal, entry, asked, deadline, first_ask)
+            entry, passkey, in_log = yield from self._passkey(wal, entry, asked, deadline)
         elif entry.granted:
             forged = self._authenticate(entry, asked)
             if forged is not None:
@@ -411,6 +412,13 @@ def _expire(now: float, deadline: float) -> Callable[[ApprovalEntry], ApprovalEn
         if entry.decided or now < deadline:
             return entry
         return _expired(entry, now, deadline)
+
+    return change
+
+
+def _redate(deadline: float) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    def change(entry: ApprovalEntry) -> ApprovalEntry:
+        return entry if entry.decided or entry.deadline == deadline else entry.replace(deadline=deadline)
 
     return change
 
