@@ -20,7 +20,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_saga import ApprovalGateway, ApprovalPolicy, ConfigurationError, FileApprovalStore, FileWAL
-from agent_saga.approvals import ApprovalEntry, ApprovalNotAuthenticated, PasskeyCredentials, Status, trust_passkey
+from agent_saga.approvals import (
+    ApprovalEntry,
+    ApprovalNotAuthenticated,
+    PasskeyCredentials,
+    Status,
+    trust_passkey,
+)
 from agent_saga.approvals.entry import new_entry
 from agent_saga.approvals.passkey import (
     PasskeyCredential,

@@ -50,7 +50,7 @@ class SoftAuthenticator:
         return PasskeyCredential(self.credential_id, self.approver, b64url(self.cose), self.algorithm, sign_count,
                                  self.rp_id, self.origin)
 
-    def assert_(self, challenge: bytes, *, count: int | None = None, uv: bool = True,
+    def assertion(self, challenge: bytes, *, count: int | None = None, uv: bool = True,
                 origin: str | None = None) -> dict[str, Any]:
         """An assertion over ``challenge`` (``PublicKeyCredential.toJSON()`` shape); the count moves on by one."""
         if count is None:

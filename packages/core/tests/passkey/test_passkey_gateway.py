@@ -97,7 +97,7 @@ def refused(world: World, asked: ApprovalRequest, *words: str, now: float = NOW)
 def test_an_assertion_over_this_action_grants_and_its_count_is_recorded(world: World, alg: int) -> None:
     authenticator = registered(alg)
     asked = request()
-    world.grant(asked, authenticator.assert_(challenge_for(asked)))
+    world.grant(asked, authenticator.assertion(challenge_for(asked)))
     decision = world.gateway().request_approval(asked)
     # The approver is the registered passkey's, not the name the store (the agent) gives.
     assert decision.approved and decision.approver == "risk@corp"
@@ -116,7 +116,7 @@ def test_an_assertion_over_this_action_grants_and_its_count_is_recorded(world: W
 def test_a_changed_amount_is_refused(world: World) -> None:
     authenticator = registered()
     shown = request(amount=5, to="acct_9")  # what the store showed the person
-    world.grant(request(amount=5000, to="acct_9"), authenticator.assert_(challenge_for(shown)))
+    world.grant(request(amount=5000, to="acct_9"), authenticator.assertion(challenge_for(shown)))
     refused(world, request(amount=5000, to="acct_9"), "another action", challenge_for(request(amount=5000,
                                                                                               to="acct_9")).hex())
 
@@ -124,7 +124,7 @@ def test_a_changed_amount_is_refused(world: World) -> None:
 def test_another_requests_assertion_is_refused(world: World) -> None:
     authenticator = registered()
     other = request(saga="saga-2")
-    world.grant(request(), authenticator.assert_(challenge_for(other)))
+    world.grant(request(), authenticator.assertion(challenge_for(other)))
     refused(world, request(), "another action")
 
 
@@ -133,25 +133,25 @@ def test_an_assertion_for_an_earlier_run_of_the_same_request_is_refused(world: W
     # asked: the deadline is part of the challenge, and this gateway's is its own.
     authenticator = registered()
     earlier = NOW - 3600
-    world.grant(request(), authenticator.assert_(challenge_for(request(), earlier)), now=earlier)
+    world.grant(request(), authenticator.assertion(challenge_for(request(), earlier)), now=earlier)
     refused(world, request(), "another action")
 
 
 def test_user_not_verified_is_refused(world: World) -> None:
     authenticator = registered()
-    world.grant(request(), authenticator.assert_(challenge_for(request()), uv=False))
+    world.grant(request(), authenticator.assertion(challenge_for(request()), uv=False))
     refused(world, request(), "verif")
 
 
 def test_an_unregistered_passkey_is_refused(world: World) -> None:
     stranger = SoftAuthenticator()  # never added to the host's list
-    world.grant(request(), stranger.assert_(challenge_for(request())))
+    world.grant(request(), stranger.assertion(challenge_for(request())))
     refused(world, request(), "not registered")
 
 
 def test_an_assertion_from_another_origin_is_refused(world: World) -> None:
     authenticator = registered()
-    world.grant(request(), authenticator.assert_(challenge_for(request()), origin="https://evil.example"))
+    world.grant(request(), authenticator.assertion(challenge_for(request()), origin="https://evil.example"))
     refused(world, request(), "origin")
 
 
@@ -176,17 +176,17 @@ def test_require_passkey_per_rule_leaves_other_rules_to_signed_grants(world: Wor
 def test_a_cloned_authenticator_whose_count_did_not_move_is_refused(world: World) -> None:
     authenticator = registered()
     first = request(saga="saga-1")
-    world.grant(first, authenticator.assert_(challenge_for(first), count=7))
+    world.grant(first, authenticator.assertion(challenge_for(first), count=7))
     assert world.gateway().request_approval(first).approved
     second = request(saga="saga-2")
     # Same key, count 7 again: what a copy of the authenticator would report.
-    world.grant(second, authenticator.assert_(challenge_for(second), count=7))
+    world.grant(second, authenticator.assertion(challenge_for(second), count=7))
     refused(world, second, "sign count of 7 was not greater than current count of 7")
 
 
 def test_a_count_below_the_registered_one_is_refused(world: World) -> None:
     authenticator = registered(sign_count=40)
-    world.grant(request(), authenticator.assert_(challenge_for(request()), count=3))
+    world.grant(request(), authenticator.assertion(challenge_for(request()), count=3))
     refused(world, request(), "not greater")
 
 
@@ -196,12 +196,12 @@ def test_an_authenticator_that_always_reports_zero_passes_the_count_rule(world: 
     authenticator = registered(sign_count=0)
     for saga in ("saga-1", "saga-2"):
         asked = request(saga=saga)
-        world.grant(asked, authenticator.assert_(challenge_for(asked), count=0))
+        world.grant(asked, authenticator.assertion(challenge_for(asked), count=0))
         assert world.gateway().request_approval(asked).approved
     # ...but once a count was seen, a zero is not forward.
-    world.grant(request(saga="saga-3"), authenticator.assert_(challenge_for(request(saga="saga-3")), count=5))
+    world.grant(request(saga="saga-3"), authenticator.assertion(challenge_for(request(saga="saga-3")), count=5))
     assert world.gateway().request_approval(request(saga="saga-3")).approved
-    world.grant(request(saga="saga-4"), authenticator.assert_(challenge_for(request(saga="saga-4")), count=0))
+    world.grant(request(saga="saga-4"), authenticator.assertion(challenge_for(request(saga="saga-4")), count=0))
     with pytest.raises(ApprovalNotAuthenticated, match="not greater"):
         world.gateway().request_approval(request(saga="saga-4"))
 
@@ -209,7 +209,7 @@ def test_an_authenticator_that_always_reports_zero_passes_the_count_rule(world: 
 def test_a_passkey_list_others_may_write_is_refused(world: World) -> None:
     authenticator = registered()
     os.chmod(default_passkeys_path(), 0o666)
-    world.grant(request(), authenticator.assert_(challenge_for(request())))
+    world.grant(request(), authenticator.assertion(challenge_for(request())))
     refused(world, request(), "writable by group or others", "chmod go-w")
     with pytest.raises(ConfigurationError, match="chmod go-w"):
         PasskeyCredentials.load()
@@ -217,5 +217,5 @@ def test_a_passkey_list_others_may_write_is_refused(world: World) -> None:
 
 def test_a_gateway_without_a_registered_list_refuses_and_says_where(world: World) -> None:
     authenticator = SoftAuthenticator()
-    world.grant(request(), authenticator.assert_(challenge_for(request())))
+    world.grant(request(), authenticator.assertion(challenge_for(request())))
     refused(world, request(), str(default_passkeys_path()), "no passkeys")

@@ -44,7 +44,7 @@ def call(server: ApprovalsServer, method: str, path: str, body: Any = None,
 
 
 def test_only_loopback_is_served(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="refusing to serve approvals on 0.0.0.0"):
+    with pytest.raises(ValueError, match=r"refusing to serve approvals on 0\.0\.0\.0"):
         make_approvals_server(FileApprovalStore(tmp_path), host="0.0.0.0", port=0)
 
 

@@ -28,7 +28,12 @@ from agent_saga.approvals.errors import (
 )
 from agent_saga.approvals.gateway import ApprovalGateway
 from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier, WebhookNotifier
-from agent_saga.approvals.passkey import PasskeyCredential, PasskeyCredentials, passkey_challenge, trust_passkey
+from agent_saga.approvals.passkey import (
+    PasskeyCredential,
+    PasskeyCredentials,
+    passkey_challenge,
+    trust_passkey,
+)
 from agent_saga.approvals.policy import ApprovalPolicy, EscalationLevel
 from agent_saga.approvals.redis_store import RedisApprovalStore
 from agent_saga.approvals.store import ApprovalStore, FileApprovalStore, find, open_store

@@ -337,14 +337,13 @@ class ApprovalGateway:
                 # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
                 yield from self._log_system_denial(wal, entry, forged)
                 raise ApprovalNotAuthenticated(forged)
-        if entry.granted:
-            if entry.decided_at is None or entry.decided_at > deadline:
-                # Signed after the deadline the log states (a store whose deadline was moved
-                # shows a person more time than the request has): too late to count.
-                late = (f"request {entry.id[:8]}: granted by {entry.approver!r} after its deadline "
-                        f"{iso(deadline)}; expiry denies")
-                yield from self._log_system_denial(wal, entry, late)
-                raise ApprovalExpired(late)
+        if entry.granted and (entry.decided_at is None or entry.decided_at > deadline):
+            # Signed after the deadline the log states (a store whose deadline was moved
+            # shows a person more time than the request has): too late to count.
+            late = (f"request {entry.id[:8]}: granted by {entry.approver!r} after its deadline "
+                    f"{iso(deadline)}; expiry denies")
+            yield from self._log_system_denial(wal, entry, late)
+            raise ApprovalExpired(late)
         key = log_key("decided", wal)
         if passkey is not None:
             # The log, not the store's "logged" mark, says whether this grant's record (and the
