@@ -5,7 +5,7 @@ id, saga, step, tool, the step's arguments, rule and deadline (:func:`passkey_ch
 ``agent-saga approvals serve`` shows that action and its digest and asks the browser for
 an assertion with the digest as its challenge; the gateway computes the digest again from
 its own copy of the request (the arguments the step will run with, the deadline its log
-states) and believes the grant only if py_webauthn (``pip install 'agent-saga[passkey]'``)
+states) and believes the grant only if py_webauthn (``pip install 'agent-saga[passkey]>=3.0.0.dev0'``)
 verifies the assertion against a registered credential with that challenge, the user
 verified (UV) and the sign count moved forward.
 
@@ -42,6 +42,7 @@ from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
 from agent_saga.gate.host import config_dir
+from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical
 from agent_saga.log.records import RecordType
 
@@ -69,7 +70,7 @@ PASSKEYS = "approver-passkeys"
 #: COSE algorithms accepted: Ed25519 (EdDSA, -8) and ES256 (ECDSA P-256 with SHA-256, -7).
 ALGORITHMS = {-8: "Ed25519", -7: "ES256"}
 _DOMAIN = "agent-saga passkey action v1\n"
-_INSTALL = "pip install 'agent-saga[passkey]>=3.0.0.dev0'"
+_INSTALL = pip_install("agent-saga", "passkey")
 
 
 def default_passkeys_path() -> Path:
