@@ -183,3 +183,15 @@ def test_the_history_is_the_highest_count_per_credential_and_who_took_each_asser
     # A denial's count is no count the authenticator was seen to reach; a boolean is no count.
     assert history.counts == {"c1": 9}
     assert history.accepted == {"f1": "r1", "f2": "r2", "f3": "r3", "f4": "r4"}
+
+
+def test_approvals_list_names_a_passkey_grant_and_marks_the_reason_it_does_not_cover(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    store = FileApprovalStore(tmp_path / "approvals")
+    store.create(entry().replace(status=Status.GRANTED, approver="risk@corp", decided_at=1000.0,
+                                 decided_via="passkey", passkey={"id": "AAECAw"}))
+    assert main(["approvals", "list", "--all", "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "risk@corp (passkey grant: the waiting gateway checks the assertion" in out
+    assert "refunds need a person (unsigned)" in out
+    assert "NOT AUTHENTICATED" not in out

@@ -227,6 +227,9 @@ def _authenticity(entry: Any) -> tuple[str, bool]:
     from agent_saga.approvals.errors import ApprovalNotAuthenticated
     from agent_saga.errors import ConfigurationError
 
+    if entry.passkey is not None:
+        # Its challenge is the gateway's own digest of the action: only the gateway can check it.
+        return " (passkey grant: the waiting gateway checks the assertion against its own copy)", False
     try:
         signer, covers_reason = TrustedKeys.load().check(entry, entry)
     except (ApprovalNotAuthenticated, ConfigurationError) as err:
