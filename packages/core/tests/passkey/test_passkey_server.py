@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent_saga import FileApprovalStore
+from agent_saga import ConfigurationError, FileApprovalStore
 from agent_saga.approvals.entry import new_entry
 from agent_saga.approvals.passkey import passkey_digest
 from agent_saga.engine.ports import StepRequest
@@ -46,6 +46,14 @@ def call(server: ApprovalsServer, method: str, path: str, body: Any = None,
 def test_only_loopback_is_served(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"refusing to serve approvals on 0\.0\.0\.0"):
         make_approvals_server(FileApprovalStore(tmp_path), host="0.0.0.0", port=0)
+
+
+def test_it_does_not_start_on_a_passkey_list_others_may_write(tmp_path: Path) -> None:
+    listed = tmp_path / "approver-passkeys"
+    listed.write_text("")
+    listed.chmod(0o666)
+    with pytest.raises(ConfigurationError, match="writable by group or others"):
+        make_approvals_server(FileApprovalStore(tmp_path / "approvals"), port=0, passkeys=listed)
 
 
 def test_a_foreign_host_header_is_refused(server: ApprovalsServer) -> None:
@@ -94,3 +102,31 @@ def test_the_action_is_served_inert_with_the_digest_the_passkey_signs(server: Ap
     requested = json.loads(options)
     assert status == 200 and requested["userVerification"] == "required"
     assert base64.urlsafe_b64decode(requested["challenge"] + "==").hex() == action["digest"]
+
+
+@pytest.mark.slow
+def test_the_cli_serves_the_page_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "agent_saga", "approvals", "serve", "--port", "0",
+                             "--store", str(tmp_path / "approvals")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("agent-saga approvals: ") and " at http://localhost:" in first, first
+        url = first.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as page:  # Host: localhost:<port>, its own
+            assert b"Approve with passkey" in page.read()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
