@@ -195,3 +195,11 @@ def test_approvals_list_names_a_passkey_grant_and_marks_the_reason_it_does_not_c
     assert "risk@corp (passkey grant: the waiting gateway checks the assertion" in out
     assert "refunds need a person (unsigned)" in out
     assert "NOT AUTHENTICATED" not in out
+
+
+def test_init_host_creates_the_passkey_list_for_root_to_change(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["init-host"]) == 0
+    path = default_passkeys_path()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 and stat.S_IMODE(path.parent.stat().st_mode) == 0o755
+    assert f"{path}: registered passkeys; mode 644" in capsys.readouterr().out
+    assert PasskeyCredentials.load().credentials == {}  # an empty list is no error, and trusts nobody

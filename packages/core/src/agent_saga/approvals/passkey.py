@@ -41,7 +41,7 @@ from agent_saga.approvals.entry import ApprovalEntry
 from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
-from agent_saga.gate.host import config_dir
+from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir
 from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical
 from agent_saga.log.records import RecordType
@@ -66,7 +66,7 @@ __all__ = [
 ]
 
 #: The registered credentials, one JSON line each, in the host's config directory.
-PASSKEYS = "approver-passkeys"
+PASSKEYS = APPROVER_PASSKEYS
 #: COSE algorithms accepted: Ed25519 (EdDSA, -8) and ES256 (ECDSA P-256 with SHA-256, -7).
 ALGORITHMS = {-8: "Ed25519", -7: "ES256"}
 _DOMAIN = "agent-saga passkey action v1\n"
