@@ -33,7 +33,7 @@ from agent_saga.approvals.passkey import PasskeyCredentials
 from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
 
 try:
-    from playwright.sync_api import Browser, Page, sync_playwright
+    from playwright.sync_api import Browser, Page, Route, sync_playwright
 except ImportError as err:
     raise ImportError("Playwright is not installed: run these tests with `python3 -m tox run -e passkey`; "
                       "never run `playwright install`, the tests use Debian's chromium") from err
@@ -115,7 +115,16 @@ class World:
             return next((e for e in self.store.entries() if e.saga_id == saga and not e.decided), None)
         return wait_for(found, f"the request of {saga}")
 
-    def register(self, approver: str = "risk@corp") -> None:
+    def register(self, approver: str = "risk@corp", algorithm: int | None = None) -> None:
+        if algorithm is not None:
+            # Chrome's authenticator takes the first algorithm offered (Ed25519 here): offer only
+            # ``algorithm`` by editing the options on their way to the page; the server still checks.
+            def only(route: Route) -> None:
+                options = route.fetch().json()
+                options["pubKeyCredParams"] = [{"type": "public-key", "alg": algorithm}]
+                route.fulfill(json=options)
+
+            self.page.route("**/api/register/options", only)
         self.page.goto(self.server.url)
         self.page.fill("#approver", approver)
         self.page.click("#register")
@@ -175,10 +184,11 @@ def world(browser: Browser, tmp_path: Path) -> Iterator[World]:
     assert not problems, problems
 
 
-def test_register_approve_the_exact_action_and_the_step_runs_once(world: World) -> None:
-    world.register()
+@pytest.mark.parametrize("algorithm", [-8, -7], ids=["Ed25519", "ES256"])
+def test_register_approve_the_exact_action_and_the_step_runs_once(world: World, algorithm: int) -> None:
+    world.register(algorithm=algorithm)
     (registered,) = PasskeyCredentials.load().credentials.values()
-    assert registered.approver == "risk@corp" and registered.algorithm in (-8, -7)
+    assert registered.approver == "risk@corp" and registered.algorithm == algorithm
     agent = Agent(world, "saga-ok", 120)
     entry = world.pending("saga-ok")
     page = world.page
@@ -197,6 +207,7 @@ def test_register_approve_the_exact_action_and_the_step_runs_once(world: World) 
     (granted,) = world.records("APPROVAL_GRANTED", "saga-ok")
     assert granted["approver"] == "risk@corp" and granted["passkey"]["user_verified"] is True
     assert granted["passkey"]["credential_id"] == registered.credential_id
+    assert granted["passkey"]["algorithm"] == {-8: "Ed25519", -7: "ES256"}[algorithm]
     assert granted["passkey"]["challenge"] == asked["passkey"]["challenge"]
     # Chrome's virtual authenticator counts: the assertion's count moved past the registered one.
     assert granted["passkey"]["sign_count"] > registered.sign_count
