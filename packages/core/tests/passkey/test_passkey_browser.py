@@ -105,6 +105,8 @@ class World:
         self.store: FileApprovalStore = server.store  # type: ignore[assignment]
         self.wal = FileWAL(tmp / "agent.wal")
         self.effects = tmp / "effects.txt"
+        # The page without the enrolment token (server.url carries it, for registering).
+        self.page_url = server.origin + "/"
 
     def effects_of(self, saga: str) -> int:
         text = self.effects.read_text(encoding="utf-8") if self.effects.exists() else ""
@@ -133,7 +135,7 @@ class World:
 
     def approve(self, saga: str) -> str:
         """Open the page, pick ``saga``'s request, approve it with the passkey; the page's status line."""
-        self.page.goto(self.server.url)
+        self.page.goto(self.page_url)
         self.page.click(f"#pending button:has-text('saga {saga},')")
         self.page.wait_for_selector("#action:not([hidden])")
         self.page.click("#approve")
@@ -192,7 +194,7 @@ def test_register_approve_the_exact_action_and_the_step_runs_once(world: World, 
     agent = Agent(world, "saga-ok", 120)
     entry = world.pending("saga-ok")
     page = world.page
-    page.goto(world.server.url)
+    page.goto(world.page_url)
     page.click("#pending button:has-text('saga saga-ok,')")
     page.wait_for_selector("#action:not([hidden])")
     # The exact action, as text: the bidi override and the escape sequence show as escapes.

@@ -130,3 +130,19 @@ def test_the_cli_serves_the_page_and_stops_on_sigterm(tmp_path: Path) -> None:
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_an_enrolling_server_takes_a_registration_only_with_its_token(tmp_path: Path) -> None:
+    # Any local process can reach a loopback port and send any Origin: without the token the
+    # printed URL carries, it must not get a passkey of its own into the host's list.
+    s = make_approvals_server(FileApprovalStore(tmp_path / "approvals"), port=0, enroll=True)
+    s.serve_in_thread()
+    try:
+        assert s.enroll_token and s.url.endswith(f"#enroll={s.enroll_token}")
+        for token in (None, "guess", s.enroll_token[:-1]):
+            status, _, body = call(s, "POST", "/api/register", {"approver": "agent", "credential": {},
+                                                                "enroll_token": token}, {"Origin": s.origin})
+            assert status == 400 and b"enrolment token" in body
+    finally:
+        s.shutdown()
+        s.server_close()

@@ -143,7 +143,8 @@ def register(verbs: Any) -> None:
                        "(default: http://<rp-id>:<port>), e.g. https://approvals.corp behind a TLS proxy")
     serve.add_argument("--passkeys", default=None, help="the registered passkeys (default: "
                        "/etc/agent-saga/approver-passkeys)")
-    serve.add_argument("--enroll", action="store_true", help="append each verified registration to --passkeys "
+    serve.add_argument("--enroll", action="store_true", help="append each verified registration to --passkeys, "
+                       "only from the URL it prints (it carries a per-run enrolment token) "
                        "(run by its owner, root, while setting up); without it the page prints the trust-passkey "
                        "command")
     serve.set_defaults(run=_run_serve)

@@ -6,7 +6,10 @@ tool, every argument as inert text (control and bidi characters arrive as visibl
 (:func:`agent_saga.approvals.passkey.passkey_digest`), which is the digest the browser asks the
 authenticator to sign. It registers passkeys too: a verified registration is printed as a line
 for root to add to the host's list (``agent-saga approvals trust-passkey``), or appended to it
-directly when the server was started with ``enroll=`` (root, setting up the host).
+directly when the server was started with ``enroll=True`` (root, setting up the host) -- then only
+a registration that carries the server's per-run enrolment token (printed in the URL it shows,
+``#enroll=<token>``, to whoever started it): any local process can reach a loopback port and set
+any ``Origin`` header, and must not be able to add a passkey of its own.
 
 Safe by default, as ``agent-saga ui``: it binds 127.0.0.1, refuses any other address, answers
 only requests whose ``Host`` is its own, sends a strict CSP (script from this server only, no
@@ -17,6 +20,7 @@ once; the gateway checks it again against its own copy of the request, which is 
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 import threading
@@ -35,6 +39,7 @@ from agent_saga.approvals.evidence import iso
 from agent_saga.approvals.passkey import (
     PasskeyCredentials,
     assertion_options,
+    default_passkeys_path,
     passkey_challenge,
     passkey_digest,
     registration_options,
@@ -71,6 +76,8 @@ class ApprovalsServer(ThreadingHTTPServer):
         self.passkeys = passkeys
         self.rp_id = rp_id
         self.enroll = enroll
+        #: Required with every enrolling registration; shown only to whoever started the server.
+        self.enroll_token = secrets.token_urlsafe(24) if enroll else None
         self._static: dict[str, bytes] = {}
         self._registrations: dict[str, tuple[bytes, float]] = {}
         self._lock = threading.Lock()
@@ -79,7 +86,7 @@ class ApprovalsServer(ThreadingHTTPServer):
         self.host = host
         # WebAuthn needs a secure context: http://localhost is one, http://127.0.0.1 is not everywhere.
         self.origin = origin or f"http://{rp_id}:{port}"
-        self.url = f"{self.origin}/"
+        self.url = f"{self.origin}/" + (f"#enroll={self.enroll_token}" if self.enroll_token else "")
         self.hosts = {f"{host}:{port}", f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}",
                       urlsplit(self.origin).netloc}
 
@@ -132,8 +139,6 @@ def make_approvals_server(
         )
     if not rp_id or "/" in rp_id or ":" in rp_id:
         raise ValueError(f"--rp-id {rp_id!r} must be a domain name such as localhost or approvals.example.com")
-    from agent_saga.approvals.passkey import default_passkeys_path
-
     path = Path(passkeys) if passkeys is not None else default_passkeys_path()
     PasskeyCredentials.load(path)  # a list that is refused fails here, before anyone opens the page
     return ApprovalsServer((host, port), store, path, rp_id, origin, enroll)
@@ -282,6 +287,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(credential, dict):
             raise ConfigurationError("no credential: the browser's navigator.credentials.create() answer is needed")
         server = self.server
+        if server.enroll_token is not None:
+            given = data.get("enroll_token")
+            if not isinstance(given, str) or not hmac.compare_digest(given.encode(), server.enroll_token.encode()):
+                raise ConfigurationError("this server enrols passkeys only with its enrolment token: open the URL "
+                                         "it printed (…#enroll=<token>)")
         registered = verify_registration(credential, approver, server.take_registration(approver), server.rp_id,
                                          server.origin)
         line = registered.to_line()

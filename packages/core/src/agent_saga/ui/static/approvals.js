@@ -79,7 +79,9 @@ async function register() {
   const options = await api("/api/register/options", { approver });
   const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options);
   const credential = await navigator.credentials.create({ publicKey });
-  const done = await api("/api/register", { approver, credential: credential.toJSON() });
+  // The enrolment token, when this server adds passkeys itself, is in the URL it printed.
+  const token = new URLSearchParams(location.hash.slice(1)).get("enroll");
+  const done = await api("/api/register", { approver, credential: credential.toJSON(), enroll_token: token });
   const out = $("enrol");
   text(out, done.enrolled ? "registered on this host: " + done.line
     : "verified. To let gateways on the agent host accept it, run there as root:\n" + done.command);
