@@ -87,8 +87,9 @@ SUBNAMESPACES = {
         "ApprovalEntry", "ApprovalError", "ApprovalExpired", "ApprovalGateway", "ApprovalNotAuthenticated",
         "ApprovalNotFound", "ApprovalNotPending", "ApprovalPolicy", "ApprovalStore", "ApprovalUnavailable",
         "ConsoleNotifier", "EscalationLevel", "FileApprovalStore", "Notification", "NotificationFailed",
-        "Notifier", "RedisApprovalStore", "SigningKey", "Status", "TrustedKeys", "WebhookNotifier", "decide",
-        "find", "open_store", "request_id", "trust_key",
+        "Notifier", "PasskeyCredential", "PasskeyCredentials", "RedisApprovalStore", "SigningKey", "Status",
+        "TrustedKeys", "WebhookNotifier", "decide", "find", "open_store", "passkey_challenge", "request_id",
+        "trust_key", "trust_passkey",
     },
     "agent_saga.audit": {
         "Certificate", "ChainBroken", "DisclosureProof", "DisclosureVerdict", "ExportResult", "Unaccounted",

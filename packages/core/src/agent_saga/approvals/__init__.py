@@ -6,7 +6,9 @@ the agent), escalates through the policy's levels, expires at a mandatory
 deadline, and records the decision -- with the approver, the note, the step's
 arguments and the time -- in the hash-chained log. A grant counts only when it is
 signed by a key the host trusts (``SigningKey``, ``TrustedKeys``): the agent can
-write the store, not sign. Every failure denies.
+write the store, not sign. A policy can require a passkey instead (``require_passkey``): a
+WebAuthn assertion over the action, checked against the host's registered passkeys
+(``PasskeyCredentials``; needs ``pip install 'agent-saga[passkey]>=3.0.0.dev0'``). Every failure denies.
 ``RedisApprovalStore`` imports redis-py only when created.
 """
 
@@ -26,6 +28,12 @@ from agent_saga.approvals.errors import (
 )
 from agent_saga.approvals.gateway import ApprovalGateway
 from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier, WebhookNotifier
+from agent_saga.approvals.passkey import (
+    PasskeyCredential,
+    PasskeyCredentials,
+    passkey_challenge,
+    trust_passkey,
+)
 from agent_saga.approvals.policy import ApprovalPolicy, EscalationLevel
 from agent_saga.approvals.redis_store import RedisApprovalStore
 from agent_saga.approvals.store import ApprovalStore, FileApprovalStore, find, open_store
@@ -47,6 +55,8 @@ __all__ = [
     "Notification",
     "NotificationFailed",
     "Notifier",
+    "PasskeyCredential",
+    "PasskeyCredentials",
     "RedisApprovalStore",
     "SigningKey",
     "Status",
@@ -55,7 +65,9 @@ __all__ = [
     "decide",
     "find",
     "open_store",
+    "passkey_challenge",
     "request_id",
     "trust_key",
+    "trust_passkey",
 ]
 

@@ -83,6 +83,9 @@ class ApprovalEntry:
     #: (see agent_saga.approvals.authority); None when nobody signed.
     signer: str | None = None
     signature: str | None = None
+    #: A passkey grant's WebAuthn assertion (``PublicKeyCredential.toJSON()``), checked by
+    #: the gateway (agent_saga.approvals.passkey); None for every other decision.
+    passkey: dict[str, Any] | None = None
 
     @property
     def decided(self) -> bool:
@@ -100,6 +103,8 @@ class ApprovalEntry:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
+        # "passkey" only when there is one: a store entry without it reads as it always did.
+        passkey = {} if self.passkey is None else {"passkey": self.passkey}
         return {
             "version": _VERSION,
             "id": self.id, "saga_id": self.saga_id, "step": self.step, "tool": self.tool,
@@ -111,7 +116,7 @@ class ApprovalEntry:
             "decided_at": self.decided_at, "decided_via": self.decided_via,
             "escalated": list(self.escalated), "notified": list(self.notified),
             "logged": list(self.logged), "claims": dict(self.claims),
-            "signer": self.signer, "signature": self.signature,
+            "signer": self.signer, "signature": self.signature, **passkey,
         }
 
     @classmethod
@@ -138,6 +143,7 @@ class ApprovalEntry:
                 claims={str(k): float(v) for k, v in dict(data.get("claims", {})).items()},
                 signer=None if data.get("signer") is None else str(data["signer"]),
                 signature=None if data.get("signature") is None else str(data["signature"]),
+                passkey=None if data.get("passkey") is None else dict(data["passkey"]),
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed approval request: {err!r}") from err

@@ -8,7 +8,11 @@ notifying each later level when its delay has passed (APPROVAL_ESCALATED, once
 per level) and expiring the request at its deadline. A grant counts only if it
 is signed by a trusted approver key over this request and the step's own
 arguments (:mod:`agent_saga.approvals.authority`): the agent can write the store,
-so an unsigned or mis-signed grant is denied and recorded as such. The decision
+so an unsigned or mis-signed grant is denied and recorded as such. Under a policy
+that requires a passkey (``require_passkey``), a grant counts only with a person's
+WebAuthn assertion over this request's action, verified against a registered
+passkey (:mod:`agent_saga.approvals.passkey`); the count it reported goes into the
+grant's record, which is where the next check finds it. The decision
 is written to the log before the gate hears it.
 
 The agent can write the store, so two things are taken from the saga's log, which
@@ -54,6 +58,16 @@ from agent_saga.approvals.evidence import (
     request_body,
 )
 from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier
+from agent_saga.approvals.passkey import (
+    PasskeyCredentials,
+    PasskeyHistory,
+    default_passkeys_path,
+    passkey_challenge,
+    passkey_digest,
+    passkey_history,
+    require_webauthn,
+    verify_assertion,
+)
 from agent_saga.approvals.policy import ApprovalPolicy
 from agent_saga.approvals.store import ApprovalStore, FileApprovalStore
 from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, drive_async, drive_sync
@@ -83,7 +97,10 @@ class ApprovalGateway:
     each request -- give the saga's own log); ``policy``: the mandatory deadline
     and the escalation chain; ``trusted_keys``: whose signatures make a grant
     count -- a :class:`TrustedKeys`, or the path of a key list (default: the
-    host's ``/etc/agent-saga/approver-keys``, re-read at each decision).
+    host's ``/etc/agent-saga/approver-keys``, re-read at each decision);
+    ``passkeys``: the registered passkeys a passkey grant is checked against -- a
+    :class:`PasskeyCredentials`, or the path of the list (default: the host's
+    ``/etc/agent-saga/approver-passkeys``, re-read at each decision).
     """
 
     def __init__(
@@ -94,6 +111,7 @@ class ApprovalGateway:
         wal: WAL | None = None,
         policy: ApprovalPolicy,
         trusted_keys: TrustedKeys | str | os.PathLike[str] | None = None,
+        passkeys: PasskeyCredentials | str | os.PathLike[str] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         require_crypto()  # a gateway that cannot check a signature must not start
@@ -118,6 +136,13 @@ class ApprovalGateway:
                 f"trusted_keys= must be TrustedKeys or the path of a key list, got {trusted_keys!r}"
             )
         self.trusted_keys = trusted_keys
+        if passkeys is not None and not isinstance(passkeys, (PasskeyCredentials, str, os.PathLike)):
+            raise ConfigurationError(
+                f"passkeys= must be PasskeyCredentials or the path of a passkey list, got {passkeys!r}"
+            )
+        if policy.require_passkey:
+            require_webauthn()  # a gateway that cannot check a passkey must not start
+        self.passkeys = passkeys
         self.policy = policy
         self.clock = clock
         self._levels = tuple((lvl.targets, lvl.after_seconds) for lvl in policy.levels)
@@ -145,11 +170,16 @@ class ApprovalGateway:
             entry, created = yield Call(partial(store.create, fresh), {})
             # Never later than the log says, nor than this gateway's own clock allows.
             deadline = past.deadline if past.deadline is not None else min(entry.deadline, fresh.deadline)
+            if past.deadline is None and self.policy.needs_passkey(fresh.rule):
+                # A passkey signs the deadline: this gateway's own, so that an assertion made for an
+                # earlier run of the same request (a store entry this log never asked for) is another
+                # challenge. A pending entry is re-dated so the person is shown what will be checked.
+                deadline = fresh.deadline
+                entry = yield Call(partial(store.update, fresh.id, _redate(deadline)), {})
             # In the log, durably, before anyone is told: a crash after this point
             # cannot strand an approver's answer, and a restart finds the request.
             entry = yield from self._log_once(wal, entry, "requested", RecordType.APPROVAL_REQUESTED,
-                                              request_body(entry.replace(deadline=deadline), store.location,
-                                                           self._trust_source()))
+                                              self._request_body(entry, fresh, deadline))
             resumed = not created
             while True:
                 if entry.decided:
@@ -228,12 +258,21 @@ class ApprovalGateway:
         updated: ApprovalEntry = yield Call(partial(self.store.update, entry.id, mark_logged(key)), {})
         return updated
 
-    def _trust_source(self) -> dict[str, Any]:
+    def _request_body(self, entry: ApprovalEntry, asked: ApprovalEntry, deadline: float) -> dict[str, Any]:
+        body = request_body(entry.replace(deadline=deadline), self.store.location, self._trust_source())
+        if self.policy.needs_passkey(asked.rule):
+            # The challenge a passkey must sign: the gateway's own copy of the action, its deadline.
+            body["passkey"] = {"required": True, "challenge": passkey_digest(asked, deadline),
+                               "registered": self._trust_source(self.passkeys, default_passkeys_path())}
+        return body
+
+    def _trust_source(self, trusted: object = None, default: Path | None = None) -> dict[str, Any]:
         """Which keys this gateway trusts, and whether this process could add one (then they prove little)."""
-        trusted = self.trusted_keys
-        if isinstance(trusted, TrustedKeys):
+        if default is None:
+            trusted, default = self.trusted_keys, default_trust_path()
+        if isinstance(trusted, (TrustedKeys, PasskeyCredentials)):
             return {"location": trusted.location, "writable_by_agent": None}
-        path = Path(trusted) if trusted is not None else default_trust_path()
+        path = Path(trusted) if isinstance(trusted, (str, os.PathLike)) else default
         target = path if path.exists() else path.parent
         return {"location": str(path), "writable_by_agent": os.access(target, os.W_OK)}
 
@@ -252,24 +291,67 @@ class ApprovalGateway:
         return (f"request {entry.id[:8]}: the store says {entry.status.value} by {entry.approver!r}, but the "
                 f"decision is not authenticated: {why}; denied")
 
+    def _passkey(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
+                 deadline: float) -> Protocol[tuple[ApprovalEntry, dict[str, Any], bool]]:
+        """The passkey grant ``entry`` checked for the request ``asked``: the entry as its credential
+        names the approver, what the record says of the passkey, and whether this log holds it already."""
+        short = entry.id[:8]
+        why: str | None = None
+        history = PasskeyHistory({}, {})
+        if entry.passkey is None:
+            why = (f"the policy requires a passkey for rule {asked.rule!r}, but the grant by {entry.approver!r} "
+                   "carries none (a key-signed or break-glass grant does not count here)")
+        else:
+            history = yield Call(partial(_read_passkeys, wal), {})
+            try:
+                check = verify_assertion(self._registered(), entry.passkey, asked, deadline, history)
+            except ApprovalNotAuthenticated as err:
+                why = str(err)
+            except ConfigurationError as err:
+                why = f"the registered passkeys cannot be used ({err})"
+        if why is not None:
+            why = scrub_text(f"request {short}: the store says {entry.status.value} by {entry.approver!r}, but "
+                             f"the decision is not authenticated: {why}; denied")
+            # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
+            yield from self._log_system_denial(wal, entry, why)
+            raise ApprovalNotAuthenticated(why)
+        record = check.record(passkey_challenge(asked, deadline))
+        # The approver is the registered credential's, whatever name the store gives.
+        return (entry.replace(approver=check.credential.approver, signer=None),
+                record, history.accepted.get(check.assertion) == entry.id)
+
+    def _registered(self) -> PasskeyCredentials:
+        given = self.passkeys
+        return given if isinstance(given, PasskeyCredentials) else PasskeyCredentials.load(given)
+
     def _conclude(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
                   deadline: float) -> Protocol[ApprovalDecision | None]:
         """Make the decision durable in this log, then hand it to the gate (None: not yet)."""
-        if entry.granted:
+        passkey: dict[str, Any] | None = None
+        in_log = False
+        if entry.granted and (entry.passkey is not None or self.policy.needs_passkey(asked.rule)):
+            entry, passkey, in_log = yield from self._passkey(wal, entry, asked, deadline)
+        elif entry.granted:
             forged = self._authenticate(entry, asked)
             if forged is not None:
                 # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
                 yield from self._log_system_denial(wal, entry, forged)
                 raise ApprovalNotAuthenticated(forged)
-            if entry.decided_at is None or entry.decided_at > deadline:
-                # Signed after the deadline the log states (a store whose deadline was moved
-                # shows a person more time than the request has): too late to count.
-                late = (f"request {entry.id[:8]}: granted by {entry.approver!r} after its deadline "
-                        f"{iso(deadline)}; expiry denies")
-                yield from self._log_system_denial(wal, entry, late)
-                raise ApprovalExpired(late)
+        if entry.granted and (entry.decided_at is None or entry.decided_at > deadline):
+            # Signed after the deadline the log states (a store whose deadline was moved
+            # shows a person more time than the request has): too late to count.
+            late = (f"request {entry.id[:8]}: granted by {entry.approver!r} after its deadline "
+                    f"{iso(deadline)}; expiry denies")
+            yield from self._log_system_denial(wal, entry, late)
+            raise ApprovalExpired(late)
         key = log_key("decided", wal)
-        if key not in entry.logged:
+        if passkey is not None:
+            # The log, not the store's "logged" mark, says whether this grant's record (and the
+            # count it carries, which the next check reads) is there: the agent can write the mark.
+            if not in_log:
+                body = {**decision_body(entry, "gateway"), "passkey": passkey}
+                yield Barrier(wal, wal.append(decision_type(entry).value, entry.saga_id, body, entry.step))
+        elif key not in entry.logged:
             claimed = entry.claims.get(key)
             if claimed is not None and self.clock() - claimed < CLAIM_GRACE:
                 return None  # the decider is writing this very record into this log
@@ -333,6 +415,13 @@ def _expire(now: float, deadline: float) -> Callable[[ApprovalEntry], ApprovalEn
     return change
 
 
+def _redate(deadline: float) -> Callable[[ApprovalEntry], ApprovalEntry]:
+    def change(entry: ApprovalEntry) -> ApprovalEntry:
+        return entry if entry.decided or entry.deadline == deadline else entry.replace(deadline=deadline)
+
+    return change
+
+
 def _expired(entry: ApprovalEntry, now: float, deadline: float) -> ApprovalEntry:
     return entry.replace(status=Status.EXPIRED, approver=None, note=f"no decision by {iso(deadline)}",
                          decided_at=now, decided_via="deadline", deadline=deadline)
@@ -346,6 +435,17 @@ def _read_log(wal: WAL, saga_id: str, request: str) -> Remembered:
         raise ApprovalUnavailable(
             f"cannot read the log {wal.location} for an earlier decision on request {request[:8]} ({err}); "
             "denied -- repair the log (agent-saga verify) and retry"
+        ) from err
+
+
+def _read_passkeys(wal: WAL) -> PasskeyHistory:
+    try:
+        return passkey_history(wal.records())
+    except Exception as err:
+        # The last sign count cannot be known: a cloned authenticator could not be told apart.
+        raise ApprovalUnavailable(
+            f"cannot read the log {wal.location} for the passkeys' last sign counts ({err}); denied -- "
+            "repair the log (agent-saga verify) and retry"
         ) from err
 
 

@@ -59,12 +59,17 @@ class ApprovalPolicy:
     saga, its lease and whatever it reserved open indefinitely.
     ``levels``: asked in order, each ``after_seconds`` after the request; each
     must start before the deadline. ``poll_interval``: how often a waiting saga
-    reads the store for a decision.
+    reads the store for a decision. ``require_passkey``: ``True`` makes every grant
+    need a person's passkey (a WebAuthn assertion over this very action, see
+    :mod:`agent_saga.approvals.passkey`), a tuple of rule names makes only those
+    rules' grants need one; an Ed25519-signed grant (the CLI's, break-glass included)
+    is then refused for them.
     """
 
     timeout: float
     levels: tuple[EscalationLevel, ...] = (EscalationLevel(("approvers",)),)
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    require_passkey: bool | tuple[str, ...] = False
 
     def __post_init__(self) -> None:
         timeout = _seconds(self.timeout, "ApprovalPolicy(timeout=)", positive=True)
@@ -95,3 +100,26 @@ class ApprovalPolicy:
                 )
             previous = level.after_seconds
         object.__setattr__(self, "levels", tuple(levels))
+        object.__setattr__(self, "require_passkey", _passkey_rules(self.require_passkey))
+
+    def needs_passkey(self, rule: str) -> bool:
+        """Whether a grant for a request made under ``rule`` must carry a passkey assertion."""
+        wanted = self.require_passkey
+        return wanted if isinstance(wanted, bool) else rule in wanted
+
+
+def _passkey_rules(value: object) -> bool | tuple[str, ...]:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        raise ConfigurationError(
+            f"require_passkey= takes True or a tuple of rule names, e.g. require_passkey=({value!r},), "
+            f"not the string {value!r}"
+        )
+    if isinstance(value, (tuple, list, frozenset, set)) and value and all(
+        isinstance(r, str) and r.strip() for r in value
+    ):
+        return tuple(sorted(value))
+    raise ConfigurationError(
+        f"require_passkey= must be True, False or a non-empty tuple of rule names (e.g. ('refunds',)), got {value!r}"
+    )

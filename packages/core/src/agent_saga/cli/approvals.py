@@ -1,4 +1,4 @@
-"""``agent-saga approvals list | approve | deny | break-glass | keygen | trust``: answer a waiting agent.
+"""``agent-saga approvals list | approve | deny | break-glass | keygen | trust | serve | trust-passkey``.
 
 The requests live in ``--store``: a directory or a ``redis://`` URL (default
 ``$AGENT_SAGA_APPROVALS``, else ``$AGENT_SAGA_HOME/approvals``, else
@@ -8,7 +8,9 @@ approver's key (``--key``, default ``$AGENT_SAGA_APPROVER_KEY``, else
 waiting saga sees it on its next poll; with ``--wal-path`` (default
 ``$AGENT_SAGA_WAL``) it is also written to that log here and now. One-time setup:
 ``keygen`` makes an approver's key, ``trust`` (as root, on each agent host) adds
-its public half to ``/etc/agent-saga/approver-keys``.
+its public half to ``/etc/agent-saga/approver-keys``. ``serve`` shows the pending requests
+in a browser, where a person registers a passkey and approves one exact action with it;
+``trust-passkey`` (as root) adds a registered passkey to ``/etc/agent-saga/approver-passkeys``.
 """
 
 from __future__ import annotations
@@ -123,6 +125,43 @@ def register(verbs: Any) -> None:
     trust.add_argument("--trusted-keys", default=None, help="the key list (default: /etc/agent-saga/approver-keys)")
     trust.set_defaults(run=_run_trust)
 
+    serve = actions.add_parser(
+        "serve",
+        help="approve pending requests in a browser with a passkey (127.0.0.1)",
+        description="Serve a page that lists the pending requests and, for one, the exact action (tool, every "
+        "argument as inert text, the action digest), and approves it with a passkey (WebAuthn; the challenge "
+        "is the action digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
+        "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0.dev0'.",
+        epilog="examples:\n  agent-saga approvals serve --port 8765\n"
+        "  ssh -L 8765:127.0.0.1:8765 agent-host   # then open http://localhost:8765 on your machine",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _store_arg(serve)
+    serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s; 0 picks a free one)")
+    serve.add_argument("--rp-id", default="localhost", help="the WebAuthn relying party id (default: %(default)s)")
+    serve.add_argument("--origin", default=None, help="the page's origin as the browser sees it "
+                       "(default: http://<rp-id>:<port>), e.g. https://approvals.corp behind a TLS proxy")
+    serve.add_argument("--passkeys", default=None, help="the registered passkeys (default: "
+                       "/etc/agent-saga/approver-passkeys)")
+    serve.add_argument("--enroll", action="store_true", help="append each verified registration to --passkeys, "
+                       "only from the URL it prints (it carries a per-run enrolment token) "
+                       "(run by its owner, root, while setting up); without it the page prints the trust-passkey "
+                       "command")
+    serve.set_defaults(run=_run_serve)
+
+    trust_pk = actions.add_parser(
+        "trust-passkey",
+        help="register a passkey on this host (as root)",
+        description="Add a passkey line (as 'approvals serve' printed it) to the host's registered passkeys, "
+        "/etc/agent-saga/approver-passkeys: gateways on this host then accept grants it makes. Remove its "
+        "line to revoke it.",
+        epilog="example:\n  sudo agent-saga approvals trust-passkey '{\"algorithm\":-7,...}'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trust_pk.add_argument("line", metavar="LINE", help="the registered passkey, one JSON line")
+    trust_pk.add_argument("--passkeys", default=None, help="the list (default: /etc/agent-saga/approver-passkeys)")
+    trust_pk.set_defaults(run=_run_trust_passkey)
+
 
 def _open_store(args: argparse.Namespace) -> Any:
     from agent_saga.approvals.store import open_store
@@ -189,6 +228,9 @@ def _authenticity(entry: Any) -> tuple[str, bool]:
     from agent_saga.approvals.errors import ApprovalNotAuthenticated
     from agent_saga.errors import ConfigurationError
 
+    if entry.passkey is not None:
+        # Its challenge is the gateway's own digest of the action: only the gateway can check it.
+        return " (passkey grant: the waiting gateway checks the assertion against its own copy)", False
     try:
         signer, covers_reason = TrustedKeys.load().check(entry, entry)
     except (ApprovalNotAuthenticated, ConfigurationError) as err:
@@ -278,4 +320,40 @@ def _run_trust(args: argparse.Namespace) -> int:
         raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
     name = "+".join(args.public_key.strip().split("+", 2)[:2])
     print(f"{'trusted' if added else 'already trusted'}: {name} ({path}); gateways on this host act on grants it signs")
+    return EXIT_OK
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from agent_saga.cli.ui import serve_until_stopped
+    from agent_saga.errors import ConfigurationError
+    from agent_saga.ui.approvals_server import make_approvals_server
+
+    if not 0 <= args.port <= 65535:
+        raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)
+    store = _open_store(args)
+    try:
+        server = make_approvals_server(store, port=args.port, passkeys=args.passkeys, rp_id=args.rp_id,
+                                       origin=args.origin, enroll=args.enroll)
+    except (ValueError, ConfigurationError) as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    with server:
+        print(f"agent-saga approvals: {inert(store.location)} at {server.url}  (Ctrl+C stops it)", flush=True)
+        serve_until_stopped(server)
+    return EXIT_OK
+
+
+def _run_trust_passkey(args: argparse.Namespace) -> int:
+    from agent_saga.approvals.passkey import PasskeyCredential, default_passkeys_path, trust_passkey
+    from agent_saga.errors import ConfigurationError
+
+    path = Path(args.passkeys) if args.passkeys else default_passkeys_path()
+    try:
+        credential = PasskeyCredential.from_line(args.line.strip(), "LINE")
+        added = trust_passkey(args.line, path)
+    except ConfigurationError as err:
+        raise CliError(str(err), EXIT_USAGE) from None
+    except OSError as err:
+        raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
+    print(f"{'registered' if added else 'already registered'}: the passkey {inert(credential.credential_id[:16])} "
+          f"of {inert(credential.approver)} ({path}); gateways on this host accept grants it makes")
     return EXIT_OK

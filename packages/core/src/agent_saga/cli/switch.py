@@ -115,7 +115,8 @@ def register(verbs: Any) -> None:
         help="create the host-wide kill switch and trusted-approver-key locations (run once, as root)",
         description="Create /var/lib/agent-saga (the kill switch every process on the host obeys: readable by "
         "all users, writable by its owner, or by --group) and /etc/agent-saga/approver-keys (the public keys "
-        "whose signatures make an approval count: root only). Safe to run again; it resets the modes.",
+        "whose signatures make an approval count: root only) and /etc/agent-saga/approver-passkeys (the registered "
+        "passkeys: root only). Safe to run again; it resets the modes.",
         epilog="examples:\n  sudo agent-saga init-host\n  sudo agent-saga init-host --group agent-saga-ops",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -12,7 +12,7 @@ from typing import Any
 from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.cli.options import add_log_option, log_target
 
-__all__ = ["TOKEN_ENV", "register", "run_ui"]
+__all__ = ["TOKEN_ENV", "register", "run_ui", "serve_until_stopped"]
 
 TOKEN_ENV = "AGENT_SAGA_UI_TOKEN"
 
@@ -67,12 +67,17 @@ def run_ui(args: argparse.Namespace) -> int:
     with server:
         where = server.url + (f"#token={token}" if token else "")
         print(f"agent-saga ui: {path} at {where}  (Ctrl+C stops it)", flush=True)
-        with _StoppedBySigterm():
-            try:
-                server.serve_forever()
-            except (KeyboardInterrupt, _Terminated):
-                pass
+        serve_until_stopped(server)
     return EXIT_OK
+
+
+def serve_until_stopped(server: Any) -> None:
+    """``server.serve_forever()`` until Ctrl+C or SIGTERM (both end it cleanly)."""
+    with _StoppedBySigterm():
+        try:
+            server.serve_forever()
+        except (KeyboardInterrupt, _Terminated):
+            pass
 
 
 class _Terminated(BaseException):

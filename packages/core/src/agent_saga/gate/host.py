@@ -3,7 +3,8 @@
 * ``/var/lib/agent-saga/`` holds the kill switch (``switch.json``): state every
   process on the host reads, whatever user it runs as; operators write it.
 * ``/etc/agent-saga/`` holds ``approver-keys``, the public keys whose signatures
-  make an approval count: configuration only root changes.
+  make an approval count, and ``approver-passkeys``, the registered passkeys:
+  configuration only root changes.
 
 Neither location depends on the environment of the process reading it, so an agent
 cannot move its switch or its trust anchors by setting a variable -- with one
@@ -23,6 +24,7 @@ from agent_saga.errors import ConfigurationError
 
 __all__ = [
     "APPROVER_KEYS",
+    "APPROVER_PASSKEYS",
     "CONFIG_DIR",
     "HOST_ROOT_ENV",
     "STATE_DIR",
@@ -37,6 +39,8 @@ STATE_DIR = Path("/var/lib/agent-saga")
 CONFIG_DIR = Path("/etc/agent-saga")
 #: The trusted approver keys, one per line, in CONFIG_DIR.
 APPROVER_KEYS = "approver-keys"
+#: The registered passkeys (agent_saga.approvals.passkey), one JSON line each, in CONFIG_DIR.
+APPROVER_PASSKEYS = "approver-passkeys"
 
 log = logging.getLogger("agent_saga.gate.host")
 _warned: set[str] = set()
@@ -96,9 +100,13 @@ def init_host(group: str | None = None) -> list[str]:
     keys = config / APPROVER_KEYS
     keys.touch(exist_ok=True)
     keys.chmod(0o644)
+    passkeys = config / APPROVER_PASSKEYS
+    passkeys.touch(exist_ok=True)
+    passkeys.chmod(0o644)
     writers = f"its owner and group {group}" if group is not None else "its owner"
     return [
         f"{state}: the kill switch; mode {0o2775 if group is not None else 0o755:o}, written by {writers}, "
         "read by everyone",
         f"{keys}: trusted approver keys; mode 644, changed by its owner only (agent-saga approvals trust)",
+        f"{passkeys}: registered passkeys; mode 644, changed by its owner only (agent-saga approvals trust-passkey)",
     ]

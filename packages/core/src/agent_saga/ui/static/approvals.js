@@ -1,0 +1,96 @@
+// agent-saga approvals: every string the server sends is already inert (control and bidi
+// characters arrive as visible escapes); it is still only ever put into the page as text.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+let current = null;
+
+function text(el, value) { el.textContent = value == null ? "" : String(value); }
+function shout(message) { const e = $("error"); text(e, message); e.hidden = !message; if (message) text($("status"), ""); }
+function say(message) { text($("status"), message); shout(""); }
+
+async function api(path, body) {
+  const init = body === undefined ? {} : {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+  };
+  const res = await fetch(path, init);
+  const data = await res.json();
+  if (!res.ok) throw new Error(data.error || res.statusText);
+  return data;
+}
+
+async function loadList() {
+  const data = await api("/api/requests");
+  text($("store"), "store: " + data.store);
+  const list = $("pending");
+  list.replaceChildren();
+  for (const r of data.pending) {
+    const li = document.createElement("li");
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.request = r.id;
+    text(b, r.tool + " (rule " + r.rule + ", saga " + r.saga + ", step " + r.step + ", id " + r.id.slice(0, 8) + ")");
+    b.addEventListener("click", () => show(r.id).catch((e) => shout(e.message)));
+    li.append(b);
+    list.append(li);
+  }
+  $("none").hidden = data.pending.length > 0;
+}
+
+async function show(id) {
+  const a = await api("/api/requests/" + encodeURIComponent(id));
+  current = a.id;
+  text($("a-tool"), a.tool);
+  text($("a-rule"), a.rule);
+  text($("a-reason"), a.reason);
+  text($("a-where"), a.saga + ", step " + a.step + " (" + a.semantics + ")");
+  text($("a-expires"), a.expires_at);
+  text($("a-id"), a.id);
+  text($("a-digest"), "sha256:" + a.digest);
+  const body = $("a-args").tBodies[0];
+  body.replaceChildren();
+  for (const [name, value] of a.args) {
+    const tr = document.createElement("tr");
+    const k = document.createElement("td");
+    const v = document.createElement("td");
+    text(k, name);
+    text(v, value);
+    tr.append(k, v);
+    body.append(tr);
+  }
+  $("action").hidden = false;
+  say("");
+}
+
+async function approve() {
+  if (!current) return;
+  const options = await api("/api/requests/" + current + "/options", {});
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
+  const credential = await navigator.credentials.get({ publicKey });
+  const done = await api("/api/requests/" + current + "/approve", { credential: credential.toJSON() });
+  say("approved by " + done.approver + " (action sha256:" + done.digest + ")");
+  $("action").hidden = true;
+  current = null;
+  await loadList();
+}
+
+async function register() {
+  const approver = $("approver").value;
+  const options = await api("/api/register/options", { approver });
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options);
+  const credential = await navigator.credentials.create({ publicKey });
+  // The enrolment token, when this server adds passkeys itself, is in the URL it printed.
+  const token = new URLSearchParams(location.hash.slice(1)).get("enroll");
+  const done = await api("/api/register", { approver, credential: credential.toJSON(), enroll_token: token });
+  const out = $("enrol");
+  text(out, done.enrolled ? "registered on this host: " + done.line
+    : "verified. To let gateways on the agent host accept it, run there as root:\n" + done.command);
+  out.hidden = false;
+  say("passkey registered for " + done.approver);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("approve").addEventListener("click", () => approve().catch((e) => shout(e.message)));
+  $("register").addEventListener("click", () => register().catch((e) => shout(e.message)));
+  loadList().catch((e) => shout(e.message));
+});

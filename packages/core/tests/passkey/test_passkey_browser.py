@@ -1,0 +1,265 @@
+"""`approvals serve` in Debian's headless Chromium, with a CDP virtual authenticator.
+
+The authenticator is Chrome's own (WebAuthn.addVirtualAuthenticator, CTAP2, user verification
+on), the page is the one a person opens, the agent is a saga in this process whose only step is
+an IRREVERSIBLE refund behind a PreFlightGate with a passkey-requiring ApprovalGateway. A person
+registers, approves the exact action, and the step runs once; a changed amount, a replayed
+assertion and another request's assertion are refused, and each refusal is in the log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_saga import (
+    ApprovalGateway,
+    ApprovalPolicy,
+    FileApprovalStore,
+    FileWAL,
+    PreFlightGate,
+    SagaAborted,
+    saga_scope,
+)
+from agent_saga.approvals import ApprovalEntry, Status
+from agent_saga.approvals.notify import Notification
+from agent_saga.approvals.passkey import PasskeyCredentials
+from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
+
+try:
+    from playwright.sync_api import Browser, Page, Route, sync_playwright
+except ImportError as err:
+    raise ImportError("Playwright is not installed: run these tests with `python3 -m tox run -e passkey`; "
+                      "never run `playwright install`, the tests use Debian's chromium") from err
+
+pytestmark = pytest.mark.slow
+BIDI = "refund \u202eevil\u202c memo\x1b[2K"
+
+
+def chromium_path() -> str:
+    path = os.environ.get("AGENT_SAGA_TEST_CHROMIUM") or shutil.which("chromium")
+    if not path or not os.path.exists(path):
+        pytest.fail("Chromium is not installed: `apt-get install chromium`, or point AGENT_SAGA_TEST_CHROMIUM at one")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Quiet:
+    def notify(self, notification: Notification) -> None:
+        pass
+
+
+class Agent:
+    """A saga on a thread: one refund, behind a gate whose approvals need a passkey."""
+
+    def __init__(self, world: World, saga: str, amount: int, wal: FileWAL | None = None) -> None:
+        self.world, self.saga, self.amount = world, saga, amount
+        self.wal = wal or world.wal
+        self.outcome: str | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        gate = PreFlightGate(approval_provider=ApprovalGateway(
+            store=self.world.store, notifier=Quiet(), wal=self.wal,
+            policy=ApprovalPolicy(timeout=120, poll_interval=0.05, require_passkey=True)))
+
+        def refund() -> str:
+            with self.world.effects.open("a", encoding="utf-8") as out:
+                out.write(f"{self.saga} refund {self.amount}\n")
+            return "refunded"
+
+        try:
+            with saga_scope(self.wal, gate=gate, saga_id=self.saga) as saga:
+                saga.execute(tool="refund", semantics="IRREVERSIBLE", forward=refund,
+                             args={"amount": self.amount, "to": "acct_9", "memo": BIDI})
+            self.outcome = "ran"
+        except SagaAborted as err:
+            self.outcome, self.error = "refused", err
+
+    def finish(self) -> str | None:
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the agent still waits"
+        return self.outcome
+
+
+class World:
+    def __init__(self, tmp: Path, page: Page, server: ApprovalsServer) -> None:
+        self.tmp, self.page, self.server = tmp, page, server
+        self.store: FileApprovalStore = server.store  # type: ignore[assignment]
+        self.wal = FileWAL(tmp / "agent.wal")
+        self.effects = tmp / "effects.txt"
+        # The page without the enrolment token (server.url carries it, for registering).
+        self.page_url = server.origin + "/"
+
+    def effects_of(self, saga: str) -> int:
+        text = self.effects.read_text(encoding="utf-8") if self.effects.exists() else ""
+        return sum(1 for line in text.splitlines() if line.startswith(f"{saga} "))
+
+    def pending(self, saga: str) -> ApprovalEntry:
+        def found() -> ApprovalEntry | None:
+            return next((e for e in self.store.entries() if e.saga_id == saga and not e.decided), None)
+        return wait_for(found, f"the request of {saga}")
+
+    def register(self, approver: str = "risk@corp", algorithm: int | None = None) -> None:
+        if algorithm is not None:
+            # Chrome's authenticator takes the first algorithm offered (Ed25519 here): offer only
+            # ``algorithm`` by editing the options on their way to the page; the server still checks.
+            def only(route: Route) -> None:
+                options = route.fetch().json()
+                options["pubKeyCredParams"] = [{"type": "public-key", "alg": algorithm}]
+                route.fulfill(json=options)
+
+            self.page.route("**/api/register/options", only)
+        self.page.goto(self.server.url)
+        self.page.fill("#approver", approver)
+        self.page.click("#register")
+        self.page.wait_for_selector("#enrol:not([hidden])")
+        assert "registered on this host" in self.page.inner_text("#enrol")
+
+    def approve(self, saga: str) -> str:
+        """Open the page, pick ``saga``'s request, approve it with the passkey; the page's status line."""
+        self.page.goto(self.page_url)
+        self.page.click(f"#pending button:has-text('saga {saga},')")
+        self.page.wait_for_selector("#action:not([hidden])")
+        self.page.click("#approve")
+        # A selector, not wait_for_function: the page's CSP forbids the eval that would need.
+        self.page.wait_for_selector("#status:not(:empty), #error:not([hidden])")
+        error = self.page.locator("#error")
+        assert error.is_hidden(), error.inner_text()
+        return self.page.inner_text("#status")
+
+    def records(self, rtype: str, saga: str, wal: FileWAL | None = None) -> list[dict[str, Any]]:
+        return [r["body"] for r in (wal or self.wal).records() if r["type"] == rtype and r["saga"] == saga]
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
+    """Poll until ``condition()`` is truthy; fail naming ``what`` (a bound on a hang, not a timing claim)."""
+    import time
+
+    end = time.monotonic() + timeout
+    while not (value := condition()):
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.02)
+    return value
+
+
+@pytest.fixture
+def world(browser: Browser, tmp_path: Path) -> Iterator[World]:
+    server = make_approvals_server(FileApprovalStore(tmp_path / "approvals"), port=0, enroll=True)
+    server.serve_in_thread()
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    problems: list[str] = []
+    page.on("pageerror", lambda exc: problems.append(f"uncaught: {exc}"))
+    cdp = context.new_cdp_session(page)
+    cdp.send("WebAuthn.enable")
+    cdp.send("WebAuthn.addVirtualAuthenticator", {"options": {
+        "protocol": "ctap2", "transport": "internal", "hasResidentKey": True, "hasUserVerification": True,
+        "isUserVerified": True, "automaticPresenceSimulation": True}})
+    w = World(tmp_path, page, server)
+    try:
+        yield w
+    finally:
+        context.close()
+        server.shutdown()
+        server.server_close()
+        w.wal.close()
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("algorithm", [-8, -7], ids=["Ed25519", "ES256"])
+def test_register_approve_the_exact_action_and_the_step_runs_once(world: World, algorithm: int) -> None:
+    world.register(algorithm=algorithm)
+    (registered,) = PasskeyCredentials.load().credentials.values()
+    assert registered.approver == "risk@corp" and registered.algorithm == algorithm
+    agent = Agent(world, "saga-ok", 120)
+    entry = world.pending("saga-ok")
+    page = world.page
+    page.goto(world.page_url)
+    page.click("#pending button:has-text('saga saga-ok,')")
+    page.wait_for_selector("#action:not([hidden])")
+    # The exact action, as text: the bidi override and the escape sequence show as escapes.
+    cells = page.locator("#a-args td").all_inner_texts()
+    assert cells == ["amount", "120", "memo", "refund \\u202eevil\\u202c memo\\x1b[2K", "to", "acct_9"]
+    (asked,) = world.records("APPROVAL_REQUESTED", "saga-ok")
+    # The digest shown is the challenge the gateway recorded before anyone was asked.
+    assert page.inner_text("#a-digest") == "sha256:" + asked["passkey"]["challenge"]
+    assert "approved by risk@corp" in world.approve("saga-ok")
+    assert agent.finish() == "ran"
+    assert world.effects_of("saga-ok") == 1
+    (granted,) = world.records("APPROVAL_GRANTED", "saga-ok")
+    assert granted["approver"] == "risk@corp" and granted["passkey"]["user_verified"] is True
+    assert granted["passkey"]["credential_id"] == registered.credential_id
+    assert granted["passkey"]["algorithm"] == {-8: "Ed25519", -7: "ES256"}[algorithm]
+    assert granted["passkey"]["challenge"] == asked["passkey"]["challenge"]
+    # Chrome's virtual authenticator counts: the assertion's count moved past the registered one.
+    assert granted["passkey"]["sign_count"] > registered.sign_count
+    assert world.store.get(entry.id).status is Status.GRANTED  # type: ignore[union-attr]
+
+
+def test_a_changed_amount_is_refused(world: World) -> None:
+    world.register()
+    agent = Agent(world, "saga-amount", 5000)
+    entry = world.pending("saga-amount")
+    # The agent rewrites what the person will see: 5 instead of the 5000 the step sends.
+    world.store.update(entry.id, lambda e: e.replace(args={**e.args, "amount": 5}))
+    assert "approved by risk@corp" in world.approve("saga-amount")  # the page saw a consistent (edited) entry
+    assert agent.finish() == "refused"
+    assert "not authenticated" in str(agent.error)
+    assert world.effects_of("saga-amount") == 0
+    (denied,) = world.records("APPROVAL_DENIED", "saga-amount")
+    assert denied["approver"] is None and "another action" in denied["note"]
+    assert not world.records("APPROVAL_GRANTED", "saga-amount")
+
+
+def test_another_requests_assertion_and_a_replayed_one_are_refused(world: World) -> None:
+    world.register()
+    first = Agent(world, "saga-a", 100)
+    world.pending("saga-a")
+    world.approve("saga-a")
+    assert first.finish() == "ran"
+    (granted_a,) = [e for e in world.store.entries() if e.saga_id == "saga-a"]
+    assertion = granted_a.passkey
+    assert assertion is not None
+
+    # Another request: the agent copies saga-a's grant, assertion and all, into saga-b's entry.
+    second = Agent(world, "saga-b", 100)
+    entry_b = world.pending("saga-b")
+    world.store.update(entry_b.id, lambda e: e.replace(
+        status=Status.GRANTED, approver="risk@corp", decided_at=granted_a.decided_at, decided_via="passkey",
+        passkey=assertion))
+    assert second.finish() == "refused"
+    (denied_b,) = world.records("APPROVAL_DENIED", "saga-b")
+    # Refused before its challenge is even checked: this log holds it as saga-a's.
+    assert f"already accepted for request {granted_a.id[:8]} (a replay)" in denied_b["note"]
+
+    # A replay: saga-a again, under a fresh log, finds its old grant in the store and presents it.
+    fresh = FileWAL(world.tmp / "fresh.wal")
+    try:
+        again = Agent(world, "saga-a", 100, wal=fresh)
+        assert again.finish() == "refused"
+        (denied_again,) = world.records("APPROVAL_DENIED", "saga-a", fresh)
+        assert "another action" in denied_again["note"]
+        assert not world.records("APPROVAL_GRANTED", "saga-a", fresh)
+    finally:
+        fresh.close()
+    assert world.effects_of("saga-a") == 1 and world.effects_of("saga-b") == 0
