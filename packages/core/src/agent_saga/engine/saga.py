@@ -57,13 +57,16 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
+from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.served import _recording
+from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import unwind
 from agent_saga.errors import (
     CompensationError,
+    ConfigurationError,
     NotApplied,
     RepairRequested,
     SagaClosed,
@@ -307,6 +310,53 @@ class Saga:
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
         return drive_sync(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+
+    async def snapshot(
+        self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
+        store: SnapshotStore | None = None,
+    ) -> Any:
+        """Capture state before the next step; ``restore(captured)`` runs on rollback, LIFO with the undos.
+
+        Without ``store`` the snapshot lives in this process (a REVERSIBLE step). With one it
+        is durable before the step's intent and ``restore`` must be registered
+        (``@compensator``): the recovery daemon restores it after a crash. See
+        engine/snapshot.py. Returns what ``capture`` returned.
+        """
+        return await drive_async(self._snapshot(name, capture, restore, store))
+
+    def snapshot_sync(
+        self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
+        store: SnapshotStore | None = None,
+    ) -> Any:
+        """The blocking face of :meth:`snapshot`."""
+        return drive_sync(self._snapshot(name, capture, restore, store))
+
+    def _snapshot(
+        self, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
+    ) -> Protocol[Any]:
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"snapshot needs a non-empty name, got {name!r}")
+        if not callable(capture):
+            raise ConfigurationError(f"snapshot {name!r}: capture= must be a callable returning the state")
+        if store is None:
+            if not callable(restore):
+                raise ConfigurationError(f"snapshot {name!r}: restore= must be a callable taking the captured state")
+            undo = restore
+
+            def compensate(captured: Any) -> Compensation:
+                return Compensation(fn=lambda: undo(captured), description=f"restore snapshot {name!r}")
+
+            # The state stays out of the log (it may be large, or private): the log says a snapshot ran.
+            opts = StepOptions.build(None, snapshots.IN_PROCESS, {"compensate": compensate, "inline": True, "record_result": "none"})
+            return (yield from self._step("snapshot", capture, {"name": name}, opts))
+        self._check_open()  # nothing is written to the store for a saga that cannot take a step
+        # The saga's start durable before its blob: every stored snapshot belongs to a saga some
+        # log knows, so a crash right after the put leaves a saga the daemon settles and GC can clear.
+        yield Barrier(self.wal, None)
+        comp, digest = snapshots.durable_snapshot(store, self.saga_id, name, capture, restore)
+        opts = StepOptions.build(None, snapshots.DURABLE, {"compensate": comp, "inline": True, "record_result": "none"})
+        yield from self._step("snapshot", lambda: digest, {"name": name, "digest": digest}, opts)
+        return digest
 
     @staticmethod
     def _policed(tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> dict[str, Any]:
