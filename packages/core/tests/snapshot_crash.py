@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ def crash_and_recover(
 ) -> list[str]:
     """Run the worker to ``point`` ('' for no crash), recover, and say what is wrong ([] when nothing)."""
     monkeypatch.setenv("SNAPSHOT_WORLD", str(world_dir))  # the restore handler writes the world's state file
+    monkeypatch.setenv("SNAPSHOT_STORE_NAME", f"{kind}-{uuid.uuid4().hex[:12]}")
     world_dir.mkdir(parents=True, exist_ok=True)
     (world_dir / "state.json").write_text(json.dumps(world.ORIGINAL))
     env = env_for(world_dir, SNAPSHOT_WORLD=str(world_dir), SNAPSHOT_CRASH_AT=point)

@@ -51,9 +51,10 @@ def restore(captured: Any) -> None:
 def make_store(kind: str, where: str) -> SnapshotStore:
     if kind == "file":
         return FileSnapshotStore(where)
+    name = os.environ.get("SNAPSHOT_STORE_NAME", kind)  # one per test on a shared server
     if kind == "redis":
-        return RedisSnapshotStore(where, name="redis")
-    return PostgresSnapshotStore(where, name="postgres")
+        return RedisSnapshotStore(where, name=name)
+    return PostgresSnapshotStore(where, name=name)
 
 
 def install(store: SnapshotStore) -> SnapshotStore:
