@@ -40,12 +40,9 @@ class GCReport:
     def summary(self) -> str:
         if self.refused:
             return f"snapshot store {self.store!r}: deleted nothing: {self.refused}"
-        verb = "would delete" if self.dry_run else "deleted"
-        blobs = sum(self.deleted.values())
-        return (
-            f"snapshot store {self.store!r}: {verb} {blobs} snapshot(s) of {len(self.deleted)} settled saga(s); "
-            f"kept those of {len(self.kept)} saga(s) not settled in this log"
-        )
+        done = (f"would delete the snapshots of {len(self.deleted)} settled saga(s)" if self.dry_run else
+                f"deleted {sum(self.deleted.values())} snapshot(s) of {len(self.deleted)} settled saga(s)")
+        return f"snapshot store {self.store!r}: {done}; kept those of {len(self.kept)} saga(s) not settled in this log"
 
 
 def needed_by_unsettled(records: list[Record], settled: set[str]) -> set[str]:
