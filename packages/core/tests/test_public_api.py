@@ -53,6 +53,7 @@ EXPECTED = {
     # issue 28: what the log makes possible
     "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
+    "SagaArray", "array",  # issue 27 part 3: saga.array
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -110,6 +111,10 @@ SUBNAMESPACES = {
         "CompensationFactory", "call_with", "compensator", "delete_by", "from_recipe", "handler_name",
         "inverse_for", "inverse_of", "reconciler", "reconciler_for", "recoverable", "registered", "resolve",
         "unregister", "unregister_reconciler",
+    },
+    "agent_saga.snapshots": {
+        "RESTORE_HANDLER", "FileSnapshotStore", "GCReport", "PostgresSnapshotStore", "RedisSnapshotStore",
+        "SnapshotStore", "collect", "register_snapshot_store", "snapshot_store", "unregister_snapshot_store",
     },
     "agent_saga.isolation": {
         "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",

@@ -6,6 +6,7 @@ newest-first, and the report says exactly whether the unwind was clean.
 """
 
 from agent_saga._version import __version__
+from agent_saga.arrays import SagaArray, array
 from agent_saga.approvals import (
     ApprovalGateway,
     ApprovalPolicy,
@@ -227,6 +228,7 @@ __all__ = [
     "RollbackReport",
     "Saga",
     "SagaAborted",
+    "SagaArray",
     "SagaClosed",
     "SagaError",
     "SagaFleet",
@@ -253,6 +255,7 @@ __all__ = [
     "__version__",
     "add_interceptor",
     "all_of",
+    "array",
     "audit_root",
     "build_corpus",
     "build_disclosure",
