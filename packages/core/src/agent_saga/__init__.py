@@ -6,7 +6,6 @@ newest-first, and the report says exactly whether the unwind was clean.
 """
 
 from agent_saga._version import __version__
-from agent_saga.arrays import SagaArray, array
 from agent_saga.approvals import (
     ApprovalGateway,
     ApprovalPolicy,
@@ -14,6 +13,7 @@ from agent_saga.approvals import (
     FileApprovalStore,
     WebhookNotifier,
 )
+from agent_saga.arrays import SagaArray, array
 from agent_saga.audit import audit_root, build_disclosure, verify_disclosure
 from agent_saga.context import Boundary, SyncSaga, current_saga, saga_scope, set_default_gate
 from agent_saga.decorators import guard, tool

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import array as _array
 from collections.abc import Iterable
-from typing import Any, SupportsIndex
+from typing import Any, Self, SupportsIndex
 
 from agent_saga.context import current_saga
 from agent_saga.engine.saga import SagaStatus
@@ -102,12 +102,12 @@ class SagaArray(_array.array):  # type: ignore[type-arg]
         self.checkpoint()
         _base.__delitem__(self, index)
 
-    def __iadd__(self, other: Any) -> SagaArray:
+    def __iadd__(self, other: _array.array[Any]) -> Self:  # type: ignore[override]  # as typeshed's array.array
         self.checkpoint()
         _base.__iadd__(self, other)
         return self
 
-    def __imul__(self, n: int) -> SagaArray:
+    def __imul__(self, n: int) -> Self:
         self.checkpoint()
         _base.__imul__(self, n)
         return self

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
+from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
 from agent_saga.engine.invoke import (
     Barrier,
@@ -57,7 +58,6 @@ from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
-from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.served import _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
