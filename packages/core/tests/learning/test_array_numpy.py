@@ -6,10 +6,14 @@ requires it), so the learning env is where the core's tests can import it.
 
 from __future__ import annotations
 
-import numpy as np
+import pytest
 
 import agent_saga as saga
 from agent_saga import MemoryWAL, SagaAborted, saga_scope
+
+# This module runs in the `learning` env, which has numpy; where it is absent (core, core-fast)
+# test_array.py checks the same zero-copy view through memoryview.
+np = pytest.importorskip("numpy")
 
 
 def test_numpy_asarray_shares_the_arrays_memory() -> None:

@@ -17,6 +17,8 @@ def register(verbs: Any) -> None:
         "snapshots",
         help="durable snapshots (saga.snapshot with a store): gc",
         description="Durable snapshots taken by saga.snapshot(..., store=...).",
+        epilog="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="snapshots_verb", metavar="gc", required=True)
     gc = sub.add_parser(
