@@ -213,3 +213,11 @@ def test_the_daemons_sweep_collects_snapshots_of_settled_sagas(tmp_path: Path, s
     [gc] = report.snapshots
     assert (gc.store, len(gc.deleted), gc.kept, gc.refused) == ("file", 1, ["kept-open"], "")
     assert store.sagas() == ["kept-open"]
+
+
+def test_agent_saga_recover_sweeps_the_snapshot_stores_it_is_given(tmp_path: Path, store: FileSnapshotStore) -> None:
+    log = _settled_saga_with_snapshot(tmp_path, store)
+    unregister_snapshot_store("file")  # as in a fresh daemon process: the option registers it
+    ran = run_cli("recover", "--wal-path", str(log), "--snapshot-store", f"file={store.root}")
+    assert "snapshot store 'file': deleted 1 snapshot(s) of 1 settled saga(s)" in ran.stdout, ran.stdout + ran.stderr
+    assert store.sagas() == ["kept-open"]

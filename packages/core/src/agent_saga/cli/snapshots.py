@@ -9,7 +9,7 @@ from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAG
 from agent_saga.cli.options import add_log_option, log_target
 from agent_saga.log.resolve import is_url
 
-__all__ = ["register"]
+__all__ = ["named_stores", "register"]
 
 
 def register(verbs: Any) -> None:
@@ -57,6 +57,27 @@ def _store(where: str, name: str | None) -> Any:
     if is_url(where) or "://" in where:
         raise CliError(f"--store {where!r}: not a directory nor a redis:// or postgresql:// URL", EXIT_USAGE)
     return FileSnapshotStore(where, name=name or "file")
+
+
+def named_stores(specs: list[str]) -> list[Any]:
+    """The daemon's ``--snapshot-store [NAME=]DIR|URL`` options as stores, registered for restores.
+
+    A store the ``--import``ed modules registered under the same name is the one used.
+    """
+    from agent_saga.engine.snapshot import register_snapshot_store, snapshot_store
+
+    stores = []
+    for spec in specs:
+        name, sep, where = spec.partition("=")
+        if not sep or "/" in name or ":" in name:
+            name, where = "", spec  # no NAME= prefix (a path or URL may hold '=' further on)
+        store = _store(where, name or None)
+        try:
+            store = snapshot_store(store.name)
+        except KeyError:
+            register_snapshot_store(store)
+        stores.append(store)
+    return stores
 
 
 def run_gc(args: argparse.Namespace) -> int:
