@@ -221,3 +221,42 @@ def test_agent_saga_recover_sweeps_the_snapshot_stores_it_is_given(tmp_path: Pat
     ran = run_cli("recover", "--wal-path", str(log), "--snapshot-store", f"file={store.root}")
     assert "snapshot store 'file': deleted 1 snapshot(s) of 1 settled saga(s)" in ran.stdout, ran.stdout + ran.stderr
     assert store.sagas() == ["kept-open"]
+
+
+def test_an_async_capture_runs_on_the_loop_and_the_put_off_it(tmp_path: Path, store: FileSnapshotStore) -> None:
+    import threading
+
+    threads: dict[str, int] = {}
+
+    class Where(FileSnapshotStore):
+        def put(self, saga_id: str, data: bytes) -> str:
+            threads["put"] = threading.get_ident()
+            return super().put(saga_id, data)
+
+    async def capture() -> dict[str, int]:
+        threads["capture"] = threading.get_ident()
+        return {"a": 1}
+
+    async def run() -> None:
+        threads["loop"] = threading.get_ident()
+        async with saga_scope(MemoryWAL()) as s:
+            await s.snapshot("v", capture=capture, restore=restore_state, store=Where(tmp_path / "snapshots"))
+
+    asyncio.run(run())
+    assert threads["capture"] == threads["loop"] != threads["put"]
+
+
+def test_a_counterfactual_replay_writes_no_snapshot(tmp_path: Path, store: FileSnapshotStore) -> None:
+    from agent_saga import counterfactual_replay
+
+    def agent() -> None:
+        with saga_scope() as s:
+            s.snapshot("v", capture=lambda: {"a": 1}, restore=restore_state, store=store)
+
+    log = tmp_path / "saga.wal"
+    with FileWAL(log) as wal, saga_scope(wal) as s:
+        s.snapshot("v", capture=lambda: {"a": 1}, restore=restore_state, store=store)
+    recorded = store.sagas()
+    report = counterfactual_replay(log, agent)
+    assert [row.status for row in report.rows] == ["served"], report
+    assert store.sagas() == recorded  # the recording answered; nothing was stored for the replay

@@ -66,7 +66,6 @@ from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import unwind
 from agent_saga.errors import (
     CompensationError,
-    ConfigurationError,
     NotApplied,
     RepairRequested,
     SagaClosed,
@@ -334,29 +333,7 @@ class Saga:
     def _snapshot(
         self, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
     ) -> Protocol[Any]:
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigurationError(f"snapshot needs a non-empty name, got {name!r}")
-        if not callable(capture):
-            raise ConfigurationError(f"snapshot {name!r}: capture= must be a callable returning the state")
-        if store is None:
-            if not callable(restore):
-                raise ConfigurationError(f"snapshot {name!r}: restore= must be a callable taking the captured state")
-            undo = restore
-
-            def compensate(captured: Any) -> Compensation:
-                return Compensation(fn=lambda: undo(captured), description=f"restore snapshot {name!r}")
-
-            # The state stays out of the log (it may be large, or private): the log says a snapshot ran.
-            opts = StepOptions.build(None, snapshots.IN_PROCESS, {"compensate": compensate, "inline": True, "record_result": "none"})
-            return (yield from self._step("snapshot", capture, {"name": name}, opts))
-        self._check_open()  # nothing is written to the store for a saga that cannot take a step
-        # The saga's start durable before its blob: every stored snapshot belongs to a saga some
-        # log knows, so a crash right after the put leaves a saga the daemon settles and GC can clear.
-        yield Barrier(self.wal, None)
-        comp, digest = snapshots.durable_snapshot(store, self.saga_id, name, capture, restore)
-        opts = StepOptions.build(None, snapshots.DURABLE, {"compensate": comp, "inline": True, "record_result": "none"})
-        yield from self._step("snapshot", lambda: digest, {"name": name, "digest": digest}, opts)
-        return digest
+        return snapshots.protocol(self, name, capture, restore, store)
 
     @staticmethod
     def _policed(tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> dict[str, Any]:

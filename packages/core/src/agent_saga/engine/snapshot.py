@@ -26,12 +26,19 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, runtime_checkable
+from typing import Protocol as Interface
 
 from agent_saga.credentials import assert_no_secrets
+from agent_saga.engine.invoke import Barrier, Call, Protocol
+from agent_saga.engine.options import StepOptions
+from agent_saga.engine.served import _recording
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.registry import compensator, handler_name, resolve
 from agent_saga.semantics import ActionSemantics, Compensation, json_roundtrips
+
+if TYPE_CHECKING:
+    from agent_saga.engine.saga import Saga
 
 __all__ = [
     "RESTORE_HANDLER",
@@ -39,13 +46,19 @@ __all__ = [
     "check_digest",
     "check_saga_id",
     "digest_of",
-    "durable_snapshot",
     "encode_state",
+    "protocol",
     "register_snapshot_store",
+    "restore_name",
     "restore_snapshot",
+    "restore_undo",
     "snapshot_store",
     "unregister_snapshot_store",
 ]
+
+#: The semantics of each kind of snapshot step.
+IN_PROCESS = ActionSemantics.REVERSIBLE
+DURABLE = ActionSemantics.COMPENSABLE
 
 #: The registered handler a durable snapshot's undo names in the log.
 RESTORE_HANDLER = "agent_saga.snapshot.restore"
@@ -57,7 +70,7 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 @runtime_checkable
-class SnapshotStore(Protocol):
+class SnapshotStore(Interface):
     """Where durable snapshots live: content-addressed blobs grouped by saga.
 
     ``put`` returns only once the blob is durable; ``get`` checks the blob against its
@@ -167,28 +180,65 @@ def restore_snapshot(store: str, saga: str, digest: str, restore: str) -> Any:
     return fn(json.loads(data))
 
 
-def durable_snapshot(
-    store: SnapshotStore, saga_id: str, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str
-) -> tuple[Compensation, str]:
-    """Capture now and make it durable; the undo to record in the step's intent, and the digest."""
-    restore_name = restore if isinstance(restore, str) else handler_name(restore)
-    if restore_name is None or not isinstance(restore_name, str):
+def restore_name(restore: Callable[..., Any] | str, name: str) -> str:
+    """The registered name of a durable snapshot's restore handler; a one-line error otherwise."""
+    found = restore if isinstance(restore, str) else handler_name(restore)
+    if not isinstance(found, str):
         raise ConfigurationError(
             f"snapshot {name!r} with a store needs restore= registered with @compensator (or its name): "
             "a recovery daemon in another process must find it by name"
         )
-    resolve(restore_name)  # a clear KeyError now, not at rollback
-    register_snapshot_store(store)
-    data = encode_state(capture(), name)
-    digest = store.put(check_saga_id(saga_id), data)
-    comp = Compensation(
+    resolve(found)  # a clear KeyError now, not at rollback
+    return found
+
+
+def restore_undo(store: SnapshotStore, saga_id: str, digest: str, restore: str, name: str) -> Compensation:
+    """The undo a durable snapshot's intent records: a reference to the blob, never the state."""
+    return Compensation(
         handler=RESTORE_HANDLER, fn=restore_snapshot,
-        kwargs={"store": store.name, "saga": saga_id, "digest": digest, "restore": restore_name},
+        kwargs={"store": store.name, "saga": saga_id, "digest": digest, "restore": restore},
         description=f"restore snapshot {name!r}",
     )
-    return comp, digest
 
 
-#: The semantics of each kind of snapshot step.
-IN_PROCESS = ActionSemantics.REVERSIBLE
-DURABLE = ActionSemantics.COMPENSABLE
+def protocol(
+    saga: Saga, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
+) -> Protocol[Any]:
+    """``Saga.snapshot``'s protocol: one step, in-process or durable (see the module)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"snapshot needs a non-empty name, got {name!r}")
+    if not callable(capture):
+        raise ConfigurationError(f"snapshot {name!r}: capture= must be a callable returning the state")
+    if store is None:
+        if not callable(restore):
+            raise ConfigurationError(f"snapshot {name!r}: restore= must be a callable taking the captured state")
+        undo = restore
+
+        def compensate(captured: Any) -> Compensation:
+            return Compensation(fn=lambda: undo(captured), description=f"restore snapshot {name!r}")
+
+        # The state stays out of the log (it may be large, or private): the log says a snapshot ran.
+        opts = StepOptions.build(None, IN_PROCESS, {"compensate": compensate, "inline": True, "record_result": "none"})
+        return (yield from saga._step("snapshot", capture, {"name": name}, opts))
+    if not isinstance(store, SnapshotStore):
+        raise ConfigurationError(f"snapshot {name!r}: store= {store!r} is not a SnapshotStore")
+    handler = restore_name(restore, name)
+    replay = _recording.get() is not None
+    if not replay:
+        saga._check_open()  # nothing is written to a store for a saga that cannot take a step
+        register_snapshot_store(store)
+        # The saga's start durable before its blob: every stored snapshot belongs to a saga some
+        # log knows, so a crash right after the put leaves a saga the daemon settles and GC clears.
+        yield Barrier(saga.wal, None)
+    # capture on the caller's thread (it may be async); the put off the event loop (it fsyncs).
+    data = encode_state((yield Call(capture, {}, None, True)), name)
+    if replay:
+        digest = digest_of(data)  # a counterfactual replay writes to no store: the recording answers
+    else:
+        digest = yield Call(store.put, {"saga_id": check_saga_id(saga.saga_id), "data": data}, None, False)
+    undo_ = restore_undo(store, saga.saga_id, digest, handler, name)
+    opts = StepOptions.build(None, DURABLE, {"compensate": undo_, "inline": True, "record_result": "none"})
+    yield from saga._step("snapshot", lambda: digest, {"name": name, "digest": digest}, opts)
+    return digest
+
+
