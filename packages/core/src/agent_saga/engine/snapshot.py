@@ -25,8 +25,8 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, runtime_checkable
 from typing import Protocol as Interface
 
 from agent_saga.credentials import assert_no_secrets
@@ -34,11 +34,9 @@ from agent_saga.engine.invoke import Barrier, Call, Protocol
 from agent_saga.engine.options import StepOptions
 from agent_saga.engine.served import _recording
 from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.log.base import WAL
 from agent_saga.registry import compensator, handler_name, resolve
 from agent_saga.semantics import ActionSemantics, Compensation, json_roundtrips
-
-if TYPE_CHECKING:
-    from agent_saga.engine.saga import Saga
 
 __all__ = [
     "RESTORE_HANDLER",
@@ -201,8 +199,22 @@ def restore_undo(store: SnapshotStore, saga_id: str, digest: str, restore: str, 
     )
 
 
+class _Saga(Interface):
+    """What the protocol uses of a Saga (structurally: engine/saga.py imports this module)."""
+
+    saga_id: str
+    wal: WAL
+
+    def _step(
+        self, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None, opts: StepOptions,
+        via_fallback: bool = False,
+    ) -> Protocol[Any]: ...
+
+    def _check_open(self) -> None: ...
+
+
 def protocol(
-    saga: Saga, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
+    saga: _Saga, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
 ) -> Protocol[Any]:
     """``Saga.snapshot``'s protocol: one step, in-process or durable (see the module)."""
     if not isinstance(name, str) or not name.strip():
