@@ -39,6 +39,7 @@ from agent_saga.log.crypto import open_record
 from agent_saga.log.fixture import SyntheticLog, is_synthetic, synthetic_note
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import iter_lines
+from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.log.records import AUDIT_SAGA, Record, RecordType
 
 __all__ = ["Certificate", "Unaccounted", "certify", "certify_log"]
@@ -123,6 +124,10 @@ class _Saga:
     end: str | None = None  # "completed" | "rolled_back"
     rollback_started: bool = False
     unprotected: list[str] = field(default_factory=list)  # tools that ran with no semantics
+    parts: dict[str, str | None] = field(default_factory=dict)  # a mesh log's devices -> their end
+
+
+_ENDS = {R.SAGA_COMPLETED.value: "completed", R.SAGA_ROLLED_BACK.value: "rolled_back"}
 
 
 def _detail(body: Mapping[str, Any] | None, key: str = "detail") -> str:
@@ -148,10 +153,20 @@ class _Tally:
         saga = self.sagas.setdefault(saga_id, _Saga())
         raw_body = r.get("body")
         body: Mapping[str, Any] | None = raw_body if isinstance(raw_body, Mapping) else None
-        if rtype == R.SAGA_COMPLETED:
+        part = part_of(r)
+        if part or saga.parts:
+            # One saga several devices wrote to (a merged mesh log): it ends when every part has.
+            if part:
+                saga.parts.setdefault(part, None)
+            if rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
+                saga.parts[part] = str(rtype)
+            saga.end = _ENDS.get(spanning_end(saga.parts) or "")
+            if rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
+                return
+        elif rtype == R.SAGA_COMPLETED:
             saga.end = "completed"
             return
-        if rtype == R.SAGA_ROLLED_BACK:
+        elif rtype == R.SAGA_ROLLED_BACK:
             saga.end = "rolled_back"
             return
         if rtype == R.ROLLBACK_STARTED:

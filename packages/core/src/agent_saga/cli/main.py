@@ -27,7 +27,7 @@ EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 
 # Verb modules under agent_saga.cli; each defines register(subparsers).
 VERB_MODULES = (
-    "adopt", "animate", "approvals", "audit", "corpus", "demo", "doctor", "graph", "new", "reconcile", "recover",
+    "adopt", "animate", "approvals", "audit", "corpus", "demo", "doctor", "graph", "mesh", "new", "reconcile", "recover",
     "snapshots", "switch", "synthesize", "ui", "viz",
 )
 

@@ -82,3 +82,5 @@ class RecordType(enum.StrEnum):
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern
     # Issue 28 part 4: an ADVISE gate rule's note on a step (a learned estimate); it refuses nothing.
     STEP_ADVISORY = "STEP_ADVISORY"
+    # Issue 29 part 2: the first record of a merged mesh log (agent_saga.mesh): each device's head.
+    MESH_MERGED = "MESH_MERGED"

@@ -35,6 +35,7 @@ from agent_saga.errors import ConfigurationError, WALError
 from agent_saga.log.attestation import OperatorKey, OperatorKeys, operator_keys_path
 from agent_saga.log.chain import verify_records
 from agent_saga.log.codec import BodyCipher, canonical, decode_line, seal
+from agent_saga.log.parts import part_of
 from agent_saga.log.records import AUDIT_SAGA, Record, RecordType
 
 __all__ = [
@@ -335,16 +336,35 @@ def redaction_body(erased: Mapping[int, Record], by: str, reason: str) -> dict[s
 
 
 def settled_sagas(records: Iterable[Record]) -> set[str]:
-    """Sagas that are over and left nothing to repair: completed, or rolled back cleanly."""
+    """Sagas that are over and left nothing to repair: completed, or rolled back cleanly.
+
+    A saga several devices wrote to (a merged mesh log, ``agent_saga.log.parts``) is settled
+    only when every device's part is, or when the merged log's own writer settled it: one
+    device's completed part says nothing about another's open step.
+    """
     settled: set[str] = set()
+    parts: dict[str, dict[str, str | None]] = {}
     for r in records:
         t = r.get("type")
+        part = part_of(r)
+        if part:
+            parts.setdefault(r["saga"], {}).setdefault(part, None)
         if t == RecordType.SAGA_COMPLETED.value:
             settled.add(r["saga"])
         elif t == RecordType.SAGA_ROLLED_BACK.value:
             body = r.get("body")
             if isinstance(body, dict) and body.get("clean") is True:
                 settled.add(r["saga"])
+            else:
+                t = "unsettled"
+        else:
+            continue
+        if r["saga"] in parts:
+            parts[r["saga"]][part] = t
+    for saga, ends in parts.items():
+        final = (ends[""],) if "" in ends else tuple(ends.values())
+        if any(end is None or end == "unsettled" for end in final):
+            settled.discard(saga)
     settled.discard(AUDIT_SAGA)
     return settled
 
@@ -421,8 +441,9 @@ def plan_compaction(
 def _terminals(records: list[Record], views: list[Record]) -> dict[str, Record]:
     """Each settled saga's terminal record, as stored (``views``: the same records, readable)."""
     settled: dict[str, Record] = {}
+    whole = settled_sagas(views)  # a saga several devices wrote to is settled as a whole, or not at all
     for record, view in zip(records, views, strict=True):
-        if view.get("saga") in settled_sagas([view]):
+        if view.get("saga") in whole and view.get("saga") in settled_sagas([view]):
             settled[view["saga"]] = record
     return settled
 

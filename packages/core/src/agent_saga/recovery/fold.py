@@ -29,6 +29,7 @@ from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import Line, iter_lines, parses
+from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import ServerWAL
@@ -137,6 +138,9 @@ class SagaView:
     steps: dict[int, StepView] = field(default_factory=dict)
     escalated: set[str] = field(default_factory=set)  # saga-level escalation kinds
     ignored: list[int] = field(default_factory=list)  # seqs of its records that failed their own check
+    #: A merged mesh log (agent_saga.mesh): each device that wrote to the saga -> how its part ended
+    #: (None: not yet). Empty for any other log.
+    parts: dict[str, str | None] = field(default_factory=dict)
 
     @property
     def open(self) -> bool:
@@ -173,6 +177,9 @@ class _Folder:
             return
         rtype = str(record.get("type"))
         view = self.view(saga_id)
+        part = part_of(record)
+        if part:
+            view.parts.setdefault(part, None)
         ts = record.get("ts")
         if isinstance(ts, int):
             view.first_ts = view.first_ts or ts
@@ -201,6 +208,8 @@ class _Folder:
                 view.lease_ttl = float(ttl)
         elif rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
             view.ended = rtype
+            if view.parts:
+                view.parts[part] = rtype
         elif rtype == R.ROLLBACK_STARTED:
             view.rollback_started = True
         elif rtype == R.RECOVERY_CLAIMED:
@@ -216,6 +225,8 @@ class _Folder:
             (step.escalated if step is not None else view.escalated).add(kind)
         elif step is not None:
             self._step(step, rtype, body)
+        if view.parts:
+            view.ended = spanning_end(view.parts)
 
     @staticmethod
     def _step(step: StepView, rtype: str, body: dict[str, Any]) -> None:
