@@ -260,3 +260,10 @@ def test_a_counterfactual_replay_writes_no_snapshot(tmp_path: Path, store: FileS
     report = counterfactual_replay(log, agent)
     assert [row.status for row in report.rows] == ["served"], report
     assert store.sagas() == recorded  # the recording answered; nothing was stored for the replay
+
+
+def test_a_stored_blob_that_no_longer_matches_its_hash_is_written_again(store: FileSnapshotStore) -> None:
+    digest = store.put("s1", b'{"a":1}')
+    (store.root / "s1" / digest).write_bytes(b'{"a":2}')
+    assert store.put("s1", b'{"a":1}') == digest
+    assert store.get("s1", digest) == b'{"a":1}'

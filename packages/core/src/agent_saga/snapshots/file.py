@@ -2,8 +2,8 @@
 
 ``put`` writes the blob to a temporary file, fsyncs it, renames it to its SHA-256 and
 fsyncs the directory (and the root, when the saga's directory is new): when it returns,
-the snapshot survives a kill -9 or a power cut. A blob already stored under its hash is
-not written again. ``get`` checks the bytes against the hash they are named by.
+the snapshot survives a kill -9 or a power cut. A blob already stored under its hash (and
+still matching it) is not written again. ``get`` checks the bytes against the hash they are named by.
 """
 
 from __future__ import annotations
@@ -44,8 +44,15 @@ class FileSnapshotStore:
         digest = digest_of(data)
         folder = self._dir(saga_id)
         target = folder / digest
-        if target.exists():
-            return digest  # content-addressed: the same bytes are already durable
+        try:
+            if digest_of(target.read_bytes()) == digest:
+                # Content-addressed: the same bytes are there. The put that renamed them may have
+                # died before its directory fsync, so that one is repeated (and it is cheap).
+                fsync_dir(folder)
+                fsync_dir(self.root)
+                return digest
+        except FileNotFoundError:
+            pass  # (a blob that no longer matches its name is written again, below)
         created = not folder.exists()
         private_dir(folder)
         temp = folder / f".{digest}.{secrets.token_hex(4)}.tmp"
