@@ -18,6 +18,9 @@ if __name__ == "__main__":
     wal_at, kind, where = sys.argv[1:4]
     wal = open_log(wal_at)
     try:
-        world.scenario(wal, world.make_store(kind, where))
+        if kind == "in-process":
+            world.in_process_scenario(wal)
+        else:
+            world.scenario(wal, world.make_store(kind, where))
     finally:
         wal.close()

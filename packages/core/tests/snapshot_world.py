@@ -110,3 +110,13 @@ def scenario(wal: Any, store: SnapshotStore) -> None:
             raise RuntimeError("the agent gave up")
     except SagaAborted:
         pass
+
+
+def in_process_scenario(wal: Any) -> None:
+    """An in-process snapshot, a change, then the process is killed."""
+    prices = {"basic": 10}
+    with saga_scope(wal, name="prices") as s:
+        s.snapshot("prices", capture=lambda: dict(prices), restore=prices.update)
+        prices["basic"] = 12
+        wal.barrier()  # the snapshot's commit record on disk (a REVERSIBLE step never waits for it)
+        die_at("after-in-process-snapshot")
