@@ -93,3 +93,11 @@ def test_bench_synthetic_recovery_prints_every_figure(tmp_path: Path) -> None:
     assert run["compensated"] > 0 and run["sagas_per_s"] > 0 and run["recovered_per_s"] > 0
     for key in ("fit_s", "synthesize_s", "write_s", "sweep_s", "sweep_cpu_s", "profile_bytes", "records"):
         assert run[key] >= 0, key
+
+
+def test_bench_array_prints_every_figure(tmp_path: Path) -> None:
+    run = _run("bench_array.py", "--sizes", "1000,100000", cwd=tmp_path)
+    assert list(run["sizes"]) == ["1000", "100000"]
+    for row in run["sizes"].values():
+        assert row["reps"] >= 5 and row["floor_cpu_us"] >= 0 and row["capture_cpu_us"] >= 0
+        assert row["write_in_saga_cpu_us"] > 0 and row["restore_cpu_us"] >= 0

@@ -19,8 +19,8 @@ from agent_saga.cli.main import build_parser
 
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["adopt", "animate", "approvals", "certify", "corpus", "demo", "doctor", "drain", "escalations", "export",
-         "graph", "halt", "init-host", "mesh", "new", "quarantine", "reconcile", "recover", "repair", "resume", "status",
-         "synthesize", "ui", "verify", "viz"]
+         "graph", "halt", "init-host", "mesh", "new", "quarantine", "reconcile", "recover", "repair", "resume",
+         "snapshots", "status", "synthesize", "ui", "verify", "viz"]
 
 
 def cli(*args: str) -> Ran:

@@ -54,6 +54,7 @@ EXPECTED = {
     "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
     "RepairClosed", "RepairRefused", "RepairSession",  # issue 27 part 1: surgical repair
+    "SagaArray", "array",  # issue 27 part 3: saga.array
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -113,6 +114,10 @@ SUBNAMESPACES = {
         "CompensationFactory", "call_with", "compensator", "delete_by", "from_recipe", "handler_name",
         "inverse_for", "inverse_of", "reconciler", "reconciler_for", "recoverable", "registered", "resolve",
         "unregister", "unregister_reconciler",
+    },
+    "agent_saga.snapshots": {
+        "RESTORE_HANDLER", "FileSnapshotStore", "GCReport", "PostgresSnapshotStore", "RedisSnapshotStore",
+        "SnapshotStore", "collect", "register_snapshot_store", "snapshot_store", "unregister_snapshot_store",
     },
     "agent_saga.isolation": {
         "COMMITTED", "LockHeld", "PENDING", "PostgresSemanticLocks", "ROLLED_BACK", "RedisSemanticLocks",

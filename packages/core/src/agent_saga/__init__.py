@@ -13,6 +13,7 @@ from agent_saga.approvals import (
     FileApprovalStore,
     WebhookNotifier,
 )
+from agent_saga.arrays import SagaArray, array
 from agent_saga.audit import audit_root, build_disclosure, verify_disclosure
 from agent_saga.context import Boundary, SyncSaga, current_saga, saga_scope, set_default_gate
 from agent_saga.decorators import guard, tool
@@ -231,6 +232,7 @@ __all__ = [
     "RollbackReport",
     "Saga",
     "SagaAborted",
+    "SagaArray",
     "SagaClosed",
     "SagaError",
     "SagaFleet",
@@ -257,6 +259,7 @@ __all__ = [
     "__version__",
     "add_interceptor",
     "all_of",
+    "array",
     "audit_root",
     "build_corpus",
     "build_disclosure",

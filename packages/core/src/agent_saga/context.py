@@ -25,6 +25,7 @@ from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.saga import Saga, SagaStatus, Step
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
 from agent_saga.engine.served import replaying
+from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.errors import SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
@@ -119,6 +120,14 @@ class SyncSaga:
         return self.saga.execute_sync(
             tool=tool, forward=forward, semantics=semantics, args=args, options=options, **more
         )
+
+
+    def snapshot(
+        self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
+        store: SnapshotStore | None = None,
+    ) -> Any:
+        """Capture state before the next step, blocking; see :meth:`Saga.snapshot`."""
+        return self.saga.snapshot_sync(name, capture=capture, restore=restore, store=store)
 
 
 class BoundaryOwner(Protocol):

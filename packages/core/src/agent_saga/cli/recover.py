@@ -53,6 +53,9 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
         help="act on a log whose chain does not verify (after you investigated it); records that "
         "fail their own hash check are still never acted on, and each saga taken over says so in the log",
     )
+    p.add_argument("--snapshot-store", dest="snapshot_stores", action="append", default=[], metavar="[NAME=]DIR|URL",
+                   help="a durable snapshot store to restore from and to GC after each sweep (repeatable; "
+                   "docs/SNAPSHOTS.md)")
 
 
 def register(verbs: Any) -> None:
@@ -87,6 +90,8 @@ def _print_report(report: Any, quiet: bool) -> None:
             print(f"  {action.line()}")
         for escalation in report.new_escalations:
             print(f"  escalated: {escalation.line()}")
+    for gc in getattr(report, "snapshots", ()):
+        print(inert(gc.summary()))
     print(report.summary())
 
 
@@ -112,9 +117,12 @@ def _daemon_maker(args: argparse.Namespace, *, watching: bool = False) -> tuple[
     waits = watching and raw.strip() and not is_url(raw) and not os.path.lexists(raw)
     target = Path(raw) if waits else log_target(args)
     import_modules(args.imports, "@compensator handlers")
+    from agent_saga.cli.snapshots import named_stores
+
+    stores = named_stores(args.snapshot_stores)
     return target, lambda log: RecoveryDaemon(
         log, lease_grace=args.lease_grace, max_attempts=args.max_attempts, retry_delay=args.retry_delay,
-        trust_unverified=args.trust_unverified,
+        trust_unverified=args.trust_unverified, snapshots=stores,
     )
 
 

@@ -39,10 +39,10 @@ T = TypeVar("T")
 
 @dataclass(slots=True)
 class Barrier:
-    """Wait until ``ticket`` is durable in ``wal``."""
+    """Wait until ``ticket`` (None: every record appended so far) is durable in ``wal``."""
 
     wal: WAL
-    ticket: int
+    ticket: int | None
 
 
 @dataclass(slots=True)

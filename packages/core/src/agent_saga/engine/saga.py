@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Unpack
 
+from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
 from agent_saga.engine.invoke import (
     Barrier,
@@ -58,6 +59,7 @@ from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import _recording
+from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
@@ -319,6 +321,31 @@ class Saga:
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
         return drive_sync(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+
+    async def snapshot(
+        self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
+        store: SnapshotStore | None = None,
+    ) -> Any:
+        """Capture state before the next step; ``restore(captured)`` runs on rollback, LIFO with the undos.
+
+        Without ``store`` the snapshot lives in this process (a REVERSIBLE step). With one it
+        is durable before the step's intent and ``restore`` must be registered
+        (``@compensator``): the recovery daemon restores it after a crash. See
+        engine/snapshot.py. Returns what ``capture`` returned.
+        """
+        return await drive_async(self._snapshot(name, capture, restore, store))
+
+    def snapshot_sync(
+        self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
+        store: SnapshotStore | None = None,
+    ) -> Any:
+        """The blocking face of :meth:`snapshot`."""
+        return drive_sync(self._snapshot(name, capture, restore, store))
+
+    def _snapshot(
+        self, name: str, capture: Callable[[], Any], restore: Callable[..., Any] | str, store: SnapshotStore | None,
+    ) -> Protocol[Any]:
+        return snapshots.protocol(self, name, capture, restore, store)
 
     @staticmethod
     def _policed(tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> dict[str, Any]:

@@ -30,10 +30,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
@@ -42,7 +42,7 @@ from agent_saga.ids import operation_id
 from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.base import WAL
-from agent_saga.log.chain import ChainUnverified, VerifyReport
+from agent_saga.log.chain import ChainUnverified, VerifyReport, verify_records
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.file import read_records
 from agent_saga.log.maintenance import CompactionResult, LogMaintenanceError, settled_sagas
@@ -57,6 +57,10 @@ from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
+from agent_saga.snapshots.gc import GCReport, collect_records
+
+if TYPE_CHECKING:
+    from agent_saga.engine.snapshot import SnapshotStore
 
 __all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry"]
 
@@ -107,6 +111,7 @@ class SweepReport:
     actions: list[Action] = field(default_factory=list)
     new_escalations: list[Escalation] = field(default_factory=list)
     pending_escalations: int = 0
+    snapshots: list[GCReport] = field(default_factory=list)  # one per snapshot store swept
 
     @property
     def needs_attention(self) -> bool:
@@ -165,6 +170,7 @@ class RecoveryDaemon:
         name: str | None = None,
         encryptor: BodyCipher | None = None,
         trust_unverified: bool = False,
+        snapshots: Sequence[SnapshotStore] = (),
     ) -> None:
         if lease_grace < 0:
             raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
@@ -191,6 +197,8 @@ class RecoveryDaemon:
         self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
         self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
         self.trust_unverified = trust_unverified
+        #: Snapshot stores swept after each sweep (agent_saga.snapshots.gc): their settled sagas' go.
+        self.snapshots = tuple(snapshots)
         self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
         self._tail = self.store.tail(encryptor)
         self._wal: WAL | None = None
@@ -240,7 +248,20 @@ class RecoveryDaemon:
                 continue
             self._claim_and_resolve(saga_id, report)
         report.pending_escalations = len(self.escalations.pending())
+        if self.snapshots and not dry_run:
+            self._collect_snapshots(report)
         return report
+
+    def _collect_snapshots(self, report: SweepReport) -> None:
+        """The periodic snapshot GC: the whole log, verified again (a trusted-unverified log deletes nothing)."""
+        if self.wal_path is not None:
+            records = list(read_records(self.wal_path, encryptor=self.encryptor))
+        else:
+            assert self._wal is not None
+            records = list(self._wal.records())
+        verdict = verify_records(records)
+        for store in self.snapshots:
+            report.snapshots.append(collect_records(store, records, verdict))
 
     def watch(
         self,
