@@ -53,6 +53,7 @@ EXPECTED = {
     # issue 28: what the log makes possible
     "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
+    "ToolExecutorStats", "configure_tool_executor", "tool_executor_stats",  # issue 32: the blocking-tool pool
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

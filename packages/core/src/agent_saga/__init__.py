@@ -29,6 +29,7 @@ from agent_saga.engine import (
     add_interceptor,
     remove_interceptor,
 )
+from agent_saga.engine.tool_pool import ToolExecutorStats, configure_tool_executor, tool_executor_stats
 from agent_saga.errors import (
     BoundaryRequired,
     CompensationError,
@@ -243,6 +244,7 @@ __all__ = [
     "Tier",
     "TierAnswer",
     "ToolCall",
+    "ToolExecutorStats",
     "ToolFailed",
     "WALError",
     "WALFull",
@@ -261,6 +263,7 @@ __all__ = [
     "call_with",
     "cascade",
     "combine",
+    "configure_tool_executor",
     "compensator",
     "configure_logging",
     "counterfactual_replay",
@@ -286,6 +289,7 @@ __all__ = [
     "sourced",
     "synthesize",
     "tool",
+    "tool_executor_stats",
     "tools_must_exist",
     "unpatch_all",
     "user_value",
