@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import agent_saga
 
 INIT = Path(agent_saga.__file__)
@@ -32,6 +34,7 @@ def _run(code: str) -> dict[str, object]:
     return json.loads(out.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow  # a fresh interpreter: the fast lane starts no process
 def test_import_loads_only_the_package_itself_and_starts_no_thread() -> None:
     # Compared before and after, in a fresh interpreter: site hooks load what they load first.
     seen = _run("""
@@ -49,6 +52,7 @@ def test_import_loads_only_the_package_itself_and_starts_no_thread() -> None:
     assert seen["listed"] is True  # dir() lists every public name before any is used
 
 
+@pytest.mark.slow
 def test_the_defaults_the_package_installs_hold_for_the_first_saga_and_yield_to_a_setting() -> None:
     seen = _run("""
         import json, asyncio
