@@ -106,7 +106,7 @@ async def test_a_burst_of_slow_blocking_tools_stalls_neither_an_unrelated_saga_n
 
 @given(size=st.integers(1, 5), calls=st.integers(0, 12))
 def test_a_pool_runs_at_most_its_size_at_once_and_every_call_in_the_end(size: int, calls: int) -> None:
-    pool = ToolPool(size, name="test-pool")
+    pool = ToolPool(size, name="test-pool", idle_timeout=0.05)  # each example's threads end soon after it
     release = threading.Event()
     lock = threading.Lock()
     now = [0]
@@ -152,8 +152,23 @@ def test_growing_the_pool_starts_threads_for_waiting_calls_and_shrinking_never_c
     assert len(names) >= 1
 
 
+def test_idle_threads_end_and_the_next_call_starts_one_again() -> None:
+    pool = ToolPool(2, name="test-idle", idle_timeout=0.05)
+
+    def alive() -> int:
+        return sum(t.name.startswith("test-idle-") for t in threading.enumerate())
+
+    gate = threading.Event()
+    futures = [pool.submit(gate.wait) for _ in range(2)]
+    _wait_until(lambda: alive() == 2)
+    gate.set()
+    assert all(f.result(HANG_GUARD) for f in futures)
+    _wait_until(lambda: alive() == 0)
+    assert pool.submit(lambda: "again").result(HANG_GUARD) == "again"
+
+
 def test_a_call_whose_saga_gave_up_before_it_started_never_runs() -> None:
-    pool = ToolPool(1, name="test-cancel")
+    pool = ToolPool(1, name="test-cancel", idle_timeout=0.05)
     gate = threading.Event()
     ran: list[str] = []
     first = pool.submit(gate.wait)

@@ -11,7 +11,7 @@ thread. That used to be asyncio's default executor, which has two faults here:
   process still waited for the abandoned tool to return, for as long as it liked.
 
 This pool has threads of its own, named ``agent-saga-tool-N``, started on demand
-(none at import), at most :func:`configure_tool_executor`'s ``max_workers`` of them, and daemonic: a
+(none at import) and ended after a minute with nothing to run, at most :func:`configure_tool_executor`'s ``max_workers`` of them, and daemonic: a
 call abandoned by a cancelled saga is never waited for at exit. Its step is then
 UNKNOWN in the log, as any call whose outcome nobody saw. The log's flusher and
 barrier watchdog are threads of the log (``log.group``, ``log.waiters``), never
@@ -58,9 +58,10 @@ _Work = tuple[float, Callable[[], Any], "concurrent.futures.Future[Any]"]
 class ToolPool:
     """A bounded pool of daemon threads; :func:`tool_pool` is the process's one instance."""
 
-    def __init__(self, size: int | None = None, name: str = "agent-saga-tool") -> None:
+    def __init__(self, size: int | None = None, name: str = "agent-saga-tool", idle_timeout: float = 60.0) -> None:
         self._size = _checked(size) if size is not None else _default_size()
         self._name = name
+        self._idle_timeout = idle_timeout  # a thread with nothing to do this long ends
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._queue: collections.deque[_Work] = collections.deque()
@@ -109,8 +110,11 @@ class ToolPool:
             with self._lock:
                 while not self._queue and self._threads <= self._size:
                     self._idle += 1
-                    self._wake.wait()
+                    woken = self._wake.wait(self._idle_timeout)
                     self._idle -= 1
+                    if not woken and not self._queue:  # idle for a while: the next burst starts threads again
+                        self._threads -= 1
+                        return
                 if self._threads > self._size:  # the pool shrank: this thread is one too many
                     self._threads -= 1
                     return
