@@ -15,6 +15,12 @@ figures can be read against what the design must pay anyway:
   in its poll meanwhile);
 * ``loop, held``: the task waits on a lock on the loop's own thread instead
   (the "spin briefly before parking" idea, without the spinning);
+* ``durable step``: one COMPENSABLE step through ``await saga.execute`` on a
+  ``FileWAL`` in the same directory, one saga at a time (bench_wal.py's step), in
+  blocks that alternate with the rows above. Its p50 is judged against the
+  ``loop, parked`` row, the bare loop -> thread -> loop write + fdatasync round
+  trip that any durable step of an async saga makes (issue 32's target: at most
+  1.2x), and against the raw write + fdatasync (``inline``);
 * ``engine, no disk``: one COMPENSABLE step through ``await saga.execute`` on a
   ``MemoryWAL`` (no encoding, no disk, no thread), 1 and 256 sagas: the engine's
   own Python. A MemoryWAL's barrier returns at once, so its sagas never yield to
@@ -45,10 +51,13 @@ from typing import Any
 import harness
 from bench_wal import Ours
 
-from agent_saga.log import MemoryWAL
+from agent_saga.log import FileWAL, MemoryWAL
 from agent_saga.log.codec import chain_lines, prepare_lines
 
 _Op = Callable[[], Any]
+DURABLE = "durable step"
+#: Issue 32: the lone durable step's p50 at most this many times the loop -> thread -> loop floor.
+TARGET = 1.2
 
 
 class _Writer:
@@ -83,10 +92,33 @@ def _measure(op: _Op, n: int) -> tuple[list[float], float]:
     return samples, user1 - user0 + sys1 - sys0
 
 
+def _durable_steps(loop: asyncio.AbstractEventLoop, wal: FileWAL, n: int) -> tuple[list[float], float]:
+    """``n`` lone durable steps in one saga: latency samples and CPU seconds (the steps only).
+
+    Timed inside one coroutine (a saga's scope belongs to one task), so, unlike the loop
+    rows, no ``run_until_complete`` is in the samples.
+    """
+    ours = Ours()
+
+    async def block() -> tuple[list[float], float]:
+        samples = []
+        async with ours.scope(wal) as saga:
+            user0, sys0 = harness.cpu_seconds()
+            for _ in range(n):
+                t0 = time.perf_counter()
+                await ours.durable_step(saga)
+                samples.append(time.perf_counter() - t0)
+            user1, sys1 = harness.cpu_seconds()
+        return samples, user1 - user0 + sys1 - sys0
+
+    return loop.run_until_complete(block())
+
+
 def _disk(directory: Path, n: int) -> dict[str, dict[str, float]]:
     fd = os.open(directory / "floors.bin", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     writer = _Writer(fd)
     loop = asyncio.new_event_loop()
+    wal = FileWAL(directory / "durable.wal")
 
     def inline() -> None:
         os.write(fd, harness.LINE)
@@ -117,19 +149,25 @@ def _disk(directory: Path, n: int) -> dict[str, dict[str, float]]:
     async def nothing() -> None:
         return None
 
-    lat: dict[str, list[float]] = {k: [] for k in ops}
-    cpu: dict[str, float] = dict.fromkeys(ops, 0.0)
+    rows = [*ops, DURABLE]
+    lat: dict[str, list[float]] = {k: [] for k in rows}
+    cpu: dict[str, float] = dict.fromkeys(rows, 0.0)
     block = max(10, n // 10)
+    _durable_steps(loop, wal, block)  # warm up: the first saga imports and registers what it uses
     for _ in range(n // block):  # alternate, so that every row sees the same disk
         for name, op in ops.items():
             samples, seconds = _measure(op, block)
             lat[name] += samples
             cpu[name] += seconds
+        samples, seconds = _durable_steps(loop, wal, block)
+        lat[DURABLE] += samples
+        cpu[DURABLE] += seconds
     base, base_cpu = _measure(lambda: loop.run_until_complete(nothing()), n)
+    wal.close()
     loop.close()
     os.close(fd)
     out = {}
-    for name in ops:
+    for name in rows:
         extra = harness.percentile(base, 0.5) if name.startswith("loop") else 0.0
         extra_cpu = base_cpu / n if name.startswith("loop") else 0.0
         out[name] = {
@@ -139,6 +177,7 @@ def _disk(directory: Path, n: int) -> dict[str, dict[str, float]]:
     floor = out["inline"]["p50_us"]
     for row in out.values():
         row["ratio"] = row["p50_us"] / floor
+    out[DURABLE]["ratio_to_loop_floor"] = out[DURABLE]["p50_us"] / out["loop, parked"]["p50_us"]
     return out
 
 
@@ -210,6 +249,9 @@ def _table(r: dict[str, Any]) -> str:
     ]
     for name, row in r["disk"].items():
         lines.append(f"  {name:<44}{row['p50_us']:>8.0f}us{row['ratio']:>9.2f}x{row['cpu_us']:>10.0f}us")
+    judged = r["disk"][DURABLE]["ratio_to_loop_floor"]
+    lines.append(f"  {'durable step p50 / loop, parked p50':<44}{judged:>9.2f}x "
+                 f"(target <= {TARGET}x: {'met' if judged <= TARGET else 'not met'})")
     engine, waits = r["engine_no_disk_cpu_us"], r["engine_no_disk_await_cpu_us"]
     lines += [
         f"  {'engine, no disk: CPU per step, 1 / 256 sagas':<44}{engine['1']:>8.1f}us / {engine['256']:.1f}us",

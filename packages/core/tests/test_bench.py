@@ -46,8 +46,10 @@ def test_bench_wal_prints_every_figure(tmp_path: Path) -> None:
 
 def test_bench_floors_prints_every_part(tmp_path: Path) -> None:
     run = _run("bench_floors.py", "--n", "20", cwd=tmp_path)
-    assert list(run["disk"]) == ["inline", "thread", "loop, parked", "loop, held"]
+    assert list(run["disk"]) == ["inline", "thread", "loop, parked", "loop, held", "durable step"]
     assert run["disk"]["inline"]["ratio"] == 1.0
+    durable = run["disk"]["durable step"]  # judged in the same run against the loop -> thread -> loop floor
+    assert durable["ratio_to_loop_floor"] == durable["p50_us"] / run["disk"]["loop, parked"]["p50_us"]
     assert all(row["p50_us"] > 0 and isinstance(row["cpu_us"], float) for row in run["disk"].values())
     assert set(run["engine_no_disk_cpu_us"]) == set(run["engine_no_disk_await_cpu_us"]) == {"1", "256"}
     assert run["codec_us_per_record"] > 0 and run["asyncio_await_cpu_us"] > 0

@@ -71,4 +71,3 @@ def test_what_the_page_calls_removed_is_not_exported() -> None:
                    "agent_saga.runtime"):
         exported |= set(importlib.import_module(module).__all__)
     assert not [name for name in removed if name in exported and name != "Verdict"]
-    assert not hasattr(agent_saga, "tool_executor_stats")

@@ -55,6 +55,7 @@ EXPECTED = {
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
     "RepairClosed", "RepairRefused", "RepairSession",  # issue 27 part 1: surgical repair
     "SagaArray", "array",  # issue 27 part 3: saga.array
+    "ToolExecutorStats", "configure_tool_executor", "tool_executor_stats",  # issue 32: the blocking-tool pool
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

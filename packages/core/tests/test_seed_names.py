@@ -2,8 +2,8 @@
 
 ``BaseWAL`` is ``WAL``; ``read_all()`` and ``read_since(gseq)`` read any log;
 ``RecoveryDaemon.compact()`` computes the keep-set with a grace period and compacts
-under a signed attestation. ``tool_executor_stats()`` is not provided: docs/MIGRATING.md
-says where blocking tool work runs instead, and the last test here pins that claim.
+under a signed attestation. ``tool_executor_stats()`` and ``configure_tool_executor()`` name
+the bounded tool pool again (docs/MIGRATING.md), and the last test here pins where a blocking tool runs.
 """
 
 from __future__ import annotations
@@ -138,11 +138,10 @@ def test_daemon_compact_refuses_a_grace_that_is_not_seconds(tmp_path: Path, bad:
         daemon.compact(signer=None, grace_seconds=bad)
 
 
-def test_no_tool_executor_stats_a_blocking_tool_runs_on_the_loops_default_executor() -> None:
-    # docs/MIGRATING.md: 2.x's tool_executor_stats()/configure_tool_executor() have no 3.x
-    # counterpart; a sync tool awaited in a saga runs on the event loop's default executor,
-    # which the application sizes (loop.set_default_executor) and can observe.
-    assert not hasattr(agent_saga, "tool_executor_stats")
+def test_tool_executor_stats_and_configure_tool_executor_are_back_for_the_tool_pool() -> None:
+    # 2.x's tool_executor_stats()/configure_tool_executor(max_workers=) name the bounded pool
+    # again (issue 32): a sync tool awaited in a saga runs there, not on the loop's default
+    # executor, which stays the application's (docs/MIGRATING.md).
     seen: list[str] = []
 
     def charge() -> dict[str, str]:
@@ -155,5 +154,7 @@ def test_no_tool_executor_stats_a_blocking_tool_runs_on_the_loops_default_execut
         async with saga_scope(MemoryWAL()) as s:
             await s.execute(tool="payments.charge", semantics=C, forward=charge, compensate=undo)
 
+    size = agent_saga.tool_executor_stats().size
+    agent_saga.configure_tool_executor(max_workers=size)
     asyncio.run(main())
-    assert len(seen) == 1 and seen[0].startswith("tools")
+    assert len(seen) == 1 and seen[0].startswith("agent-saga-tool-")

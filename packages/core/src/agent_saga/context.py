@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
+from agent_saga import boot
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport, SagaAborted
@@ -72,6 +73,7 @@ def set_default_gate(gate: GateSetting) -> GateSetting:
     setting is returned so that a caller can wrap it and put it back.
     """
     global _default_gate
+    boot.ensure()  # the package's default gate first, so that this setting replaces it
     told = (gate, gate, None) if gate is None or isinstance(gate, GatePort) else (gate, None, gate)
     with _gate_lock:
         previous, _default_gate = _default_gate[0], told
@@ -80,6 +82,7 @@ def set_default_gate(gate: GateSetting) -> GateSetting:
 
 def default_gate() -> GatePort | None:
     """The gate a saga started now gets when it is not given one (a fresh one per call)."""
+    boot.ensure()
     _, gate, factory = _default_gate
     return gate if factory is None else factory()
 

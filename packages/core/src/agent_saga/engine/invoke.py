@@ -20,6 +20,7 @@ from types import CodeType
 from typing import Any, TypeVar
 
 from agent_saga.engine.ports import GatePort, StepRequest
+from agent_saga.engine.tool_pool import tool_pool
 from agent_saga.log.base import WAL
 
 __all__ = [
@@ -185,6 +186,7 @@ def drive_sync(protocol: Protocol[T]) -> T:
 
 
 _CO_COROUTINE = inspect.CO_COROUTINE
+_POOL = tool_pool()
 
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
@@ -204,11 +206,11 @@ async def _call_async(op: Call) -> Any:
             async with asyncio.timeout(op.timeout):
                 return await result
         return result
-    # A plain callable may block (an HTTP client, a driver): keep it off the loop,
-    # on a worker thread that sees this context (so nested tools find the saga).
-    loop = asyncio.get_running_loop()
+    # A plain callable may block (an HTTP client, a driver): keep it off the loop, on a
+    # thread of the tool pool (not the loop's default executor: see engine/tool_pool.py)
+    # that sees this context (so nested tools find the saga).
     ctx = contextvars.copy_context()
-    future = loop.run_in_executor(None, functools.partial(ctx.run, fn, **op.kwargs))
+    future = asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, **op.kwargs)))
     if op.timeout is None:
         result = await future
         return (await result) if inspect.isawaitable(result) else result

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agent_saga import boot
 from agent_saga.ids import operation_id
 from agent_saga.semantics import ActionSemantics
 
@@ -113,9 +114,11 @@ _lifecycles: list[Lifecycle] = []
 
 def add_lifecycle(hook: Lifecycle) -> None:
     """Install ``hook`` for every saga started from now on (once per hook)."""
+    boot.ensure()  # the package's own hooks first, as when ``import agent_saga`` installed them
     if hook not in _lifecycles:
         _lifecycles.append(hook)
 
 
 def lifecycles() -> tuple[Lifecycle, ...]:
+    boot.ensure()
     return tuple(_lifecycles)
