@@ -52,7 +52,7 @@ from agent_saga.approvals.store import ApprovalStore, find
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate.stores import StoreUnavailable
 from agent_saga.inert import inert_json
-from agent_saga.ui.server import is_loopback
+from agent_saga.ui.server import CSP, is_loopback
 
 __all__ = ["ApprovalsServer", "make_approvals_server"]
 
@@ -61,8 +61,6 @@ _STATIC = {
     "/approvals.js": ("approvals.js", "text/javascript; charset=utf-8"),
     "/approvals.css": ("approvals.css", "text/css; charset=utf-8"),
 }
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _MAX_BODY = 64 * 1024
 _CHALLENGE_TTL = 300.0
 
@@ -176,7 +174,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Security-Policy", _CSP)
+        self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-store")

@@ -28,7 +28,7 @@ from agent_saga.inert import inert_json
 from agent_saga.ui.runs import RunStore
 from agent_saga.ui.source import RecordSource
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "UiServer", "is_loopback", "make_server"]
+__all__ = ["CSP", "DEFAULT_HOST", "DEFAULT_PORT", "UiServer", "is_loopback", "make_server"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -37,7 +37,8 @@ _STATIC = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+# The one policy of every page this package serves: script and style from the server itself only.
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
@@ -109,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Security-Policy", _CSP)
+        self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cache-Control", "no-store")
