@@ -53,6 +53,7 @@ EXPECTED = {
     # issue 28: what the log makes possible
     "FailureModel", "build_corpus", "counterfactual_replay",
     "WALProfile", "synthesize",  # issue 28 part 3: shareable synthetic traffic
+    "PatternPredictor", "Speculator", "planned_calls",  # issue 30 part 2: predictive pre-execution
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -72,6 +73,9 @@ SUBNAMESPACES = {
         "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
         # repair once, stop the thrash (issue 26 part 4)
         "RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args",
+        # predictive pre-execution (issue 30 part 2)
+        "PatternPredictor", "Prediction", "Predictor", "SpeculationLease", "SpeculationStats", "Speculator",
+        "planned_calls",
     },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",

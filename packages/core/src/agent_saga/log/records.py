@@ -82,3 +82,6 @@ class RecordType(enum.StrEnum):
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern
     # Issue 28 part 4: an ADVISE gate rule's note on a step (a learned estimate); it refuses nothing.
     STEP_ADVISORY = "STEP_ADVISORY"
+    # Issue 30 part 2 (agent_saga.runtime.speculation): the agent made a call whose result was
+    # run ahead of it (REVERSIBLE only) and held behind a lease; the held result was used.
+    SPECULATION_REDEEMED = "SPECULATION_REDEEMED"
