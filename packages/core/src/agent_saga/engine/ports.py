@@ -78,6 +78,9 @@ class GatePort(Protocol):
       halt that names that tool. No other control applies to an undo.
     * ``posture_since(known)`` -- ``(token, change)``: whether the kill switch
       the gate obeys changed since ``known``; the engine records ``change``.
+    * ``check_speculation(request)`` -- may this call run ahead of the agent
+      (``agent_saga.runtime.Speculator``)? Raises ``StepRefused`` if not; a gate
+      without it has nothing speculated.
     """
 
     def admit(self, saga: SagaInfo) -> None: ...
