@@ -28,9 +28,13 @@ from agent_saga import (
     PreFlightGate,
     Speculator,
     StepRefused,
+    TierAnswer,
+    ToolCall,
+    cascade,
     planned_calls,
     saga_scope,
     tool,
+    tools_must_exist,
 )
 from agent_saga.gate import DefaultGate, FileSwitchStore, Rule, StepRequest, tool_is
 from agent_saga.gate.rules import Action
@@ -119,6 +123,32 @@ async def test_planned_calls_from_an_adapter_are_redeemed_through_the_kit() -> N
     wal = kit.wal
     assert isinstance(wal, MemoryWAL)
     assert [r["step"] for r in _records(wal, "SPECULATION_REDEEMED")] == [1, 2]
+
+
+async def test_the_tool_calls_of_a_verified_cascade_answer_run_ahead() -> None:
+    """Wired where the runtime knows a response's planned calls: cascade's verified answer."""
+    seen: list[int] = []
+
+    async def fetch(order: int) -> int:
+        seen.append(order)
+        return order
+
+    class OneTier:
+        name = "small"
+
+        async def complete(self, request: Any, feedback: str | None = None) -> TierAnswer:
+            calls = (ToolCall("fetch", {"order": 1}), ToolCall("fetch", {"order": 2}),
+                     ToolCall("fetch", {}, raw_arguments="{not json"))
+            return TierAnswer("", calls, tokens=10)
+
+    kit = AgentKit("speculate", wal=MemoryWAL())
+    fetch_tool = kit.safe_tool(fetch, semantics="REVERSIBLE")
+    async with kit.transaction(), Speculator([fetch_tool], intent="turn-1") as spec:
+        result = await cascade("orders 1 and 2", ladder=[OneTier()], verify=tools_must_exist(["fetch"]))
+        assert spec.stats.started == 2  # the unparsable call is not guessed
+        for call in result.answer.tool_calls[:2]:
+            await fetch_tool(**call.arguments)
+    assert sorted(seen) == [1, 2] and spec.stats.redeemed == 2
 
 
 # -- what may never be redeemed -----------------------------------------------------------

@@ -59,12 +59,15 @@ from agent_saga.redaction import redact_args
 from agent_saga.registry import resolve
 from agent_saga.runtime.leases import LeaseSigner, SpeculationLease, args_digest
 from agent_saga.runtime.predictors import Prediction, Predictor
+from agent_saga.runtime.tiers import ToolCall
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec
 
 __all__ = ["SpeculationStats", "Speculator", "planned_calls"]
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+#: A call a framework planned: a prediction, a model's ToolCall, or ``(tool, args)``.
+Planned = Prediction | ToolCall | tuple[str, Mapping[str, Any]]
 _KEY = "idempotency_key"
 
 
@@ -210,16 +213,20 @@ class Speculator:
 
     # -- running ahead -----------------------------------------------------------------
 
-    def plan(self, calls: Iterable[Prediction | tuple[str, Mapping[str, Any]]]) -> list[SpeculationLease]:
+    def plan(self, calls: Iterable[Planned]) -> list[SpeculationLease]:
         """Run these calls ahead (a framework's planned tool calls); the leases of those that started."""
         leases = []
         for call in calls:
             if isinstance(call, Prediction):
                 tool, args = call.tool, call.args
+            elif isinstance(call, ToolCall):
+                if call.raw_arguments and not call.arguments:
+                    continue  # the model's JSON did not parse: there is no call to guess
+                tool, args = call.name, call.arguments
             elif isinstance(call, tuple) and len(call) == 2:
                 tool, args = call
             else:
-                raise TypeError(f"plan() takes Prediction(tool, args) or (tool, args) pairs, got {call!r}")
+                raise TypeError(f"plan() takes Prediction(tool, args), ToolCall or (tool, args) pairs, got {call!r}")
             lease = self.speculate(tool, args)
             if lease is not None:
                 leases.append(lease)
@@ -405,11 +412,12 @@ class Speculator:
         self.stats.undone += 1
 
 
-def planned_calls(calls: Iterable[Prediction | tuple[str, Mapping[str, Any]]]) -> list[SpeculationLease]:
+def planned_calls(calls: Iterable[Planned]) -> list[SpeculationLease]:
     """The adapters' hook: a framework planned these tool calls; run them ahead if a Speculator is attached.
 
     Called with the calls of one model response before the framework runs them one by one
-    (``[("read", {"page": 3}), ...]``). Outside a saga, or with no Speculator attached,
+    (``[("read", {"page": 3}), ...]``, or a ``TierAnswer``'s ``tool_calls``: ``cascade`` calls it
+    with the verified answer's calls). Outside a saga, or with no Speculator attached,
     it does nothing and returns ``[]``.
     """
     saga = current_saga()
