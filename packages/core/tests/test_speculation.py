@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 import agent_saga
 from agent_saga import (
@@ -157,7 +158,7 @@ _FIELDS = ("lease_id", "intent", "saga_id", "tool", "args_digest", "expires", "t
 _text = st.text(min_size=1, max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     intent=_text, saga=_text, tool_name=_text, args=st.dictionaries(_text, st.integers() | _text, max_size=3),
     ttl=st.floats(0.001, 1e6), elapsed=st.floats(0, 2e6),
@@ -197,7 +198,7 @@ def test_a_lease_is_redeemable_only_unaltered_in_time_by_its_own_intent_saga_too
 _ATTACKS = ("none", "stale", "forged", "altered", "cross_intent", "cross_saga", "other_args", "other_tool")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(attack=st.sampled_from(_ATTACKS), field=st.sampled_from(_FIELDS[:-1]), page=st.integers(-5, 50))
 def test_end_to_end_only_the_untouched_lease_for_this_very_call_is_redeemed(
     attack: str, field: str, page: int
