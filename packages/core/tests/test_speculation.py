@@ -372,6 +372,19 @@ def test_pattern_predictor(calls: list[dict[str, Any]], expected: list[dict[str,
     assert all(p.tool == "read" for p in predictor.predict())
 
 
+def test_a_predictor_that_fails_never_fails_the_agents_call() -> None:
+    class Broken:
+        def observe(self, tool: str, args: Any) -> None: ...
+
+        def predict(self) -> list[Prediction]:
+            raise RuntimeError("model of the agent crashed")
+
+    reads = Reads()
+    with saga_scope(wal=MemoryWAL(), gate=None), Speculator([reads.read], intent="r1", predictor=Broken()) as spec:
+        assert reads.read(1) == "page 1"
+    assert spec.stats.reasons == {"the predictor failed: RuntimeError": 1}
+
+
 def test_bad_configuration_is_one_clear_line() -> None:
     reads = Reads()
     with pytest.raises(agent_saga.ConfigurationError, match="intent="):

@@ -361,9 +361,18 @@ class Speculator:
         predictor = self.predictor
         if predictor is None or self._closed:
             return
-        predictor.observe(tool, plain)
-        for prediction in predictor.predict():
-            self.speculate(prediction.tool, prediction.args)
+        try:
+            predictor.observe(tool, plain)
+            predictions = list(predictor.predict())
+        except Exception as err:  # noqa: BLE001 - a guess that fails must not fail the agent's call
+            self.stats._count("refused", f"the predictor failed: {type(err).__name__}")
+            return
+        for prediction in predictions:
+            guess: Any = prediction  # a predictor is someone else's code: check what it returned
+            if isinstance(guess, Prediction):
+                self.speculate(guess.tool, guess.args)
+            else:
+                self.stats._count("refused", "the predictor returned something other than a Prediction")
 
     # -- dropping ----------------------------------------------------------------------
 
