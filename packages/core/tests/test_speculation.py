@@ -393,4 +393,9 @@ def test_bad_configuration_is_one_clear_line() -> None:
         Speculator([lambda: None], intent="r1")
     with pytest.raises(agent_saga.ConfigurationError, match="inside a saga"):
         Speculator([reads.read], intent="r1").attach()
+    with saga_scope(wal=MemoryWAL(), gate=None), Speculator([reads.read], intent="r1") as spec:
+        with saga_scope(wal=MemoryWAL(), gate=None) as other, pytest.raises(
+            agent_saga.ConfigurationError, match="make one per saga"
+        ):
+            spec.attach(other)
     assert isinstance(SpeculationLease, type)

@@ -168,6 +168,9 @@ class Speculator:
             raise ConfigurationError(f"saga {target.saga_id} already has a Speculator attached; close that one first")
         if self._closed:
             raise ConfigurationError("this Speculator was closed; make a new one")
+        if self._saga is not None and self._saga is not target:
+            # its held results were run for that saga (and their leases name it): one saga each
+            raise ConfigurationError(f"this Speculator serves saga {self._saga.saga_id}; make one per saga")
         self._saga = target
         target.speculation = self
         return self
