@@ -129,6 +129,7 @@ def main() -> None:
     parser.add_argument("--think", type=float, nargs="+", default=[50.0, 150.0], help="model think times, ms")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each; the median run is reported")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--dir", help="accepted like the other benchmarks; this one writes no files (MemoryWAL)")
     options = parser.parse_args()
     rows = []
     for think in options.think:

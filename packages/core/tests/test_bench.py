@@ -93,3 +93,15 @@ def test_bench_synthetic_recovery_prints_every_figure(tmp_path: Path) -> None:
     assert run["compensated"] > 0 and run["sagas_per_s"] > 0 and run["recovered_per_s"] > 0
     for key in ("fit_s", "synthesize_s", "write_s", "sweep_s", "sweep_cpu_s", "profile_bytes", "records"):
         assert run[key] >= 0, key
+
+
+def test_bench_speculation_prints_both_sides_and_every_count(tmp_path: Path) -> None:
+    rows = _run("bench_speculation.py", "--think", "0", "--repeat", "1", cwd=tmp_path)
+    off, on = rows
+    assert (off["speculation"], on["speculation"]) == (False, True)
+    assert off["calls"] == on["calls"] == 16 and off["executions"] == 16 and off["started"] == 0
+    # the scripted agent's guesses are the same every run: 14 started, 11 redeemed, 3 wasted
+    assert (on["started"], on["redeemed"], on["wasted"]) == (14, 11, 3)
+    # 5 real calls and the 11 redeemed guesses ran; a wasted guess may have been cancelled unrun
+    assert 16 <= on["executions"] <= 16 + 3
+    assert on["seconds"] > 0 and "saved" in on and "saved_pct" in on
