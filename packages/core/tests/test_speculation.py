@@ -22,6 +22,8 @@ from hypothesis_profiles import examples
 import agent_saga
 from agent_saga import (
     AgentKit,
+    BreakerPolicy,
+    CircuitBreaker,
     Compensation,
     KillSwitch,
     MemoryWAL,
@@ -34,6 +36,7 @@ from agent_saga import (
     cascade,
     planned_calls,
     saga_scope,
+    set_breaker,
     tool,
     tools_must_exist,
 )
@@ -297,6 +300,34 @@ def test_a_halted_switch_stops_speculation_and_the_redemption(tmp_path: Any) -> 
     assert reads.calls == [1]
     assert spec.stats.redeemed == 0 and spec.stats.refused == 1
     assert _records(wal, "SPECULATION_REDEEMED") == []
+
+
+def test_an_open_or_half_open_breaker_is_not_speculated_against(tmp_path: Any) -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(BreakerPolicy(failure_threshold=1, failure_rate=None, cool_down=10), clock=clock)
+    switch = KillSwitch(FileSwitchStore(tmp_path / "switch.json"), poll_interval=0)
+    request = _request(ActionSemantics.REVERSIBLE, "read")
+    breaker.before(request)
+    breaker.observe(request, ConnectionError("down"))  # one failure trips it
+    for gate in (PreFlightGate(switch=switch, breaker=breaker), DefaultGate(switch)):
+        set_breaker(breaker)
+        try:
+            with pytest.raises(StepRefused, match="circuit open"):
+                gate.check_speculation(request)
+            clock.now += 11  # cooled down: half open, and the trial call is the agent's, not a guess
+            with pytest.raises(StepRefused, match="half open"):
+                gate.check_speculation(request)
+            breaker.before(request)  # the trial was handed back: the agent's call still gets it
+            breaker.observe(request, ConnectionError("still down"))
+        finally:
+            set_breaker(None)
+
+
+def test_a_halted_switch_refuses_speculation_in_the_default_gate_too(tmp_path: Any) -> None:
+    switch = KillSwitch(FileSwitchStore(tmp_path / "switch.json"), poll_interval=0)
+    switch.halt("global", reason="incident", by="ops")
+    with pytest.raises(StepRefused):
+        DefaultGate(switch).check_speculation(_request(ActionSemantics.REVERSIBLE))
 
 
 def test_a_rule_that_blocks_or_asks_a_person_is_not_speculated_around(tmp_path: Any) -> None:
