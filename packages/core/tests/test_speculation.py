@@ -371,6 +371,23 @@ def test_a_wasted_speculation_is_undone_when_its_tool_declares_an_undo() -> None
     assert spec.stats.wasted == 2 and spec.stats.undone == 1 and spec.stats.undo_failed == 0
 
 
+def test_a_guess_that_hangs_does_not_hold_the_sagas_end() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @tool(semantics="REVERSIBLE")
+    def slow(key: str) -> str:
+        started.set()
+        release.wait(30)
+        return key
+
+    with saga_scope(wal=MemoryWAL(), gate=None), Speculator([slow], intent="r1", close_wait=0.05) as spec:
+        assert spec.speculate("slow", {"key": "k"}) is not None
+        assert started.wait(30)  # running, so it cannot be cancelled
+    # closed with the guess still running: counted, not waited for
+    assert spec.stats.reasons == {"never asked for": 1, "still running at close": 1}
+    release.set()
+
+
 def test_changing_the_intent_drops_what_was_guessed_for_the_old_one() -> None:
     reads = Reads()
     with saga_scope(wal=MemoryWAL(), gate=None), Speculator([reads.read], intent="r1") as spec:

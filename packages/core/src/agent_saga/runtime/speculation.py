@@ -105,7 +105,8 @@ class Speculator:
     ``intent``: what the agent is working on now (a request or turn id, see
     :meth:`set_intent`); ``predictor``: None to run only what adapters plan; ``ttl``:
     seconds a held result may be redeemed; ``workers``: speculative calls at once;
-    ``clock``: the monotonic clock leases expire by.
+    ``close_wait``: seconds :meth:`close` waits for guesses still running; ``clock``: the
+    monotonic clock leases expire by.
     """
 
     def __init__(
@@ -116,6 +117,7 @@ class Speculator:
         predictor: Predictor | None = None,
         ttl: float = 30.0,
         workers: int = 2,
+        close_wait: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         _check_intent(intent)
@@ -123,6 +125,10 @@ class Speculator:
             raise ConfigurationError(f"Speculator(ttl=...) is seconds a held result stays redeemable (> 0), got {ttl!r}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ConfigurationError(f"Speculator(workers=...) is how many speculative calls run at once (>= 1), got {workers!r}")
+        if isinstance(close_wait, bool) or not isinstance(close_wait, (int, float)) or not 0 <= close_wait < float("inf"):
+            raise ConfigurationError(
+                f"Speculator(close_wait=...) is seconds close() waits for guesses still running (>= 0), got {close_wait!r}"
+            )
         if predictor is not None and not isinstance(predictor, Predictor):
             raise ConfigurationError(
                 f"Speculator(predictor=...) takes an object with observe(tool, args) and predict(), got {predictor!r}"
@@ -139,6 +145,7 @@ class Speculator:
         self.intent = intent
         self.predictor = predictor
         self.ttl = float(ttl)
+        self.close_wait = float(close_wait)
         self.stats = SpeculationStats()
         self._clock = clock
         self._keeper = LeaseSigner(clock=clock)
@@ -187,7 +194,13 @@ class Speculator:
             saga.speculation = None
         for held in dropped:
             self._waste(held, "never asked for")
-        self._pool.shutdown(wait=True)
+        # Guesses still running are waited for (their undo runs as each ends), but a tool that
+        # hangs must not hold the saga's end: past close_wait it is left to finish on its thread.
+        running = [h.future for h in dropped if not h.future.done()]
+        _, late = concurrent.futures.wait(running, timeout=self.close_wait)
+        if late:
+            self.stats.reasons["still running at close"] = len(late)
+        self._pool.shutdown(wait=not late)
 
     def __enter__(self) -> Speculator:
         return self.attach()
