@@ -388,6 +388,30 @@ def test_a_guess_that_hangs_does_not_hold_the_sagas_end() -> None:
     release.set()
 
 
+@pytest.mark.parametrize("face", ["sync", "async"])
+async def test_a_guess_that_failed_is_not_redeemed_the_agents_call_runs_for_real(face: str) -> None:
+    attempts: list[str] = []
+
+    def flaky(key: str) -> str:
+        attempts.append(key)
+        if len(attempts) == 1:
+            raise ConnectionError("the guess hit a blip")
+        return key
+
+    async def flaky_async(key: str) -> str:
+        return flaky(key)
+
+    wal = MemoryWAL()
+    kit = AgentKit("speculate", wal=wal)
+    fetch = kit.safe_tool(flaky if face == "sync" else flaky_async, name="fetch", semantics="REVERSIBLE")
+    async with kit.transaction(), Speculator([fetch], intent="r1") as spec:
+        assert spec.speculate("fetch", {"key": "k"}) is not None
+        assert await fetch(key="k") == "k"
+    assert attempts == ["k", "k"] and spec.stats.redeemed == 0
+    assert _records(wal, "SPECULATION_REDEEMED") == []
+    assert [r["body"]["result"] for r in _records(wal, "STEP_COMMITTED")] == ["k"]
+
+
 def test_changing_the_intent_drops_what_was_guessed_for_the_old_one() -> None:
     reads = Reads()
     with saga_scope(wal=MemoryWAL(), gate=None), Speculator([reads.read], intent="r1") as spec:

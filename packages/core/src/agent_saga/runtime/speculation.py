@@ -486,7 +486,9 @@ def _redeemer(held: _Held, real: Callable[..., Any], used: list[str], aio: bool)
             try:
                 value = await asyncio.wrap_future(held.future)
             except Exception:  # noqa: BLE001 - the guess failed: the agent's call runs for real
-                result = fallback(idempotency_key)
+                # off the loop, as the engine runs a plain callable (an async tool's coroutine is
+                # only made there, and awaited here)
+                result = await asyncio.to_thread(fallback, idempotency_key)
                 return (await result) if inspect.isawaitable(result) else result
             used.append(idempotency_key)
             return value
