@@ -103,3 +103,15 @@ def test_bench_array_prints_every_figure(tmp_path: Path) -> None:
     for row in run["sizes"].values():
         assert row["reps"] >= 5 and row["floor_cpu_us"] >= 0 and row["capture_cpu_us"] >= 0
         assert row["write_in_saga_cpu_us"] > 0 and row["restore_cpu_us"] >= 0
+
+
+def test_bench_speculation_prints_both_sides_and_every_count(tmp_path: Path) -> None:
+    rows = _run("bench_speculation.py", "--think", "0", "--repeat", "1", cwd=tmp_path)
+    off, on = rows
+    assert (off["speculation"], on["speculation"]) == (False, True)
+    assert off["calls"] == on["calls"] == 16 and off["executions"] == 16 and off["started"] == 0
+    # the scripted agent's guesses are the same every run: 14 started, 11 redeemed, 3 wasted
+    assert (on["started"], on["redeemed"], on["wasted"]) == (14, 11, 3)
+    # 5 real calls and the 11 redeemed guesses ran; a wasted guess may have been cancelled unrun
+    assert 16 <= on["executions"] <= 16 + 3
+    assert on["seconds"] > 0 and "saved" in on and "saved_pct" in on

@@ -56,6 +56,7 @@ EXPECTED = {
     "RepairClosed", "RepairRefused", "RepairSession",  # issue 27 part 1: surgical repair
     "SagaArray", "array",  # issue 27 part 3: saga.array
     "ToolExecutorStats", "configure_tool_executor", "tool_executor_stats",  # issue 32: the blocking-tool pool
+    "PatternPredictor", "Speculator", "planned_calls",  # issue 30 part 2: predictive pre-execution
 }
 
 # The sub-namespaces: each is a public module with its own __all__.
@@ -75,6 +76,9 @@ SUBNAMESPACES = {
         "Verdict", "Verifier", "all_of", "cascade", "grounded", "matches_schema", "tools_must_exist",
         # repair once, stop the thrash (issue 26 part 4)
         "RepairPolicy", "ThrashPolicy", "argument_check", "canonical_args",
+        # predictive pre-execution (issue 30 part 2)
+        "PatternPredictor", "Prediction", "Predictor", "SpeculationLease", "SpeculationStats", "Speculator",
+        "planned_calls",
     },
     "agent_saga.gate": {
         "Action", "ApprovalDecision", "ApprovalProvider", "ApprovalRequest", "BreakerPolicy", "BreakerStore",

@@ -108,9 +108,11 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import ContextBroker as ContextBroker
     from agent_saga.runtime import GroundingReport as GroundingReport
     from agent_saga.runtime import OpenAICompatibleTier as OpenAICompatibleTier
+    from agent_saga.runtime import PatternPredictor as PatternPredictor
     from agent_saga.runtime import Provenance as Provenance
     from agent_saga.runtime import ProvenancePolicy as ProvenancePolicy
     from agent_saga.runtime import RepairPolicy as RepairPolicy
+    from agent_saga.runtime import Speculator as Speculator
     from agent_saga.runtime import ThrashPolicy as ThrashPolicy
     from agent_saga.runtime import Tier as Tier
     from agent_saga.runtime import TierAnswer as TierAnswer
@@ -120,6 +122,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import ground as ground
     from agent_saga.runtime import grounded as grounded
     from agent_saga.runtime import matches_schema as matches_schema
+    from agent_saga.runtime import planned_calls as planned_calls
     from agent_saga.runtime import sourced as sourced
     from agent_saga.runtime import tools_must_exist as tools_must_exist
     from agent_saga.runtime import user_value as user_value
@@ -195,7 +198,9 @@ _PUBLIC: dict[str, str] = {
     "open_log": "agent_saga.log",
     "OpenAICompatibleTier": "agent_saga.runtime",
     "Outcome": "agent_saga.semantics",
+    "PatternPredictor": "agent_saga.runtime",
     "patch_all": "agent_saga.plugins.patching",
+    "planned_calls": "agent_saga.runtime",
     "PostgresWAL": "agent_saga.log",
     "PreFlightGate": "agent_saga.gate",
     "prove_rollback": "agent_saga.proving",
@@ -228,6 +233,7 @@ _PUBLIC: dict[str, str] = {
     "set_default_gate": "agent_saga.context",
     "set_default_wal": "agent_saga.log",
     "sourced": "agent_saga.runtime",
+    "Speculator": "agent_saga.runtime",
     "StepOptions": "agent_saga.engine",
     "StepOutcome": "agent_saga.engine",
     "StepRefused": "agent_saga.errors",

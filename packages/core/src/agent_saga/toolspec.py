@@ -214,7 +214,8 @@ class ToolSpec:
             )
         return saga
 
-    def _step(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    def step_kwargs(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The keywords of ``Saga.execute`` for this call: tool, forward, logged args, options."""
         args, kwargs = self.without_key(args, kwargs)
         options = self.options
         fallback = options.fallback_action
@@ -232,14 +233,18 @@ class ToolSpec:
         saga = self._saga()
         if saga is None:
             return fn(*_plain(args), **_plain_kw(kwargs))  # no saga to police tags: the tool gets values
-        return saga.execute_sync(**self._step(fn, args, kwargs))
+        if saga.speculation is not None:  # a Speculator may hold this call's result (runtime/speculation.py)
+            return saga.speculation.call_sync(saga, self, fn, args, kwargs)
+        return saga.execute_sync(**self.step_kwargs(fn, args, kwargs))
 
     async def call_async(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Await ``fn(*args, **kwargs)`` as a step of the current saga."""
         saga = self._saga()
         if saga is None:
             return await fn(*_plain(args), **_plain_kw(kwargs))
-        return await saga.execute(**self._step(fn, args, kwargs))
+        if saga.speculation is not None:
+            return await saga.speculation.call_async(saga, self, fn, args, kwargs)
+        return await saga.execute(**self.step_kwargs(fn, args, kwargs))
 
     async def call_awaited(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A sync ``fn`` called under ``await``: the step runs on the async face, once.
@@ -250,7 +255,9 @@ class ToolSpec:
         saga = self._saga()
         if saga is None:
             return fn(*_plain(args), **_plain_kw(kwargs))
-        return await saga.execute(**self._step(fn, args, kwargs))
+        if saga.speculation is not None:
+            return await saga.speculation.call_async(saga, self, fn, args, kwargs)
+        return await saga.execute(**self.step_kwargs(fn, args, kwargs))
 
     def wrap(self, fn: Callable[..., Any], *, hidden: Collection[str] = ()) -> Callable[..., Any]:
         """A function of the same shape (sync or async) that runs ``fn`` through this spec.

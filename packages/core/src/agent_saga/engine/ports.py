@@ -18,7 +18,7 @@ from agent_saga.semantics import ActionSemantics
 if TYPE_CHECKING:
     from agent_saga.engine.report import RollbackReport
 
-__all__ = ["GatePort", "Lifecycle", "SagaInfo", "StepRequest", "add_lifecycle", "lifecycles"]
+__all__ = ["GatePort", "Lifecycle", "SagaInfo", "SpeculationPort", "StepRequest", "add_lifecycle", "lifecycles"]
 
 
 # These two are values (treat them as read-only) but not frozen dataclasses: one is
@@ -79,6 +79,9 @@ class GatePort(Protocol):
       halt that names that tool. No other control applies to an undo.
     * ``posture_since(known)`` -- ``(token, change)``: whether the kill switch
       the gate obeys changed since ``known``; the engine records ``change``.
+    * ``check_speculation(request)`` -- may this call run ahead of the agent
+      (``agent_saga.runtime.Speculator``)? Raises ``StepRefused`` if not; a gate
+      without it has nothing speculated.
     """
 
     def admit(self, saga: SagaInfo) -> None: ...
@@ -88,6 +91,19 @@ class GatePort(Protocol):
     async def check_async(self, request: StepRequest) -> None: ...
 
     def observe(self, request: StepRequest, error: BaseException | None) -> None: ...
+
+
+class SpeculationPort(Protocol):
+    """What a tool call asks of a saga's speculator (``agent_saga.runtime.Speculator``), when one is attached.
+
+    ``call_sync``/``call_async`` run the call as a step of ``saga``, redeeming a result
+    held for exactly this call when there is one. ``spec`` is the tool's ToolSpec (a
+    layer above the engine, hence ``Any`` here).
+    """
+
+    def call_sync(self, saga: Any, spec: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    async def call_async(self, saga: Any, spec: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
 
 
 class Lifecycle(Protocol):

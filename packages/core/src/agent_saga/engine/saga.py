@@ -54,7 +54,7 @@ from agent_saga.engine.observe import (
     interceptors,
 )
 from agent_saga.engine.options import StepKwargs, StepOptions
-from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest, lifecycles
+from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
@@ -130,6 +130,9 @@ class Saga:
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
         self._posture_since: Callable[[Any], tuple[Any, dict[str, Any] | None]] | None = None
         self._posture_token: Any = None
+        # A Speculator attached for this saga's run (agent_saga.runtime.speculation); None: off,
+        # and then a tool call pays one attribute test for it, nothing more.
+        self.speculation: SpeculationPort | None = None
 
     # -- lifecycle --------------------------------------------------------------------
 

@@ -183,6 +183,26 @@ class PreFlightGate:
         """Before each attempt of an undo: refused only by a halt that names its tool."""
         (self._switch or default_switch()).check_undo(request)
 
+    def check_speculation(self, request: StepRequest) -> None:
+        """May this call run ahead of the agent (a guess, before it asked)? Raises StepRefused if not.
+
+        Only a REVERSIBLE step, under a switch that lets it run, a breaker that is closed for
+        it, and rules that would let it through without a person: a guess never takes a
+        breaker's trial call, never waits for an approval and never debits a budget (the
+        agent's own call, when it comes, is checked and debited like any other).
+        """
+        _reversible_only(request)
+        (self._switch or default_switch()).check(request)
+        # repair= and thrash= are not asked: they judge (and remember) the agent's calls, and a
+        # guess is not one; the agent's own call meets them.
+        _breaker_closed(self._breaker or get_breaker(), request)
+        if self.limits:
+            raise StepRefused(request.tool, "limits are set: a guess does not spend a budget", "speculation")
+        outcome = evaluate_rules(self.rules, request)
+        if outcome.action is not Action.ALLOW:
+            rule = outcome.rules[0]
+            raise StepRefused(request.tool, f"not speculated: {rule.describe()}", rule.name)
+
     def check(self, request: StepRequest) -> None:
         pending = self._prepare(request)
         if pending is None or pending.approval is None:
@@ -408,6 +428,12 @@ class DefaultGate:
         """Before each attempt of an undo: refused only by a halt that names its tool."""
         self.switch.check_undo(request)
 
+    def check_speculation(self, request: StepRequest) -> None:
+        """May this call run ahead of the agent? Only a REVERSIBLE one the switch and breaker let run."""
+        _reversible_only(request)
+        self.switch.check(request)
+        _breaker_closed(_breaker_module._breaker, request)
+
     async def check_async(self, request: StepRequest) -> None:
         self.check(request)
 
@@ -418,6 +444,22 @@ class DefaultGate:
 
     def __repr__(self) -> str:
         return "DefaultGate()"
+
+
+def _reversible_only(request: StepRequest) -> None:
+    if request.semantics is not ActionSemantics.REVERSIBLE:
+        raise StepRefused(
+            request.tool,
+            f"only a REVERSIBLE step may be speculated; {request.tool!r} is {request.semantics.value}",
+            "speculation",
+        )
+
+
+def _breaker_closed(breaker: CircuitBreaker | None, request: StepRequest) -> None:
+    """Refuse a guess at a dependency whose breaker is open, or half open (its trial call is the agent's)."""
+    if breaker is not None and breaker.before(request):
+        breaker.release(request)
+        raise StepRefused(request.tool, "its breaker is half open: the trial call is the agent's", "speculation")
 
 
 def _release_probe(breaker: CircuitBreaker | None, request: StepRequest) -> None:

@@ -90,3 +90,6 @@ class RecordType(enum.StrEnum):
     REPAIR_AMENDED = "REPAIR_AMENDED"  # one field: its old value (and where it was seen) and its new one
     REPAIR_RESUMED = "REPAIR_RESUMED"  # the retained steps, with their undos, now belong to "continued_as"
     REPAIR_ABANDONED = "REPAIR_ABANDONED"  # handed back: the daemon unwinds the saga as usual
+    # Issue 30 part 2 (agent_saga.runtime.speculation): the agent made a call whose result was
+    # run ahead of it (REVERSIBLE only) and held behind a lease; the held result was used.
+    SPECULATION_REDEEMED = "SPECULATION_REDEEMED"

@@ -7,6 +7,8 @@ tags arguments with where they came from and checks the tags at the gate;
 ``cascade`` asks model ``tiers`` cheapest first and returns only what its
 ``verifiers`` accept; ``repair`` gives a malformed call one more try (``schema``
 checks the arguments) and ``thrash`` stops a saga whose calls repeat or oscillate.
+``speculation`` runs the agent's predicted REVERSIBLE reads while its model thinks,
+each held behind a ``leases`` HMAC until the agent asks (``predictors``: what to guess).
 See docs/AGENT_RUNTIME.md.
 """
 
@@ -23,7 +25,9 @@ from agent_saga.runtime.broker import (
 )
 from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
 from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
+from agent_saga.runtime.leases import SpeculationLease
 from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime.predictors import PatternPredictor, Prediction, Predictor
 from agent_saga.runtime.provenance import (
     ArgumentProvenance,
     Derived,
@@ -38,6 +42,7 @@ from agent_saga.runtime.provenance import (
 )
 from agent_saga.runtime.repair import RepairPolicy
 from agent_saga.runtime.schema import argument_check
+from agent_saga.runtime.speculation import SpeculationStats, Speculator, planned_calls
 from agent_saga.runtime.thrash import ThrashPolicy, canonical_args
 from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
 from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
@@ -55,6 +60,9 @@ __all__ = [
     "Derived",
     "GroundingReport",
     "OpenAICompatibleTier",
+    "PatternPredictor",
+    "Prediction",
+    "Predictor",
     "Provenance",
     "ProvenancePolicy",
     "ProvenanceVerdict",
@@ -63,6 +71,9 @@ __all__ = [
     "RepairPolicy",
     "Sourced",
     "Span",
+    "SpeculationLease",
+    "SpeculationStats",
+    "Speculator",
     "Summary",
     "SummaryRefused",
     "ThrashPolicy",
@@ -81,6 +92,7 @@ __all__ = [
     "grounded",
     "matches_schema",
     "numbers_in",
+    "planned_calls",
     "quotes_in",
     "sourced",
     "split_claims",

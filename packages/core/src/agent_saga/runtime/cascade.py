@@ -25,6 +25,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import scrub_text
+from agent_saga.runtime.speculation import planned_calls
 from agent_saga.runtime.tiers import Tier, TierAnswer
 from agent_saga.runtime.verifiers import Verifier, judge
 
@@ -177,6 +178,10 @@ async def cascade(
             seq = await _record(RecordType.CASCADE_RESOLVED,
                                 f"cascade resolved on {tier.name} after {len(attempts) - 1} escalation(s)",
                                 attempts, wal, saga_id, host=tier.name)
+            if answer.tool_calls:
+                # The agent will make these calls next: a Speculator attached to the saga runs
+                # the REVERSIBLE ones ahead (parallel calls of one response); without one, nothing.
+                planned_calls(answer.tool_calls)
             return CascadeResult(answer, tier.name, tuple(attempts), seq)
         feedback = verdict.reason
     exhausted = CascadeExhausted(attempts)
