@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
 from agent_saga.adapter import Adapter, ToolSpec
@@ -86,7 +87,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40))
 @given(json_values)
 def test_the_models_json_text_plans_the_very_call_its_mapping_plans(value: Any) -> None:
     shelf = Shelf()
