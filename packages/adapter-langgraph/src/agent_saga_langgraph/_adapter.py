@@ -4,21 +4,27 @@
 with its ``func`` / ``coroutine`` made a step, so the copy is the same class with the
 same name, description and ``args_schema``, and the step sees the function's own
 exception even when a ToolNode turns it into an error message. ``patch_all()``
-patches ``_run`` / ``_arun`` of those classes.
+patches ``_run`` / ``_arun`` of those classes. When a Speculator is attached to the saga a
+run helper starts in, the run's callbacks name each model response's tool calls to it
+(:class:`PlannedCalls`) before a ToolNode runs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 import wrapt
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import LLMResult
 
-from agent_saga import SagaOptions
+from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_langgraph import _compat
 
-__all__ = ["LangGraph", "adapter", "saga_run", "saga_run_sync"]
+__all__ = ["LangGraph", "PlannedCalls", "adapter", "saga_run", "saga_run_sync"]
 
 
 class LangGraph(Adapter):
@@ -65,6 +71,45 @@ def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
 adapter = LangGraph()
 
 
+class PlannedCalls(BaseCallbackHandler):
+    """A LangChain callback that names each model response's tool calls to the saga's Speculator.
+
+    A chat model's ``on_llm_end`` carries the AIMessage whose ``tool_calls`` a ToolNode is
+    about to run: they go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>`,
+    so the REVERSIBLE ones run ahead. The run helpers add it when a Speculator is attached;
+    a graph run another way can be given it in ``config={"callbacks": [PlannedCalls()]}``.
+    """
+
+    # Inline, on the model's own thread and context: the calls are named before the graph
+    # moves on to its ToolNode, and the saga (a context variable) is the model's.
+    run_inline = True
+    # Only the model's end is read: LangChain skips this handler for every other event.
+    ignore_chain = ignore_agent = ignore_retriever = ignore_retry = ignore_custom_event = True
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any) -> Any:
+        for generations in response.generations:
+            for generation in generations:
+                message = getattr(generation, "message", None)
+                if isinstance(message, AIMessage) and message.tool_calls:
+                    adapter.planned((call["name"], call["args"]) for call in message.tool_calls)
+
+
+def _planning(config: Any) -> Any:
+    """``config`` with :class:`PlannedCalls` among its callbacks when the saga has a Speculator; else as is."""
+    saga = current_saga()
+    if saga is None or saga.speculation is None:
+        return config
+    config = dict(config or {})
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        callbacks = callbacks.copy()
+        callbacks.add_handler(PlannedCalls(), inherit=True)
+    else:
+        callbacks = [*(callbacks or ()), PlannedCalls()]
+    config["callbacks"] = callbacks
+    return config
+
+
 async def saga_run(
     graph: Any, input: Any, config: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
 ) -> Any:
@@ -74,11 +119,12 @@ async def saga_run(
     ``SagaAborted`` is raised. If a tool failed but the graph carried on (a ToolNode
     with ``handle_tool_errors``), the run is unwound too (cause ``ToolFailed``): a
     failed step is UNKNOWN, and a run standing on one is never committed. Inside an
-    open saga the run joins it.
+    open saga the run joins it; a Speculator attached to that saga is told each model
+    response's tool calls (:class:`PlannedCalls`).
     """
     saga, invoke = split_saga_options(invoke)
     async with adapter.boundary(options=options, **saga):
-        return await graph.ainvoke(input, config, **invoke)
+        return await graph.ainvoke(input, _planning(config), **invoke)
 
 
 def saga_run_sync(
@@ -87,4 +133,4 @@ def saga_run_sync(
     """The blocking form of :func:`saga_run` (``graph.invoke``)."""
     saga, invoke = split_saga_options(invoke)
     with adapter.boundary(options=options, **saga):
-        return graph.invoke(input, config, **invoke)
+        return graph.invoke(input, _planning(config), **invoke)

@@ -7,6 +7,8 @@ the exception into a message for the model), and name, description, JSON schema,
 guardrails, timeouts and the failure function are the original's. A hand-built
 ``FunctionTool`` (no Python function behind it) gets its ``on_invoke_tool`` made a step
 instead. ``patch_all()`` patches the SDK's failure-handling invoker (see ``_compat``).
+When a Speculator is attached to the saga a run helper starts in, the run's hooks name each
+model response's function calls to it (:class:`PlannedCalls`) before the Runner runs them.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 import wrapt
-from agents import FunctionTool, RunConfig, Runner, function_tool
+from agents import FunctionTool, RunConfig, RunHooks, Runner, function_tool
+from agents.lifecycle import RunHooksBase
 
-from agent_saga import SagaOptions, StepRefused
+from agent_saga import SagaOptions, StepRefused, current_saga
 from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, split_saga_options
 from agent_saga_openai_agents import _compat
 
-__all__ = ["OpenAIAgents", "adapter", "saga_run", "saga_run_sync", "tool_args"]
+__all__ = ["OpenAIAgents", "PlannedCalls", "adapter", "saga_run", "saga_run_sync", "tool_args"]
 
 
 def tool_args(raw: str) -> dict[str, Any]:
@@ -96,6 +99,50 @@ class OpenAIAgents(Adapter):
 adapter = OpenAIAgents()
 
 
+class PlannedCalls(RunHooks[Any]):
+    """Run hooks that name each model response's function calls to the saga's Speculator.
+
+    ``on_llm_end`` sees the response whose function calls the Runner is about to run: they
+    go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>` (the model's JSON
+    arguments as they are), so the REVERSIBLE ones run ahead. Every hook of ``inner`` (the
+    caller's own ``hooks=``) still runs. The run helpers use it when a Speculator is attached.
+    """
+
+    def __init__(self, inner: RunHooksBase[Any, Any] | None = None) -> None:
+        self.inner = inner
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        adapter.planned(
+            (item.name, item.arguments) for item in response.output if getattr(item, "type", None) == "function_call"
+        )
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+
+def _delegate(name: str) -> Callable[..., Any]:
+    async def hook(self: PlannedCalls, *args: Any, **kwargs: Any) -> Any:
+        if self.inner is not None:
+            return await getattr(self.inner, name)(*args, **kwargs)
+        return None
+
+    hook.__name__ = name
+    return hook
+
+
+# Every other hook of the caller's, whichever the installed SDK has.
+for _name in [m for m in vars(RunHooksBase) if m.startswith("on_") and m != "on_llm_end"]:
+    setattr(PlannedCalls, _name, _delegate(_name))
+
+
+def _planning(runner: dict[str, Any]) -> dict[str, Any]:
+    """The run's options with :class:`PlannedCalls` as its hooks when the saga has a Speculator; else as is."""
+    saga = current_saga()
+    hooks = runner.get("hooks")
+    if saga is None or saga.speculation is None or not (hooks is None or isinstance(hooks, RunHooksBase)):
+        return runner  # (hooks of another kind: the SDK's own error says what it takes)
+    return {**runner, "hooks": PlannedCalls(hooks)}
+
+
 async def saga_run(
     agent: Any, input: Any, *, options: SagaOptions | None = None, **runner: Any,
 ) -> Any:
@@ -105,11 +152,12 @@ async def saga_run(
     run goes on (a gate refusal's reason is in that message, unless ``run_config`` has
     its own ``tool_error_formatter``); the failed step is UNKNOWN all the same, so when the run returns the
     helper fails it (``ToolFailed``) and everything is undone newest-first. Inside an
-    open saga the run joins it.
+    open saga the run joins it; a Speculator attached to that saga is told each model
+    response's function calls (:class:`PlannedCalls`).
     """
     saga, runner = split_saga_options(runner)
     async with adapter.boundary(options=options, **saga):
-        return await Runner.run(agent, input, **_refusals_shown(runner))
+        return await Runner.run(agent, input, **_planning(_refusals_shown(runner)))
 
 
 def saga_run_sync(
@@ -118,7 +166,7 @@ def saga_run_sync(
     """The blocking form (``Runner.run_sync``)."""
     saga, runner = split_saga_options(runner)
     with adapter.boundary(options=options, **saga):
-        return Runner.run_sync(agent, input, **_refusals_shown(runner))
+        return Runner.run_sync(agent, input, **_planning(_refusals_shown(runner)))
 
 
 def _refusals_shown(runner: dict[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,11 @@ passes its caller's saga options through whole::
         async with adapter.boundary(options=options, **saga):
             return await agent.run(**run)
 
+A framework that knows a model response's tool calls before it runs them hands them to
+:meth:`Adapter.planned` (one line: ``adapter.planned((c.name, c.args) for c in calls)``), so a
+:class:`~agent_saga.Speculator` attached to the saga runs the REVERSIBLE ones ahead;
+:meth:`Adapter.steps` gives a Speculator the step functions behind wrapped tools.
+
 Also here: :func:`carry` (the saga onto a framework's own threads),
 :func:`require_framework` and :class:`FrameworkUnsupported` (the version check an
 adapter makes on itself, and what its ``_compat`` module raises when the framework
@@ -51,10 +56,11 @@ from __future__ import annotations
 import abc
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Collection, Mapping
-from typing import Any, ClassVar, TypeVar, Unpack, cast
+import json
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Unpack, cast
 
-from agent_saga.context import Boundary
+from agent_saga.context import Boundary, current_saga
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal, split_saga_options
 from agent_saga.log.base import WAL
@@ -66,6 +72,9 @@ from agent_saga.plugins.patching import Patches
 from agent_saga.plugins.propagation import carry
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec, signature_of
+
+if TYPE_CHECKING:
+    from agent_saga.runtime.leases import SpeculationLease
 
 __all__ = [
     "SPEC_ATTR",
@@ -274,6 +283,43 @@ class Adapter(abc.ABC):
         saga_options = SagaOptions.build(options, more, name=self.saga_name or self.framework)
         return Boundary(options=saga_options, join=True, fail_on_swallowed=True)
 
+    # -- predictive pre-execution (see docs/SPECULATION.md) ------------------------------
+
+    def planned(self, calls: Iterable[tuple[str, Any]]) -> list[SpeculationLease]:
+        """The tool calls of one model response, named before the framework runs them.
+
+        ``calls``: ``(tool name, arguments)`` pairs, the arguments as the framework holds
+        them: a mapping, or the model's JSON text of an object (a call whose text is not
+        one is skipped: there is no call to guess). With a Speculator attached to the
+        current saga, the REVERSIBLE ones it was given and the gate allows run ahead now
+        (:func:`~agent_saga.planned_calls`); the leases of those that started are
+        returned. With none attached it returns ``[]`` without reading ``calls``.
+        """
+        saga = current_saga()
+        if saga is None or saga.speculation is None:  # the only cost when nothing speculates
+            return []
+        from agent_saga.runtime.speculation import planned_calls  # here: an adapter's import stays light
+
+        named = [(name, args) for name, raw in calls if (args := _planned_args(raw)) is not None]
+        return planned_calls(named)
+
+    def steps(self, tools: Iterable[Any]) -> list[Callable[..., Any]]:
+        """The step functions behind tools from :meth:`wrap_tool`: what a Speculator is given.
+
+        ``Speculator(adapter.steps(tools), intent=...)`` may run those tools ahead. A tool
+        this adapter did not wrap, or one with no Python function behind it, is refused.
+        """
+        found = []
+        for tool in tools:
+            fn = self.function_of(tool) if self.recognises(tool) else None
+            if fn is None or getattr(fn, SPEC_ATTR, None) is None:
+                raise TypeError(
+                    f"{self.distribution}'s steps() takes tools from its wrap_tool with a Python function "
+                    f"behind them, got {_qualname(tool)}: wrap it first with wrap_tool(tool, semantics=...)"
+                )
+            found.append(fn)
+        return found
+
     # -- the pluggy hooks (see agent_saga.plugins.hookspecs) ---------------------------------
 
     @hookimpl
@@ -304,6 +350,19 @@ def check_compat(distribution: str, extra: str, fits: Callable[[], bool], proble
         ok = False
     if not ok:
         raise FrameworkUnsupported(distribution, extra, problem)
+
+
+def _planned_args(raw: Any) -> Mapping[str, Any] | None:
+    """A planned call's arguments as a mapping: as given, or parsed from the model's JSON text."""
+    if isinstance(raw, Mapping):
+        return raw
+    if isinstance(raw, (str, bytes)):
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            return None
+        return parsed if isinstance(parsed, dict) else None
+    return None
 
 
 def _qualname(obj: Any) -> str:
