@@ -1,5 +1,8 @@
 """The write-ahead log: record model, canonical codec, hash chain and its checker, backends."""
 
+# First, and it must stay first: importing it puts the compiled twins (if installed) in place
+# before any module of the log imports them.
+from agent_saga.log import speedups as _speedups  # noqa: F401
 from agent_saga.log.base import WAL, BaseWAL, MemoryWAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport, verify_file
 from agent_saga.log.codec import canonical, chain_hash, content_digest

@@ -1,0 +1,76 @@
+"""Build agent-saga-speedups: mypyc compiles the core's log hot path, from the core's own files.
+
+Each module of ``agent_saga.log.speedups.TWINS`` is copied, unchanged, from
+``packages/core/src/agent_saga/log/`` to ``build/twin/agent_saga_speedups/`` and compiled
+there; the package's ``__init__`` records the SHA-256 of every file it compiled, and
+agent-saga runs the compiled twin only when those match its own files (one source of truth).
+Run from the repository checkout: ``pip install packages/speedups`` (or ``python -m build``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+CORE = HERE.parent / "core" / "src"
+TWINS = ("encodable", "codec", "chain")  # agent_saga.log.speedups.TWINS (a test checks they agree)
+TREE = HERE / "build" / "twin"
+
+if not (CORE / "agent_saga" / "log" / "codec.py").is_file():
+    raise SystemExit(
+        f"agent-saga-speedups compiles agent-saga's own source files, expected under {CORE}: build it from "
+        "the agent-saga repository (packages/speedups), not from an sdist"
+    )
+
+version = re.search(r'__version__ = "([^"]+)"', (CORE / "agent_saga" / "_version.py").read_text())
+if version is None:
+    raise SystemExit(f"no __version__ in {CORE / 'agent_saga' / '_version.py'}")
+
+shutil.rmtree(TREE, ignore_errors=True)
+package = TREE / "agent_saga_speedups"
+package.mkdir(parents=True)
+built_from = {}
+for name in TWINS:
+    source = (CORE / "agent_saga" / "log" / f"{name}.py").read_bytes()
+    (package / f"{name}.py").write_bytes(source)
+    built_from[name] = hashlib.sha256(source).hexdigest()
+(package / "__init__.py").write_text(
+    '"""agent_saga.log\'s hot path compiled by mypyc; agent_saga.log.speedups puts it in place."""\n\n'
+    f'__version__ = "{version.group(1)}"\n'
+    "#: The SHA-256 of each agent_saga/log/<module>.py compiled here.\n"
+    f"BUILT_FROM = {built_from!r}\n"
+)
+# mypy type-checks the copies against the core's sources; errors in modules not compiled here
+# (optional extras not installed in the build environment) are not this build's concern.
+(TREE / "mypy.ini").write_text("[mypy]\nignore_missing_imports = True\nfollow_imports = silent\n")
+
+from mypyc.build import mypycify  # noqa: E402 - a build requirement, present only when building
+
+os.environ["MYPYPATH"] = str(CORE)
+cwd = Path.cwd()
+os.chdir(TREE)  # mypycify names modules by path and reads mypy.ini from here
+try:
+    extensions = mypycify(
+        [f"agent_saga_speedups/{name}.py" for name in TWINS],
+        opt_level="3",
+        group_name="agent_saga_speedups",
+        target_dir=str(TREE / "c"),
+    )
+finally:
+    os.chdir(cwd)
+for extension in extensions:  # the C sources are relative to TREE
+    extension.sources = [s if os.path.isabs(s) else str(TREE / s) for s in extension.sources]
+    extension.include_dirs = [d if os.path.isabs(d) else str(TREE / d) for d in extension.include_dirs]
+
+setup(
+    version=version.group(1),
+    packages=["agent_saga_speedups"],
+    package_dir={"": str(TREE.relative_to(HERE))},
+    ext_modules=extensions,
+)
