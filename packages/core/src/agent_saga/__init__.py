@@ -75,6 +75,7 @@ from agent_saga.log import (
     default_wal,
     open_log,
     set_default_wal,
+    speedups_active,
 )
 from agent_saga.observability import configure_logging
 from agent_saga.plugins.dispatch import wrap_tool
@@ -284,6 +285,7 @@ __all__ = [
     "set_default_gate",
     "set_default_wal",
     "sourced",
+    "speedups_active",
     "synthesize",
     "tool",
     "tools_must_exist",

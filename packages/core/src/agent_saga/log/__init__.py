@@ -13,6 +13,7 @@ from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one 
 from agent_saga.log.records import GENESIS, HEADER_FIELDS, Record, RecordType
 from agent_saga.log.redis import RedisWAL  # redis-py likewise
 from agent_saga.log.resolve import open_log
+from agent_saga.log.speedups import speedups_active
 
 __all__ = [
     "GENESIS",
@@ -38,5 +39,6 @@ __all__ = [
     "redact_record",
     "redact_where",
     "set_default_wal",
+    "speedups_active",
     "verify_file",
 ]

@@ -48,11 +48,16 @@ def form() -> str:
 def install() -> None:
     """Put the compiled twins in place of the pure modules when they may be (see the module docstring)."""
     global _active, _form
-    _active, _form = False, _choose()
+    _active = False
+    _form = _choose()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _choose() -> str:
-    global _active
+    global _active  # set True only once every twin is in place
     if os.environ.get(PURE_ENV, "").strip().lower() in ("1", "true", "yes"):
         return f"pure Python ({PURE_ENV} is set)"
     try:
@@ -65,7 +70,7 @@ def _choose() -> str:
         return f"pure Python (agent-saga-speedups {version} does not say what it was built from: reinstall it)"
     for name in TWINS:
         try:
-            ours = hashlib.sha256((_HERE / f"{name}.py").read_bytes()).hexdigest()
+            ours = _sha256(_HERE / f"{name}.py")
         except OSError:
             return f"pure Python (the source of agent_saga.log.{name} cannot be read to check the compiled twin)"
         if built_from.get(name) != ours:
