@@ -13,6 +13,8 @@ import hashlib
 import os
 import re
 import shutil
+import sys
+import tomllib
 from pathlib import Path
 
 from setuptools import setup
@@ -29,8 +31,14 @@ if not (CORE / "agent_saga" / "log" / "codec.py").is_file():
     )
 
 version = re.search(r'__version__ = "([^"]+)"', (CORE / "agent_saga" / "_version.py").read_text())
-if version is None:
-    raise SystemExit(f"no __version__ in {CORE / 'agent_saga' / '_version.py'}")
+ours = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]["version"]
+if version is None or version.group(1) != ours:
+    raise SystemExit(
+        f"packages/speedups/pyproject.toml says version {ours}, but the core it compiles is "
+        f"{version and version.group(1)}: give both the same version"
+    )
+# Reading the metadata (pip's resolver, egg_info) needs no compiler: compile only to build.
+METADATA_ONLY = any(arg in ("egg_info", "dist_info") for arg in sys.argv[1:])
 
 shutil.rmtree(TREE, ignore_errors=True)
 package = TREE / "agent_saga_speedups"
@@ -50,27 +58,31 @@ for name in TWINS:
 # (optional extras not installed in the build environment) are not this build's concern.
 (TREE / "mypy.ini").write_text("[mypy]\nignore_missing_imports = True\nfollow_imports = silent\n")
 
-from mypyc.build import mypycify  # noqa: E402 - a build requirement, present only when building
 
-os.environ["MYPYPATH"] = str(CORE)
-cwd = Path.cwd()
-os.chdir(TREE)  # mypycify names modules by path and reads mypy.ini from here
-try:
-    extensions = mypycify(
-        [f"agent_saga_speedups/{name}.py" for name in TWINS],
-        opt_level="3",
-        group_name="agent_saga_speedups",
-        target_dir=str(TREE / "c"),
-    )
-finally:
-    os.chdir(cwd)
-for extension in extensions:  # the C sources are relative to TREE
-    extension.sources = [s if os.path.isabs(s) else str(TREE / s) for s in extension.sources]
-    extension.include_dirs = [d if os.path.isabs(d) else str(TREE / d) for d in extension.include_dirs]
+
+def compiled() -> list[object]:
+    from mypyc.build import mypycify  # a build requirement, present only when building
+
+    os.environ["MYPYPATH"] = str(CORE)
+    cwd = Path.cwd()
+    os.chdir(TREE)  # mypycify names modules by path and reads mypy.ini from here
+    try:
+        extensions = mypycify(
+            [f"agent_saga_speedups/{name}.py" for name in TWINS],
+            opt_level="3",
+            group_name="agent_saga_speedups",
+            target_dir=str(TREE / "c"),
+        )
+    finally:
+        os.chdir(cwd)
+    for extension in extensions:  # the C sources are relative to TREE
+        extension.sources = [s if os.path.isabs(s) else str(TREE / s) for s in extension.sources]
+        extension.include_dirs = [d if os.path.isabs(d) else str(TREE / d) for d in extension.include_dirs]
+    return list(extensions)
+
 
 setup(
-    version=version.group(1),
     packages=["agent_saga_speedups"],
     package_dir={"": str(TREE.relative_to(HERE))},
-    ext_modules=extensions,
+    ext_modules=[] if METADATA_ONLY else compiled(),
 )

@@ -272,3 +272,14 @@ def test_agent_saga_pure_forces_the_pure_form(tmp_path: Path) -> None:
     built = {name: speedups._sha256(LOG_SOURCE / f"{name}.py") for name in speedups.TWINS}
     active, form, codec = _probe(tmp_path, built, {speedups.PURE_ENV: "1"})
     assert (active, form, codec) == (False, "pure Python (AGENT_SAGA_PURE is set)", "agent_saga.log.codec")
+
+
+def test_doctor_says_which_form_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_saga.cli.main import main
+
+    main(["doctor", "--root", str(tmp_path), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["hot_path"] == {"compiled": agent_saga.speedups_active(), "form": speedups.form()}
+    main(["doctor", "--root", str(tmp_path)])
+    expected = "compiled (agent-saga-speedups" if agent_saga.speedups_active() else "pure Python ("
+    assert f"hot path: {expected}" in capsys.readouterr().out

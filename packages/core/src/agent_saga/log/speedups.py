@@ -94,7 +94,7 @@ def _choose() -> str:
         setattr(package, name, module)
         placed.append(name)
     _active = True
-    return f"compiled (agent-saga-speedups {version}, mypyc: agent_saga.log.{', .'.join(TWINS)})"
+    return f"compiled (agent-saga-speedups {version}: agent_saga.log.{', .'.join(TWINS)})"
 
 
 install()  # on import: agent_saga.log imports this module before any of its others
