@@ -66,18 +66,18 @@ _encoder = json.JSONEncoder(
 )
 # The C encoder, built once: JSONEncoder.encode rebuilds it on every call, which
 # doubles the flusher's cost per record. Same output (it is what encode uses).
-# One function, not one defined per branch: mypyc (agent-saga-speedups) compiles
-# this file and refuses a conditionally defined function.
-_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_c_encode: Any = None if _c_make_encoder is None else _c_make_encoder(
-    None, _fallback, json.encoder.encode_basestring, None, ":", ",", True, False, False
-)
+_c_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_encoder is not None:
+    _c_encode = _c_encoder(
+        None, _fallback, json.encoder.encode_basestring, None, ":", ",", True, False, False
+    )
 
+    def _encode(value: Any) -> str:
+        return "".join(_c_encode(value, 0))
+else:  # pragma: no cover - CPython always has the C accelerator
 
-def _encode(value: Any) -> str:
-    if _c_encode is None:  # pragma: no cover - CPython always has the C accelerator
+    def _encode(value: Any) -> str:
         return _encoder.encode(value)
-    return "".join(_c_encode(value, 0))
 
 
 def canonical(value: Any) -> str:

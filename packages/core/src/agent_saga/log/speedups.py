@@ -1,9 +1,9 @@
 """Which form of the log's hot path runs: these pure-Python modules, or their compiled twin.
 
 The optional distribution ``agent-saga-speedups`` (``packages/speedups``) compiles, with
-mypyc, the very files listed in :data:`TWINS` — the same source, copied at build time
-under the package ``agent_saga_speedups`` — and records the SHA-256 of each source file
-it compiled. When it is installed, :func:`install` (run by ``agent_saga.log`` before any
+Cython in pure-Python mode, the very files listed in :data:`TWINS` — the same source, copied
+at build time under the package ``agent_saga_speedups`` — and records the SHA-256 of each
+source file it compiled. When it is installed, :func:`install` (run by ``agent_saga.log`` before any
 of its modules is imported) puts each compiled module in ``sys.modules`` under the pure
 module's name, so every ``from agent_saga.log.codec import ...`` gets the compiled one.
 
@@ -76,7 +76,7 @@ def _choose() -> str:
         if built_from.get(name) != ours:
             return (
                 f"pure Python (agent-saga-speedups {version} was compiled from another agent_saga/log/{name}.py "
-                "than this one: rebuild it with `pip install --force-reinstall packages/speedups`)"
+                "than this one: rebuild it: `pip install --force-reinstall ./packages/speedups`, or `tox -r -e core`)"
             )
         if f"agent_saga.log.{name}" in sys.modules:
             return f"pure Python (agent_saga.log.{name} was imported before the compiled twin could be put in place)"
