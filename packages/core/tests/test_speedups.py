@@ -220,6 +220,8 @@ def test_the_form_running_here_is_the_one_this_environment_asks_for() -> None:
     forced_pure = os.environ.get(speedups.PURE_ENV) == "1"
     assert agent_saga.speedups_active() is (expect and not forced_pure), speedups.form()
     assert agent_saga.speedups_active() is speedups.speedups_active()
+    speedups.install()  # a second call changes nothing
+    assert agent_saga.speedups_active() is (expect and not forced_pure), speedups.form()
     codec = sys.modules["agent_saga.log.codec"]
     assert codec.__name__ == ("agent_saga_speedups.codec" if agent_saga.speedups_active() else "agent_saga.log.codec")
 

@@ -411,6 +411,6 @@ def run_doctor(args: argparse.Namespace) -> int:
             # A finding quotes project files and log records: shown inert, one line each.
             print(f"{f.level:8} {f.check}: {inert(f.message)}")
             print(f"{'':8} fix: {inert(f.fix)}")
-        print(f"hot path: {form()}")
+        print(f"hot path: {inert(form())}")  # it may quote an import error
         print(f"{blockers} blocker(s), {warnings} warning(s) for {args.replicas} replica(s)")
     return EXIT_FINDING if blockers else EXIT_OK

@@ -48,7 +48,8 @@ def form() -> str:
 def install() -> None:
     """Put the compiled twins in place of the pure modules when they may be (see the module docstring)."""
     global _active, _form
-    _active = False
+    if _active:  # in place already: a second look would find them imported and say "pure"
+        return
     _form = _choose()
 
 
