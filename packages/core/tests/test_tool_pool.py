@@ -211,8 +211,9 @@ async def test_a_blocking_tool_sees_the_saga_and_runs_on_a_named_tool_thread() -
 
 
 _INTERRUPTED = textwrap.dedent("""
-    import asyncio, sys, time
+    import asyncio, faulthandler, signal, sys, time
     from pathlib import Path
+    faulthandler.register(signal.SIGUSR1)  # the test asks for every thread's stack if this hangs
     from agent_saga import FileWAL, compensator, saga_scope
 
     @compensator("refund")
@@ -248,7 +249,13 @@ def test_ctrl_c_during_a_blocking_tool_records_the_rollback_and_exits_without_wa
         _wait_until(lambda: started.exists() or child.poll() is not None)
         assert child.poll() is None, child.communicate()[1].decode()
         child.send_signal(signal.SIGINT)
-        _stdout, stderr = child.communicate(timeout=60)  # the tool would take 600 s
+        try:
+            _stdout, stderr = child.communicate(timeout=120)  # the tool would take 600 s
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGUSR1)  # where it hangs, before it is killed
+            time.sleep(1)
+            child.kill()
+            raise AssertionError("still running 120 s after Ctrl-C:\n" + child.communicate()[1].decode()) from None
     finally:
         child.kill()
         child.wait()
