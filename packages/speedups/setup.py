@@ -1,8 +1,7 @@
-"""Build agent-saga-speedups: Cython compiles the core's hot path, from the core's own files.
+"""Build agent-saga-speedups: Cython compiles the core's log hot path, from the core's own files.
 
-Each module of ``agent_saga.log.speedups.TWINS`` (the log's sealing) and ``ENGINE_TWINS`` (the
-engine's step protocol) is copied, unchanged, from ``packages/core/src/agent_saga/log/`` (or
-``engine/``) to ``build/twin/agent_saga_speedups/`` and compiled
+Each module of ``agent_saga.log.speedups.TWINS`` is copied, unchanged, from
+``packages/core/src/agent_saga/log/`` to ``build/twin/agent_saga_speedups/`` and compiled
 there as plain Python (Cython's pure-Python mode, annotations not used as C types, so the
 compiled code has the pure code's semantics); the package's ``__init__`` records the SHA-256
 of every file it compiled, and agent-saga runs the compiled twin only when those match its
@@ -24,8 +23,6 @@ from setuptools import Extension, setup
 HERE = Path(__file__).resolve().parent
 CORE = HERE.parent / "core" / "src"
 TWINS = ("encodable", "codec", "chain")  # agent_saga.log.speedups.TWINS (a test checks they agree)
-ENGINE_TWINS = ("state", "invoke", "undo", "saga")  # agent_saga.log.speedups.ENGINE_TWINS (likewise)
-SOURCES = [("log", name) for name in TWINS] + [("engine", name) for name in ENGINE_TWINS]
 TREE = HERE / "build" / "twin"
 
 if not (CORE / "agent_saga" / "log" / "codec.py").is_file():
@@ -48,14 +45,14 @@ shutil.rmtree(TREE, ignore_errors=True)
 package = TREE / "agent_saga_speedups"
 package.mkdir(parents=True)
 built_from = {}
-for package_name, name in SOURCES:
-    source = (CORE / "agent_saga" / package_name / f"{name}.py").read_bytes()
+for name in TWINS:
+    source = (CORE / "agent_saga" / "log" / f"{name}.py").read_bytes()
     (package / f"{name}.py").write_bytes(source)
     built_from[name] = hashlib.sha256(source).hexdigest()
 (package / "__init__.py").write_text(
-    '"""agent_saga\'s hot path compiled by Cython; agent_saga.log.speedups puts it in place."""\n\n'
+    '"""agent_saga.log\'s hot path compiled by Cython; agent_saga.log.speedups puts it in place."""\n\n'
     f'__version__ = "{ours}"\n'
-    "#: The SHA-256 of each agent_saga/log/<module>.py and agent_saga/engine/<module>.py compiled here.\n"
+    "#: The SHA-256 of each agent_saga/log/<module>.py compiled here.\n"
     f"BUILT_FROM = {built_from!r}\n"
 )
 
@@ -64,7 +61,7 @@ def compiled() -> list[Extension]:
     from Cython.Build import cythonize  # a build requirement, present only when building
 
     extensions = [
-        Extension(f"agent_saga_speedups.{name}", [str(package / f"{name}.py")]) for _, name in SOURCES
+        Extension(f"agent_saga_speedups.{name}", [str(package / f"{name}.py")]) for name in TWINS
     ]
     return list(cythonize(
         extensions,

@@ -9,10 +9,8 @@ the compiled modules of ``agent_saga_speedups``; they need the compiled twin ins
 from __future__ import annotations
 
 import ast
-import asyncio
 import importlib
 import importlib.util
-import inspect
 import json
 import os
 import subprocess
@@ -30,15 +28,11 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 import agent_saga
-import agent_saga.engine  # first: the engine puts its twins in place before a test imports them
 from agent_saga.errors import WALRefused
 from agent_saga.log import speedups
 from agent_saga.log.records import GENESIS
 
 LOG_SOURCE = Path(speedups.__file__).parent
-ENGINE_SOURCE = LOG_SOURCE.parent / "engine"
-#: Every compiled twin's pure source file, by its module name in agent_saga_speedups.
-SOURCES = {**{n: LOG_SOURCE / f"{n}.py" for n in speedups.TWINS}, **{n: ENGINE_SOURCE / f"{n}.py" for n in speedups.ENGINE_TWINS}}
 SPEEDUPS = Path(__file__).resolve().parents[2] / "speedups"
 COMPILED = importlib.util.find_spec("agent_saga_speedups") is not None
 needs_compiled = pytest.mark.skipif(
@@ -121,49 +115,9 @@ def _mark_objects(value: Any) -> Any:
 def test_the_compiled_modules_are_compiled_from_these_very_files() -> None:
     import agent_saga_speedups
 
-    for name, source in SOURCES.items():
-        module = importlib.import_module(f"agent_saga_speedups.{name}")
+    for name, module in NATIVE.items():
         assert not module.__file__.endswith(".py"), f"agent_saga_speedups.{name} is not an extension module"
-        assert agent_saga_speedups.BUILT_FROM[name] == speedups._sha256(source)
-    assert len(SOURCES) == len(speedups.TWINS) + len(speedups.ENGINE_TWINS)  # one flat namespace: no clash
-
-
-def test_the_step_protocol_runs_in_the_form_the_log_runs() -> None:
-    # The engine's step protocol (state, invoke, undo, saga) is compiled with the log's sealing:
-    # when the compiled form runs, a durable step's engine code is the extension module's.
-    import agent_saga.engine
-    from agent_saga.engine.saga import Saga
-
-    for name in ("state", "invoke", "undo", "saga"):
-        module = sys.modules[f"agent_saga.engine.{name}"]
-        assert getattr(agent_saga.engine, name) is module
-        compiled = not (module.__file__ or "").endswith(".py")
-        assert compiled is agent_saga.speedups_active(), (name, module.__file__, speedups.form())
-    # Compiled coroutine functions still read as such (adapters and _is_coroutine_function ask).
-    assert inspect.iscoroutinefunction(Saga.execute) and asyncio.iscoroutinefunction(Saga.rollback)
-    assert not inspect.iscoroutinefunction(Saga.execute_sync)
-
-
-async def test_a_wrapped_sync_tool_run_by_the_engine_returns_its_value(tmp_path: Path) -> None:
-    # toolspec's sync wrapper reads its caller's bytecode (awaited_by_caller): compiled engine
-    # code has no Python frame, so the frame it reads is the user's. Run inline (no thread), the
-    # wrapper's caller is the engine: the step must get the value, not a coroutine, and run once.
-    from agent_saga import MemoryWAL, saga_scope
-    from agent_saga.toolspec import ToolSpec
-
-    ran: list[int] = []
-
-    def charge() -> int:
-        ran.append(1)
-        return 7
-
-    spec = ToolSpec.of("inner.charge", semantics="REVERSIBLE")
-    wrapped = spec.wrap(charge)
-    wal = MemoryWAL()
-    async with saga_scope(wal) as saga:
-        got = await saga.execute(tool="outer", semantics="REVERSIBLE", forward=wrapped, inline=True)
-        threaded = await saga.execute(tool="outer2", semantics="REVERSIBLE", forward=wrapped)
-    assert (got, threaded, len(ran)) == (7, 7, 2)
+        assert agent_saga_speedups.BUILT_FROM[name] == speedups._sha256(LOG_SOURCE / f"{name}.py")
 
 
 @needs_compiled
@@ -279,11 +233,6 @@ def test_the_build_compiles_the_twins_the_core_puts_in_place() -> None:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TWINS" for t in node.targets)
     )
     assert tuple(twins) == speedups.TWINS
-    engine = next(
-        ast.literal_eval(node.value) for node in ast.walk(tree)
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ENGINE_TWINS" for t in node.targets)
-    )
-    assert tuple(engine) == speedups.ENGINE_TWINS
 
 
 def _probe(tmp_path: Path, built_from: dict[str, str] | str, env: dict[str, str] | None = None) -> list[Any]:
@@ -291,12 +240,11 @@ def _probe(tmp_path: Path, built_from: dict[str, str] | str, env: dict[str, str]
     package = tmp_path / "site" / "agent_saga_speedups"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text(f'__version__ = "9.9"\nBUILT_FROM = {built_from!r}\n')
-    for name, source in SOURCES.items():  # pure copies: enough to see whether they are put in place
-        (package / f"{name}.py").write_text(source.read_text())
+    for name in speedups.TWINS:  # pure copies: enough to see whether they are put in place
+        (package / f"{name}.py").write_text((LOG_SOURCE / f"{name}.py").read_text())
     code = (
-        "import json, sys, agent_saga, agent_saga.engine\nfrom agent_saga.log import speedups\n"
-        "print(json.dumps([speedups.speedups_active(), speedups.form(), sys.modules['agent_saga.log.codec'].__name__,"
-        " sys.modules['agent_saga.engine.saga'].__name__]))"
+        "import json, sys, agent_saga\nfrom agent_saga.log import speedups\n"
+        "print(json.dumps([speedups.speedups_active(), speedups.form(), sys.modules['agent_saga.log.codec'].__name__]))"
     )
     environ = {k: v for k, v in os.environ.items() if k != speedups.PURE_ENV}
     environ.update(PYTHONPATH=str(tmp_path / "site"), **(env or {}))
@@ -306,38 +254,26 @@ def _probe(tmp_path: Path, built_from: dict[str, str] | str, env: dict[str, str]
 
 @pytest.mark.slow
 def test_a_twin_built_from_these_sources_is_put_in_place(tmp_path: Path) -> None:
-    built = {name: speedups._sha256(source) for name, source in SOURCES.items()}
-    active, form, codec, saga = _probe(tmp_path, built)
-    assert (active, codec, saga) == (True, "agent_saga_speedups.codec", "agent_saga_speedups.saga"), form
+    built = {name: speedups._sha256(LOG_SOURCE / f"{name}.py") for name in speedups.TWINS}
+    active, form, codec = _probe(tmp_path, built)
+    assert (active, codec) == (True, "agent_saga_speedups.codec"), form
     assert form.startswith("compiled (agent-saga-speedups 9.9")
 
 
 @pytest.mark.slow
 def test_a_twin_built_from_other_sources_is_never_run(tmp_path: Path) -> None:
-    built = {name: speedups._sha256(source) for name, source in SOURCES.items()}
+    built = {name: speedups._sha256(LOG_SOURCE / f"{name}.py") for name in speedups.TWINS}
     built["codec"] = "0" * 64  # compiled from an older codec.py: it could write other bytes
-    active, form, codec, saga = _probe(tmp_path, built)
-    assert (active, codec, saga) == (False, "agent_saga.log.codec", "agent_saga.engine.saga")
+    active, form, codec = _probe(tmp_path, built)
+    assert (active, codec) == (False, "agent_saga.log.codec")
     assert "compiled from another agent_saga/log/codec.py than this one: rebuild it" in form
 
 
 @pytest.mark.slow
-def test_an_engine_twin_built_from_other_sources_keeps_everything_pure(tmp_path: Path) -> None:
-    # All or nothing across the log and the engine: one stale engine module keeps the log pure too.
-    built = {name: speedups._sha256(source) for name, source in SOURCES.items()}
-    built["saga"] = "0" * 64
-    active, form, codec, saga = _probe(tmp_path, built)
-    assert (active, codec, saga) == (False, "agent_saga.log.codec", "agent_saga.engine.saga")
-    assert "compiled from another agent_saga/engine/saga.py than this one: rebuild it" in form
-
-
-@pytest.mark.slow
 def test_agent_saga_pure_forces_the_pure_form(tmp_path: Path) -> None:
-    built = {name: speedups._sha256(source) for name, source in SOURCES.items()}
-    active, form, codec, saga = _probe(tmp_path, built, {speedups.PURE_ENV: "1"})
-    assert (active, form, codec, saga) == (
-        False, "pure Python (AGENT_SAGA_PURE is set)", "agent_saga.log.codec", "agent_saga.engine.saga"
-    )
+    built = {name: speedups._sha256(LOG_SOURCE / f"{name}.py") for name in speedups.TWINS}
+    active, form, codec = _probe(tmp_path, built, {speedups.PURE_ENV: "1"})
+    assert (active, form, codec) == (False, "pure Python (AGENT_SAGA_PURE is set)", "agent_saga.log.codec")
 
 
 def test_doctor_says_which_form_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,8 +1,5 @@
 """The saga engine: one state machine, a sync and an async face."""
 
-# First: the compiled twins of the step protocol (agent-saga-speedups), when they may run,
-# go in place before any engine module imports another.
-from agent_saga.engine import twins as _twins  # noqa: F401
 from agent_saga.engine.observe import (
     Interceptor,
     RollbackEvent,

@@ -1,14 +1,11 @@
-"""Which form of the hot path runs: these pure-Python modules, or their compiled twin.
+"""Which form of the log's hot path runs: these pure-Python modules, or their compiled twin.
 
 The optional distribution ``agent-saga-speedups`` (``packages/speedups``) compiles, with
-Cython in pure-Python mode, the very files listed in :data:`TWINS` (the log's sealing) and
-:data:`ENGINE_TWINS` (the engine's step protocol) — the same source, copied at build time
-under the package ``agent_saga_speedups`` — and records the SHA-256 of each source file it
-compiled. When it is installed, :func:`install` (run by ``agent_saga.log`` before any of its
-modules is imported) puts each compiled log module in ``sys.modules`` under the pure module's
-name, so every ``from agent_saga.log.codec import ...`` gets the compiled one;
-:func:`install_engine` (run by ``agent_saga.engine`` before any of its modules is imported)
-does the same for the engine's. The decision is taken once, for both, at the first.
+Cython in pure-Python mode, the very files listed in :data:`TWINS` — the same source, copied
+at build time under the package ``agent_saga_speedups`` — and records the SHA-256 of each
+source file it compiled. When it is installed, :func:`install` (run by ``agent_saga.log`` before any
+of its modules is imported) puts each compiled module in ``sys.modules`` under the pure
+module's name, so every ``from agent_saga.log.codec import ...`` gets the compiled one.
 
 It does so only when every compiled module was built from the source files beside this
 one, byte for byte: a twin built from other sources is never run (it could write other
@@ -25,21 +22,16 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["ENGINE_TWINS", "PURE_ENV", "TWINS", "form", "install", "install_engine", "speedups_active"]
+__all__ = ["PURE_ENV", "TWINS", "form", "install", "speedups_active"]
 
 #: Set to 1 (or true/yes) to run the pure-Python form even when the compiled one is installed.
 PURE_ENV = "AGENT_SAGA_PURE"
 #: The modules of ``agent_saga.log`` with a compiled twin, in the order they are put in place
 #: (each one's imports among them come before it).
 TWINS = ("encodable", "codec", "chain")
-#: The modules of ``agent_saga.engine`` with a compiled twin (a durable step's protocol and its
-#: driver), in the order they are put in place (each one's imports among them come before it).
-#: Plain ``class`` statements compile to ordinary Python classes: subclassing and patching work.
-ENGINE_TWINS = ("state", "invoke", "undo", "saga")
 
 _HERE = Path(__file__).parent
 _active = False
-_engine_due = False  # the log's twins are in place; the engine's follow when agent_saga.engine loads
 _form = "pure Python (agent_saga.log.speedups.install() has not run)"
 
 
@@ -77,22 +69,18 @@ def _choose() -> str:
     version = getattr(native, "__version__", "?")
     if not isinstance(built_from, dict):
         return f"pure Python (agent-saga-speedups {version} does not say what it was built from: reinstall it)"
-    for package_name, name in _sources():
+    for name in TWINS:
         try:
-            ours = _sha256(_HERE.parent / package_name / f"{name}.py")
+            ours = _sha256(_HERE / f"{name}.py")
         except OSError:
-            return f"pure Python (the source of agent_saga.{package_name}.{name} cannot be read to check the compiled twin)"
+            return f"pure Python (the source of agent_saga.log.{name} cannot be read to check the compiled twin)"
         if built_from.get(name) != ours:
             return (
-                f"pure Python (agent-saga-speedups {version} was compiled from another "
-                f"agent_saga/{package_name}/{name}.py than this one: rebuild it: "
-                "`pip install --force-reinstall ./packages/speedups`, or `tox -r -e core`)"
+                f"pure Python (agent-saga-speedups {version} was compiled from another agent_saga/log/{name}.py "
+                "than this one: rebuild it: `pip install --force-reinstall ./packages/speedups`, or `tox -r -e core`)"
             )
-        if f"agent_saga.{package_name}.{name}" in sys.modules:
-            return (
-                f"pure Python (agent_saga.{package_name}.{name} was imported before the compiled twin "
-                "could be put in place)"
-            )
+        if f"agent_saga.log.{name}" in sys.modules:
+            return f"pure Python (agent_saga.log.{name} was imported before the compiled twin could be put in place)"
     package = sys.modules["agent_saga.log"]
     placed: list[str] = []
     for name in TWINS:
@@ -106,43 +94,8 @@ def _choose() -> str:
         sys.modules[f"agent_saga.log.{name}"] = module
         setattr(package, name, module)
         placed.append(name)
-    global _engine_due
-    _active = _engine_due = True
-    return (
-        f"compiled (agent-saga-speedups {version}: agent_saga.log.{', .'.join(TWINS)}; "
-        f"agent_saga.engine.{', .'.join(ENGINE_TWINS)})"
-    )
-
-
-def _sources() -> list[tuple[str, str]]:
-    return [("log", name) for name in TWINS] + [("engine", name) for name in ENGINE_TWINS]
-
-
-def install_engine() -> None:
-    """Put the engine's compiled twins in place, when :func:`install` chose the compiled form.
-
-    ``agent_saga.engine`` calls it before importing any of its modules. If one does not load,
-    the engine's pure modules run (and the log's compiled ones, which write the same bytes).
-    """
-    global _active, _engine_due, _form
-    if not _engine_due:
-        return
-    _engine_due = False
-    package = sys.modules["agent_saga.engine"]
-    placed: list[str] = []
-    for name in ENGINE_TWINS:
-        try:
-            module = importlib.import_module(f"agent_saga_speedups.{name}")
-        except ImportError as err:
-            for done in placed:  # all or none: the pure modules then import each other
-                del sys.modules[f"agent_saga.engine.{done}"]
-                delattr(package, done)
-            _active = False
-            _form = f"partly compiled (the log's modules; agent_saga.engine's twins do not load here: {err})"
-            return
-        sys.modules[f"agent_saga.engine.{name}"] = module
-        setattr(package, name, module)
-        placed.append(name)
+    _active = True
+    return f"compiled (agent-saga-speedups {version}: agent_saga.log.{', .'.join(TWINS)})"
 
 
 install()  # on import: agent_saga.log imports this module before any of its others
