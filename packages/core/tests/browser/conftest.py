@@ -2,41 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import chromium  # first: without Playwright it says how to get it
+from playwright.sync_api import Browser, ConsoleMessage, Page
 
 from agent_saga.ui import FileSource, UiServer, make_server
-
-try:
-    from playwright.sync_api import Browser, ConsoleMessage, Page, sync_playwright
-except ImportError as err:  # a missing prerequisite is a failure that says how to fix it
-    raise ImportError(
-        "Playwright is not installed: run these tests with `python3 -m tox run -e ui` (it installs it); "
-        "never run `playwright install`, the tests use Debian's chromium"
-    ) from err
-
-
-def chromium_path() -> str:
-    path = os.environ.get("AGENT_SAGA_TEST_CHROMIUM") or shutil.which("chromium")
-    if not path or not os.path.exists(path):
-        pytest.fail("Chromium is not installed: `apt-get install chromium` (scripts/services start does it), "
-                    "or point AGENT_SAGA_TEST_CHROMIUM at a Chromium binary")
-    return path
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture

@@ -9,14 +9,14 @@ assertion and another request's assertion are refused, and each refusal is in th
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import chromium  # first: without Playwright it says how to get it
+from playwright.sync_api import Browser, Page, Route
 
 from agent_saga import (
     ApprovalGateway,
@@ -32,31 +32,14 @@ from agent_saga.approvals.notify import Notification
 from agent_saga.approvals.passkey import PasskeyCredentials
 from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
 
-try:
-    from playwright.sync_api import Browser, Page, Route, sync_playwright
-except ImportError as err:
-    raise ImportError("Playwright is not installed: run these tests with `python3 -m tox run -e passkey`; "
-                      "never run `playwright install`, the tests use Debian's chromium") from err
-
 pytestmark = pytest.mark.slow
 BIDI = "refund \u202eevil\u202c memo\x1b[2K"
 
 
-def chromium_path() -> str:
-    path = os.environ.get("AGENT_SAGA_TEST_CHROMIUM") or shutil.which("chromium")
-    if not path or not os.path.exists(path):
-        pytest.fail("Chromium is not installed: `apt-get install chromium`, or point AGENT_SAGA_TEST_CHROMIUM at one")
-    return path
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 class Quiet:
