@@ -48,6 +48,7 @@ __all__ = [
     "approver_name",
     "default_key_path",
     "default_trust_path",
+    "read_host_list",
     "require_crypto",
     "trust_key",
 ]
@@ -221,6 +222,16 @@ class SigningKey:
         return f"SigningKey({self.key_id!r})"  # never the key itself
 
 
+def read_host_list(file: Path, what: str) -> str | None:
+    """The text of a host's list of who may approve (keys, passkeys); None if there is no such file."""
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class TrustedKeys:
     """The public keys whose signatures make a decision count, by ``<name>+<id>``."""
@@ -240,13 +251,8 @@ class TrustedKeys:
     def load(cls, path: str | os.PathLike[str] | None = None) -> TrustedKeys:
         """The keys listed at ``path`` (default: the host's); none if the file does not exist."""
         file = Path(path) if path is not None else default_trust_path()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return cls({}, str(file))
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigurationError(f"cannot read the trusted approver keys {file}: {err}") from None
-        return cls.of(text.splitlines(), str(file))
+        text = read_host_list(file, "the trusted approver keys")
+        return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
 
     def verify(self, decided: ApprovalEntry, request: ApprovalEntry) -> str:
         """The ``<name>+<id>`` of the trusted key that signed ``decided`` for ``request``.

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.approvals.authority import approver_name
+from agent_saga.approvals.authority import approver_name, read_host_list
 from agent_saga.approvals.entry import ApprovalEntry
 from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
@@ -182,12 +182,9 @@ class PasskeyCredentials:
         anyone who can add a line there can approve.
         """
         file = Path(path) if path is not None else default_passkeys_path()
-        try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_host_list(file, "the registered passkeys")
+        if text is None:
             return cls({}, str(file))
-        except (OSError, UnicodeDecodeError) as err:
-            raise ConfigurationError(f"cannot read the registered passkeys {file}: {err}") from None
         for place in (file, file.parent):
             mode = place.stat().st_mode
             if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (place.is_dir() and mode & stat.S_ISVTX):
