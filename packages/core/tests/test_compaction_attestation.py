@@ -33,6 +33,7 @@ from agent_saga.audit import certify_log, export_bundle, verify_log
 from agent_saga.log import ChainUnverified, compact, read_records, redact_record
 from agent_saga.log.codec import seal
 from agent_saga.log.maintenance import LogMaintenanceError
+from agent_saga.recovery.lease import lease_keeper
 
 C = ActionSemantics.COMPENSABLE
 Record = dict[str, Any]
@@ -54,6 +55,9 @@ def dead(wal: FileWAL) -> str:
     def run() -> str:
         s = saga_scope(wal, name="dead").__enter__()
         s.execute(tool="pay.charge", semantics=C, forward=lambda: {"id": "ch_dead", "amount": 80000}, compensate=undo)
+        # A dead process renews nothing; a held lease would also have the keeper's thread
+        # writing lease files into a temporary directory while it is being removed.
+        lease_keeper().release(wal.path, s.saga_id)
         return s.saga_id
 
     return contextvars.copy_context().run(run)  # its own context: it does not stay current here

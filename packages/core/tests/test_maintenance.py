@@ -25,6 +25,7 @@ from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga
 from agent_saga.audit import verify_log
 from agent_saga.log import compact, read_records, redact_record, redact_where
 from agent_saga.log.maintenance import LogMaintenanceError, settled_sagas
+from agent_saga.recovery.lease import lease_keeper
 
 C, IRR, R = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE, ActionSemantics.REVERSIBLE
 
@@ -52,6 +53,7 @@ def run_sagas(wal: FileWAL) -> dict[str, str]:
         # In a context of its own, so the never-ended saga does not stay current.
         s = saga_scope(wal, name="running").__enter__()
         s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
+        lease_keeper().release(wal.path, s.saga_id)  # its process is gone: nothing renews the lease
         return s.saga_id
 
     ids["open"] = contextvars.copy_context().run(leave_open)
