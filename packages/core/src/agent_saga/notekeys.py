@@ -13,12 +13,16 @@ import base64
 import binascii
 import hashlib
 import os
+import stat
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from agent_saga.install import pip_install
 
-__all__ = ["ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material", "verifier_keys"]
+__all__ = [
+    "ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material", "read_host_list", "verifier_keys",
+]
 
 #: The signature-type byte of an Ed25519 key in this format.
 ED25519 = b"\x01"
@@ -81,3 +85,25 @@ def verifier_keys(lines: Iterable[str], location: str) -> dict[str, bytes]:
             raise ValueError(f"{location} line {number}: not a verifier key (<name>+<id>+<key>)")
         keys[f"{parts[0]}+{parts[1]}"] = key_material(parts[2], f"{location} line {number}")
     return keys
+
+
+def read_host_list(file: Path, what: str) -> str | None:
+    """The text of one of the host's trust lists (approver keys, operator keys, passkeys); None if absent.
+
+    ValueError when the list cannot be read, or when group or others may write it or its
+    directory (a sticky directory excepted): whoever can add a line to it is trusted.
+    """
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read {what} {file}: {err}") from None
+    for place in (file, file.parent):
+        mode = place.stat().st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (place.is_dir() and mode & stat.S_ISVTX):
+            raise ValueError(
+                f"{what} {file} are refused: {place} is writable by group or others "
+                f"(mode {stat.S_IMODE(mode):o}), so anyone could add to them; chmod go-w {place}"
+            )
+    return text

@@ -37,7 +37,7 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
-from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material, verifier_keys
+from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material, read_host_list, verifier_keys
 
 __all__ = [
     "ANONYMOUS",
@@ -48,7 +48,6 @@ __all__ = [
     "approver_name",
     "default_key_path",
     "default_trust_path",
-    "read_host_list",
     "require_crypto",
     "trust_key",
 ]
@@ -222,16 +221,6 @@ class SigningKey:
         return f"SigningKey({self.key_id!r})"  # never the key itself
 
 
-def read_host_list(file: Path, what: str) -> str | None:
-    """The text of a host's list of who may approve (keys, passkeys); None if there is no such file."""
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
-
-
 @dataclass(frozen=True, slots=True)
 class TrustedKeys:
     """The public keys whose signatures make a decision count, by ``<name>+<id>``."""
@@ -251,7 +240,10 @@ class TrustedKeys:
     def load(cls, path: str | os.PathLike[str] | None = None) -> TrustedKeys:
         """The keys listed at ``path`` (default: the host's); none if the file does not exist."""
         file = Path(path) if path is not None else default_trust_path()
-        text = read_host_list(file, "the trusted approver keys")
+        try:
+            text = read_host_list(file, "the trusted approver keys")
+        except ValueError as err:
+            raise ConfigurationError(str(err)) from None
         return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
 
     def verify(self, decided: ApprovalEntry, request: ApprovalEntry) -> str:

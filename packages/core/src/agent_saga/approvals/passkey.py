@@ -30,13 +30,12 @@ import binascii
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.approvals.authority import approver_name, read_host_list
+from agent_saga.approvals.authority import approver_name
 from agent_saga.approvals.entry import ApprovalEntry
 from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
@@ -45,6 +44,7 @@ from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir
 from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical
 from agent_saga.log.records import RecordType
+from agent_saga.notekeys import read_host_list
 
 __all__ = [
     "ALGORITHMS",
@@ -182,17 +182,11 @@ class PasskeyCredentials:
         anyone who can add a line there can approve.
         """
         file = Path(path) if path is not None else default_passkeys_path()
-        text = read_host_list(file, "the registered passkeys")
-        if text is None:
-            return cls({}, str(file))
-        for place in (file, file.parent):
-            mode = place.stat().st_mode
-            if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (place.is_dir() and mode & stat.S_ISVTX):
-                raise ConfigurationError(
-                    f"the registered passkeys {file} are refused: {place} is writable by group or others "
-                    f"(mode {stat.S_IMODE(mode):o}), so anyone could register a passkey; chmod go-w {place}"
-                )
-        return cls.of(text.splitlines(), str(file))
+        try:
+            text = read_host_list(file, "the registered passkeys")
+        except ValueError as err:
+            raise ConfigurationError(str(err)) from None
+        return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
 
 
 def trust_passkey(line: str, path: str | os.PathLike[str] | None = None) -> bool:

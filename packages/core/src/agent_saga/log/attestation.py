@@ -32,7 +32,7 @@ from typing import Any
 
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.codec import canonical
-from agent_saga.notekeys import ED25519, ed25519, key_material, verifier_keys
+from agent_saga.notekeys import ED25519, ed25519, key_material, read_host_list, verifier_keys
 
 __all__ = [
     "HOW_TO_SIGN",
@@ -148,11 +148,11 @@ class OperatorKeys:
         """The keys listed at ``path`` (default: the host's). Never raises: a bad list trusts no key, and says why."""
         file = Path(path) if path is not None else operator_keys_path()
         try:
-            text = file.read_text(encoding="utf-8")
-        except FileNotFoundError:
+            text = read_host_list(file, "the trusted operator keys")
+        except ValueError as err:
+            return cls({}, str(file), str(err))
+        if text is None:
             return cls({}, str(file))
-        except (OSError, UnicodeDecodeError) as err:
-            return cls({}, str(file), f"cannot read the trusted operator keys {file}: {err}")
         try:
             return cls(verifier_keys(text.splitlines(), str(file)), str(file))
         except ValueError as err:
