@@ -142,6 +142,10 @@ def _worker(wal_path: str) -> None:
     async def run() -> None:
         async with saga_scope(FileWAL(wal_path), name="onboarding") as saga:
             await account_and_charge(saga)
+            # The charge's commit is made durable by the next step's intent or the saga's
+            # end, and this process dies before either: wait for it, or the kill can land
+            # first and leave the charge in flight (which repair rightly refuses).
+            saga.wal.barrier()
             (_file().parent / "ready").write_text(saga.saga_id)
             time.sleep(3600)  # killed here, before step 3
 
