@@ -196,6 +196,21 @@ def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
+#: How often, at most, the loop sleeps while a blocking tool runs on the pool (seconds).
+_WAKE_EVERY = 0.2
+
+
+def _wake_until_done(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
+    # Ctrl-C: asyncio.run's SIGINT handler is a Python-level handler, and the loop sets no
+    # wakeup fd for it. A SIGINT whose C handler runs on another thread (or an instant
+    # before the main thread enters select) leaves that handler pending while the loop
+    # sleeps with no timeout: nothing else is due while the tool runs, so it waited for
+    # the tool. A timer keeps the loop's sleep bounded until the call is done, so a
+    # pending handler runs within this interval.
+    if not future.done():
+        loop.call_later(_WAKE_EVERY, _wake_until_done, loop, future)
+
+
 async def _call_async(op: Call) -> Any:
     fn = op.fn
     if op.inline or _is_coroutine_function(fn):
@@ -211,6 +226,7 @@ async def _call_async(op: Call) -> Any:
     # that sees this context (so nested tools find the saga).
     ctx = contextvars.copy_context()
     future = asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, **op.kwargs)))
+    _wake_until_done(asyncio.get_running_loop(), future)
     if op.timeout is None:
         result = await future
         return (await result) if inspect.isawaitable(result) else result
