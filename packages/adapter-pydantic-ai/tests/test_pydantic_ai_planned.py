@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from agent_saga_pydantic_ai import PlannedCalls, _compat, adapter, saga_run, saga_run_sync, wrap_tool
 from agent_saga_pydantic_ai._adapter import _planning
-from pydantic_ai import Agent, Tool
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -66,6 +67,17 @@ def one_response() -> FunctionModel:
     return FunctionModel(respond)
 
 
+class Seen(AbstractCapability[Any]):
+    """The caller's own capability: the tool calls of each model response it saw."""
+
+    def __init__(self) -> None:
+        self.responses: list[list[str]] = []
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse) -> ModelResponse:
+        self.responses.append([call.tool_name for call in response.tool_calls])
+        return response
+
+
 def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
     return [r for r in wal.records() if r["type"] == kind]
 
@@ -87,21 +99,23 @@ def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None
 @needs_run_capabilities
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
-    desk, wal = Desk(), MemoryWAL()
+    desk, wal, mine = Desk(), MemoryWAL(), Seen()
     tools = desk.tools()
     agent = Agent(one_response(), tools=tools)
     if run == "async":
 
         async def main() -> Speculator:
             async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(agent, "go")
+                await saga_run(agent, "go", capabilities=[mine])
             return ahead
 
         ahead = asyncio.run(main())
     else:
         with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(agent, "go")
+            saga_run_sync(agent, "go", capabilities=[mine])
     assert_reads_redeemed(desk, wal, ahead)
+    # the caller's own capability still saw every response
+    assert mine.responses == [["read_page", "read_page", "reserve"], []]
 
 
 def test_an_agent_built_with_planned_calls_names_them_in_any_supported_release() -> None:
