@@ -15,6 +15,8 @@ from agno.run.agent import RunOutput
 
 __all__ = ["ScriptedModel", "new_agent", "run", "tool_results"]
 
+Call = tuple[str, dict[str, Any]]
+
 
 @dataclass
 class ScriptedModel(Model):
@@ -23,16 +25,19 @@ class ScriptedModel(Model):
     id: str = "scripted"
     name: str = "Scripted"
     provider: str = "scripted"
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    calls: list[Call | list[Call]] = field(default_factory=list)
     turn: int = 0
 
     def _next(self) -> ModelResponse:
         turn, self.turn = self.turn, self.turn + 1
         if turn >= len(self.calls):
             return ModelResponse(role="assistant", content="done")
-        name, args = self.calls[turn]
-        call = {"id": f"call_{turn}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-        return ModelResponse(role="assistant", tool_calls=[call])
+        asked = self.calls[turn]
+        calls = [
+            {"id": f"call_{turn}_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            for i, (name, args) in enumerate(asked if isinstance(asked, list) else [asked])
+        ]
+        return ModelResponse(role="assistant", tool_calls=calls)
 
     def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
         return self._next()
@@ -53,7 +58,7 @@ class ScriptedModel(Model):
         return response  # type: ignore[no-any-return]
 
 
-def new_agent(tools: list[Any], calls: list[tuple[str, dict[str, Any]]]) -> Agent:
+def new_agent(tools: list[Any], calls: list[Call | list[Call]]) -> Agent:
     return Agent(name="assistant", model=ScriptedModel(calls=calls), tools=tools, telemetry=False)
 
 

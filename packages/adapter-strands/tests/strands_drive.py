@@ -11,11 +11,16 @@ from strands.models import Model
 
 __all__ = ["ScriptedModel", "agent", "tool_results"]
 
+Call = tuple[str, dict[str, Any]]
+
 
 class ScriptedModel(Model):
-    """One tool call per turn, in order, then the text "done" (no network, no AWS)."""
+    """One tool call per turn, in order, then the text "done" (no network, no AWS).
 
-    def __init__(self, calls: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    A turn given as a list of calls asks for all of them in one response.
+    """
+
+    def __init__(self, calls: Sequence[Call | list[Call]]) -> None:
         self.pending = list(calls)
         self.turn = 0
 
@@ -34,10 +39,12 @@ class ScriptedModel(Model):
         self.turn += 1
         yield {"messageStart": {"role": "assistant"}}
         if self.pending:
-            name, args = self.pending.pop(0)
-            yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": f"call_{self.turn}", "name": name}}}}
-            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args)}}}}
-            yield {"contentBlockStop": {}}
+            turn = self.pending.pop(0)
+            for i, (name, args) in enumerate(turn if isinstance(turn, list) else [turn]):
+                use = {"toolUseId": f"call_{self.turn}_{i}", "name": name}
+                yield {"contentBlockStart": {"start": {"toolUse": use}}}
+                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args)}}}}
+                yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "tool_use"}}
         else:
             yield {"contentBlockStart": {"start": {}}}
@@ -46,7 +53,7 @@ class ScriptedModel(Model):
             yield {"messageStop": {"stopReason": "end_turn"}}
 
 
-def agent(tools: Sequence[Any], calls: Sequence[tuple[str, dict[str, Any]]], **options: Any) -> Agent:
+def agent(tools: Sequence[Any], calls: Sequence[Call | list[Call]], **options: Any) -> Agent:
     """An agent with ``tools`` whose model makes ``calls``; quiet (no printing callback)."""
     return Agent(model=ScriptedModel(calls), tools=list(tools), callback_handler=None, **options)
 

@@ -4,7 +4,9 @@
 function an agent would make one of, and returns a ``Function`` of the same class, name,
 description and parameters whose entrypoint is the step. ``patch_all()`` polices the copy of
 each tool an agent's run prepares (``Function.process_entrypoint``, ``Function.from_callable``):
-every tool a run calls from then on is classified by the tool policy.
+every tool a run calls from then on is classified by the tool policy. When a Speculator is
+attached to the saga a run helper starts in, each model response's tool calls are named to it
+before Agno runs them (``_compat.observe_planned``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
 from agno.tools.function import Function
 
-from agent_saga import ActionSemantics, SagaOptions
+from agent_saga import ActionSemantics, SagaOptions, current_saga
 from agent_saga.adapter import SPEC_ATTR, Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_agno import _compat
 
@@ -112,6 +114,18 @@ class Agno(Adapter):
 adapter = Agno()
 
 
+def _planning() -> None:
+    """When the saga has a Speculator, have Agno's models name each response's tool calls to it.
+
+    Agno runs no hook per model response, and a run takes none: the first run helper that
+    starts in a saga with a Speculator wraps ``Model.get_function_calls_to_run`` for the
+    process (it then costs a context-variable read per model response in a saga without one).
+    """
+    saga = current_saga()
+    if saga is not None and saga.speculation is not None:
+        _compat.observe_planned(adapter.planned)
+
+
 def _whole(run: dict[str, Any]) -> dict[str, Any]:
     if run.pop("stream", False):
         raise ValueError("saga_run and saga_run_sync return the finished run: leave out stream=True "
@@ -133,11 +147,13 @@ async def saga_run(
     Agno hands a tool's exception to the model as the tool's result and the run goes on; the
     failed step fails the run all the same (``ToolFailed``), and a run Agno reports as failed
     (``status=error``, which it returns rather than raises) raises ``RunFailed``: either way
-    everything is undone newest-first. Inside an open saga the run joins it.
+    everything is undone newest-first. Inside an open saga the run joins it; a Speculator
+    attached to that saga is told each model response's tool calls before Agno runs them.
     """
     run = _whole(run)  # before the saga opens: a wrong call is not a failed run
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
+        _planning()
         return _checked(await agent.arun(input, stream=False, **run))
 
 
@@ -148,4 +164,5 @@ def saga_run_sync(
     run = _whole(run)
     saga, run = split_saga_options(run)
     with adapter.boundary(options=options, **saga):
+        _planning()
         return _checked(agent.run(input, stream=False, **run))

@@ -7,8 +7,8 @@ from agent_saga.adapter import require_framework
 
 require_framework("agent-saga-pydantic-ai", "pydantic_ai")  # before anything imports the framework
 
-from agent_saga_pydantic_ai._adapter import adapter, saga_run, saga_run_sync, wrap_tools  # noqa: E402
+from agent_saga_pydantic_ai._adapter import PlannedCalls, adapter, saga_run, saga_run_sync, wrap_tools  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "saga_run", "saga_run_sync", "wrap_tool", "wrap_tools"]
+__all__ = ["PlannedCalls", "adapter", "saga_run", "saga_run_sync", "wrap_tool", "wrap_tools"]

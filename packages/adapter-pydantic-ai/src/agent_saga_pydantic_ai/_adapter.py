@@ -10,7 +10,9 @@ agent is called.
 A gate's :class:`~agent_saga.RepairRequested` (the call's arguments do not fit: nothing ran)
 reaches the model as Pydantic AI's own ``ModelRetry``, so the model gets one turn to correct
 the call within the tool's retries; every other failure of a step ends the run as Pydantic AI
-ends it for any tool exception.
+ends it for any tool exception. When a Speculator is attached to the saga a run helper starts in,
+the run's capability :class:`PlannedCalls` names each model response's tool calls to it before
+Pydantic AI runs them.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import wrapt
-from pydantic_ai import Agent, ModelRetry, Tool
+from pydantic_ai import Agent, ModelRetry, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelResponse
 from pydantic_ai.toolsets import FunctionToolset
 
-from agent_saga import RepairRequested, SagaOptions, StepOptions
+from agent_saga import RepairRequested, SagaOptions, StepOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_pydantic_ai import _compat
 
-__all__ = ["PydanticAI", "adapter", "saga_run", "saga_run_sync", "wrap_tools"]
+__all__ = ["PlannedCalls", "PydanticAI", "adapter", "saga_run", "saga_run_sync", "wrap_tools"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Target = TypeVar("Target", FunctionToolset[Any], Agent[Any, Any])
@@ -98,6 +102,40 @@ def _call_of(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> tuple
 adapter = PydanticAI()
 
 
+class PlannedCalls(AbstractCapability[Any]):
+    """A capability that names each model response's tool calls to the saga's Speculator.
+
+    ``after_model_request`` sees the response whose tool calls Pydantic AI is about to run: they
+    go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>` (the model's arguments as
+    they are, a dict or its JSON text), so the REVERSIBLE ones run ahead. The response goes on
+    unchanged. The run helpers add it to a run when a Speculator is attached (pydantic-ai-slim
+    2.x, whose runs take capabilities); an agent may also be built with it,
+    ``Agent(..., capabilities=[PlannedCalls()])``, which 1.71 takes too.
+    """
+
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse,
+    ) -> ModelResponse:
+        if response.tool_calls:
+            adapter.planned((call.tool_name, call.args) for call in response.tool_calls)
+        return response
+
+
+def _planning(agent: Agent[Any, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The run's options with :class:`PlannedCalls` among its capabilities when the saga has a Speculator; else as is.
+
+    Also as is when the agent or the run has one already (each response is named once), and
+    with a release whose runs take no capabilities (the Agent's own, if given, still names them).
+    """
+    saga = current_saga()
+    if saga is None or saga.speculation is None or not _compat.RUN_TAKES_CAPABILITIES:
+        return run
+    given = list(run.get("capabilities") or ())
+    if any(isinstance(c, PlannedCalls) for c in given) or _compat.has_capability(agent, PlannedCalls):
+        return run
+    return {**run, "capabilities": [*given, PlannedCalls()]}
+
+
 def wrap_tools(target: Target, steps: Mapping[str, StepOptions | Mapping[str, Any]]) -> Target:
     """Make the named tools of a ``FunctionToolset`` (or an ``Agent``'s own tools) saga steps, in place.
 
@@ -141,11 +179,12 @@ async def saga_run(
     """``await agent.run(user_prompt, **run)`` as one transaction.
 
     A tool's exception ends Pydantic AI's run and comes out of it; the boundary then undoes
-    every finished step newest-first (``SagaAborted``). Inside an open saga the run joins it.
+    every finished step newest-first (``SagaAborted``). Inside an open saga the run joins it; a
+    Speculator attached to that saga is told each model response's tool calls (:class:`PlannedCalls`).
     """
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
-        return await agent.run(user_prompt, **run)
+        return await agent.run(user_prompt, **_planning(agent, run))
 
 
 def saga_run_sync(
@@ -154,6 +193,6 @@ def saga_run_sync(
     """The blocking form (``agent.run_sync``)."""
     saga, run = split_saga_options(run)
     with adapter.boundary(options=options, **saga):
-        return agent.run_sync(user_prompt, **run)
+        return agent.run_sync(user_prompt, **_planning(agent, run))
 
 

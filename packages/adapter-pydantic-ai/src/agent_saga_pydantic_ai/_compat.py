@@ -7,6 +7,10 @@
   descriptions and a custom ``function_schema``).
 * ``FunctionToolsetTool.call_func``: the bound ``FunctionSchema.call`` of the tool a run is
   about to call; ``patch_all()`` reads the function behind it to tell a wrapped tool apart.
+* ``Agent.run``'s ``capabilities=`` (documented, but not in every supported release): whether a
+  run helper can add :class:`~agent_saga_pydantic_ai.PlannedCalls` to one run
+  (:data:`RUN_TAKES_CAPABILITIES`); a release without it takes capabilities on the ``Agent`` only.
+  ``Agent.root_capability.apply`` (2.x): whether the agent has one already (:func:`has_capability`).
 """
 
 from __future__ import annotations
@@ -18,12 +22,28 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_ai import RunContext, Tool
+from pydantic_ai import Agent, RunContext, Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 from agent_saga.adapter import check_compat
 
-__all__ = ["context_params", "function_of", "function_of_call", "with_function"]
+__all__ = ["RUN_TAKES_CAPABILITIES", "context_params", "function_of", "function_of_call", "has_capability", "with_function"]
+
+#: Whether one run takes capabilities of its own (``agent.run(..., capabilities=[...])``):
+#: pydantic-ai-slim 2.x does, 1.71 takes them on the ``Agent`` only.
+RUN_TAKES_CAPABILITIES = all(
+    "capabilities" in inspect.signature(run).parameters for run in (Agent.run, Agent.run_sync)
+)
+
+
+def has_capability(agent: Agent[Any, Any], kind: type[Any]) -> bool:
+    """Whether ``agent`` was built with a capability of ``kind`` (False where the release cannot say)."""
+    root = getattr(agent, "root_capability", None)
+    if root is None:
+        return False
+    found: list[Any] = []
+    root.apply(lambda capability: found.append(capability) if isinstance(capability, kind) else None)
+    return bool(found)
 
 
 def function_of(tool: Tool[Any]) -> Callable[..., Any]:

@@ -8,6 +8,8 @@ function is classified by the tool policy.
 
 Strands turns a tool's exception into an error result for the model and the loop goes on; the
 step inside the tool still fails, and the run helpers then unwind the run (``ToolFailed``).
+When a Speculator is attached to the saga a run helper starts in, the agent's hook
+:class:`PlannedCalls` names each model response's tool uses to it before Strands runs them.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from strands import Agent
+from strands.hooks import HookRegistry, MessageAddedEvent
 from strands.tools.decorator import DecoratedFunctionTool
 
-from agent_saga import SagaOptions
+from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_strands import _compat
 
-__all__ = ["Strands", "adapter", "saga_run", "saga_run_sync"]
+__all__ = ["PlannedCalls", "Strands", "adapter", "saga_run", "saga_run_sync"]
 
 
 class Strands(Adapter):
@@ -83,6 +87,45 @@ class Strands(Adapter):
 
 adapter = Strands()
 
+#: The last message named for each agent: an agent given PlannedCalls twice names each once.
+_NAMED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+#: The agents a run helper gave a PlannedCalls (once each).
+_PLANNING: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class PlannedCalls:
+    """A Strands hook provider that names each model response's tool uses to the saga's Speculator.
+
+    Strands adds the model's message to the conversation (``MessageAddedEvent``) before it runs
+    the tool uses in it: they go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>`,
+    so the REVERSIBLE ones run ahead. Strands has no per-invocation hooks: the run helpers add
+    one to an agent the first time it runs in a saga with a Speculator attached, and it stays
+    (with no Speculator it returns at once). An agent may be built with it,
+    ``Agent(..., hooks=[PlannedCalls()])``.
+    """
+
+    def register_hooks(self, registry: HookRegistry, **_: Any) -> None:
+        # Added after the caller's own: this event's callbacks run in the order they were added.
+        registry.add_callback(MessageAddedEvent, self.on_message_added)
+
+    def on_message_added(self, event: MessageAddedEvent) -> None:
+        message = event.message
+        if message.get("role") != "assistant" or _NAMED.get(event.agent) is message:
+            return
+        uses = [block["toolUse"] for block in message.get("content", ()) if "toolUse" in block]
+        if uses:
+            _NAMED[event.agent] = message
+            adapter.planned((use["name"], use["input"]) for use in uses)
+
+
+def _planning(agent: Agent) -> None:
+    """Give ``agent`` a :class:`PlannedCalls` (once) when the saga has a Speculator; else leave it as it is."""
+    saga = current_saga()
+    if saga is None or saga.speculation is None or agent in _PLANNING:
+        return
+    _PLANNING.add(agent)
+    agent.hooks.add_hook(PlannedCalls())
+
 
 async def saga_run(
     agent: Agent, prompt: Any = None, *, options: SagaOptions | None = None, **invoke: Any,
@@ -91,10 +134,12 @@ async def saga_run(
 
     Strands hands a tool's exception to the model as an error result and the loop goes on;
     when the invocation returns, the helper fails it (``ToolFailed``) and everything is undone
-    newest-first. Inside an open saga the invocation joins it.
+    newest-first. Inside an open saga the invocation joins it; a Speculator attached to that
+    saga is told each model response's tool uses (:class:`PlannedCalls`).
     """
     saga, invoke = split_saga_options(invoke)
     async with adapter.boundary(options=options, **saga):
+        _planning(agent)
         return await agent.invoke_async(prompt, **invoke)
 
 
@@ -104,4 +149,5 @@ def saga_run_sync(
     """The blocking form (``agent(prompt)``, which runs the loop on a thread of its own)."""
     saga, invoke = split_saga_options(invoke)
     with adapter.boundary(options=options, **saga):
+        _planning(agent)
         return agent(prompt, **invoke)

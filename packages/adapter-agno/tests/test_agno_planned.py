@@ -1,0 +1,149 @@
+"""A model response's tool calls reach a Speculator through Agno's real agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agent_saga_agno import adapter, saga_run, saga_run_sync, wrap_tool
+from agno.agent import Agent
+from agno.tools.function import Function
+from agno_drive import ScriptedModel
+
+from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+
+ONE_RESPONSE: list[Any] = [[("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]]
+
+
+class Desk:
+    """Two reads and a reservation, each counting the calls of its body."""
+
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+        self.reserved: list[int] = []
+        self.released: list[int] = []
+
+    def tools(self) -> list[Function]:
+        def read_page(page: int) -> str:
+            """Read one page of the report."""
+            self.reads.append(page)
+            return f"page {page}"
+
+        def reserve(seat: int) -> dict[str, int]:
+            """Reserve a seat."""
+            self.reserved.append(seat)
+            return {"seat": seat}
+
+        return [
+            wrap_tool(read_page, semantics="REVERSIBLE"),
+            wrap_tool(
+                reserve,
+                semantics="COMPENSABLE",
+                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
+            ),
+        ]
+
+
+class Seen:
+    """The caller's own tool hook (Agno middleware around each call): the calls it saw, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, function_name: str, function_call: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        self.calls.append(f"{function_name}{sorted(arguments.items())}")
+        return function_call(**arguments)
+
+
+def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
+    return [r for r in wal.records() if r["type"] == kind]
+
+
+@pytest.mark.parametrize("run", ["async", "sync"])
+def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
+    desk, wal, mine = Desk(), MemoryWAL(), Seen()
+    tools = desk.tools()
+    worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=tools, tool_hooks=[mine],
+                   telemetry=False)
+    if run == "async":
+
+        async def main() -> Speculator:
+            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+                await saga_run(worker, "go")
+            return ahead
+
+        ahead = asyncio.run(main())
+    else:
+        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+            saga_run_sync(worker, "go")
+    # each body ran once per call: the reads on the speculator's threads, then redeemed
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
+    redeemed = records(wal, "SPECULATION_REDEEMED")
+    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
+    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
+    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
+    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
+    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
+    # the COMPENSABLE call in the same response was never run ahead
+    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
+    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    # the caller's own tool hook still wrapped every call
+    assert sorted(mine.calls) == ["read_page[('page', 1)]", "read_page[('page', 2)]", "reserve[('seat', 5)]"]
+
+
+def test_without_a_speculator_agnos_model_is_left_as_given() -> None:
+    """In a fresh interpreter: runs with no Speculator leave Agno's Model untouched, and one with a Speculator wraps it once."""
+    script = textwrap.dedent("""
+        import asyncio
+        from agno.agent import Agent
+        from agno.models.base import Model
+        from agno_drive import ScriptedModel
+        from agent_saga_agno import adapter, saga_run, saga_run_sync, wrap_tool
+        from agent_saga import MemoryWAL, Speculator, saga_scope
+
+        own = Model.__dict__["get_function_calls_to_run"]
+        def read_page(page: int) -> str:
+            "Read one page."
+            return str(page)
+        tools = [wrap_tool(read_page, semantics="REVERSIBLE")]
+        def worker():
+            return Agent(model=ScriptedModel(calls=[("read_page", {"page": 1})]), tools=tools, telemetry=False)
+        saga_run_sync(worker(), "go", wal=MemoryWAL())
+        asyncio.run(saga_run(worker(), "go", wal=MemoryWAL()))
+        with saga_scope(wal=MemoryWAL()):
+            saga_run_sync(worker(), "go")
+        print(Model.__dict__["get_function_calls_to_run"] is own)
+        for _ in range(2):
+            with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(tools), intent="t"):
+                saga_run_sync(worker(), "go")
+        wrapper = Model.__dict__["get_function_calls_to_run"]
+        print(wrapper is not own, wrapper.__saga_planned__ is own)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "AGNO_TELEMETRY": "false"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
+
+
+def test_a_run_without_a_speculator_runs_every_call_once_and_speculates_nothing() -> None:
+    desk, wal = Desk(), MemoryWAL()
+    worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=desk.tools(), telemetry=False)
+    saga_run_sync(worker, "go", wal=wal)
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
+    assert records(wal, "SPECULATION_REDEEMED") == []
+
+
+def test_steps_refuses_a_tool_it_did_not_wrap() -> None:
+    def plain(page: int) -> str:
+        """Plain."""
+        return str(page)
+
+    with pytest.raises(TypeError, match="wrap it first with wrap_tool"):
+        adapter.steps([Function.from_callable(plain)])

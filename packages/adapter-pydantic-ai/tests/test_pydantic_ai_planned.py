@@ -1,0 +1,168 @@
+"""A model response's tool calls reach a Speculator through Pydantic AI's real agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from agent_saga_pydantic_ai import PlannedCalls, _compat, adapter, saga_run, saga_run_sync, wrap_tool
+from agent_saga_pydantic_ai._adapter import _planning
+from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+
+needs_run_capabilities = pytest.mark.skipif(
+    not _compat.RUN_TAKES_CAPABILITIES,
+    reason="this pydantic-ai-slim's runs take no capabilities (1.71): the helpers cannot add PlannedCalls to a run",
+)
+
+
+class Desk:
+    """Two reads and a reservation, each counting the calls of its body."""
+
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+        self.reserved: list[int] = []
+        self.released: list[int] = []
+
+    def tools(self) -> list[Tool[Any]]:
+        def read_page(page: int) -> str:
+            """Read one page of the report."""
+            self.reads.append(page)
+            return f"page {page}"
+
+        def reserve(seat: int) -> dict[str, int]:
+            """Reserve a seat."""
+            self.reserved.append(seat)
+            return {"seat": seat}
+
+        return [
+            wrap_tool(Tool(read_page), semantics="REVERSIBLE"),
+            wrap_tool(
+                Tool(reserve),
+                semantics="COMPENSABLE",
+                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
+            ),
+        ]
+
+
+def one_response() -> FunctionModel:
+    """A model that asks for two reads and a reservation in one response, then stops."""
+    turns = [
+        ModelResponse(parts=[
+            ToolCallPart("read_page", {"page": 1}, tool_call_id="call_0"),
+            ToolCallPart("read_page", '{"page": 2}', tool_call_id="call_1"),  # the model's JSON text, as it comes
+            ToolCallPart("reserve", {"seat": 5}, tool_call_id="call_2"),
+        ]),
+        ModelResponse(parts=[TextPart("done")]),
+    ]
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return turns.pop(0)
+
+    return FunctionModel(respond)
+
+
+class Seen(AbstractCapability[Any]):
+    """The caller's own capability: the tool calls of each model response it saw."""
+
+    def __init__(self) -> None:
+        self.responses: list[list[str]] = []
+
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse) -> ModelResponse:
+        self.responses.append([call.tool_name for call in response.tool_calls])
+        return response
+
+
+def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
+    return [r for r in wal.records() if r["type"] == kind]
+
+
+def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
+    # each body ran once per call: the reads on the speculator's threads, then redeemed
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
+    redeemed = records(wal, "SPECULATION_REDEEMED")
+    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
+    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
+    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
+    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
+    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
+    # the COMPENSABLE call in the same response was never run ahead
+    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
+    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+
+
+@needs_run_capabilities
+@pytest.mark.parametrize("run", ["async", "sync"])
+def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
+    desk, wal, mine = Desk(), MemoryWAL(), Seen()
+    tools = desk.tools()
+    agent = Agent(one_response(), tools=tools)
+    if run == "async":
+
+        async def main() -> Speculator:
+            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+                await saga_run(agent, "go", capabilities=[mine])
+            return ahead
+
+        ahead = asyncio.run(main())
+    else:
+        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+            saga_run_sync(agent, "go", capabilities=[mine])
+    assert_reads_redeemed(desk, wal, ahead)
+    # the caller's own capability still saw every response
+    assert mine.responses == [["read_page", "read_page", "reserve"], []]
+
+
+def test_an_agent_built_with_planned_calls_names_them_in_any_supported_release() -> None:
+    """The route a release whose runs take no capabilities (1.71) has: the Agent's own capability."""
+    desk, wal = Desk(), MemoryWAL()
+    tools = desk.tools()
+    agent = Agent(one_response(), tools=tools, capabilities=[PlannedCalls()])
+
+    async def main() -> Speculator:
+        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+            await saga_run(agent, "go")
+        return ahead
+
+    assert_reads_redeemed(desk, wal, asyncio.run(main()))
+
+
+def test_without_a_speculator_the_run_options_are_left_as_given() -> None:
+    mine = PlannedCalls()
+    agent = Agent(one_response(), tools=Desk().tools())
+    run: dict[str, Any] = {"deps": None, "capabilities": [mine]}
+    bare: dict[str, Any] = {"deps": None}
+    assert _planning(agent, run) is run and _planning(agent, bare) is bare  # outside a saga
+    with saga_scope(wal=MemoryWAL()):
+        assert _planning(agent, run) is run and _planning(agent, bare) is bare
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"):
+        planned = _planning(agent, bare)
+        assert _planning(agent, run) is run  # the run has one already: each response is named once
+        built_with = Agent(one_response(), tools=Desk().tools(), capabilities=[PlannedCalls()])
+        assert _planning(built_with, bare) is bare
+    if _compat.RUN_TAKES_CAPABILITIES:  # the caller's own options kept, theirs untouched
+        assert planned["deps"] is None and bare == {"deps": None}
+        assert [type(c) for c in planned["capabilities"]] == [PlannedCalls]
+    else:
+        assert planned is bare
+
+
+def test_a_run_without_a_speculator_runs_every_call_once_and_speculates_nothing() -> None:
+    desk, wal = Desk(), MemoryWAL()
+    saga_run_sync(Agent(one_response(), tools=desk.tools()), "go", wal=wal)
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
+    assert records(wal, "SPECULATION_REDEEMED") == []
+
+
+def test_steps_refuses_a_tool_it_did_not_wrap() -> None:
+    def plain(page: int) -> str:
+        """Plain."""
+        return str(page)
+
+    with pytest.raises(TypeError, match="wrap it first with wrap_tool"):
+        adapter.steps([Tool(plain)])

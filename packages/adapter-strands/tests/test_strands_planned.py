@@ -1,0 +1,149 @@
+"""A model response's tool uses reach a Speculator through Strands' real agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from agent_saga_strands import PlannedCalls, adapter, saga_run, saga_run_sync, wrap_tool
+from strands import Agent, tool
+from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
+from strands_drive import agent
+
+from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+
+
+class Desk:
+    """Two reads and a reservation, each counting the calls of its body."""
+
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+        self.reserved: list[int] = []
+        self.released: list[int] = []
+
+    def tools(self) -> list[Any]:
+        @tool
+        def read_page(page: int) -> str:
+            """Read one page of the report."""
+            self.reads.append(page)
+            return f"page {page}"
+
+        @tool
+        def reserve(seat: int) -> dict[str, int]:
+            """Reserve a seat."""
+            self.reserved.append(seat)
+            return {"seat": seat}
+
+        return [
+            wrap_tool(read_page, semantics="REVERSIBLE"),
+            wrap_tool(
+                reserve,
+                semantics="COMPENSABLE",
+                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
+            ),
+        ]
+
+
+ONE_RESPONSE = [[("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]]
+
+
+class Seen(HookProvider):
+    """The caller's own hook: the roles of the messages added, in order."""
+
+    def __init__(self) -> None:
+        self.roles: list[str] = []
+
+    def register_hooks(self, registry: HookRegistry, **_: Any) -> None:
+        registry.add_callback(MessageAddedEvent, lambda event: self.roles.append(event.message["role"]))
+
+
+def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
+    return [r for r in wal.records() if r["type"] == kind]
+
+
+def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
+    # each body ran once per call: the reads on the speculator's threads, then redeemed
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
+    redeemed = records(wal, "SPECULATION_REDEEMED")
+    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
+    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
+    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
+    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
+    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
+    # the COMPENSABLE call in the same response was never run ahead
+    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
+    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+
+
+@pytest.mark.parametrize("run", ["async", "sync"])
+def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
+    desk, wal, mine = Desk(), MemoryWAL(), Seen()
+    tools = desk.tools()
+    worker = agent(tools, ONE_RESPONSE, hooks=[mine])
+    if run == "async":
+
+        async def main() -> Speculator:
+            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+                await saga_run(worker, "go")
+            return ahead
+
+        ahead = asyncio.run(main())
+    else:
+        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+            saga_run_sync(worker, "go")
+    assert_reads_redeemed(desk, wal, ahead)
+    # the caller's own hook still saw every message: the prompt, the calls, their results, the answer
+    assert mine.roles == ["user", "assistant", "user", "assistant"]
+
+
+def test_an_agent_built_with_planned_calls_names_each_response_once() -> None:
+    desk, wal = Desk(), MemoryWAL()
+    tools = desk.tools()
+    worker = agent(tools, ONE_RESPONSE, hooks=[PlannedCalls()])  # and the helper adds its own
+
+    async def main() -> Speculator:
+        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+            await saga_run(worker, "go")
+        return ahead
+
+    assert_reads_redeemed(desk, wal, asyncio.run(main()))
+
+
+def callbacks(worker: Agent) -> list[Any]:
+    """The agent's MessageAddedEvent callbacks (Strands lists them per event type)."""
+    return list(worker.hooks._registered_callbacks.get(MessageAddedEvent, []))
+
+
+def test_without_a_speculator_the_agents_hooks_are_left_as_given() -> None:
+    desk, wal = Desk(), MemoryWAL()
+    worker = agent(desk.tools(), ONE_RESPONSE, hooks=[Seen()])
+    before = callbacks(worker)
+    saga_run_sync(worker, "go", wal=wal)
+    assert callbacks(worker) == before
+    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
+    assert records(wal, "SPECULATION_REDEEMED") == []
+
+
+def test_a_second_run_with_a_speculator_adds_no_second_hook() -> None:
+    desk = Desk()
+    tools = desk.tools()
+    worker = agent(tools, [])
+    before = len(callbacks(worker))
+    for _ in range(2):
+        worker.model.pending = list(ONE_RESPONSE)  # type: ignore[attr-defined]  # the ScriptedModel's next turns
+        with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(tools), intent="t") as ahead:
+            saga_run_sync(worker, "go")
+        assert ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
+    assert len(callbacks(worker)) == before + 1
+    assert sorted(desk.reads) == [1, 1, 2, 2] and desk.reserved == [5, 5]
+
+
+def test_steps_refuses_a_tool_it_did_not_wrap() -> None:
+    @tool
+    def plain(page: int) -> str:
+        """Plain."""
+        return str(page)
+
+    with pytest.raises(TypeError, match="wrap it first with wrap_tool"):
+        adapter.steps([plain])
