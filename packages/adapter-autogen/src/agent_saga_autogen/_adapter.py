@@ -130,7 +130,8 @@ class PlannedCalls:
         return self._fed()
 
     async def _fed(self) -> AsyncGenerator[Any, None]:
-        from autogen_agentchat.messages import ToolCallRequestEvent  # here: the adapter needs autogen-core only
+        # imported here: the adapter needs autogen-core only
+        from autogen_agentchat.messages import ToolCallRequestEvent
 
         try:
             async for item in self.stream:
