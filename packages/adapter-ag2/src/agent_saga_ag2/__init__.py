@@ -7,8 +7,8 @@ from agent_saga.adapter import require_framework
 
 require_framework("agent-saga-ag2", "ag2")  # before anything imports the framework
 
-from agent_saga_ag2._adapter import adapter, saga_run, saga_run_sync  # noqa: E402
+from agent_saga_ag2._adapter import PlannedCalls, adapter, saga_run, saga_run_sync  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "saga_run", "saga_run_sync", "wrap_tool"]
+__all__ = ["PlannedCalls", "adapter", "saga_run", "saga_run_sync", "wrap_tool"]

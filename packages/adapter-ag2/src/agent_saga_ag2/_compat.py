@@ -7,6 +7,9 @@
   although its signature hides them; never the model's arguments, never logged.
 * ``ConversableAgent._run_async_in_thread``: a sync chat runs an async tool there, on a new
   thread with an empty context; importing the adapter makes it carry the saga.
+* ``ConversableAgent.hook_lists`` (each hookable method's hooks, in order): the run helpers add
+  ``PlannedCalls`` with the public ``register_hook`` and take it off that list when the chat
+  ends (:func:`unregister_hook`; AG2 has no public way to).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from autogen.tools.dependency_injection import ChatContext
 
 from agent_saga.adapter import carry, check_compat, signature_of
 
-__all__ = ["context_params", "function_of", "named_context", "with_function"]
+__all__ = ["context_params", "function_of", "hooks", "named_context", "unregister_hook", "with_function"]
 
 
 def function_of(tool: Tool) -> Callable[..., Any]:
@@ -52,6 +55,16 @@ def named_context(tool: Tool) -> Callable[..., Any]:
     named.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=sorted([*signature.parameters.values(), *extra], key=lambda p: p.kind))
     return named
+
+
+def hooks(agent: ConversableAgent, method: str) -> list[Callable[..., Any]]:
+    """The hooks registered for ``method`` on ``agent``, in order."""
+    return list(agent.hook_lists.get(method, ()))
+
+
+def unregister_hook(agent: ConversableAgent, method: str, hook: Callable[..., Any]) -> None:
+    """Take ``hook`` (added with ``register_hook``) off ``agent``'s hooks for ``method``."""
+    agent.hook_lists[method].remove(hook)
 
 
 def _carrying(wrapped: Any, agent: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -9,14 +9,17 @@ that same executor with :func:`~agent_saga.adapter.carry`, so the saga (and what
 plugins carry) is there. A custom ``BaseTool`` is copied with its ``run`` made a step.
 The step sits inside the tool, so it sees the raw exception that AutoGen's workbench
 turns into an ``is_error`` result. ``patch_all()`` patches ``BaseTool.run_json``.
+When a Speculator is attached to the saga ``saga_run`` starts in and the runner is one agent,
+each model response's tool calls are named to it (:class:`PlannedCalls`) before AutoGen runs them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping
 from typing import Any
 
 import wrapt
@@ -24,11 +27,11 @@ from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, FunctionTool
 from pydantic import BaseModel
 
-from agent_saga import SagaOptions
+from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, carry, split_saga_options
 from agent_saga_autogen import _compat
 
-__all__ = ["AutoGen", "adapter", "saga_run"]
+__all__ = ["AutoGen", "PlannedCalls", "adapter", "saga_run"]
 
 
 class AutoGen(Adapter):
@@ -107,6 +110,40 @@ def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
 adapter = AutoGen()
 
 
+class PlannedCalls:
+    """An agent's ``run_stream`` that names each model response's tool calls to the saga's Speculator.
+
+    An agent's stream stops at each item until the next is asked for, and AutoGen yields a
+    ``ToolCallRequestEvent`` (the calls of one model response) before it runs them: each
+    one's calls go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>` (the
+    model's JSON arguments as they are), so the REVERSIBLE ones run ahead, and then the item
+    is passed on unchanged. ``saga_run`` uses it for an agent when a Speculator is attached;
+    code that streams an agent itself can iterate ``PlannedCalls(agent.run_stream(task=...))``.
+    A team's stream is not one to give it: a team's events reach it through the team's
+    runtime while its agents go on, so the calls could already be running.
+    """
+
+    def __init__(self, stream: AsyncIterable[Any]) -> None:
+        self.stream = stream
+
+    def __aiter__(self) -> AsyncGenerator[Any, None]:
+        return self._fed()
+
+    async def _fed(self) -> AsyncGenerator[Any, None]:
+        # imported here: the adapter needs autogen-core only
+        from autogen_agentchat.messages import ToolCallRequestEvent
+
+        try:
+            async for item in self.stream:
+                if isinstance(item, ToolCallRequestEvent):
+                    adapter.planned((call.name, call.arguments) for call in item.content)
+                yield item
+        finally:  # closed early (an error, a cancelled run): the agent's stream is closed with it
+            close = getattr(self.stream, "aclose", None)
+            if close is not None:
+                await close()
+
+
 async def saga_run(
     runner: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
@@ -116,8 +153,33 @@ async def saga_run(
     AutoGen's workbench turns a tool exception into an ``is_error`` result and the
     model carries on; the failed step is UNKNOWN all the same, so when the run
     returns the helper fails it (``ToolFailed``) and every finished step is undone
-    newest-first. Inside an open saga the run joins it.
+    newest-first. Inside an open saga the run joins it. When a Speculator is attached to
+    that saga and ``runner`` is one agent, the run is the agent's ``run_stream`` (AutoGen's
+    streaming form of ``run``; its closing ``TaskResult`` is returned) read through
+    :class:`PlannedCalls`, so the Speculator is told each model response's tool calls. A
+    team runs with ``run`` either way (see :class:`PlannedCalls`).
     """
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
-        return await runner.run(**run)
+        if not _planning(runner):
+            return await runner.run(**run)
+        from autogen_agentchat.base import TaskResult
+
+        result = None
+        async with contextlib.aclosing(aiter(PlannedCalls(runner.run_stream(**run)))) as items:
+            async for item in items:
+                if isinstance(item, TaskResult):
+                    result = item
+        return result
+
+
+def _planning(runner: Any) -> bool:
+    """Whether this run names its planned calls: an agent, in a saga with a Speculator attached."""
+    saga = current_saga()
+    if saga is None or saga.speculation is None:
+        return False
+    try:
+        from autogen_agentchat.agents import BaseChatAgent  # the adapter needs autogen-core only
+    except ImportError:
+        return False  # then the runner is not an AgentChat agent
+    return isinstance(runner, BaseChatAgent)

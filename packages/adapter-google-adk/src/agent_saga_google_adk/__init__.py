@@ -7,8 +7,8 @@ from agent_saga.adapter import require_framework
 
 require_framework("agent-saga-google-adk", "google_adk")  # before anything imports the framework
 
-from agent_saga_google_adk._adapter import adapter, saga_run, saga_run_sync  # noqa: E402
+from agent_saga_google_adk._adapter import PlannedCalls, adapter, saga_run, saga_run_sync  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "saga_run", "saga_run_sync", "wrap_tool"]
+__all__ = ["PlannedCalls", "adapter", "saga_run", "saga_run_sync", "wrap_tool"]

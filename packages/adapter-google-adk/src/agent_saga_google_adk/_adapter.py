@@ -5,26 +5,31 @@ of) and returns a ``FunctionTool`` of the same class, name, description and decl
 whose function is the step. ``patch_all()`` polices ``FunctionTool._invoke_callable``:
 every function tool an agent calls from then on (plain functions in ``tools=[...]``
 included: ADK makes them ``FunctionTool``s) is classified by the tool policy.
+When a Speculator is attached to the saga a run helper starts in, the runner's plugin
+:class:`PlannedCalls` names each model response's function calls to it before ADK runs them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, Unpack
 
+from google.adk.agents.invocation_context import InvocationContext
 from google.adk.events import Event
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import Runner
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from agent_saga import ActionSemantics, SagaOptions
+from agent_saga import ActionSemantics, SagaOptions, current_saga
 from agent_saga.adapter import Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_google_adk import _compat
 
-__all__ = ["GoogleADK", "adapter", "saga_run", "saga_run_sync"]
+__all__ = ["GoogleADK", "PlannedCalls", "adapter", "saga_run", "saga_run_sync"]
 
 Invoke = Callable[[FunctionTool, Callable[..., Any], dict[str, Any]], Any]
 
@@ -81,6 +86,46 @@ class GoogleADK(Adapter):
 adapter = GoogleADK()
 
 
+class PlannedCalls(BasePlugin):
+    """An ADK plugin that names each model response's function calls to the saga's Speculator.
+
+    ``on_event_callback`` runs on the runner's loop while the agent waits for its event to be
+    processed, so it sees a complete (non-partial) model response before ADK runs its function
+    calls: they go to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>`, so the
+    REVERSIBLE ones run ahead. It returns None: the event, and every other plugin, are left as
+    they are. The run helpers register it for the run when a Speculator is attached; a runner
+    driven another way can be given it in ``App(plugins=[PlannedCalls()], ...)``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="agent_saga_planned_calls")
+
+    async def on_event_callback(self, *, invocation_context: InvocationContext, event: Event) -> Event | None:
+        if not event.partial:  # ADK runs the calls of a complete response only
+            adapter.planned((call.name or "", call.args or {}) for call in event.get_function_calls())
+        return None
+
+
+@contextlib.contextmanager
+def _planning(runner: Runner) -> Iterator[None]:
+    """:class:`PlannedCalls` among the runner's plugins for the run when the saga has a Speculator.
+
+    Nothing is touched when none is attached, or when the runner already has one; the plugin
+    this added is removed when the run ends, so the runner is left as it was given.
+    """
+    saga = current_saga()
+    plugins = runner.plugin_manager
+    if saga is None or saga.speculation is None or any(isinstance(p, PlannedCalls) for p in plugins.plugins):
+        yield
+        return
+    added = PlannedCalls()
+    plugins.register_plugin(added)
+    try:
+        yield
+    finally:
+        _compat.unregister_plugin(plugins, added)
+
+
 def _content(message: str | types.Content) -> types.Content:
     if isinstance(message, str):
         return types.Content(role="user", parts=[types.Part(text=message)])
@@ -96,12 +141,14 @@ async def saga_run(
     a string message becomes the user's text. A tool exception ends an ADK run unless an
     ``on_tool_error_callback`` answers the model instead; either way the failed step fails the
     run (``ToolFailed`` when the run returned) and everything is undone newest-first. Inside an
-    open saga the run joins it.
+    open saga the run joins it; a Speculator attached to that saga is told each model response's
+    function calls (:class:`PlannedCalls`).
     """
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
-        events: AsyncIterator[Event] = runner.run_async(new_message=_content(new_message), **run)
-        return [event async for event in events]
+        with _planning(runner):
+            events: AsyncIterator[Event] = runner.run_async(new_message=_content(new_message), **run)
+            return [event async for event in events]
 
 
 def saga_run_sync(
@@ -109,6 +156,6 @@ def saga_run_sync(
 ) -> list[Event]:
     """The blocking form (``Runner.run``, which runs the agent on a thread of its own)."""
     saga, run = split_saga_options(run)
-    with adapter.boundary(options=options, **saga):
+    with adapter.boundary(options=options, **saga), _planning(runner):
         events: Iterator[Event] = runner.run(new_message=_content(new_message), **run)
         return list(events)

@@ -11,6 +11,9 @@
   function, so ADK's own rule decides.
 * ``FunctionTool._invoke_callable(target, args)``: where ADK calls a tool's function with
   the prepared arguments (after its own validation); ``patch_all()`` polices it there.
+* ``Runner.plugin_manager.plugins`` (the registered plugins, in order): the run helpers register
+  ``PlannedCalls`` with the public ``register_plugin`` and take it off this list when the run
+  ends (:func:`unregister_plugin`; ADK has no public way to).
 
 If the installed google-adk no longer looks like this, importing the adapter fails here,
 naming the supported range, instead of patching the wrong thing.
@@ -27,9 +30,14 @@ from google.adk.tools.function_tool import FunctionTool
 
 from agent_saga.adapter import check_compat
 
-__all__ = ["context_params", "with_function"]
+__all__ = ["context_params", "unregister_plugin", "with_function"]
 
 _CACHES: dict[str, Callable[[], Any]] = {"_declaration_cache": dict, "_compatible_func_cache": lambda: None, "_generator_node_cache": lambda: None}
+
+
+def unregister_plugin(manager: Any, plugin: Any) -> None:
+    """Take ``plugin`` (registered with ``register_plugin``) off ``manager``'s plugins."""
+    manager.plugins.remove(plugin)
 
 
 def context_params(fn: Callable[..., Any]) -> tuple[str, ...]:
