@@ -120,6 +120,7 @@ class PlannedCalls:
 def _response_of(context: Any) -> dict[str, Any] | None:
     """The assistant message whose tool calls the agent is running (None in CrewAI's ReAct text loop)."""
     messages = getattr(getattr(context.agent, "agent_executor", None), "messages", None)
+    message: Any
     for message in reversed(messages if isinstance(messages, list) else ()):
         if isinstance(message, dict) and message.get("role") == "assistant":
             return message if isinstance(message.get("tool_calls"), list) else None

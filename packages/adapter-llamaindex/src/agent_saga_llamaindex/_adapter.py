@@ -20,8 +20,9 @@ from typing import Any
 
 import wrapt
 from llama_index.core.agent.workflow.workflow_events import AgentOutput
-from llama_index.core.instrumentation import NullSpanHandler, get_dispatcher
+from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 from llama_index.core.tools import FunctionTool
+from llama_index_instrumentation import get_dispatcher  # what llama_index.core.instrumentation re-exports
 
 from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
