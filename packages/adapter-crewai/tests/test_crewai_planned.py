@@ -21,9 +21,10 @@ CALLS = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"s
 
 
 class OneResponse(BaseLLM):
-    """Native function calling: one response with every call of ``CALLS``, then a final answer."""
+    """Native function calling: ``responses`` responses with every call of ``calls``, then a final answer."""
 
     turn: int = 0
+    responses: int = 1
     calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=lambda: list(CALLS))
 
     def supports_function_calling(self) -> bool:
@@ -32,7 +33,7 @@ class OneResponse(BaseLLM):
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
              available_functions: Any = None, **kwargs: Any) -> Any:
         self.turn += 1
-        if self.turn == 1:
+        if self.turn <= self.responses:
             return [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                     for i, (n, a) in enumerate(self.calls)]
         return "done"
@@ -69,9 +70,9 @@ class Desk:
         ]
 
 
-def one_response(tools: list[Any]) -> Crew:
+def one_response(tools: list[Any], llm: OneResponse | None = None) -> Crew:
     agent = Agent(role="worker", goal="do the task", backstory="a scripted agent", tools=tools,
-                  llm=OneResponse(model="scripted"), verbose=False)
+                  llm=llm or OneResponse(model="scripted"), verbose=False)
     return Crew(agents=[agent], tasks=[Task(description="do the task", expected_output="done", agent=agent)])
 
 
@@ -116,6 +117,18 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
     assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
     # the caller's own hook still ran, once per call
     assert sorted(seen) == ["read_page", "read_page", "reserve"]
+
+
+def test_the_same_calls_asked_again_are_a_new_response() -> None:
+    """Responses are told apart by identity: CrewAI's messages are dicts, equal when their calls are."""
+    desk, wal = Desk(), MemoryWAL()
+    tools = desk.tools()
+    reads = [("read_page", {"page": 1}), ("read_page", {"page": 2})]
+    crew = one_response(tools, OneResponse(model="scripted", responses=2, calls=reads))
+    with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+        saga_kickoff(crew)
+    assert sorted(desk.reads) == [1, 1, 2, 2]
+    assert ahead.stats.started == 4 and ahead.stats.redeemed == 4 and len(records(wal, "SPECULATION_REDEEMED")) == 4
 
 
 def test_without_a_speculator_no_hook_scope_is_opened() -> None:
