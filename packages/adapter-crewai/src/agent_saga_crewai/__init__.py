@@ -9,8 +9,8 @@ from agent_saga.adapter import require_framework
 
 require_framework("agent-saga-crewai", "crewai")  # before anything imports the framework
 
-from agent_saga_crewai._adapter import adapter, saga_kickoff, saga_kickoff_async  # noqa: E402
+from agent_saga_crewai._adapter import PlannedCalls, adapter, saga_kickoff, saga_kickoff_async  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "saga_kickoff", "saga_kickoff_async", "wrap_tool"]
+__all__ = ["PlannedCalls", "adapter", "saga_kickoff", "saga_kickoff_async", "wrap_tool"]

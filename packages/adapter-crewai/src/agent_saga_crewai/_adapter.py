@@ -7,24 +7,29 @@ the same name, description and ``args_schema``, and the step sits inside the too
 CrewAI turns a tool exception into text for the model, but the step still sees the
 raw exception. ``patch_all()`` patches the six places CrewAI calls a tool
 (``_compat.ENTRY_POINTS``); one call is one step however many of them it passes.
+When a Speculator is attached to the saga a run helper starts in, a before-tool-call hook
+scoped to the run names each model response's tool calls to it (:class:`PlannedCalls`)
+before the first of them runs.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 import wrapt
+from crewai.hooks.dispatch import InterceptionPoint, get_scoped_hooks, scoped_hooks
 from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 from crewai.tools.tool_failure import ToolExecutionFailedError
 
-from agent_saga import Saga, SagaOptions, SyncSaga
+from agent_saga import Saga, SagaOptions, SyncSaga, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_crewai import _compat
 
-__all__ = ["CrewAI", "adapter", "saga_kickoff", "saga_kickoff_async"]
+__all__ = ["CrewAI", "PlannedCalls", "adapter", "saga_kickoff", "saga_kickoff_async"]
 
 _NOT_ARGS = frozenset({"config", "callbacks"})
 
@@ -79,6 +84,66 @@ def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
 adapter = CrewAI()
 
 
+class PlannedCalls:
+    """A CrewAI before-tool-call hook that names each model response's tool calls to the saga's Speculator.
+
+    CrewAI appends a response's tool calls to the agent's messages as one assistant
+    message, then runs them (in parallel when it can), each behind the before-tool-call
+    hooks. The first call's hook hands the whole message to :meth:`Adapter.planned
+    <agent_saga.adapter.Adapter.planned>` under a lock, so the REVERSIBLE ones run ahead
+    before any call of that response reaches its tool; the response's other calls find it
+    named. The run helpers add one, scoped to the run, when a Speculator is attached; a crew
+    run another way can be given one with ``crewai.hooks.dispatch.register_scoped`` inside
+    ``scoped_hooks()``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # The responses already named, held (not their ids) so an id is never reused for a new one.
+        self._named: list[dict[str, Any]] = []
+
+    def __call__(self, context: Any) -> None:
+        response = _response_of(context)
+        if response is None:
+            return
+        with self._lock:
+            if any(named is response for named in self._named):
+                return
+            self._named.append(response)
+            adapter.planned(
+                (call["function"]["name"], call["function"]["arguments"])
+                for call in response["tool_calls"]
+                if isinstance(call, dict) and isinstance(call.get("function"), dict)
+            )
+
+
+def _response_of(context: Any) -> dict[str, Any] | None:
+    """The assistant message whose tool calls the agent is running (None in CrewAI's ReAct text loop)."""
+    messages = getattr(getattr(context.agent, "agent_executor", None), "messages", None)
+    message: Any
+    for message in reversed(messages if isinstance(messages, list) else ()):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return message if isinstance(message.get("tool_calls"), list) else None
+    return None
+
+
+@contextmanager
+def _planning() -> Iterator[None]:
+    """A hook scope with :class:`PlannedCalls` when the saga has a Speculator; else nothing.
+
+    The new scope starts with the caller's own scoped hooks, in their order, so they
+    keep running; ours runs after them.
+    """
+    saga = current_saga()
+    if saga is None or saga.speculation is None:
+        yield
+        return
+    hooks = {point: get_scoped_hooks(point) for point in InterceptionPoint}
+    hooks[InterceptionPoint.PRE_TOOL_CALL].append(PlannedCalls())
+    with scoped_hooks({point: found for point, found in hooks.items() if found}):
+        yield
+
+
 @contextmanager
 def _chained(saga: Saga | SyncSaga) -> Iterator[None]:
     """Chain CrewAI's ``ToolExecutionFailedError`` to the tool's own exception.
@@ -107,10 +172,12 @@ def saga_kickoff(
     exception to the model as text and the crew carries on; the failed step is UNKNOWN
     all the same, so when the crew returns the run is failed (``ToolFailed``) and every
     finished step is undone newest-first. With ``tool_failure_policy="raise"`` the
-    crew's own exception does the same. Inside an open saga the run joins it.
+    crew's own exception does the same. Inside an open saga the run joins it; a
+    Speculator attached to that saga is told each model response's tool calls
+    (:class:`PlannedCalls`).
     """
     given, kickoff = split_saga_options(kickoff)
-    with adapter.boundary(options=options, **given) as saga, _chained(saga):
+    with adapter.boundary(options=options, **given) as saga, _chained(saga), _planning():
         return crew.kickoff(inputs=None if inputs is None else dict(inputs), **kickoff)
 
 
@@ -120,5 +187,5 @@ async def saga_kickoff_async(
     """The awaiting form of :func:`saga_kickoff` (``await crew.akickoff(inputs, **kickoff)``)."""
     given, kickoff = split_saga_options(kickoff)
     async with adapter.boundary(options=options, **given) as saga:
-        with _chained(saga):
+        with _chained(saga), _planning():
             return await crew.akickoff(inputs=None if inputs is None else dict(inputs), **kickoff)

@@ -9,8 +9,8 @@ from agent_saga.adapter import require_framework
 
 require_framework("agent-saga-llamaindex", "llamaindex")  # before anything imports the framework
 
-from agent_saga_llamaindex._adapter import adapter, saga_run  # noqa: E402
+from agent_saga_llamaindex._adapter import PlannedCalls, adapter, saga_run  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "saga_run", "wrap_tool"]
+__all__ = ["PlannedCalls", "adapter", "saga_run", "wrap_tool"]

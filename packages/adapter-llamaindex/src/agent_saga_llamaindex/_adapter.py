@@ -5,23 +5,30 @@ function, with the original metadata (name, description, ``fn_schema``), callbac
 partial parameters. The step sits inside the tool, so it sees the raw exception that
 LlamaIndex's agents turn into an ``is_error`` output for the model. ``patch_all()``
 patches ``FunctionTool.call`` / ``acall``, where agents call a tool; the undo reads the
-function's own result from ``ToolOutput.raw_output``.
+function's own result from ``ToolOutput.raw_output``. When a Speculator is attached to the
+saga a run helper starts in, an instrumentation span handler names each model response's
+tool calls to it (:class:`PlannedCalls`) before the agent sends them to its tools.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import wrapt
+from llama_index.core.agent.workflow.workflow_events import AgentOutput
+from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 from llama_index.core.tools import FunctionTool
+from llama_index_instrumentation import get_dispatcher  # what llama_index.core.instrumentation re-exports
 
-from agent_saga import SagaOptions
+from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_llamaindex import _compat
 
-__all__ = ["LlamaIndex", "adapter", "saga_run"]
+__all__ = ["LlamaIndex", "PlannedCalls", "adapter", "saga_run"]
 
 
 class LlamaIndex(Adapter):
@@ -77,6 +84,59 @@ def _raw(output: Any) -> Any:
 adapter = LlamaIndex()
 
 
+class PlannedCalls(NullSpanHandler):
+    """An instrumentation span handler that names each model response's tool calls to the saga's Speculator.
+
+    A workflow agent (``FunctionAgent``, ``ReActAgent``, ``AgentWorkflow``) turns the
+    model's response into an ``AgentOutput`` whose ``tool_calls`` its next step
+    (``parse_agent_output``) sends to its tools. Workflow steps are instrumentation spans,
+    entered before the step's body runs: the one entered with an ``AgentOutput`` hands
+    its calls to :meth:`Adapter.planned <agent_saga.adapter.Adapter.planned>`, so the
+    REVERSIBLE ones run ahead. The run helper adds it to the root dispatcher for the run
+    when a Speculator is attached; an agent run another way can be given it with
+    ``llama_index.core.instrumentation.get_dispatcher().add_span_handler(PlannedCalls())``.
+    """
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AgentSagaPlannedCalls"
+
+    def span_enter(self, id_: str, bound_args: inspect.BoundArguments, instance: Any = None,
+                   parent_id: str | None = None, tags: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        for value in bound_args.arguments.values():
+            if isinstance(value, AgentOutput) and value.tool_calls:
+                adapter.planned((call.tool_name, call.tool_kwargs) for call in value.tool_calls)
+
+
+# One handler on the root dispatcher while any run that speculates is open: it sees every
+# run's spans, and each names its calls in its own saga (the context its step runs in).
+_PLANNED = PlannedCalls()
+_planning_runs = 0
+_planning_lock = threading.Lock()
+
+
+@contextmanager
+def _planning() -> Iterator[None]:
+    """:class:`PlannedCalls` on the root dispatcher while the block runs, when the saga has a Speculator."""
+    global _planning_runs
+    saga = current_saga()
+    if saga is None or saga.speculation is None:
+        yield
+        return
+    root = get_dispatcher()
+    with _planning_lock:
+        if _planning_runs == 0:
+            root.add_span_handler(_PLANNED)
+        _planning_runs += 1
+    try:
+        yield
+    finally:
+        with _planning_lock:
+            _planning_runs -= 1
+            if _planning_runs == 0:  # a new list: a dispatcher walking the old one is not disturbed
+                root.span_handlers = [h for h in root.span_handlers if h is not _PLANNED]
+
+
 async def saga_run(
     agent: Any, *, options: SagaOptions | None = None, **run: Any,
 ) -> Any:
@@ -85,8 +145,10 @@ async def saga_run(
     LlamaIndex's agents turn a tool exception into an ``is_error`` result and let the
     model carry on; the failed step is UNKNOWN all the same, so when the run returns
     the helper fails it (``ToolFailed``) and everything is undone newest-first. Inside
-    an open saga the run joins it.
+    an open saga the run joins it; a Speculator attached to that saga is told each model
+    response's tool calls (:class:`PlannedCalls`).
     """
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
-        return await agent.run(**run)
+        with _planning():
+            return await agent.run(**run)

@@ -13,6 +13,7 @@ require_framework("agent-saga-semantic-kernel", "semantic_kernel")  # before any
 from agent_saga_semantic_kernel._adapter import (  # noqa: E402
     adapter,
     install,
+    planned_filter,
     saga_filter,
     saga_invoke,
     saga_run,
@@ -21,4 +22,4 @@ from agent_saga_semantic_kernel._adapter import (  # noqa: E402
 
 wrap_tool = adapter.wrap_tool
 
-__all__ = ["adapter", "install", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin", "wrap_tool"]
+__all__ = ["adapter", "install", "planned_filter", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin", "wrap_tool"]

@@ -8,7 +8,9 @@ kernel's own async pipeline (a sync function runs on the event loop; the filter 
 the log where the method's step would block the loop on it) and the method then calls
 straight through. ``saga_run``, ``saga_invoke`` and ``install`` add
 the filter; ``patch_all()`` puts it innermost in every kernel, where it also classifies
-unwrapped functions by the tool policy.
+unwrapped functions by the tool policy. When a Speculator is attached to the saga a run
+helper starts in, an auto-function-invocation filter names each model response's function
+calls to it (:func:`planned_filter`) before the first of them runs.
 """
 
 from __future__ import annotations
@@ -16,23 +18,32 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import threading
+import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
 import wrapt
+from semantic_kernel.contents import AuthorRole, ChatMessageContent, FunctionCallContent
+from semantic_kernel.filters.auto_function_invocation.auto_function_invocation_context import (
+    AutoFunctionInvocationContext,
+)
 from semantic_kernel.filters.filter_types import FilterTypes
 from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
 from semantic_kernel.functions import KernelFunction, KernelPlugin
 from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
 from semantic_kernel.kernel import Kernel
 
-from agent_saga import SagaOptions
+from agent_saga import SagaOptions, current_saga
 from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_semantic_kernel import _compat
 
-__all__ = ["SemanticKernel", "adapter", "install", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin"]
+__all__ = [
+    "SemanticKernel", "adapter", "install", "planned_filter", "saga_filter", "saga_invoke", "saga_run", "wrap_plugin",
+]
 
 NextFilter = Callable[[FunctionInvocationContext], Awaitable[None]]
+NextAutoFilter = Callable[[AutoFunctionInvocationContext], Awaitable[None]]
 
 # The spec whose step saga_filter is running: the method under it calls straight through,
 # and a second saga filter on the same call passes it on.
@@ -130,6 +141,63 @@ def _construct(wrapped: Any, kernel: Any, args: tuple[Any, ...], kwargs: dict[st
     return wrapped(call["filter_type"], functools.partial(saga_filter, next=call["inner_function"]))
 
 
+# The responses whose calls were named: one response's calls each pass the filter, and it
+# names them once. By identity (a message's hash is its content: the same calls asked again
+# are a new response), weakly: a response is forgotten with its chat history, and its id
+# cannot be reused while it is held here.
+_named: weakref.WeakValueDictionary[int, ChatMessageContent] = weakref.WeakValueDictionary()
+_named_lock = threading.Lock()
+
+
+async def planned_filter(context: AutoFunctionInvocationContext, next: NextAutoFilter) -> None:
+    """An auto-function-invocation filter that names each model response's calls to the saga's Speculator.
+
+    Auto function calling adds the model's response to the chat history, then runs its
+    function calls concurrently, each through these filters. The first call to reach this
+    filter hands every call of that response to :meth:`Adapter.planned
+    <agent_saga.adapter.Adapter.planned>`, so the REVERSIBLE ones run ahead; outermost
+    (:func:`_planning` puts it there), it runs before any call of the response reaches
+    its function. With no Speculator attached it only passes the call on.
+    """
+    saga = current_saga()
+    if saga is not None and saga.speculation is not None:
+        response = _response_of(context)
+        if response is not None:
+            with _named_lock:
+                first = _named.get(id(response)) is not response
+                _named[id(response)] = response
+            if first:
+                adapter.planned(
+                    (item.function_name, item.arguments) for item in response.items if isinstance(item, FunctionCallContent)
+                )
+    await next(context)
+
+
+def _response_of(context: AutoFunctionInvocationContext) -> ChatMessageContent | None:
+    """The newest model response in the chat history: the one whose calls are running."""
+    history = context.chat_history
+    for message in reversed(history.messages if history is not None else ()):
+        if message.role == AuthorRole.TOOL:  # the results of calls already made
+            continue
+        return message if any(isinstance(item, FunctionCallContent) for item in message.items) else None
+    return None
+
+
+def _planning(kernel: Kernel) -> None:
+    """Put :func:`planned_filter` outermost in ``kernel``'s auto-function-invocation filters (once),
+    when the saga has a Speculator; else leave the kernel as it is.
+
+    Semantic Kernel runs the last filter of the list outermost (``add_filter`` inserts
+    at the front), so it is appended; the caller's filters keep their order, inside it.
+    """
+    saga = current_saga()
+    if saga is None or saga.speculation is None:
+        return
+    filters = kernel.auto_function_invocation_filters
+    if not any(f is planned_filter for _, f in filters):
+        filters.append((id(planned_filter), planned_filter))
+
+
 def wrap_plugin(plugin: KernelPlugin, functions: Mapping[str, Mapping[str, Any]]) -> KernelPlugin:
     """A copy of ``plugin`` with the named functions wrapped (``{name: wrap_tool options}``)."""
     if not isinstance(plugin, KernelPlugin):
@@ -151,19 +219,26 @@ async def saga_run(
     Auto function calling hands a function's exception to the model and goes on; the
     failed step is UNKNOWN all the same, so when the response comes back the run is failed
     (``ToolFailed``) and every finished step is undone newest-first. Inside an open saga
-    the run joins it.
+    the run joins it; a Speculator attached to that saga is told each model response's
+    function calls (:func:`planned_filter`, added to the kernel once and left there).
     """
     install(agent.kernel)
     saga, run = split_saga_options(run)
     async with adapter.boundary(options=options, **saga):
+        _planning(agent.kernel)
         return await agent.get_response(**run)
 
 
 async def saga_invoke(
     kernel: Kernel, function: Any = None, arguments: Any = None, *, options: SagaOptions | None = None, **kwargs: Any,
 ) -> Any:
-    """``await kernel.invoke(function, arguments, **kwargs)`` as one transaction, the filter installed."""
+    """``await kernel.invoke(function, arguments, **kwargs)`` as one transaction, the filter installed.
+
+    As in :func:`saga_run`, an attached Speculator is told the function calls of each
+    model response that auto function calling runs under it.
+    """
     install(kernel)
     saga, kwargs = split_saga_options(kwargs)
     async with adapter.boundary(options=options, **saga):
+        _planning(kernel)
         return await kernel.invoke(function, arguments, **kwargs)
