@@ -44,9 +44,12 @@ class CrashingWAL(FileWAL):
                 os._exit(137)
 
 
-def idle(after_step: int) -> None:
+def idle(wal: FileWAL, after_step: int) -> None:
     if crash_at == f"idle:{after_step}":
-        time.sleep(0.05)  # the model is "thinking"; the commit record reaches the disk meanwhile
+        # The model is "thinking": the step's commit record reaches the disk meanwhile. Waited
+        # for, not slept for: nothing else makes it durable before the kill (the next intent
+        # or the saga's end would), and a loaded machine may not run the flusher in time.
+        wal.barrier()
         os._exit(137)
 
 
@@ -57,14 +60,14 @@ def four(wal: FileWAL) -> None:
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref="A", amount=100),
                       compensate=call_with(world.refund, ref="A"))
-            idle(1)
+            idle(wal, 1)
             s.execute(tool="world.reserve", semantics=C,
                       forward=functools.partial(world.reserve, item="R1"),
                       compensate=delete_by(world.release, field="id"))
-            idle(2)
+            idle(wal, 2)
             s.execute(tool="world.notify", semantics=IRR,
                       forward=functools.partial(world.notify, to="ops"))
-            idle(3)
+            idle(wal, 3)
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref="B", amount=250),
                       compensate=call_with(world.refund, ref="B"))
