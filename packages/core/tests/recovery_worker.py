@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import recovery_world as world
 
 from agent_saga import ActionSemantics, FileWAL, SagaAborted, call_with, delete_by, saga_scope
+from agent_saga.recovery.lease import lease_path
 
 crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
 C, IRR = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE
@@ -79,8 +80,15 @@ def four(wal: FileWAL) -> None:
 def three(wal: FileWAL) -> None:
     """Three charges; $RECOVERY_CRASH_EFFECT kills the process inside the third."""
     with saga_scope(wal, name="three") as s:
-        # Optionally outlive one lease tick, so that the lease file exists when we die.
-        time.sleep(float(os.environ.get("RECOVERY_SETTLE", "0")))
+        if os.environ.get("RECOVERY_SETTLE"):
+            # The lease file must exist when we die (an encrypted log's lease length is read
+            # from it): wait for the keeper's first write, which a loaded machine may delay
+            # past any fixed sleep, rather than sleep for one tick.
+            deadline = time.monotonic() + 60
+            while not lease_path(wal.path, s.saga_id).exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the lease keeper wrote no lease file within 60 s")
+                time.sleep(0.01)
         for ref, amount in (("A", 100), ("B", 200), ("C", 300)):
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref=ref, amount=amount),
