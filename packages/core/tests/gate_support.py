@@ -92,3 +92,21 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+# Sockets holding the ports dead_port() handed out, for as long as this process runs.
+_held: list[socket.socket] = []
+
+
+def dead_port() -> int:
+    """A port where nothing answers, and nothing can start answering while this process runs.
+
+    Bound and never listened on: a connection is refused at once. A port merely found free
+    (free_port) may be taken by another process (a parallel test's server, an outgoing
+    connection's local port) before the test connects to it, and then something answers.
+    """
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _held.append(s)
+    port: int = s.getsockname()[1]
+    return port

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import recovery_world as world
 
 from agent_saga import ActionSemantics, FileWAL, SagaAborted, call_with, delete_by, saga_scope
+from agent_saga.recovery.lease import lease_path
 
 crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
 C, IRR = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE
@@ -44,9 +45,12 @@ class CrashingWAL(FileWAL):
                 os._exit(137)
 
 
-def idle(after_step: int) -> None:
+def idle(wal: FileWAL, after_step: int) -> None:
     if crash_at == f"idle:{after_step}":
-        time.sleep(0.05)  # the model is "thinking"; the commit record reaches the disk meanwhile
+        # The model is "thinking": the step's commit record reaches the disk meanwhile. Waited
+        # for, not slept for: nothing else makes it durable before the kill (the next intent
+        # or the saga's end would), and a loaded machine may not run the flusher in time.
+        wal.barrier()
         os._exit(137)
 
 
@@ -57,14 +61,14 @@ def four(wal: FileWAL) -> None:
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref="A", amount=100),
                       compensate=call_with(world.refund, ref="A"))
-            idle(1)
+            idle(wal, 1)
             s.execute(tool="world.reserve", semantics=C,
                       forward=functools.partial(world.reserve, item="R1"),
                       compensate=delete_by(world.release, field="id"))
-            idle(2)
+            idle(wal, 2)
             s.execute(tool="world.notify", semantics=IRR,
                       forward=functools.partial(world.notify, to="ops"))
-            idle(3)
+            idle(wal, 3)
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref="B", amount=250),
                       compensate=call_with(world.refund, ref="B"))
@@ -76,8 +80,15 @@ def four(wal: FileWAL) -> None:
 def three(wal: FileWAL) -> None:
     """Three charges; $RECOVERY_CRASH_EFFECT kills the process inside the third."""
     with saga_scope(wal, name="three") as s:
-        # Optionally outlive one lease tick, so that the lease file exists when we die.
-        time.sleep(float(os.environ.get("RECOVERY_SETTLE", "0")))
+        if os.environ.get("RECOVERY_SETTLE"):
+            # The lease file must exist when we die (an encrypted log's lease length is read
+            # from it): wait for the keeper's first write, which a loaded machine may delay
+            # past any fixed sleep, rather than sleep for one tick.
+            deadline = time.monotonic() + 60
+            while not lease_path(wal.path, s.saga_id).exists():
+                if time.monotonic() > deadline:
+                    raise SystemExit("the lease keeper wrote no lease file within 60 s")
+                time.sleep(0.01)
         for ref, amount in (("A", 100), ("B", 200), ("C", 300)):
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref=ref, amount=amount),

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from approval_support import Hook, bodies, of_type, trusted_key, wait_for
-from gate_support import free_port, req
+from gate_support import dead_port, req
 
 from agent_saga import (
     ApprovalGateway,
@@ -222,7 +222,7 @@ def test_a_webhook_answering_500_denies(wal: FileWAL, store: FileApprovalStore) 
 
 
 def test_an_unreachable_webhook_denies(wal: FileWAL, store: FileApprovalStore) -> None:
-    notifier = WebhookNotifier(f"http://127.0.0.1:{free_port()}/hook", timeout=2)
+    notifier = WebhookNotifier(f"http://127.0.0.1:{dead_port()}/hook", timeout=2)
     gate = PreFlightGate(approval_provider=ApprovalGateway(store=store, notifier=notifier, wal=wal, policy=policy()))
     err = refused(wal, gate)
     assert "unreachable" in err.reason
@@ -238,7 +238,7 @@ def test_an_unreachable_store_denies_before_anyone_is_asked(
         blocker.write_text("x")
         store: Any = FileApprovalStore(blocker)
     else:
-        store = RedisApprovalStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3)
+        store = RedisApprovalStore(f"redis://127.0.0.1:{dead_port()}/0", timeout=0.3)
     err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
     assert "approval store" in err.reason
     assert hook.count == 0

@@ -135,9 +135,9 @@ def test_a_corrupt_request_file_is_unavailable_not_pending(tmp_path: Path) -> No
 
 
 def test_a_dead_redis_is_unavailable() -> None:
-    from gate_support import free_port
+    from gate_support import dead_port
 
-    s = RedisApprovalStore(f"redis://127.0.0.1:{free_port()}/0", timeout=0.3)
+    s = RedisApprovalStore(f"redis://127.0.0.1:{dead_port()}/0", timeout=0.3)
     for op in (lambda: s.create(entry()), lambda: s.get(entry().id), s.entries,
                lambda: s.update(entry().id, lambda e: e)):
         with pytest.raises(StoreUnavailable, match="could not"):

@@ -309,20 +309,21 @@ async def test_retry_policy_exclusions_are_respected() -> None:
 
 
 async def test_timeout_applies_to_each_attempt_not_the_whole_loop() -> None:
-    # Three attempts of 0.15 s each under a 0.2 s timeout: a loop-wide timeout would
-    # cut the third attempt off; a per-attempt one lets every attempt finish.
+    # Three attempts of 0.35 s each under a 1 s timeout: a loop-wide timeout would cut the
+    # third attempt off (1.05 s in); a per-attempt one lets every attempt finish, with 0.65 s
+    # to spare for a loaded machine that runs the process late (0.05 s was not enough).
     attempts = 0
 
     async def slowish() -> str:
         nonlocal attempts
         attempts += 1
-        await asyncio.sleep(0.15)
+        await asyncio.sleep(0.35)
         if attempts < 3:
             raise ConnectionError
         return "done"
 
     async with saga_scope(MemoryWAL()) as s:
-        out = await s.execute(tool="t", semantics=R, forward=slowish, timeout=0.2,
+        out = await s.execute(tool="t", semantics=R, forward=slowish, timeout=1.0,
                               retry=RetryPolicy(max_attempts=3, base_delay=0))
     assert out == "done" and attempts == 3
 
@@ -341,18 +342,19 @@ async def test_an_attempt_that_times_out_leaves_the_step_unknown() -> None:
 
 
 def test_sync_timeout_applies_per_attempt() -> None:
+    # As above: 3 x 0.35 s overruns a loop-wide 1 s; each attempt has 0.65 s to spare.
     attempts = 0
 
     def slowish() -> str:
         nonlocal attempts
         attempts += 1
-        time.sleep(0.15)
+        time.sleep(0.35)
         if attempts < 3:
             raise ConnectionError
         return "done"
 
     with saga_scope(MemoryWAL()) as s:
-        out = s.execute(tool="t", semantics=R, forward=slowish, timeout=0.2,
+        out = s.execute(tool="t", semantics=R, forward=slowish, timeout=1.0,
                         retry=RetryPolicy(max_attempts=3, base_delay=0))
     assert out == "done" and attempts == 3
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import Clock, free_port, redis_url, req
+from gate_support import Clock, dead_port, free_port, redis_url, req
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -208,7 +208,7 @@ def test_a_shared_breaker_trips_probes_and_recovers_across_processes(url: str, p
 
 
 def test_a_dead_server_fails_limits_closed_and_the_breaker_open(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    dead = DEAD.format(port=free_port())
+    dead = DEAD.format(port=dead_port())
     gate = PreFlightGate(limits=[BudgetLimit("b", arg="amount", max_total=100, window=60)],
                          store=RedisLimitStore(dead, timeout=0.2))
     with pytest.raises(StepRefused, match="limit store unreachable") as info:

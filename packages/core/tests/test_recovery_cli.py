@@ -188,7 +188,7 @@ def test_an_encrypted_log_is_escalated_without_its_key_and_recovered_with_it(tmp
     key = generate_key()
     wal = tmp_path / "agent.wal"
     assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:C:after",
-                      AGENT_SAGA_WAL_KEY=key, RECOVERY_SETTLE="0.25") == 137
+                      AGENT_SAGA_WAL_KEY=key, RECOVERY_SETTLE="lease") == 137
     # Without the key the daemon cannot read the lease length in the log; the lease file has it.
     assert all("enc" in r and "body" not in r for r in _raw(wal))
     wait_until_expired()

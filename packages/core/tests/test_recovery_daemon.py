@@ -395,12 +395,15 @@ def test_a_dead_pid_with_a_fresh_lease_is_not_recovered(tmp_path: Path, monkeypa
     lease.write_text('{"ttl": 0.3, "owner": "elsewhere:1"}')
     monkeypatch.setenv("RECOVERY_WORLD", str(tmp_path))
     monkeypatch.setenv("RECOVERY_ROLE", "daemon")
-    with RecoveryDaemon(wal, lease_grace=0) as d:
+    # Time moves by hand (the daemon's clock and the lease's mtime): a renewal 0.15 s before a
+    # sweep must not lapse because a loaded machine ran the sweep 0.3 s late.
+    now = [time.time()]
+    with RecoveryDaemon(wal, lease_grace=0, clock=lambda: now[0]) as d:
         for _ in range(5):
-            time.sleep(0.15)
-            os.utime(lease)
+            now[0] += 0.15
+            os.utime(lease, (now[0], now[0]))
             assert d.sweep().live == [saga]
-        time.sleep(0.4)  # the renewals stop: now it is recovered
+        now[0] += 0.4  # the renewals stop: now it is recovered
         assert d.sweep().recovered == [saga]
     assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["M0"]
 
