@@ -1,7 +1,8 @@
 """A worker process: one saga that updates and inserts rows through the SQLAlchemy connector, then waits.
 
-usage: python sqlalchemy_worker.py WAL TABLE. It prints "thinking" once both steps are
-committed, then waits (as for the model) until the test kills it with SIGKILL.
+usage: python sqlalchemy_worker.py WAL TABLE. It prints "thinking" once both steps have
+returned (the insert's commit record may not be durable yet: recovery undoes it either way,
+committed or in flight), then waits (as for the model) until the test kills it with SIGKILL.
 """
 
 from __future__ import annotations
