@@ -13,36 +13,22 @@ from autogen.testing import TestAgent, ToolCall
 from autogen.testing.messages import tools_message
 from autogen.tools import Tool
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import Desk, check_redeemed
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Tool]:
+    """The desk's two functions as AG2 tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(Tool(func_or_tool=read_page), semantics="REVERSIBLE"),
+        wrap_tool(
+            Tool(func_or_tool=reserve),
+            semantics="COMPENSABLE",
+            compensate=desk.release,
+        ),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Tool]:
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(Tool(func_or_tool=read_page), semantics="REVERSIBLE"),
-            wrap_tool(
-                Tool(func_or_tool=reserve),
-                semantics="COMPENSABLE",
-                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-            ),
-        ]
 
 
 class Counting:
@@ -73,9 +59,6 @@ REPLIES: list[Any] = [
 ]
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def hooks(agent: ConversableAgent) -> list[Any]:
     return list(agent.hook_lists["process_message_before_send"])
@@ -84,7 +67,7 @@ def hooks(agent: ConversableAgent) -> list[Any]:
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_reply_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Counting()
-    tools = desk.tools()
+    tools = wrapped(desk)
     executor, assistant = agents(tools)
     assistant.register_hook("process_message_before_send", mine)
     given = (hooks(executor), hooks(assistant))
@@ -101,17 +84,7 @@ def test_the_reads_of_one_reply_run_ahead_and_are_redeemed(run: str) -> None:
         else:
             with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
                 saga_run_sync(executor, assistant, "go", **chat)
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same reply was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the caller's own hook still ran on every message, and both agents' hooks are left as given
     assert mine.seen == ["assistant:3 calls", "assistant:0 calls"]
     assert (hooks(executor), hooks(assistant)) == given
@@ -120,12 +93,12 @@ def test_the_reads_of_one_reply_run_ahead_and_are_redeemed(run: str) -> None:
 def test_without_a_speculator_the_agents_are_left_as_given() -> None:
     from agent_saga_ag2._adapter import _planning
 
-    executor, assistant = agents(Desk().tools())
+    executor, assistant = agents(wrapped(Desk()))
     with _planning(executor, assistant):  # outside a saga
         assert hooks(executor) == hooks(assistant) == []
     with saga_scope(wal=MemoryWAL()), _planning(executor, assistant):
         assert hooks(executor) == hooks(assistant) == []
-    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"):
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(Desk())), intent="t"):
         with _planning(executor, assistant, assistant):
             assert [type(h) for h in hooks(executor) + hooks(assistant)] == [PlannedCalls, PlannedCalls]
         own = PlannedCalls()  # one the caller registered is used as it is, and stays

@@ -17,38 +17,24 @@ from agno.agent import Agent
 from agno.tools.function import Function
 from agno_drive import ScriptedModel
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
 
-ONE_RESPONSE: list[Any] = [[("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]]
+ONE_RESPONSE: list[Any] = [list(CALLS)]
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Function]:
+    """The desk's two functions as Agno tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(read_page, semantics="REVERSIBLE"),
+        wrap_tool(
+            reserve,
+            semantics="COMPENSABLE",
+            compensate=desk.release,
+        ),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Function]:
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(read_page, semantics="REVERSIBLE"),
-            wrap_tool(
-                reserve,
-                semantics="COMPENSABLE",
-                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-            ),
-        ]
 
 
 class Seen:
@@ -62,14 +48,11 @@ class Seen:
         return function_call(**arguments)
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
-    tools = desk.tools()
+    tools = wrapped(desk)
     worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=tools, tool_hooks=[mine],
                    telemetry=False)
     if run == "async":
@@ -83,17 +66,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
     else:
         with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
             saga_run_sync(worker, "go")
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the caller's own tool hook still wrapped every call
     assert sorted(mine.calls) == ["read_page[('page', 1)]", "read_page[('page', 2)]", "reserve[('seat', 5)]"]
 
@@ -134,7 +107,7 @@ def test_without_a_speculator_agnos_model_is_left_as_given() -> None:
 
 def test_a_run_without_a_speculator_runs_every_call_once_and_speculates_nothing() -> None:
     desk, wal = Desk(), MemoryWAL()
-    worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=desk.tools(), telemetry=False)
+    worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=wrapped(desk), telemetry=False)
     saga_run_sync(worker, "go", wal=wal)
     assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
     assert records(wal, "SPECULATION_REDEEMED") == []

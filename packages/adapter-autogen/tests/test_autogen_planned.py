@@ -19,36 +19,22 @@ from autogen_core.tools import FunctionTool
 from autogen_drive import MODEL_INFO
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[FunctionTool]:
+    """The desk's two functions as AutoGen tools, wrapped."""
+    read_page, reserve = desk.functions(async_reserve=True)
+    return [
+        wrap_tool(FunctionTool(read_page, description="Read one page of the report."), semantics="REVERSIBLE"),
+        wrap_tool(
+            FunctionTool(reserve, description="Reserve a seat."),
+            semantics="COMPENSABLE",
+            compensate=desk.release,
+        ),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[FunctionTool]:
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        async def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(FunctionTool(read_page, description="Read one page of the report."), semantics="REVERSIBLE"),
-            wrap_tool(
-                FunctionTool(reserve, description="Reserve a seat."),
-                semantics="COMPENSABLE",
-                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-            ),
-        ]
 
 
 class Worker(AssistantAgent):
@@ -69,7 +55,7 @@ class Worker(AssistantAgent):
 
 def one_response(tools: list[FunctionTool], name: str = "worker") -> Worker:
     """An agent whose model asks for two reads and a reservation in one response, then stops."""
-    calls = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]
+    calls = CALLS
     response = CreateResult(
         content=[FunctionCall(id=f"call_{i}", name=n, arguments=json.dumps(a)) for i, (n, a) in enumerate(calls)],
         finish_reason="function_calls", usage=RequestUsage(prompt_tokens=0, completion_tokens=0), cached=False,
@@ -78,13 +64,10 @@ def one_response(tools: list[FunctionTool], name: str = "worker") -> Worker:
     return Worker(name, model_client=model, tools=tools, reflect_on_tool_use=True)
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     agent = one_response(tools)
 
     async def main() -> tuple[Speculator, Any]:
@@ -93,17 +76,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
         return ahead, result
 
     ahead, result = asyncio.run(main())
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the helper streamed the run and returned the run's TaskResult, as run() would
     assert agent.ran == ["run_stream"]
     assert isinstance(result, TaskResult)
@@ -116,7 +89,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
 
 def test_without_a_speculator_the_agent_runs_as_given() -> None:
     desk, wal = Desk(), MemoryWAL()
-    agent = one_response(desk.tools())
+    agent = one_response(wrapped(desk))
 
     async def main() -> Any:
         async with saga_scope(wal=wal):
@@ -132,7 +105,7 @@ def test_a_team_is_run_as_given_and_its_calls_are_not_run_ahead() -> None:
     # A team's events reach its stream through the team's runtime while its agents go on:
     # naming them there could start a read after the agent's own call ran it.
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     team = RoundRobinGroupChat([one_response(tools)], termination_condition=MaxMessageTermination(2))
 
     async def main() -> Speculator:

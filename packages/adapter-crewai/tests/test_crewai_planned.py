@@ -15,9 +15,8 @@ from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 from pydantic import Field
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
-
-CALLS = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
 
 
 class OneResponse(BaseLLM):
@@ -42,32 +41,14 @@ class OneResponse(BaseLLM):
         return self.call(*args, **kwargs)
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Any]:
+    """The desk's two functions as CrewAI tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(tool("read_page")(read_page), semantics="REVERSIBLE"),
+        wrap_tool(tool("reserve")(reserve), semantics="COMPENSABLE", compensate=desk.release),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Any]:
-        @tool("read_page")
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        @tool("reserve")
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(read_page, semantics="REVERSIBLE"),
-            wrap_tool(reserve, semantics="COMPENSABLE",
-                      compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]})),
-        ]
 
 
 def one_response(tools: list[Any], llm: OneResponse | None = None) -> Crew:
@@ -76,14 +57,11 @@ def one_response(tools: list[Any], llm: OneResponse | None = None) -> Crew:
     return Crew(agents=[agent], tasks=[Task(description="do the task", expected_output="done", agent=agent)])
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 @pytest.mark.parametrize("run", ["sync", "async"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, seen = Desk(), MemoryWAL(), []
-    tools = desk.tools()
+    tools = wrapped(desk)
     crew = one_response(tools)
 
     def mine(context: Any) -> None:  # the caller's own scoped hook
@@ -104,17 +82,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
                 saga_kickoff(crew)
         # the caller's scope is as it was: its own hook, not ours
         assert get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL) == [mine]
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the caller's own hook still ran, once per call
     assert sorted(seen) == ["read_page", "read_page", "reserve"]
 
@@ -122,7 +90,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
 def test_the_same_calls_asked_again_are_a_new_response() -> None:
     """Responses are told apart by identity: CrewAI's messages are dicts, equal when their calls are."""
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     reads = [("read_page", {"page": 1}), ("read_page", {"page": 2})]
     crew = one_response(tools, OneResponse(model="scripted", responses=2, calls=reads))
     with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
@@ -141,7 +109,7 @@ def test_without_a_speculator_no_hook_scope_is_opened() -> None:
             assert get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL) == [mine]
         with saga_scope(wal=MemoryWAL()), _planning():
             assert get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL) == [mine]
-        with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"), _planning():
+        with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(Desk())), intent="t"), _planning():
             inside = get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL)
             assert inside[0] is mine and isinstance(inside[1], PlannedCalls) and len(inside) == 2
         assert get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL) == [mine]

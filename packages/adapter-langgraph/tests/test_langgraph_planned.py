@@ -13,52 +13,32 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph_drive import ScriptedModel, agent_graph
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Any]:
+    """The desk's two functions as LangChain tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(StructuredTool.from_function(read_page), semantics="REVERSIBLE"),
+        wrap_tool(StructuredTool.from_function(reserve), semantics="COMPENSABLE", compensate=desk.release),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def read_page(self, page: int) -> str:
-        """Read one page of the report."""
-        self.reads.append(page)
-        return f"page {page}"
-
-    def reserve(self, seat: int) -> dict[str, int]:
-        """Reserve a seat."""
-        self.reserved.append(seat)
-        return {"seat": seat}
-
-    def tools(self) -> list[Any]:
-        read = wrap_tool(StructuredTool.from_function(self.read_page), semantics="REVERSIBLE")
-        reserve = wrap_tool(
-            StructuredTool.from_function(self.reserve),
-            semantics="COMPENSABLE",
-            compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-        )
-        return [read, reserve]
 
 
 def one_response() -> ScriptedModel:
     """A model that asks for two reads and a reservation in one response, then stops."""
-    calls = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]
+    calls = CALLS
     planned = AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"call_{i}"} for i, (n, a) in enumerate(calls)])
     return ScriptedModel(responses=[planned, AIMessage(content="done")])
 
-
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
 
 
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     graph = agent_graph(one_response(), tools)
     go = {"messages": [HumanMessage("go")]}
     if run == "async":
@@ -72,17 +52,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
     else:
         with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
             saga_run_sync(graph, go)
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
 
 
 def test_without_a_speculator_the_run_config_is_left_as_given() -> None:
@@ -95,7 +65,7 @@ def test_without_a_speculator_the_run_config_is_left_as_given() -> None:
 def test_with_a_speculator_the_callers_own_callbacks_are_kept() -> None:
     desk = Desk()
     mine = PlannedCalls()
-    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(desk.tools()), intent="t"):
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(desk)), intent="t"):
         listed = _planning({"callbacks": [mine], "tags": ["x"]})
         assert listed["tags"] == ["x"] and listed["callbacks"][0] is mine and len(listed["callbacks"]) == 2
         manager = CallbackManager(handlers=[mine])
@@ -104,6 +74,6 @@ def test_with_a_speculator_the_callers_own_callbacks_are_kept() -> None:
 
 
 def test_steps_refuses_a_tool_it_did_not_wrap() -> None:
-    plain = StructuredTool.from_function(Desk().read_page)
+    plain = StructuredTool.from_function(Desk().functions()[0])
     with pytest.raises(TypeError, match="wrap it first with wrap_tool"):
         adapter.steps([plain])

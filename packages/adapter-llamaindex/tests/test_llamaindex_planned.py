@@ -15,7 +15,8 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed
 
 # llama-index-workflows walks the agent with inspect.getmembers(), which touches pydantic's
 # deprecated __fields__ / model_fields accessors. That is the framework's warning, not ours.
@@ -25,33 +26,17 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance is deprecated:DeprecationWarning"),
 ]
 
-CALLS = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Any]:
+    """The desk's two functions as LlamaIndex tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(FunctionTool.from_defaults(read_page), semantics="REVERSIBLE"),
+        wrap_tool(FunctionTool.from_defaults(reserve), semantics="COMPENSABLE",
+                  compensate=desk.release),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def read_page(self, page: int) -> str:
-        """Read one page of the report."""
-        self.reads.append(page)
-        return f"page {page}"
-
-    def reserve(self, seat: int) -> dict[str, int]:
-        """Reserve a seat."""
-        self.reserved.append(seat)
-        return {"seat": seat}
-
-    def tools(self) -> list[Any]:
-        return [
-            wrap_tool(FunctionTool.from_defaults(self.read_page), semantics="REVERSIBLE"),
-            wrap_tool(FunctionTool.from_defaults(self.reserve), semantics="COMPENSABLE",
-                      compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]})),
-        ]
 
 
 def one_response() -> MockFunctionCallingLLM:
@@ -67,9 +52,6 @@ def one_response() -> MockFunctionCallingLLM:
     return MockFunctionCallingLLM(response_generator=respond)
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def planners() -> list[Any]:
     return [h for h in get_dispatcher().span_handlers if isinstance(h, PlannedCalls)]
@@ -77,7 +59,7 @@ def planners() -> list[Any]:
 
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     agent = FunctionAgent(tools=tools, llm=one_response())
 
     async def main() -> Speculator:
@@ -86,17 +68,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
         return ahead
 
     ahead = asyncio.run(main())
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the handler is gone with the run
     assert planners() == []
 
@@ -107,7 +79,7 @@ def test_without_a_speculator_no_span_handler_is_added() -> None:
         assert get_dispatcher().span_handlers == before
     with saga_scope(wal=MemoryWAL()), _planning():
         assert get_dispatcher().span_handlers == before
-    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"):
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(Desk())), intent="t"):
         with _planning():
             with _planning():  # a second run at once: still one handler
                 assert len(planners()) == 1
@@ -117,4 +89,4 @@ def test_without_a_speculator_no_span_handler_is_added() -> None:
 
 def test_steps_refuses_a_tool_it_did_not_wrap() -> None:
     with pytest.raises(TypeError, match="wrap it first with wrap_tool"):
-        adapter.steps([FunctionTool.from_defaults(Desk().read_page)])
+        adapter.steps([FunctionTool.from_defaults(Desk().functions()[0])])

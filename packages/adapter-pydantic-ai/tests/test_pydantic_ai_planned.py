@@ -13,7 +13,8 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import Desk, check_redeemed, records
 
 needs_run_capabilities = pytest.mark.skipif(
     not _compat.RUN_TAKES_CAPABILITIES,
@@ -21,33 +22,18 @@ needs_run_capabilities = pytest.mark.skipif(
 )
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
+def wrapped(desk: Desk) -> list[Tool[Any]]:
+    """The desk's two functions as Pydantic AI tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(Tool(read_page), semantics="REVERSIBLE"),
+        wrap_tool(
+            Tool(reserve),
+            semantics="COMPENSABLE",
+            compensate=desk.release,
+        ),
+    ]
 
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Tool[Any]]:
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(Tool(read_page), semantics="REVERSIBLE"),
-            wrap_tool(
-                Tool(reserve),
-                semantics="COMPENSABLE",
-                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-            ),
-        ]
 
 
 def one_response() -> FunctionModel:
@@ -78,29 +64,16 @@ class Seen(AbstractCapability[Any]):
         return response
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
 
 
 @needs_run_capabilities
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
-    tools = desk.tools()
+    tools = wrapped(desk)
     agent = Agent(one_response(), tools=tools)
     if run == "async":
 
@@ -121,7 +94,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
 def test_an_agent_built_with_planned_calls_names_them_in_any_supported_release() -> None:
     """The route a release whose runs take no capabilities (1.71) has: the Agent's own capability."""
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     agent = Agent(one_response(), tools=tools, capabilities=[PlannedCalls()])
 
     async def main() -> Speculator:
@@ -134,16 +107,16 @@ def test_an_agent_built_with_planned_calls_names_them_in_any_supported_release()
 
 def test_without_a_speculator_the_run_options_are_left_as_given() -> None:
     mine = PlannedCalls()
-    agent = Agent(one_response(), tools=Desk().tools())
+    agent = Agent(one_response(), tools=wrapped(Desk()))
     run: dict[str, Any] = {"deps": None, "capabilities": [mine]}
     bare: dict[str, Any] = {"deps": None}
     assert _planning(agent, run) is run and _planning(agent, bare) is bare  # outside a saga
     with saga_scope(wal=MemoryWAL()):
         assert _planning(agent, run) is run and _planning(agent, bare) is bare
-    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"):
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(Desk())), intent="t"):
         planned = _planning(agent, bare)
         assert _planning(agent, run) is run  # the run has one already: each response is named once
-        built_with = Agent(one_response(), tools=Desk().tools(), capabilities=[PlannedCalls()])
+        built_with = Agent(one_response(), tools=wrapped(Desk()), capabilities=[PlannedCalls()])
         assert _planning(built_with, bare) is bare
     if _compat.RUN_TAKES_CAPABILITIES:  # the caller's own options kept, theirs untouched
         assert planned["deps"] is None and bare == {"deps": None}
@@ -154,7 +127,7 @@ def test_without_a_speculator_the_run_options_are_left_as_given() -> None:
 
 def test_a_run_without_a_speculator_runs_every_call_once_and_speculates_nothing() -> None:
     desk, wal = Desk(), MemoryWAL()
-    saga_run_sync(Agent(one_response(), tools=desk.tools()), "go", wal=wal)
+    saga_run_sync(Agent(one_response(), tools=wrapped(desk)), "go", wal=wal)
     assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
     assert records(wal, "SPECULATION_REDEEMED") == []
 

@@ -17,35 +17,19 @@ from semantic_kernel.filters.filter_types import FilterTypes
 from semantic_kernel.functions import KernelPlugin
 from sk_drive import PLUGIN, ScriptedChat, kernel_tool
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
 
-CALLS = [("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]
 
+def wrapped(desk: Desk) -> list[Any]:
+    """The desk's two functions as Semantic Kernel tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(kernel_tool(read_page), semantics="REVERSIBLE"),
+        wrap_tool(kernel_tool(reserve), semantics="COMPENSABLE",
+                  compensate=desk.release),
+    ]
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
-
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Any]:
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(kernel_tool(read_page), semantics="REVERSIBLE"),
-            wrap_tool(kernel_tool(reserve), semantics="COMPENSABLE",
-                      compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]})),
-        ]
 
 
 def response(calls: list[tuple[str, dict[str, Any]]], turn: int = 0) -> ChatMessageContent:
@@ -65,13 +49,10 @@ def agent(tools: list[Any], responses: list[ChatMessageContent]) -> ChatCompleti
     )
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     desk, wal, seen = Desk(), MemoryWAL(), []
-    tools = desk.tools()
+    tools = wrapped(desk)
     worker = agent(tools, [response(CALLS)])
 
     async def mine(context: Any, next: Any) -> None:  # the caller's own filter
@@ -86,17 +67,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
         return ahead
 
     ahead = asyncio.run(main())
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
     # the caller's filter still ran for every call, inside ours (ours is outermost: last in the list)
     assert sorted(seen) == ["read_page", "read_page", "reserve"]
     assert [f for _, f in worker.kernel.auto_function_invocation_filters] == [mine, planned_filter]
@@ -105,7 +76,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
 def test_the_same_calls_asked_again_are_a_new_response() -> None:
     """Responses are told apart by identity: a message's hash and equality are its content."""
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     reads = [("read_page", {"page": 1}), ("read_page", {"page": 2})]
     worker = agent(tools, [response(reads, 0), response(reads, 0)])
     assert response(reads, 0) == response(reads, 0)
@@ -130,7 +101,7 @@ def test_without_a_speculator_the_kernel_is_left_as_given() -> None:
     with saga_scope(wal=MemoryWAL()):
         _planning(kernel)
     assert [f for _, f in kernel.auto_function_invocation_filters] == [mine]
-    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(Desk().tools()), intent="t"):
+    with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(wrapped(Desk())), intent="t"):
         _planning(kernel)
         _planning(kernel)  # once
     assert [f for _, f in kernel.auto_function_invocation_filters] == [mine, planned_filter]

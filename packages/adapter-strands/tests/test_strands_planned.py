@@ -11,41 +11,21 @@ from strands import Agent, tool
 from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
 from strands_drive import agent
 
-from agent_saga import Compensation, MemoryWAL, Speculator, saga_scope
+from agent_saga import MemoryWAL, Speculator, saga_scope
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
 
 
-class Desk:
-    """Two reads and a reservation, each counting the calls of its body."""
-
-    def __init__(self) -> None:
-        self.reads: list[int] = []
-        self.reserved: list[int] = []
-        self.released: list[int] = []
-
-    def tools(self) -> list[Any]:
-        @tool
-        def read_page(page: int) -> str:
-            """Read one page of the report."""
-            self.reads.append(page)
-            return f"page {page}"
-
-        @tool
-        def reserve(seat: int) -> dict[str, int]:
-            """Reserve a seat."""
-            self.reserved.append(seat)
-            return {"seat": seat}
-
-        return [
-            wrap_tool(read_page, semantics="REVERSIBLE"),
-            wrap_tool(
-                reserve,
-                semantics="COMPENSABLE",
-                compensate=lambda r: Compensation(fn=self.released.append, kwargs={"object": r["seat"]}),
-            ),
-        ]
+def wrapped(desk: Desk) -> list[Any]:
+    """The desk's two functions as Strands tools, wrapped."""
+    read_page, reserve = desk.functions()
+    return [
+        wrap_tool(tool(read_page), semantics="REVERSIBLE"),
+        wrap_tool(tool(reserve), semantics="COMPENSABLE", compensate=desk.release),
+    ]
 
 
-ONE_RESPONSE = [[("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5})]]
+
+ONE_RESPONSE = [list(CALLS)]
 
 
 class Seen(HookProvider):
@@ -58,28 +38,15 @@ class Seen(HookProvider):
         registry.add_callback(MessageAddedEvent, lambda event: self.roles.append(event.message["role"]))
 
 
-def records(wal: MemoryWAL, kind: str) -> list[dict[str, Any]]:
-    return [r for r in wal.records() if r["type"] == kind]
-
 
 def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
-    # each body ran once per call: the reads on the speculator's threads, then redeemed
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5] and desk.released == []
-    redeemed = records(wal, "SPECULATION_REDEEMED")
-    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
-    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
-    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
-    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
-    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
-    # the COMPENSABLE call in the same response was never run ahead
-    assert ahead.stats.started == 2 and ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
-    assert ahead.stats.reasons == {"only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE": 1}
+    check_redeemed(wal, ahead, desk)
 
 
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
-    tools = desk.tools()
+    tools = wrapped(desk)
     worker = agent(tools, ONE_RESPONSE, hooks=[mine])
     if run == "async":
 
@@ -99,7 +66,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
 
 def test_an_agent_built_with_planned_calls_names_each_response_once() -> None:
     desk, wal = Desk(), MemoryWAL()
-    tools = desk.tools()
+    tools = wrapped(desk)
     worker = agent(tools, ONE_RESPONSE, hooks=[PlannedCalls()])  # and the helper adds its own
 
     async def main() -> Speculator:
@@ -117,7 +84,7 @@ def callbacks(worker: Agent) -> list[Any]:
 
 def test_without_a_speculator_the_agents_hooks_are_left_as_given() -> None:
     desk, wal = Desk(), MemoryWAL()
-    worker = agent(desk.tools(), ONE_RESPONSE, hooks=[Seen()])
+    worker = agent(wrapped(desk), ONE_RESPONSE, hooks=[Seen()])
     before = callbacks(worker)
     saga_run_sync(worker, "go", wal=wal)
     assert callbacks(worker) == before
@@ -127,7 +94,7 @@ def test_without_a_speculator_the_agents_hooks_are_left_as_given() -> None:
 
 def test_a_second_run_with_a_speculator_adds_no_second_hook() -> None:
     desk = Desk()
-    tools = desk.tools()
+    tools = wrapped(desk)
     worker = agent(tools, [])
     before = len(callbacks(worker))
     for _ in range(2):

@@ -1,0 +1,81 @@
+"""The planned-calls scene each framework adapter's tests run through the framework's own loop.
+
+One model response asks for two REVERSIBLE reads and a COMPENSABLE reservation
+(:data:`CALLS`). With a Speculator attached, the adapter's run helper names those calls
+before the framework runs them: both reads run ahead and are redeemed, the reservation
+is never run ahead. An adapter's test makes framework tools of :meth:`Desk.functions`,
+scripts its model with :data:`CALLS`, runs the real loop, then calls :func:`check_redeemed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agent_saga.log.base import WAL
+from agent_saga.runtime.speculation import Speculator
+from agent_saga.semantics import Compensation
+
+__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_redeemed", "records"]
+
+#: The tool calls of the one model response: (tool name, arguments).
+CALLS: tuple[tuple[str, dict[str, int]], ...] = (
+    ("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5}),
+)
+#: Why the Speculator did not run the reservation ahead.
+COMPENSABLE_REFUSED = "only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE"
+
+
+class Desk:
+    """Two reads and a reservation, each counting the calls of its body."""
+
+    def __init__(self) -> None:
+        self.reads: list[int] = []
+        self.reserved: list[int] = []
+        self.released: list[int] = []
+
+    def functions(self, *, async_reserve: bool = False) -> tuple[Callable[..., Any], Callable[..., Any]]:
+        """``(read_page, reserve)`` as plain functions, the shape every framework makes a tool of."""
+
+        def read_page(page: int) -> str:
+            """Read one page of the report."""
+            self.reads.append(page)
+            return f"page {page}"
+
+        def reserve(seat: int) -> dict[str, int]:
+            """Reserve a seat."""
+            self.reserved.append(seat)
+            return {"seat": seat}
+
+        async def reserve_async(seat: int) -> dict[str, int]:
+            """Reserve a seat."""
+            return reserve(seat)
+
+        if async_reserve:
+            reserve_async.__name__ = reserve_async.__qualname__ = "reserve"
+            return read_page, reserve_async
+        return read_page, reserve
+
+    def release(self, result: dict[str, int]) -> Compensation:
+        """The reservation's undo."""
+        return Compensation(fn=self.released.append, kwargs={"object": result["seat"]})
+
+
+def records(wal: WAL, kind: str) -> list[dict[str, Any]]:
+    """The records of one type in ``wal``."""
+    return [r for r in wal.records() if r["type"] == kind]
+
+
+def check_redeemed(wal: WAL, ahead: Speculator, desk: Desk) -> None:
+    """Both reads ran ahead once and were redeemed; the reservation ran once, in turn, and stands."""
+    # each body ran once per call: the reads on the speculator's threads, then redeemed
+    assert (sorted(desk.reads), desk.reserved, desk.released) == ([1, 2], [5], [])
+    redeemed = records(wal, "SPECULATION_REDEEMED")
+    assert sorted(r["body"]["tool"] for r in redeemed) == ["read_page", "read_page"]
+    committed = {r["step"]: r["body"] for r in records(wal, "STEP_COMMITTED")}
+    assert sorted(committed[r["step"]]["args"]["page"] for r in redeemed) == [1, 2]
+    steps = {r["step"]: r["body"]["tool"] for r in wal.records() if r["type"].startswith("STEP_") and "tool" in r["body"]}
+    assert sorted(steps.values()) == ["read_page", "read_page", "reserve"]
+    # the COMPENSABLE call in the same response was never run ahead
+    assert (ahead.stats.started, ahead.stats.redeemed, ahead.stats.wasted) == (2, 2, 0)
+    assert ahead.stats.reasons == {COMPENSABLE_REFUSED: 1}
