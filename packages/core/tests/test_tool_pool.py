@@ -246,7 +246,7 @@ def test_ctrl_c_during_a_blocking_tool_records_the_rollback_and_exits_without_wa
     # daemons: the process exits once the rollback is recorded; the step stays UNKNOWN.
     # "thread": the signal lands on the tool's thread, as it did about once in 500 runs
     # under load; asyncio.run's handler then stayed pending while the loop slept with
-    # nothing due, until the tool returned (engine/invoke.py, _wake_until_done).
+    # nothing due, until the tool returned (engine/invoke.py, _Heartbeat).
     script, log, started = tmp_path / "run.py", tmp_path / "agent-saga.wal", tmp_path / "started"
     script.write_text(_INTERRUPTED)
     # SIGINT back to its default in the child, so Python turns it into KeyboardInterrupt

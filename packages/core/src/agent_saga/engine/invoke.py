@@ -14,6 +14,7 @@ import functools
 import inspect
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import CodeType
@@ -200,15 +201,33 @@ def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
 _WAKE_EVERY = 0.2
 
 
-def _wake_until_done(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> None:
-    # Ctrl-C: asyncio.run's SIGINT handler is a Python-level handler, and the loop sets no
-    # wakeup fd for it. A SIGINT whose C handler runs on another thread (or an instant
-    # before the main thread enters select) leaves that handler pending while the loop
-    # sleeps with no timeout: nothing else is due while the tool runs, so it waited for
-    # the tool. A timer keeps the loop's sleep bounded until the call is done, so a
-    # pending handler runs within this interval.
-    if not future.done():
-        loop.call_later(_WAKE_EVERY, _wake_until_done, loop, future)
+class _Heartbeat:
+    """Keeps one event loop's sleep bounded while any of its blocking tools runs on the pool.
+
+    Ctrl-C: asyncio.run's SIGINT handler is a Python-level handler, and the loop sets no
+    wakeup fd for it. A SIGINT whose C handler runs on another thread (or an instant before
+    the main thread enters select) leaves that handler pending while the loop sleeps with
+    no timeout: nothing else is due while a tool runs, so it waited for the tool. One timer
+    per loop, re-armed while a call is out, lets a pending handler run within _WAKE_EVERY.
+    """
+
+    __slots__ = ("busy", "handle")
+
+    def __init__(self) -> None:
+        self.busy = 0  # calls of this loop on the pool now
+        self.handle: asyncio.TimerHandle | None = None
+
+    def enter(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.busy += 1
+        if self.handle is None:
+            self.handle = loop.call_later(_WAKE_EVERY, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.handle = loop.call_later(_WAKE_EVERY, self._tick, loop) if self.busy else None
+
+
+# Weak keys, and no heartbeat refers to its loop: a closed loop takes its entry with it.
+_HEARTBEATS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Heartbeat] = weakref.WeakKeyDictionary()
 
 
 async def _call_async(op: Call) -> Any:
@@ -226,13 +245,20 @@ async def _call_async(op: Call) -> Any:
     # that sees this context (so nested tools find the saga).
     ctx = contextvars.copy_context()
     future = asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, **op.kwargs)))
-    _wake_until_done(asyncio.get_running_loop(), future)
-    if op.timeout is None:
-        result = await future
-        return (await result) if inspect.isawaitable(result) else result
-    async with asyncio.timeout(op.timeout):
-        result = await future
-        return (await result) if inspect.isawaitable(result) else result
+    loop = asyncio.get_running_loop()
+    beat = _HEARTBEATS.get(loop)
+    if beat is None:
+        beat = _HEARTBEATS[loop] = _Heartbeat()
+    beat.enter(loop)
+    try:
+        if op.timeout is None:
+            result = await future
+            return (await result) if inspect.isawaitable(result) else result
+        async with asyncio.timeout(op.timeout):
+            result = await future
+            return (await result) if inspect.isawaitable(result) else result
+    finally:
+        beat.busy -= 1
 
 
 async def drive_async(protocol: Protocol[T]) -> T:
