@@ -308,6 +308,7 @@ async def test_retry_policy_exclusions_are_respected() -> None:
     assert calls == 1
 
 
+@pytest.mark.slow  # real attempts of 0.35 s each: the core env runs it, not the fast lane
 async def test_timeout_applies_to_each_attempt_not_the_whole_loop() -> None:
     # Three attempts of 0.35 s each under a 1 s timeout: a loop-wide timeout would cut the
     # third attempt off (1.05 s in); a per-attempt one lets every attempt finish, with 0.65 s
@@ -341,6 +342,7 @@ async def test_an_attempt_that_times_out_leaves_the_step_unknown() -> None:
     assert isinstance(info.value.cause, TimeoutError)
 
 
+@pytest.mark.slow  # real attempts of 0.35 s each: the core env runs it, not the fast lane
 def test_sync_timeout_applies_per_attempt() -> None:
     # As above: 3 x 0.35 s overruns a loop-wide 1 s; each attempt has 0.65 s to spare.
     attempts = 0

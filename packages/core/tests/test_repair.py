@@ -226,14 +226,14 @@ def gone(tmp_path: Path) -> Iterator[tuple[Path, str]]:
     """A dead onboarding saga in a file log, its (short) lease no longer renewed and run out."""
     keeper = lease_keeper()
     old = keeper.ttl
-    configure_leases(0.3)
+    configure_leases(0.05)
     try:
         path = tmp_path / "onboarding.wal"
         wal = FileWAL(path)
         saga_id = asyncio.run(dead_onboarding(wal))
         wal.close()
         keeper.abandon(path, saga_id)  # the process "died": nobody renews its lease
-        time.sleep(0.4)
+        time.sleep(0.1)  # past the lease, counted from the saga's last record as the daemon does
         yield path, saga_id
     finally:
         configure_leases(old)
