@@ -3,7 +3,9 @@
 ``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` signs; ``<name>+<id>+<base64(0x01 ||
 public key)>`` verifies; the id is the first 4 bytes of SHA-256(name || 0x0A || 0x01 ||
 public key). Signed checkpoints (``audit.signing``) and signed approval decisions
-(``approvals.authority``) both use these keys, so the format lives here, once, below both.
+(``approvals.authority``) both use these keys, so the format lives here, once, below both;
+so does :func:`read_host_list`, the one reader of the host's trust lists (approver keys,
+operator keys, passkeys), which the log's attestation check needs as much as approvals do.
 Needs ``cryptography``, imported on use.
 """
 
@@ -95,12 +97,12 @@ def read_host_list(file: Path, what: str) -> str | None:
     """
     try:
         text = file.read_text(encoding="utf-8")
+        modes = [(place, place.stat().st_mode) for place in (file, file.parent)]
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"cannot read {what} {file}: {err}") from None
-    for place in (file, file.parent):
-        mode = place.stat().st_mode
+    for place, mode in modes:
         if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (place.is_dir() and mode & stat.S_ISVTX):
             raise ValueError(
                 f"{what} {file} are refused: {place} is writable by group or others "
