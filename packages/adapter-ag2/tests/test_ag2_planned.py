@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from autogen.testing.messages import tools_message
 from autogen.tools import Tool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed
+from agent_saga.testing.planned import Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Tool]:
@@ -28,7 +27,6 @@ def wrapped(desk: Desk) -> list[Tool]:
             compensate=desk.release,
         ),
     ]
-
 
 
 class Counting:
@@ -59,7 +57,6 @@ REPLIES: list[Any] = [
 ]
 
 
-
 def hooks(agent: ConversableAgent) -> list[Any]:
     return list(agent.hook_lists["process_message_before_send"])
 
@@ -73,17 +70,8 @@ def test_the_reads_of_one_reply_run_ahead_and_are_redeemed(run: str) -> None:
     given = (hooks(executor), hooks(assistant))
     chat: dict[str, Any] = {"max_turns": 2, "silent": True}
     with TestAgent(assistant, REPLIES):
-        if run == "async":
-
-            async def main() -> Speculator:
-                async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                    await saga_run(executor, assistant, "go", **chat)
-                return ahead
-
-            ahead = asyncio.run(main())
-        else:
-            with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                saga_run_sync(executor, assistant, "go", **chat)
+        ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(executor, assistant, "go", **chat),
+                          go_sync=lambda: saga_run_sync(executor, assistant, "go", **chat))
     check_redeemed(wal, ahead, desk)
     # the caller's own hook still ran on every message, and both agents' hooks are left as given
     assert mine.seen == ["assistant:3 calls", "assistant:0 calls"]

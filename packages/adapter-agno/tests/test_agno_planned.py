@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -17,8 +16,8 @@ from agno.agent import Agent
 from agno.tools.function import Function
 from agno_drive import ScriptedModel
 
-from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
+from agent_saga import MemoryWAL
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
 
 ONE_RESPONSE: list[Any] = [list(CALLS)]
 
@@ -36,7 +35,6 @@ def wrapped(desk: Desk) -> list[Function]:
     ]
 
 
-
 class Seen:
     """The caller's own tool hook (Agno middleware around each call): the calls it saw, in order."""
 
@@ -48,24 +46,14 @@ class Seen:
         return function_call(**arguments)
 
 
-
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
     tools = wrapped(desk)
     worker = Agent(name="assistant", model=ScriptedModel(calls=ONE_RESPONSE), tools=tools, tool_hooks=[mine],
                    telemetry=False)
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(worker, "go")
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(worker, "go")
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(worker, "go"),
+                      go_sync=lambda: saga_run_sync(worker, "go"))
     check_redeemed(wal, ahead, desk)
     # the caller's own tool hook still wrapped every call
     assert sorted(mine.calls) == ["read_page[('page', 1)]", "read_page[('page', 2)]", "reserve[('seat', 5)]"]

@@ -20,7 +20,7 @@ from autogen_drive import MODEL_INFO
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 def wrapped(desk: Desk) -> list[FunctionTool]:
@@ -34,7 +34,6 @@ def wrapped(desk: Desk) -> list[FunctionTool]:
             compensate=desk.release,
         ),
     ]
-
 
 
 class Worker(AssistantAgent):
@@ -62,7 +61,6 @@ def one_response(tools: list[FunctionTool], name: str = "worker") -> Worker:
     )
     model = ReplayChatCompletionClient([response, "done"], model_info=MODEL_INFO)
     return Worker(name, model_client=model, tools=tools, reflect_on_tool_use=True)
-
 
 
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
@@ -108,12 +106,7 @@ def test_a_team_is_run_as_given_and_its_calls_are_not_run_ahead() -> None:
     tools = wrapped(desk)
     team = RoundRobinGroupChat([one_response(tools)], termination_condition=MaxMessageTermination(2))
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(team, task="go")
-        return ahead
-
-    ahead = asyncio.run(main())
+    ahead = run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(team, task="go"))
     assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
     assert ahead.stats.started == 0 and records(wal, "SPECULATION_REDEEMED") == []
 

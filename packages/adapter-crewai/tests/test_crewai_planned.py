@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -16,7 +15,7 @@ from crewai.tools import tool
 from pydantic import Field
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 class OneResponse(BaseLLM):
@@ -50,12 +49,10 @@ def wrapped(desk: Desk) -> list[Any]:
     ]
 
 
-
 def one_response(tools: list[Any], llm: OneResponse | None = None) -> Crew:
     agent = Agent(role="worker", goal="do the task", backstory="a scripted agent", tools=tools,
                   llm=llm or OneResponse(model="scripted"), verbose=False)
     return Crew(agents=[agent], tasks=[Task(description="do the task", expected_output="done", agent=agent)])
-
 
 
 @pytest.mark.parametrize("run", ["sync", "async"])
@@ -69,17 +66,8 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
 
     with scoped_hooks():
         register_scoped(InterceptionPoint.PRE_TOOL_CALL, mine)
-        if run == "async":
-
-            async def main() -> Speculator:
-                async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                    await saga_kickoff_async(crew)
-                return ahead
-
-            ahead = asyncio.run(main())
-        else:
-            with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                saga_kickoff(crew)
+        ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_kickoff_async(crew),
+                          go_sync=lambda: saga_kickoff(crew))
         # the caller's scope is as it was: its own hook, not ours
         assert get_scoped_hooks(InterceptionPoint.PRE_TOOL_CALL) == [mine]
     check_redeemed(wal, ahead, desk)

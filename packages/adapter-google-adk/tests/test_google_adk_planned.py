@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -21,7 +20,7 @@ from google_adk_drive import session
 from pydantic import Field
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[FunctionTool]:
@@ -35,7 +34,6 @@ def wrapped(desk: Desk) -> list[FunctionTool]:
             compensate=desk.release,
         ),
     ]
-
 
 
 class OneResponse(BaseLlm):
@@ -73,7 +71,6 @@ class Counting(BasePlugin):
         self.seen.append(f"before_tool:{tool.name}")
 
 
-
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Counting()
@@ -82,17 +79,8 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
     runner = InMemoryRunner(app=App(name="saga", root_agent=agent, plugins=[mine]))
     given = list(runner.plugin_manager.plugins)
     kwargs = {"user_id": "user", "session_id": session(runner)}
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(runner, "go", **kwargs)
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(runner, "go", **kwargs)
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(runner, "go", **kwargs),
+                      go_sync=lambda: saga_run_sync(runner, "go", **kwargs))
     check_redeemed(wal, ahead, desk)
     # the caller's own plugin still ran, every callback of it, and the runner is left as given
     assert mine.seen.count("after_model") == 2

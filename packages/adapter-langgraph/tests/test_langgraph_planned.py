@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from langchain_core.tools import StructuredTool
 from langgraph_drive import ScriptedModel, agent_graph
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:
@@ -26,13 +25,11 @@ def wrapped(desk: Desk) -> list[Any]:
     ]
 
 
-
 def one_response() -> ScriptedModel:
     """A model that asks for two reads and a reservation in one response, then stops."""
     calls = CALLS
     planned = AIMessage(content="", tool_calls=[{"name": n, "args": a, "id": f"call_{i}"} for i, (n, a) in enumerate(calls)])
     return ScriptedModel(responses=[planned, AIMessage(content="done")])
-
 
 
 @pytest.mark.parametrize("run", ["async", "sync"])
@@ -41,17 +38,8 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) ->
     tools = wrapped(desk)
     graph = agent_graph(one_response(), tools)
     go = {"messages": [HumanMessage("go")]}
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(graph, go)
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(graph, go)
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(graph, go),
+                      go_sync=lambda: saga_run_sync(graph, go))
     check_redeemed(wal, ahead, desk)
 
 

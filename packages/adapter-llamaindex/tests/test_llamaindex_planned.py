@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
 
 # llama-index-workflows walks the agent with inspect.getmembers(), which touches pydantic's
 # deprecated __fields__ / model_fields accessors. That is the framework's warning, not ours.
@@ -27,7 +26,6 @@ pytestmark = [
 ]
 
 
-
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as LlamaIndex tools, wrapped."""
     read_page, reserve = desk.functions()
@@ -36,7 +34,6 @@ def wrapped(desk: Desk) -> list[Any]:
         wrap_tool(FunctionTool.from_defaults(reserve), semantics="COMPENSABLE",
                   compensate=desk.release),
     ]
-
 
 
 def one_response() -> MockFunctionCallingLLM:
@@ -52,7 +49,6 @@ def one_response() -> MockFunctionCallingLLM:
     return MockFunctionCallingLLM(response_generator=respond)
 
 
-
 def planners() -> list[Any]:
     return [h for h in get_dispatcher().span_handlers if isinstance(h, PlannedCalls)]
 
@@ -62,12 +58,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     tools = wrapped(desk)
     agent = FunctionAgent(tools=tools, llm=one_response())
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(agent, user_msg="go")
-        return ahead
-
-    ahead = asyncio.run(main())
+    ahead = run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(agent, user_msg="go"))
     check_redeemed(wal, ahead, desk)
     # the handler is gone with the run
     assert planners() == []

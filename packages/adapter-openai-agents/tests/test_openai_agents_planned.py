@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ from agents import Agent, FunctionTool, RunHooks, function_tool, set_tracing_dis
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed
+from agent_saga.testing.planned import Desk, check_redeemed, run_ahead
 
 set_tracing_disabled(True)
 
@@ -27,7 +26,6 @@ def wrapped(desk: Desk) -> list[FunctionTool]:
             compensate=desk.release,
         ),
     ]
-
 
 
 def one_response(tools: list[FunctionTool]) -> Agent[Any]:
@@ -54,23 +52,13 @@ class Counting(RunHooks[Any]):
         self.seen.append(f"tool_start:{tool.name}")
 
 
-
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Counting()
     tools = wrapped(desk)
     agent = one_response(tools)
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(agent, "go", hooks=mine)
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(agent, "go", hooks=mine)
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(agent, "go", hooks=mine),
+                      go_sync=lambda: saga_run_sync(agent, "go", hooks=mine))
     check_redeemed(wal, ahead, desk)
     # the caller's own hooks still ran, every one of them
     assert mine.seen.count("llm_end") == 2

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed, records
+from agent_saga.testing.planned import Desk, check_redeemed, records, run_ahead
 
 needs_run_capabilities = pytest.mark.skipif(
     not _compat.RUN_TAKES_CAPABILITIES,
@@ -33,7 +32,6 @@ def wrapped(desk: Desk) -> list[Tool[Any]]:
             compensate=desk.release,
         ),
     ]
-
 
 
 def one_response() -> FunctionModel:
@@ -64,29 +62,15 @@ class Seen(AbstractCapability[Any]):
         return response
 
 
-
-def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
-    check_redeemed(wal, ahead, desk)
-
-
 @needs_run_capabilities
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
     tools = wrapped(desk)
     agent = Agent(one_response(), tools=tools)
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(agent, "go", capabilities=[mine])
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(agent, "go", capabilities=[mine])
-    assert_reads_redeemed(desk, wal, ahead)
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(agent, "go", capabilities=[mine]),
+                      go_sync=lambda: saga_run_sync(agent, "go", capabilities=[mine]))
+    check_redeemed(wal, ahead, desk)
     # the caller's own capability still saw every response
     assert mine.responses == [["read_page", "read_page", "reserve"], []]
 
@@ -97,12 +81,7 @@ def test_an_agent_built_with_planned_calls_names_them_in_any_supported_release()
     tools = wrapped(desk)
     agent = Agent(one_response(), tools=tools, capabilities=[PlannedCalls()])
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(agent, "go")
-        return ahead
-
-    assert_reads_redeemed(desk, wal, asyncio.run(main()))
+    check_redeemed(wal, run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(agent, "go")), desk)
 
 
 def test_without_a_speculator_the_run_options_are_left_as_given() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -18,7 +17,7 @@ from semantic_kernel.functions import KernelPlugin
 from sk_drive import PLUGIN, ScriptedChat, kernel_tool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:
@@ -29,7 +28,6 @@ def wrapped(desk: Desk) -> list[Any]:
         wrap_tool(kernel_tool(reserve), semantics="COMPENSABLE",
                   compensate=desk.release),
     ]
-
 
 
 def response(calls: list[tuple[str, dict[str, Any]]], turn: int = 0) -> ChatMessageContent:
@@ -49,7 +47,6 @@ def agent(tools: list[Any], responses: list[ChatMessageContent]) -> ChatCompleti
     )
 
 
-
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     desk, wal, seen = Desk(), MemoryWAL(), []
     tools = wrapped(desk)
@@ -61,12 +58,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
 
     worker.kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, mine)
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(worker, messages="go")
-        return ahead
-
-    ahead = asyncio.run(main())
+    ahead = run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(worker, messages="go"))
     check_redeemed(wal, ahead, desk)
     # the caller's filter still ran for every call, inside ours (ours is outermost: last in the list)
     assert sorted(seen) == ["read_page", "read_page", "reserve"]
@@ -81,12 +73,7 @@ def test_the_same_calls_asked_again_are_a_new_response() -> None:
     worker = agent(tools, [response(reads, 0), response(reads, 0)])
     assert response(reads, 0) == response(reads, 0)
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(worker, messages="go")
-        return ahead
-
-    ahead = asyncio.run(main())
+    ahead = run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(worker, messages="go"))
     assert sorted(desk.reads) == [1, 1, 2, 2]
     assert ahead.stats.started == 4 and ahead.stats.redeemed == 4 and len(records(wal, "SPECULATION_REDEEMED")) == 4
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
 from strands_drive import agent
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records
+from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:
@@ -22,7 +21,6 @@ def wrapped(desk: Desk) -> list[Any]:
         wrap_tool(tool(read_page), semantics="REVERSIBLE"),
         wrap_tool(tool(reserve), semantics="COMPENSABLE", compensate=desk.release),
     ]
-
 
 
 ONE_RESPONSE = [list(CALLS)]
@@ -38,28 +36,14 @@ class Seen(HookProvider):
         registry.add_callback(MessageAddedEvent, lambda event: self.roles.append(event.message["role"]))
 
 
-
-def assert_reads_redeemed(desk: Desk, wal: MemoryWAL, ahead: Speculator) -> None:
-    check_redeemed(wal, ahead, desk)
-
-
 @pytest.mark.parametrize("run", ["async", "sync"])
 def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed(run: str) -> None:
     desk, wal, mine = Desk(), MemoryWAL(), Seen()
     tools = wrapped(desk)
     worker = agent(tools, ONE_RESPONSE, hooks=[mine])
-    if run == "async":
-
-        async def main() -> Speculator:
-            async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-                await saga_run(worker, "go")
-            return ahead
-
-        ahead = asyncio.run(main())
-    else:
-        with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            saga_run_sync(worker, "go")
-    assert_reads_redeemed(desk, wal, ahead)
+    ahead = run_ahead(adapter.steps(tools), wal, run, go=lambda: saga_run(worker, "go"),
+                      go_sync=lambda: saga_run_sync(worker, "go"))
+    check_redeemed(wal, ahead, desk)
     # the caller's own hook still saw every message: the prompt, the calls, their results, the answer
     assert mine.roles == ["user", "assistant", "user", "assistant"]
 
@@ -69,12 +53,7 @@ def test_an_agent_built_with_planned_calls_names_each_response_once() -> None:
     tools = wrapped(desk)
     worker = agent(tools, ONE_RESPONSE, hooks=[PlannedCalls()])  # and the helper adds its own
 
-    async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
-            await saga_run(worker, "go")
-        return ahead
-
-    assert_reads_redeemed(desk, wal, asyncio.run(main()))
+    check_redeemed(wal, run_ahead(adapter.steps(tools), wal, "async", go=lambda: saga_run(worker, "go")), desk)
 
 
 def callbacks(worker: Agent) -> list[Any]:

@@ -4,19 +4,22 @@ One model response asks for two REVERSIBLE reads and a COMPENSABLE reservation
 (:data:`CALLS`). With a Speculator attached, the adapter's run helper names those calls
 before the framework runs them: both reads run ahead and are redeemed, the reservation
 is never run ahead. An adapter's test makes framework tools of :meth:`Desk.functions`,
-scripts its model with :data:`CALLS`, runs the real loop, then calls :func:`check_redeemed`.
+scripts its model with :data:`CALLS`, runs the real loop once with :func:`run_ahead`, then
+calls :func:`check_redeemed`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agent_saga.context import saga_scope
 from agent_saga.log.base import WAL
 from agent_saga.runtime.speculation import Speculator
 from agent_saga.semantics import Compensation
 
-__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_redeemed", "records"]
+__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_redeemed", "records", "run_ahead"]
 
 #: The tool calls of the one model response: (tool name, arguments).
 CALLS: tuple[tuple[str, dict[str, int]], ...] = (
@@ -59,6 +62,33 @@ class Desk:
     def release(self, result: dict[str, int]) -> Compensation:
         """The reservation's undo."""
         return Compensation(fn=self.released.append, kwargs={"object": result["seat"]})
+
+
+def run_ahead(
+    steps: list[Callable[..., Any]],
+    wal: WAL,
+    mode: str,
+    *,
+    go: Callable[[], Awaitable[Any]] | None = None,
+    go_sync: Callable[[], Any] | None = None,
+) -> Speculator:
+    """Run the framework once in a saga on ``wal`` with a Speculator over ``steps``; that Speculator.
+
+    ``mode`` "async" awaits ``go()`` on a fresh event loop; "sync" calls ``go_sync()``.
+    """
+    if mode == "sync" and go_sync is not None:
+        with saga_scope(wal=wal), Speculator(steps, intent="turn-1") as ahead:
+            go_sync()
+        return ahead
+    if mode != "async" or go is None:
+        raise ValueError(f"run_ahead: mode {mode!r} needs go= (async) or go_sync= (sync)")
+
+    async def main() -> Speculator:
+        async with saga_scope(wal=wal), Speculator(steps, intent="turn-1") as ahead:
+            await go()
+        return ahead
+
+    return asyncio.run(main())
 
 
 def records(wal: WAL, kind: str) -> list[dict[str, Any]]:
