@@ -18,7 +18,7 @@ from autogen import ConversableAgent
 from autogen.tools import Tool
 from autogen.tools.dependency_injection import ChatContext
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_ag2 import _compat
 
@@ -91,8 +91,7 @@ def _planning(*agents: ConversableAgent) -> Iterator[None]:
     Nothing is touched when none is attached, nor an agent that already has one; the hooks
     this added are removed when the run ends, so the agents are left as they were given.
     """
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         yield
         return
     added: list[tuple[ConversableAgent, PlannedCalls]] = []

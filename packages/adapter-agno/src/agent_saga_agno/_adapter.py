@@ -21,7 +21,7 @@ from agno.run.agent import RunOutput
 from agno.run.base import RunStatus
 from agno.tools.function import Function
 
-from agent_saga import ActionSemantics, SagaOptions, current_saga
+from agent_saga import ActionSemantics, SagaOptions
 from agent_saga.adapter import SPEC_ATTR, Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_agno import _compat
 
@@ -121,8 +121,7 @@ def _planning() -> None:
     starts in a saga with a Speculator wraps ``Model.get_function_calls_to_run`` for the
     process (it then costs a context-variable read per model response in a saga without one).
     """
-    saga = current_saga()
-    if saga is not None and saga.speculation is not None:
+    if adapter.speculating():
         _compat.observe_planned(adapter.planned)
 
 

@@ -27,7 +27,7 @@ from autogen_core import CancellationToken
 from autogen_core.tools import BaseTool, FunctionTool
 from pydantic import BaseModel
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, carry, split_saga_options
 from agent_saga_autogen import _compat
 
@@ -175,8 +175,7 @@ async def saga_run(
 
 def _planning(runner: Any) -> bool:
     """Whether this run names its planned calls: an agent, in a saga with a Speculator attached."""
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         return False
     try:
         from autogen_agentchat.agents import BaseChatAgent  # the adapter needs autogen-core only

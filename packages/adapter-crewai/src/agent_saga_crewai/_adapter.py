@@ -25,7 +25,7 @@ from crewai.tools import BaseTool
 from crewai.tools.base_tool import Tool
 from crewai.tools.tool_failure import ToolExecutionFailedError
 
-from agent_saga import Saga, SagaOptions, SyncSaga, current_saga
+from agent_saga import Saga, SagaOptions, SyncSaga
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_crewai import _compat
 
@@ -134,8 +134,7 @@ def _planning() -> Iterator[None]:
     The new scope starts with the caller's own scoped hooks, in their order, so they
     keep running; ours runs after them.
     """
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         yield
         return
     hooks = {point: get_scoped_hooks(point) for point in InterceptionPoint}

@@ -25,7 +25,7 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
-from agent_saga import ActionSemantics, SagaOptions, current_saga
+from agent_saga import ActionSemantics, SagaOptions
 from agent_saga.adapter import Adapter, StepKwargs, StepOptions, ToolSpec, split_saga_options
 from agent_saga_google_adk import _compat
 
@@ -113,9 +113,8 @@ def _planning(runner: Runner) -> Iterator[None]:
     Nothing is touched when none is attached, or when the runner already has one; the plugin
     this added is removed when the run ends, so the runner is left as it was given.
     """
-    saga = current_saga()
     plugins = runner.plugin_manager
-    if saga is None or saga.speculation is None or any(isinstance(p, PlannedCalls) for p in plugins.plugins):
+    if not adapter.speculating() or any(isinstance(p, PlannedCalls) for p in plugins.plugins):
         yield
         return
     added = PlannedCalls()

@@ -20,7 +20,7 @@ from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import LLMResult
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_langgraph import _compat
 
@@ -96,8 +96,7 @@ class PlannedCalls(BaseCallbackHandler):
 
 def _planning(config: Any) -> Any:
     """``config`` with :class:`PlannedCalls` among its callbacks when the saga has a Speculator; else as is."""
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         return config
     config = dict(config or {})
     callbacks = config.get("callbacks")

@@ -24,7 +24,7 @@ from llama_index.core.instrumentation.span_handlers import NullSpanHandler
 from llama_index.core.tools import FunctionTool
 from llama_index_instrumentation import get_dispatcher  # what llama_index.core.instrumentation re-exports
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_llamaindex import _compat
 
@@ -119,8 +119,7 @@ _planning_lock = threading.Lock()
 def _planning() -> Iterator[None]:
     """:class:`PlannedCalls` on the root dispatcher while the block runs, when the saga has a Speculator."""
     global _planning_runs
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         yield
         return
     root = get_dispatcher()

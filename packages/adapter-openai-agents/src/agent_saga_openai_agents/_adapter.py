@@ -23,7 +23,7 @@ import wrapt
 from agents import FunctionTool, RunConfig, RunHooks, Runner, function_tool
 from agents.lifecycle import RunHooksBase
 
-from agent_saga import SagaOptions, StepRefused, current_saga
+from agent_saga import SagaOptions, StepRefused
 from agent_saga.adapter import SPEC_ATTR, Adapter, ToolSpec, split_saga_options
 from agent_saga_openai_agents import _compat
 
@@ -136,9 +136,8 @@ for _name in [m for m in vars(RunHooksBase) if m.startswith("on_") and m != "on_
 
 def _planning(runner: dict[str, Any]) -> dict[str, Any]:
     """The run's options with :class:`PlannedCalls` as its hooks when the saga has a Speculator; else as is."""
-    saga = current_saga()
     hooks = runner.get("hooks")
-    if saga is None or saga.speculation is None or not (hooks is None or isinstance(hooks, RunHooksBase)):
+    if not adapter.speculating() or not (hooks is None or isinstance(hooks, RunHooksBase)):
         return runner  # (hooks of another kind: the SDK's own error says what it takes)
     return {**runner, "hooks": PlannedCalls(hooks)}
 

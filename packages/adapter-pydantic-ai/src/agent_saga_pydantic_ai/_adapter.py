@@ -28,7 +28,7 @@ from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import ModelResponse
 from pydantic_ai.toolsets import FunctionToolset
 
-from agent_saga import RepairRequested, SagaOptions, StepOptions, current_saga
+from agent_saga import RepairRequested, SagaOptions, StepOptions
 from agent_saga.adapter import Adapter, ToolSpec, split_saga_options
 from agent_saga_pydantic_ai import _compat
 
@@ -127,8 +127,7 @@ def _planning(agent: Agent[Any, Any], run: dict[str, Any]) -> dict[str, Any]:
     Also as is when the agent or the run has one already (each response is named once), and
     with a release whose runs take no capabilities (the Agent's own, if given, still names them).
     """
-    saga = current_saga()
-    if saga is None or saga.speculation is None or not _compat.RUN_TAKES_CAPABILITIES:
+    if not adapter.speculating() or not _compat.RUN_TAKES_CAPABILITIES:
         return run
     given = list(run.get("capabilities") or ())
     if any(isinstance(c, PlannedCalls) for c in given) or _compat.has_capability(agent, PlannedCalls):

@@ -34,7 +34,7 @@ from semantic_kernel.functions import KernelFunction, KernelPlugin
 from semantic_kernel.functions.kernel_function_from_method import KernelFunctionFromMethod
 from semantic_kernel.kernel import Kernel
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_semantic_kernel import _compat
 
@@ -159,8 +159,7 @@ async def planned_filter(context: AutoFunctionInvocationContext, next: NextAutoF
     (:func:`_planning` puts it there), it runs before any call of the response reaches
     its function. With no Speculator attached it only passes the call on.
     """
-    saga = current_saga()
-    if saga is not None and saga.speculation is not None:
+    if adapter.speculating():
         response = _response_of(context)
         if response is not None:
             with _named_lock:
@@ -190,8 +189,7 @@ def _planning(kernel: Kernel) -> None:
     Semantic Kernel runs the last filter of the list outermost (``add_filter`` inserts
     at the front), so it is appended; the caller's filters keep their order, inside it.
     """
-    saga = current_saga()
-    if saga is None or saga.speculation is None:
+    if not adapter.speculating():
         return
     filters = kernel.auto_function_invocation_filters
     if not any(f is planned_filter for _, f in filters):

@@ -25,7 +25,7 @@ from strands import Agent
 from strands.hooks import HookRegistry, MessageAddedEvent
 from strands.tools.decorator import DecoratedFunctionTool
 
-from agent_saga import SagaOptions, current_saga
+from agent_saga import SagaOptions
 from agent_saga.adapter import Adapter, ToolSpec, signature_of, split_saga_options
 from agent_saga_strands import _compat
 
@@ -120,8 +120,7 @@ class PlannedCalls:
 
 def _planning(agent: Agent) -> None:
     """Give ``agent`` a :class:`PlannedCalls` (once) when the saga has a Speculator; else leave it as it is."""
-    saga = current_saga()
-    if saga is None or saga.speculation is None or agent in _PLANNING:
+    if not adapter.speculating() or agent in _PLANNING:
         return
     _PLANNING.add(agent)
     agent.hooks.add_hook(PlannedCalls())

@@ -285,6 +285,11 @@ class Adapter(abc.ABC):
 
     # -- predictive pre-execution (see docs/SPECULATION.md) ------------------------------
 
+    def speculating(self) -> bool:
+        """Whether the current saga has a Speculator attached: when a run helper adds its planned-calls hook."""
+        saga = current_saga()
+        return saga is not None and saga.speculation is not None
+
     def planned(self, calls: Iterable[tuple[str, Any]]) -> list[SpeculationLease]:
         """The tool calls of one model response, named before the framework runs them.
 
@@ -295,8 +300,7 @@ class Adapter(abc.ABC):
         (:func:`~agent_saga.planned_calls`); the leases of those that started are
         returned. With none attached it returns ``[]`` without reading ``calls``.
         """
-        saga = current_saga()
-        if saga is None or saga.speculation is None:  # the only cost when nothing speculates
+        if not self.speculating():  # the only cost when nothing speculates
             return []
         from agent_saga.runtime.speculation import planned_calls  # here: an adapter's import stays light
 
