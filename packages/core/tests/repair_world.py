@@ -7,6 +7,8 @@ twice. Tests assert on this file: it is what the outside world saw.
 
 ``python repair_world.py WAL`` is the worker the kill tests SIGKILL: it creates the
 account, charges it, writes "ready" into the world and waits to be killed before step 3.
+``python repair_world.py WAL SWITCH`` is quarantined through the switch store SWITCH
+after step 2 instead: step 3 freezes the saga, and the worker writes "ready" and lives on.
 """
 
 from __future__ import annotations
@@ -139,6 +141,22 @@ def _worker(wal_path: str) -> None:
 
     register()
 
+    async def quarantined(switch_path: str) -> None:
+        from agent_saga import KillSwitch, PreFlightGate, SagaQuarantined
+        from agent_saga.gate import FileSwitchStore
+
+        wal = FileWAL(wal_path)
+        switch = KillSwitch(FileSwitchStore(switch_path), poll_interval=0, wal=wal)
+        try:
+            async with saga_scope(wal, gate=PreFlightGate([], switch=switch), name="onboarding") as saga:
+                await account_and_charge(saga)
+                switch.quarantine(saga.saga_id, reason="odd postcodes", by="soc@example.com")
+                await address(saga, "acct-ada@example.com", "SW1A1AA")
+        except SagaQuarantined:
+            wal.barrier()
+            (_file().parent / "ready").write_text(saga.saga_id)
+            time.sleep(3600)  # alive, and its saga frozen
+
     async def run() -> None:
         async with saga_scope(FileWAL(wal_path), name="onboarding") as saga:
             await account_and_charge(saga)
@@ -149,7 +167,7 @@ def _worker(wal_path: str) -> None:
             (_file().parent / "ready").write_text(saga.saga_id)
             time.sleep(3600)  # killed here, before step 3
 
-    asyncio.run(run())
+    asyncio.run(quarantined(sys.argv[2]) if len(sys.argv) > 2 else run())
 
 
 if __name__ == "__main__":

@@ -167,6 +167,9 @@ def test_a_lifecycle_hook_that_fails_while_handing_over_does_not_hide_the_failur
         def abandoned(self, saga_id: str, wal: Any, report: Any) -> None:
             raise OSError("disk gone too")
 
+        def frozen(self, saga_id: str, wal: Any) -> None:
+            return None
+
     class BrokenLog(MemoryWAL):
         def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
             if self.broken:

@@ -191,6 +191,24 @@ async def test_a_quarantined_saga_is_repaired_and_an_abandoned_one_handed_back(w
     assert verify_records(list(wal.records())).ok
 
 
+async def test_a_frozen_saga_stops_renewing_its_lease_and_a_resume_hands_it_to_the_daemon(
+    wal: FileWAL, tmp_path: Path
+) -> None:
+    switch = KillSwitch(FileSwitchStore(tmp_path / "switch.json"), poll_interval=0, wal=wal)
+    with pytest.raises(SagaQuarantined):
+        async with saga_scope(wal, gate=PreFlightGate([], switch=switch), name="onboarding") as saga:
+            await world.account_and_charge(saga)
+            assert (wal.path, saga.saga_id) in lease_keeper().held()
+            switch.quarantine(saga.saga_id, reason="odd postcodes", by="soc@example.com")
+            await world.address(saga, "acct-ada@example.com", "SW1A1AA")
+    assert (wal.path, saga.saga_id) not in lease_keeper().held()  # this process takes no more of its steps
+    daemon = RecoveryDaemon(wal, clock=LATER)
+    assert daemon.sweep().skipped == [saga.saga_id]
+    switch.resume(saga_id=saga.saga_id, by="risk@example.com")
+    assert daemon.sweep().recovered == [saga.saga_id]
+    assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
+
+
 @pytest.mark.slow
 async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: Path) -> None:
     log = tmp_path / "onboarding.wal"
@@ -216,6 +234,42 @@ async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: P
     assert world.undone("crm.set_address") == ["acct-ada@example.com"]
     assert not world.undone("stripe.refund")
     assert RecoveryDaemon(log, clock=lambda: time.time() + 3600).sweep().compensated == 0
+
+
+
+@pytest.mark.slow
+async def test_a_quarantined_saga_is_repaired_while_its_process_lives_on(tmp_path: Path, repair_world: Path) -> None:
+    """Quarantine stops the lease's renewal: the process need not die for an operator to repair its saga."""
+    log = tmp_path / "onboarding.wal"
+    env = dict(os.environ, AGENT_SAGA_LEASE_TTL="0.5")
+    worker = subprocess.Popen([sys.executable, str(Path(world.__file__)), str(log), str(tmp_path / "switch.json")],
+                              env=env)
+    ready = repair_world / "ready"
+    try:
+        while not ready.exists():
+            assert worker.poll() is None, "the worker died before it was ready"
+            await asyncio.sleep(0.05)
+        saga_id = ready.read_text()
+        deadline = time.monotonic() + 30  # a ceiling for a loaded machine; it takes one ttl
+        while blockers := RepairSession.plan(log, saga_id, lease_grace=0.0).blockers:
+            assert [b.split(":")[0] for b in blockers] == ["the saga is live"]  # renewed, it stays so
+            assert time.monotonic() < deadline, f"still refused after 30 s: {blockers}"
+            await asyncio.sleep(0.1)
+        session = RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0.0)
+        assert worker.poll() is None  # repaired while its owner still runs
+        assert [(k.step, k.tool) for k in session.retained] == [(1, "crm.create_account"), (2, "stripe.charge")]
+        session.amend(postcode="SW1A 1AA")
+        wal = FileWAL(log)
+        try:
+            assert await session.resume(world.onboard, wal=wal) == "onboarded"
+        finally:
+            wal.close()
+    finally:
+        worker.kill()
+        worker.wait()
+    assert [e["op"] for e in world.entries() if e["ev"] == "applied"] == [
+        "crm.create_account", "stripe.charge", "crm.set_address",
+    ]  # nothing undone, nothing twice
 
 
 # -- agent-saga repair -------------------------------------------------------------------

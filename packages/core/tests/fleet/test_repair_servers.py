@@ -26,8 +26,9 @@ from repair_checks import (
     repair_world,
 )
 
-from agent_saga import RecoveryDaemon
+from agent_saga import KillSwitch, PreFlightGate, RecoveryDaemon, SagaQuarantined, saga_scope
 from agent_saga.cli.main import main
+from agent_saga.gate import FileSwitchStore
 from agent_saga.recovery.lease import configure_leases, lease_keeper
 from agent_saga.recovery.server_leases import server_leases
 
@@ -74,3 +75,15 @@ async def test_the_cli_repairs_a_saga_on_a_server_log(
     with RecoveryDaemon(url, lease_grace=0) as daemon:
         assert daemon.sweep().recovered == [saga_id]
     assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
+
+
+async def test_a_quarantined_saga_stops_renewing_its_server_lease(server_wal: object, tmp_path: Path) -> None:
+    """As on a file log: once frozen, this process keeps no lease alive, so repair need not wait for it to die."""
+    switch = KillSwitch(FileSwitchStore(tmp_path / "switch.json"), poll_interval=0, wal=server_wal)  # type: ignore[arg-type]
+    with pytest.raises(SagaQuarantined):
+        async with saga_scope(server_wal, gate=PreFlightGate([], switch=switch), name="onboarding") as saga:  # type: ignore[arg-type]
+            await world.account_and_charge(saga)
+            assert saga.saga_id in server_leases().held()
+            switch.quarantine(saga.saga_id, reason="odd postcodes", by="soc@example.com")
+            await world.address(saga, "acct-ada@example.com", "SW1A1AA")
+    assert saga.saga_id not in server_leases().held()

@@ -114,8 +114,10 @@ class Lifecycle(Protocol):
     report (None when the saga committed). ``abandoned`` runs when a rollback could
     not finish, or a commit could not be made durable (the log broke, the task was
     cancelled): the saga is left for the recovery daemon, with the report of what
-    the rollback did (None for a failed commit). All run on the caller's
-    thread and must not block.
+    the rollback did (None for a failed commit). ``frozen`` runs when an operator's
+    quarantine stopped the saga without an end: this process will take no more of its
+    steps, so nothing may keep it looking alive. All run on the caller's thread and
+    must not block.
     """
 
     def started(self, saga_id: str, wal: Any) -> Mapping[str, Any] | None: ...
@@ -123,6 +125,8 @@ class Lifecycle(Protocol):
     def ended(self, saga_id: str, wal: Any, report: RollbackReport | None) -> None: ...
 
     def abandoned(self, saga_id: str, wal: Any, report: RollbackReport | None) -> None: ...
+
+    def frozen(self, saga_id: str, wal: Any) -> None: ...
 
 
 _lifecycles: list[Lifecycle] = []

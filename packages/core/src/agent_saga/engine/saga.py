@@ -246,6 +246,9 @@ class Saga:
         """Stop without unwinding (quarantine): the saga stays open for a human."""
         with self._lock:
             self.status = SagaStatus.FROZEN
+        for hook in lifecycles():
+            # Its lease stops now: an operator can repair it while this process lives on.
+            hook.frozen(self.saga_id, self.wal)
         self._finish_observers(SagaStatus.FROZEN)
 
     def _check_open(self) -> None:

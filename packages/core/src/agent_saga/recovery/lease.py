@@ -294,6 +294,9 @@ class LeaseLifecycle:
     * ``abandoned``: a rollback could not finish (a broken log, a cancellation).
       Renewal stops at once and the lease file is kept, so a daemon takes the saga
       over once it runs out; an escalation says so if the log still takes records.
+    * ``frozen``: a quarantine stopped the saga. Renewal stops the same way, with no
+      escalation (a person froze it and knows): once the lease runs out, the saga can
+      be repaired while this process lives on; the daemon leaves it alone while quarantined.
 
     All three run on the caller's thread and never raise: a failure to escalate is
     logged, and the daemon escalates whatever the log shows when it takes over.
@@ -328,6 +331,11 @@ class LeaseLifecycle:
         self.keeper.abandon(path, saga_id)
         if getattr(wal, "broken", None) is None and not getattr(wal, "closed", False):
             self._escalate(wal, saga_id, report, abandoned=True)
+
+    def frozen(self, saga_id: str, wal: object) -> None:
+        path = file_log_path(wal)
+        if path is not None:
+            self.keeper.abandon(path, saga_id)
 
     @staticmethod
     def _escalate(wal: Any, saga_id: str, report: RollbackReport | None, *, abandoned: bool) -> None:

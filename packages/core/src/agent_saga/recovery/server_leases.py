@@ -65,6 +65,9 @@ class ServerLeases:
         with self._lock:
             self._held.pop((id(wal), saga_id), None)  # stop renewing; the lease runs out
 
+    def frozen(self, saga_id: str, wal: Any) -> None:
+        self.abandoned(saga_id, wal)  # quarantined: no more steps here, so no more renewals
+
     def held(self) -> list[str]:
         with self._lock:
             return [saga for _, saga in self._held]
