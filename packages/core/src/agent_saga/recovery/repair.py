@@ -83,7 +83,7 @@ class RetainedStep:
     def undo(self) -> str:
         comp = self.compensation
         if comp is None:
-            return "none" if self.semantics != "REVERSIBLE" else "none (REVERSIBLE: its state died with its process)"
+            return "none" if self.semantics != "REVERSIBLE" else "none (REVERSIBLE: its undo lived only in its process)"
         kwargs = comp.get("kwargs") or {}
         return f"{comp.get('handler')}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())})"
 
