@@ -232,26 +232,38 @@ _INTERRUPTED = textwrap.dedent("""
                             compensate=lambda r: {"handler": "refund", "kwargs": {"charge_id": r["id"]}})
             await s.execute(tool="export", semantics="IRREVERSIBLE", forward=slow_export)
 
-    asyncio.run(main())
+    def main_sync() -> None:  # a sync saga: a step with a timeout runs its tool on a thread of its own
+        with saga_scope(FileWAL(sys.argv[1])) as s:
+            s.execute(tool="charge", semantics="COMPENSABLE", forward=lambda: {"id": "ch_1"},
+                      compensate=lambda r: {"handler": "refund", "kwargs": {"charge_id": r["id"]}})
+            s.execute(tool="export", semantics="IRREVERSIBLE", forward=slow_export, timeout=600)
+
+    if sys.argv[4] == "sync":
+        main_sync()
+    else:
+        asyncio.run(main())
 """)
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("face", ["async", "sync"])
 @pytest.mark.parametrize("delivered", ["process", "thread"])
 def test_ctrl_c_during_a_blocking_tool_records_the_rollback_and_exits_without_waiting_for_it(
-    tmp_path: Path, delivered: str,
+    tmp_path: Path, delivered: str, face: str,
 ) -> None:
     # asyncio's default executor is joined at exit: after Ctrl-C had recorded the rollback,
     # the process waited for the abandoned tool (here ten minutes). The pool's threads are
     # daemons: the process exits once the rollback is recorded; the step stays UNKNOWN.
     # "thread": the signal lands on the tool's thread, as it did about once in 500 runs
     # under load; asyncio.run's handler then stayed pending while the loop slept with
-    # nothing due, until the tool returned (engine/invoke.py, _Heartbeat).
+    # nothing due, until the tool returned (engine/invoke.py, _Heartbeat). A sync saga's
+    # step with a timeout waited in one join(timeout), which a signal handled on another
+    # thread does not wake: Ctrl-C then took the whole timeout (invoke.py, _in_thread).
     script, log, started = tmp_path / "run.py", tmp_path / "agent-saga.wal", tmp_path / "started"
     script.write_text(_INTERRUPTED)
     # SIGINT back to its default in the child, so Python turns it into KeyboardInterrupt
     # even when this test runs with SIGINT ignored.
-    child = subprocess.Popen([sys.executable, str(script), str(log), str(started), delivered],
+    child = subprocess.Popen([sys.executable, str(script), str(log), str(started), delivered, face],
                              stderr=subprocess.PIPE, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_until(lambda: started.exists() or child.poll() is not None)

@@ -109,6 +109,10 @@ def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
 
 # -- blocking side ------------------------------------------------------------------
 
+#: How long, at most, a caller sleeps while a blocking tool runs (seconds): a thread (or an
+#: event loop) wakes this often so that a pending Ctrl-C is handled (below, and _Heartbeat).
+_WAKE_EVERY = 0.2
+
 
 def _in_thread(fn: Callable[[], T], timeout: float | None) -> T:
     """Run ``fn`` on a fresh daemon thread (with this context) and wait at most ``timeout``.
@@ -127,7 +131,14 @@ def _in_thread(fn: Callable[[], T], timeout: float | None) -> T:
 
     worker = threading.Thread(target=run, name="agent-saga-call", daemon=True)
     worker.start()
-    worker.join(timeout)
+    # Waited in slices: a SIGINT whose C handler ran on another thread (the tool's) does not
+    # wake a blocked join, and Python runs the handler only when this thread next wakes.
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while worker.is_alive():
+        left = _WAKE_EVERY if deadline is None else min(_WAKE_EVERY, deadline - time.monotonic())
+        if left <= 0:
+            break
+        worker.join(left)
     if worker.is_alive():
         raise TimeoutError(f"call did not finish within {timeout:g}s (it may still land)")
     if "error" in box:
@@ -195,10 +206,6 @@ def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
     if code is not None:  # a plain function: read the flag directly
         return bool(code.co_flags & _CO_COROUTINE)
     return inspect.iscoroutinefunction(fn)
-
-
-#: How often, at most, the loop sleeps while a blocking tool runs on the pool (seconds).
-_WAKE_EVERY = 0.2
 
 
 class _Heartbeat:
