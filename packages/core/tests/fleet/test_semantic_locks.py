@@ -96,13 +96,20 @@ def test_locks_release_on_abort_and_are_reentrant_in_process(target: tuple[str, 
 
 
 def test_the_process_local_manager_refuses_a_second_saga_and_expires() -> None:
-    locks = SemanticLockManager(ttl=0.3)
+    # The refusal on a 30 s lease: on a 0.3 s one, a process descheduled for 0.3 s between the two
+    # calls (a loaded CI machine) would find the lease already run out, with nothing wrong.
+    locks = SemanticLockManager(ttl=30)
     try:
         locks.acquire("r", saga="a")
         with pytest.raises(LockHeld, match="held by saga a"):
             locks.acquire("r", saga="b")
-        locks._stop.set()  # stop renewing, as a frozen holder would
-        time.sleep(0.5)
-        assert locks.acquire("r", saga="b", wait=1.0) == "b"
     finally:
         locks.close()
+    short = SemanticLockManager(ttl=0.3)
+    try:
+        short.acquire("q", saga="a")
+        short._stop.set()  # stop renewing, as a frozen holder would
+        time.sleep(0.5)
+        assert short.acquire("q", saga="b", wait=1.0) == "b"
+    finally:
+        short.close()
