@@ -50,7 +50,9 @@ def wait_for_line(proc: subprocess.Popen[str], word: str) -> str:
 def test_two_processes_never_hold_the_same_resource(target: tuple[str, str]) -> None:
     kind, url = target
     resource = f"account:{uuid.uuid4().hex[:8]}"
-    first = locker(kind, url, resource, 0, "stdin")
+    # A 30 s lease: on the default 1 s one, a first holder descheduled for a second (a loaded CI
+    # machine; SIGSTOP for 1.2 s shows it) lets its lock lapse and the second process takes it.
+    first = locker(kind, url, resource, 0, "stdin", ttl=30.0)
     held_at = float(wait_for_line(first, "held").split()[1])
     refused = lines(locker(kind, url, resource, 0, 0))
     assert refused[0].startswith("refused") and "is held by saga" in refused[0]
