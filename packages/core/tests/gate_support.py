@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -92,6 +93,33 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def server_port() -> int:
+    """A free port for a server process of the test's own (redis-server, PostgreSQL) to bind.
+
+    Not free_port(): that port comes from the kernel's ephemeral range, where every bind to
+    port 0 on the machine is served at random. Between the choice and the server's bind (an
+    initdb, or an outage the test stages before starting the server again on the same port) a
+    parallel test's HTTP server may be handed the same port, and the server cannot start. Below
+    net.ipv4.ip_local_port_range only explicit binds land; one that is taken now is skipped.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            low = int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default range starts here
+    ports = range(max(1024, low - 12000), low)
+    pick = random.SystemRandom()  # not the random module's state, which a test (or Hypothesis) may seed
+    for _ in range(200):
+        port = pick.choice(ports)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken now
+        return port
+    return free_port()
 
 
 # Sockets holding the ports dead_port() handed out, for as long as this process runs.

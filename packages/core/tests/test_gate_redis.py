@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gate_support import Clock, dead_port, free_port, redis_url, req
+from gate_support import Clock, dead_port, redis_url, req, server_port
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -235,7 +235,7 @@ class OwnRedis:
             pytest.fail("redis-server is not on PATH; scripts/services start installs it (scripts/test does this)")
         self.binary = binary
         self.dir = directory
-        self.port = free_port()
+        self.port = server_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 

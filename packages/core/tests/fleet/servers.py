@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from gate_support import server_port
 
 DEFAULT_REDIS = "redis://127.0.0.1:6399/0"
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:55432/postgres"
@@ -44,12 +44,6 @@ def pg_url() -> str:
     return url
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait(check: object, what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -73,7 +67,7 @@ class ThrowawayRedis:
             pytest.fail(f"redis-server is not installed; {HOW}", pytrace=False)
         self.dir = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = server_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.load_truncated = load_truncated
         self.proc: subprocess.Popen[bytes] | None = None
@@ -139,7 +133,7 @@ class ThrowawayPostgres:
             pytest.fail(f"PostgreSQL's binaries (initdb, pg_ctl) were not found; {HOW}", pytrace=False)
         self.bin = Path(found)
         self.dir = Path(tempfile.mkdtemp(prefix="agent-saga-pg-"))
-        self.port = free_port()
+        self.port = server_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self.restarts = 0
         if os.geteuid() == 0:

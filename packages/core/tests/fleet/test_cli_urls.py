@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -92,7 +93,7 @@ def test_a_missing_or_unreachable_server_log_is_exit_3_in_one_line(url: str) -> 
 
 
 def test_four_processes_by_a_hundred_durable_steps_on_one_postgres_log(pg: str, tmp_path: Path) -> None:
-    url = f"{pg}?log=x400-{os.getpid()}-{tmp_path.name[-8:]}"
+    url = f"{pg}?log=x400-{uuid.uuid4().hex[:12]}"  # not the pid: pids recycle, and the server keeps old logs
     env = {**os.environ, "RECOVERY_WORLD": str(tmp_path),
            "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
     procs = [subprocess.Popen([sys.executable, str(HERE / "node.py"), "steps", url, "100", f"p{n}"],

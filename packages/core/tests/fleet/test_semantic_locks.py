@@ -50,7 +50,9 @@ def wait_for_line(proc: subprocess.Popen[str], word: str) -> str:
 def test_two_processes_never_hold_the_same_resource(target: tuple[str, str]) -> None:
     kind, url = target
     resource = f"account:{uuid.uuid4().hex[:8]}"
-    first = locker(kind, url, resource, 0, "stdin")
+    # A 30 s lease: on the default 1 s one, a first holder descheduled for a second (a loaded CI
+    # machine; SIGSTOP for 1.2 s shows it) lets its lock lapse and the second process takes it.
+    first = locker(kind, url, resource, 0, "stdin", ttl=30.0)
     held_at = float(wait_for_line(first, "held").split()[1])
     refused = lines(locker(kind, url, resource, 0, 0))
     assert refused[0].startswith("refused") and "is held by saga" in refused[0]
@@ -96,13 +98,20 @@ def test_locks_release_on_abort_and_are_reentrant_in_process(target: tuple[str, 
 
 
 def test_the_process_local_manager_refuses_a_second_saga_and_expires() -> None:
-    locks = SemanticLockManager(ttl=0.3)
+    # The refusal on a 30 s lease: on a 0.3 s one, a process descheduled for 0.3 s between the two
+    # calls (a loaded CI machine) would find the lease already run out, with nothing wrong.
+    locks = SemanticLockManager(ttl=30)
     try:
         locks.acquire("r", saga="a")
         with pytest.raises(LockHeld, match="held by saga a"):
             locks.acquire("r", saga="b")
-        locks._stop.set()  # stop renewing, as a frozen holder would
-        time.sleep(0.5)
-        assert locks.acquire("r", saga="b", wait=1.0) == "b"
     finally:
         locks.close()
+    short = SemanticLockManager(ttl=0.3)
+    try:
+        short.acquire("q", saga="a")
+        short._stop.set()  # stop renewing, as a frozen holder would
+        time.sleep(0.5)
+        assert short.acquire("q", saga="b", wait=1.0) == "b"
+    finally:
+        short.close()

@@ -25,6 +25,10 @@ from types import TracebackType
 __all__ = ["DevServer", "DevServerError", "temporal_binary"]
 
 
+#: Starts tried when a port chosen here turned out taken by the time the server bound it.
+_PORT_ATTEMPTS = 3
+
+
 class DevServerError(RuntimeError):
     """The dev server could not be found, started, or reached."""
 
@@ -79,6 +83,7 @@ class DevServer:
         die_with_parent: bool = False,
         ready_timeout: float = 60.0,
     ) -> None:
+        self._own_port = not port  # chosen here, so it may be chosen again (see start)
         self.port = port or free_port()
         self.binary = Path(binary) if binary else temporal_binary()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -96,9 +101,34 @@ class DevServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> DevServer:
+        # A port found free is not reserved: until the server binds it, any other process's bind
+        # to port 0 may be handed it, and the server exits at once ("address already in use").
+        # The ports chosen here are then chosen again; a port the caller gave is never replaced.
+        attempt = 1
+        while True:
+            ours = self._spawn()
+            try:
+                self._wait_ready()
+                return self
+            except DevServerError as err:
+                taken = [port for port in ours if f"127.0.0.1:{port}: bind: address already in use" in str(err)]
+                if not taken or attempt >= _PORT_ATTEMPTS:
+                    self.stop()
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            self._end()
+            if self._own_port:
+                self.port = free_port()
+            attempt += 1
+
+    def _spawn(self) -> list[int]:
+        """Start the server process; the ports it was given that this object chose."""
+        http, metrics = free_port(), free_port()
         command = [
             str(self.binary), "server", "start-dev", "--headless", "--ip", "127.0.0.1",
-            "--port", str(self.port), "--http-port", str(free_port()), "--metrics-port", str(free_port()),
+            "--port", str(self.port), "--http-port", str(http), "--metrics-port", str(metrics),
             "--db-filename", str(self.db_filename), "--log-level", "error",
         ]
         self.db_filename.parent.mkdir(parents=True, exist_ok=True)
@@ -107,12 +137,7 @@ class DevServer:
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 preexec_fn=_die_with_parent if self.die_with_parent else None,
             )
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return [*([self.port] if self._own_port else []), http, metrics]
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout
@@ -145,6 +170,12 @@ class DevServer:
 
     def stop(self) -> None:
         """SIGTERM the server by its PID; SIGKILL it if it has not gone within 20 s."""
+        self._end()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def _end(self) -> None:
         process, self.process = self.process, None
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
@@ -153,9 +184,6 @@ class DevServer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
 
     def __enter__(self) -> DevServer:
         return self.start()
