@@ -5,6 +5,7 @@ Where the switch lives and whom it reaches (other processes, other users): test_
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -214,6 +215,23 @@ def test_between_polls_a_step_gets_the_last_answer_read_a_refusal_included(tmp_p
     sw.check(req("db.read"))  # within the window: the last read (no halt) holds
     clock.advance(31)
     assert refused(sw, "db.read")
+
+
+def test_a_change_that_keeps_the_files_inode_mtime_and_size_is_still_seen(tmp_path: Path) -> None:
+    # A reused inode and a write within one mtime tick look like this to a reader (ext4 reused
+    # the freed inode for every rewrite); made certain here by rewriting in place.
+    path = tmp_path / "switch.json"
+    sw = KillSwitch(FileSwitchStore(path), poll_interval=0)
+    sw.halt("tool:pay.aaaa", reason="fraud", by="soc")
+    assert refused(sw, "pay.aaaa")
+    before = os.stat(path)
+    with path.open("r+") as f:
+        f.write(path.read_text().replace("pay.aaaa", "pay.bbbb"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (before.st_ino, before.st_mtime_ns, before.st_size)
+    assert refused(sw, "pay.bbbb")
+    sw.check(req("pay.aaaa"))  # no longer halted
 
 
 def test_the_default_gate_enforces_the_switch_but_no_policy_by_surprise() -> None:

@@ -106,39 +106,37 @@ class FileSwitchStore:
     fsync it and rename it over the old one, so a reader sees the old state or
     the new one, never half of either. The file is 0644 (every user's agent must
     read it; it holds no secret); a directory this creates is 0755. Readers
-    ``stat`` the file and parse it only when it changed. It stops processes on
-    *this host*; a fleet needs ``RedisSwitchStore``.
+    read the file at every poll and parse it only when its text changed. It stops
+    processes on *this host*; a fleet needs ``RedisSwitchStore``.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else default_switch_path()
         self.location = str(self.path)
-        self._sig: tuple[int, int, int] | None = None
+        self._text: str | None = None
         self._cached = SwitchState()
         self._lock = threading.Lock()
 
     def load(self) -> SwitchState:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        # Compared by its text, not by (inode, mtime, size): a filesystem reuses a freed
+        # inode for the next write's file (ext4 did, every time), and two writes of one
+        # size within one mtime tick then look unchanged, which would hide a halt.
+        text = read_state(self.path, "switch file")
+        if text is None:
             return SwitchState()  # nobody has ever pulled a lever: nothing halted
-        except OSError as err:
-            raise StoreUnavailable(f"cannot stat switch file {self.path}: {err}") from err
-        # The rename gives every write a new inode, so this notices a change even
-        # within one mtime tick.
-        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
         with self._lock:
-            if sig == self._sig:
+            if text == self._text:
                 return self._cached
-        state = self._read()
+        state = self._parse(text)
         with self._lock:
-            self._sig, self._cached = sig, state
+            self._text, self._cached = text, state
         return state
 
     def _read(self) -> SwitchState:
         text = read_state(self.path, "switch file")
-        if text is None:
-            return SwitchState()
+        return SwitchState() if text is None else self._parse(text)
+
+    def _parse(self, text: str) -> SwitchState:
         try:
             return SwitchState.from_json(json.loads(text))
         except (ValueError, TypeError) as err:
