@@ -177,12 +177,30 @@ def test_the_history_is_the_highest_count_per_credential_and_who_took_each_asser
             "credential_id": "c1", "sign_count": count, "assertion": fingerprint}}}
 
     records = [grant("r1", 3, "f1"), grant("r2", 9, "f2"), grant("r3", 4, "f3"), grant("r4", True, "f4"),
-               {"type": "APPROVAL_DENIED", "body": {"request": "r5", "passkey": {"credential_id": "c1",
-                                                                                 "sign_count": 99}}}]
+               {"type": "APPROVAL_EXPIRED", "body": {"request": "r6", "passkey": {"credential_id": "c1",
+                                                                                  "sign_count": 500}}},
+               {"type": "APPROVAL_DENIED", "body": {"request": "r7", "approver": None, "note": "not authenticated"}}]
     history = passkey_history(records)
-    # A denial's count is no count the authenticator was seen to reach; a boolean is no count.
+    # An expiry carries no passkey the authenticator was seen to use; a boolean is no count.
     assert history.counts == {"c1": 9}
     assert history.accepted == {"f1": "r1", "f2": "r2", "f3": "r3", "f4": "r4"}
+    # A passkey denial (the gateway records one only once it verified) takes part like a grant:
+    # its count is the credential's last, and its assertion is taken.
+    denied = {"type": "APPROVAL_DENIED", "body": {"request": "r5", "passkey": {
+        "credential_id": "c1", "sign_count": 12, "assertion": "f5"}}}
+    history = passkey_history([*records, denied])
+    assert history.counts == {"c1": 12} and history.accepted["f5"] == "r5"
+
+
+def test_approvals_list_marks_a_passkey_denial_as_one_the_gateway_checks(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    store = FileApprovalStore(tmp_path / "approvals")
+    store.create(entry().replace(status=Status.DENIED, approver="risk@corp", decided_at=1000.0,
+                                 decided_via="passkey", note="wrong \u202eaccount", passkey={"id": "AAECAw"}))
+    assert main(["approvals", "list", "--all", "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "risk@corp (passkey denial: the waiting gateway checks the assertion; final only if it verifies)" in out
+    assert "wrong \\u202eaccount" in out and "\u202e" not in out
 
 
 def test_approvals_list_names_a_passkey_grant_and_marks_the_reason_it_does_not_cover(

@@ -95,8 +95,8 @@ SUBNAMESPACES = {
         "ApprovalNotFound", "ApprovalNotPending", "ApprovalPolicy", "ApprovalStore", "ApprovalUnavailable",
         "ConsoleNotifier", "EscalationLevel", "FileApprovalStore", "Notification", "NotificationFailed",
         "Notifier", "PasskeyCredential", "PasskeyCredentials", "RedisApprovalStore", "SigningKey", "Status",
-        "TrustedKeys", "WebhookNotifier", "decide", "find", "open_store", "passkey_challenge", "request_id",
-        "trust_key", "trust_passkey",
+        "TrustedKeys", "WebhookNotifier", "decide", "find", "open_store", "passkey_challenge",
+        "passkey_denial_challenge", "request_id", "trust_key", "trust_passkey",
     },
     "agent_saga.audit": {
         "Certificate", "ChainBroken", "DisclosureProof", "DisclosureVerdict", "ExportResult", "Unaccounted",

@@ -4,7 +4,8 @@ The authenticator is Chrome's own (WebAuthn.addVirtualAuthenticator, CTAP2, user
 on), the page is the one a person opens, the agent is a saga in this process whose only step is
 an IRREVERSIBLE refund behind a PreFlightGate with a passkey-requiring ApprovalGateway. A person
 registers, approves the exact action, and the step runs once; a changed amount, a replayed
-assertion and another request's assertion are refused, and each refusal is in the log.
+assertion and another request's assertion are refused, and each refusal is in the log. A person
+who denies with the passkey (and a note) refuses the step for good, and the log says who.
 """
 
 from __future__ import annotations
@@ -128,6 +129,18 @@ class World:
         assert error.is_hidden(), error.inner_text()
         return self.page.inner_text("#status")
 
+    def deny(self, saga: str, note: str) -> str:
+        """Open the page, pick ``saga``'s request, deny it with the passkey and ``note``; the status line."""
+        self.page.goto(self.page_url)
+        self.page.click(f"#pending button:has-text('saga {saga},')")
+        self.page.wait_for_selector("#action:not([hidden])")
+        self.page.fill("#deny-note", note)
+        self.page.click("#deny")
+        self.page.wait_for_selector("#status:not(:empty), #error:not([hidden])")
+        error = self.page.locator("#error")
+        assert error.is_hidden(), error.inner_text()
+        return self.page.inner_text("#status")
+
     def records(self, rtype: str, saga: str, wal: FileWAL | None = None) -> list[dict[str, Any]]:
         return [r["body"] for r in (wal or self.wal).records() if r["type"] == rtype and r["saga"] == saga]
 
@@ -246,3 +259,26 @@ def test_another_requests_assertion_and_a_replayed_one_are_refused(world: World)
     finally:
         fresh.close()
     assert world.effects_of("saga-a") == 1 and world.effects_of("saga-b") == 0
+
+
+def test_deny_with_passkey_refuses_the_step_and_the_log_says_who(world: World) -> None:
+    world.register()
+    (registered,) = PasskeyCredentials.load().credentials.values()
+    agent = Agent(world, "saga-no", 900)
+    entry = world.pending("saga-no")
+    note = "wrong account \u202eevil\u202c"
+    status = world.deny("saga-no", note)
+    # The note comes back as text, its bidi controls as visible escapes.
+    assert "denied by risk@corp" in status and "wrong account \\u202eevil\\u202c" in status
+    assert agent.finish() == "refused"
+    assert world.effects_of("saga-no") == 0  # the tool body never ran
+    (denied,) = world.records("APPROVAL_DENIED", "saga-no")
+    assert denied["approver"] == "risk@corp" and denied["note"] == note
+    assert denied["passkey"]["credential_id"] == registered.credential_id
+    assert denied["passkey"]["user_verified"] is True and denied["passkey"]["sign_count"] > registered.sign_count
+    (asked,) = world.records("APPROVAL_REQUESTED", "saga-no")
+    # Signed over the denial's own digest, never the grant's the request recorded.
+    assert denied["passkey"]["challenge"] != asked["passkey"]["challenge"]
+    assert not world.records("APPROVAL_GRANTED", "saga-no")
+    stored = world.store.get(entry.id)
+    assert stored is not None and stored.status is Status.DENIED

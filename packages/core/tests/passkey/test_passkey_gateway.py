@@ -13,16 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ApprovalGateway, ApprovalPolicy, ConfigurationError, FileApprovalStore, FileWAL
-from agent_saga.approvals import ApprovalEntry, ApprovalNotAuthenticated, SigningKey, Status
+from agent_saga.approvals import ApprovalEntry, ApprovalNotAuthenticated, SigningKey, Status, decide
 from agent_saga.approvals.authority import trust_key
 from agent_saga.approvals.entry import new_entry
 from agent_saga.approvals.passkey import (
     PasskeyCredentials,
     default_passkeys_path,
     passkey_challenge,
+    passkey_denial_challenge,
     trust_passkey,
 )
 from agent_saga.engine.ports import StepRequest
@@ -59,6 +62,15 @@ class World:
         self.store.create(entry)
         return entry
 
+    def deny(self, asked: ApprovalRequest, assertion: dict[str, Any] | None, note: str = "",
+             approver: str = "mallory@agent") -> ApprovalEntry:
+        """The store entry as ``approvals serve`` writes a passkey denial (or the agent could)."""
+        entry = new_entry(asked, NOW, TIMEOUT, LEVELS).replace(
+            status=Status.DENIED, approver=approver, decided_at=NOW, decided_via="passkey", note=note,
+            passkey=assertion)
+        self.store.create(entry)
+        return entry
+
     def bodies(self, rtype: str, saga: str | None = None) -> list[dict[str, Any]]:
         return [r["body"] for r in self.wal.records() if r["type"] == rtype and saga in (None, r["saga"])]
 
@@ -79,6 +91,11 @@ def registered(alg: int = -8, sign_count: int = 0) -> SoftAuthenticator:
 def challenge_for(asked: ApprovalRequest, now: float = NOW) -> bytes:
     entry = new_entry(asked, now, TIMEOUT, LEVELS)
     return passkey_challenge(entry, entry.deadline)
+
+
+def denial_challenge_for(asked: ApprovalRequest, note: str = "", now: float = NOW) -> bytes:
+    entry = new_entry(asked, now, TIMEOUT, LEVELS)
+    return passkey_denial_challenge(entry, entry.deadline, note)
 
 
 def refused(world: World, asked: ApprovalRequest, *words: str, now: float = NOW) -> str:
@@ -219,3 +236,102 @@ def test_a_gateway_without_a_registered_list_refuses_and_says_where(world: World
     authenticator = SoftAuthenticator()
     world.grant(request(), authenticator.assertion(challenge_for(request())))
     refused(world, request(), str(default_passkeys_path()), "no passkeys")
+
+
+# -- Deny with passkey: a denial's own challenge, checked like a grant ------------------------------------
+
+
+def test_the_grant_challenge_is_what_it_always_was() -> None:
+    # Logs written before denials had a challenge keep verifying: the grant's digest is pinned.
+    assert challenge_for(request()).hex() == "38f0e053830a8531a4dd976894b128080932e939fbbc90deda1c1d6f8ab47b81"
+
+
+@given(note=st.text(max_size=40), amount=st.integers(), saga=st.text(min_size=1, max_size=8))
+def test_a_denial_challenge_is_never_a_grant_challenge(note: str, amount: int, saga: str) -> None:
+    asked = request(saga=saga, amount=amount)
+    deny = denial_challenge_for(asked, note)
+    assert deny != challenge_for(asked)
+    assert len(deny) == 32 and deny != denial_challenge_for(asked, note + "x")
+
+
+@pytest.mark.parametrize("alg", [-8, -7], ids=["Ed25519", "ES256"])
+def test_a_verified_passkey_denial_refuses_the_step_is_final_and_logged_with_its_evidence(
+        world: World, alg: int) -> None:
+    authenticator = registered(alg)
+    asked = request()
+    world.deny(asked, authenticator.assertion(denial_challenge_for(asked, "wrong account")), note="wrong account")
+    decision = world.gateway().request_approval(asked)
+    # A denial by the registered passkey's owner, whatever name the store gives.
+    assert not decision.approved and decision.approver == "risk@corp" and decision.note == "wrong account"
+    (denied,) = world.bodies("APPROVAL_DENIED")
+    assert denied["approver"] == "risk@corp" and denied["note"] == "wrong account"
+    evidence = denied["passkey"]
+    assert evidence["credential_id"] == authenticator.credential_id
+    assert evidence["algorithm"] == {-8: "Ed25519", -7: "ES256"}[alg]
+    assert evidence["sign_count"] == 1 and evidence["user_verified"] is True
+    assert evidence["challenge"] == denial_challenge_for(asked, "wrong account").hex()
+    assert not world.bodies("APPROVAL_GRANTED")
+    # Final: the agent rewrites the store entry into a grant with a genuine assertion; the log's no stands.
+    world.store.update(denied["request"], lambda e: e.replace(
+        status=Status.GRANTED, passkey=authenticator.assertion(challenge_for(asked)), note=""))
+    again = world.gateway().request_approval(asked)
+    assert not again.approved and again.approver == "risk@corp" and "remembered from the log" in again.note
+    assert not world.bodies("APPROVAL_GRANTED") and len(world.bodies("APPROVAL_DENIED")) == 1
+
+
+def test_a_grant_assertion_relabelled_denied_is_not_a_verified_denial(world: World) -> None:
+    authenticator = registered()
+    asked = request()
+    entry = world.deny(asked, authenticator.assertion(challenge_for(asked)), approver="risk@corp")
+    # Refused all the same (fail safe), recorded as a denial by nobody...
+    refused(world, asked, "not made to deny this action", "denial by nobody (not final)")
+    # ...which is not final: the person is asked again and a genuine grant counts.
+    world.store.update(entry.id, lambda e: e.replace(
+        status=Status.GRANTED, passkey=authenticator.assertion(challenge_for(asked))))
+    assert world.gateway().request_approval(asked).approved
+
+
+def test_a_denial_whose_note_was_rewritten_is_not_a_verified_denial(world: World) -> None:
+    authenticator = registered()
+    asked = request()
+    # The person denied with one note; the agent rewrote it in the store before the gateway read it.
+    world.deny(asked, authenticator.assertion(denial_challenge_for(asked, "wrong account")),
+               note="approved next time, go ahead")
+    refused(world, asked, "not made to deny this action with this note")
+
+
+def test_a_denial_assertion_relabelled_granted_is_refused(world: World) -> None:
+    authenticator = registered()
+    asked = request()
+    world.grant(asked, authenticator.assertion(denial_challenge_for(asked)))
+    refused(world, asked, "another action")
+
+
+def test_a_replayed_denial_assertion_is_refused_and_its_count_counts(world: World) -> None:
+    authenticator = registered()
+    first = request(saga="saga-1")
+    denial = authenticator.assertion(denial_challenge_for(first), count=7)
+    world.deny(first, denial)
+    assert world.gateway().request_approval(first).approver == "risk@corp"
+    # The same assertion presented as another request's grant, or as another request's denial.
+    world.grant(request(saga="saga-2"), denial)
+    refused(world, request(saga="saga-2"), "a replay")
+    world.deny(request(saga="saga-3"), denial, approver="risk@corp")
+    refused(world, request(saga="saga-3"), "a replay", "denial by nobody")
+    # The denial's count is the credential's last: count 7 again (a cloned authenticator) is not forward.
+    fourth = request(saga="saga-4")
+    world.grant(fourth, authenticator.assertion(challenge_for(fourth), count=7))
+    refused(world, fourth, "sign count of 7 was not greater than current count of 7")
+
+
+def test_a_key_signed_denial_still_counts_where_a_passkey_is_required(world: World) -> None:
+    # A denial only stops a step: `approvals deny` (key-signed) is final under require_passkey too.
+    key = SigningKey.generate("risk@corp")
+    trust_key(key.public)
+    entry = new_entry(request(), NOW, TIMEOUT, LEVELS)
+    world.store.create(entry)
+    decide(world.store, entry.id, "deny", approver="risk@corp", note="no", key=key, clock=lambda: NOW)
+    decision = world.gateway().request_approval(request())
+    assert not decision.approved and decision.approver == "risk@corp"
+    (denied,) = world.bodies("APPROVAL_DENIED")
+    assert denied["approver"] == "risk@corp" and denied["signed_by"] is not None and "passkey" not in denied

@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ConfigurationError, FileApprovalStore
-from agent_saga.approvals.entry import new_entry
-from agent_saga.approvals.passkey import passkey_digest
+from agent_saga.approvals.entry import Status, new_entry
+from agent_saga.approvals.passkey import (
+    passkey_challenge,
+    passkey_denial_challenge,
+    passkey_digest,
+    trust_passkey,
+)
 from agent_saga.engine.ports import StepRequest
 from agent_saga.gate.approval import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
@@ -146,3 +152,33 @@ def test_an_enrolling_server_takes_a_registration_only_with_its_token(tmp_path: 
     finally:
         s.shutdown()
         s.server_close()
+
+
+def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: ApprovalsServer) -> None:
+    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": 100}, frozenset())
+    asked = new_entry(ApprovalRequest(step, "refunds", "r"), 4_000_000_000.0, 60.0, ((("@o",), 0.0),))
+    server.store.create(asked)
+    authenticator = SoftAuthenticator(origin=server.origin)
+    trust_passkey(authenticator.registered().to_line())
+    origin = {"Origin": server.origin}
+    note = "wrong account"
+    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/deny-options", {"note": note}, origin)
+    challenge = base64.urlsafe_b64decode(json.loads(options)["challenge"] + "==")
+    assert status == 200 and challenge == passkey_denial_challenge(asked, asked.deadline, note)
+    # A note past the bound: one line saying what to do, and nothing decided.
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": "x" * 501, "credential": {}},
+                           origin)
+    assert status == 400 and b"at most 500 characters" in body
+    # An approval's assertion posted as a denial is refused here already; the request stays pending.
+    grant = authenticator.assertion(passkey_challenge(asked, asked.deadline))
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": "", "credential": grant},
+                           origin)
+    assert status == 403 and b"not made to deny" in body
+    assert server.store.get(asked.id).status is Status.PENDING  # type: ignore[union-attr]
+    denial = authenticator.assertion(challenge)
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": note, "credential": denial},
+                           origin)
+    assert status == 200 and json.loads(body)["approver"] == "risk@corp"
+    stored = server.store.get(asked.id)
+    assert stored is not None and stored.status is Status.DENIED and stored.note == note
+    assert stored.passkey == denial

@@ -32,6 +32,7 @@ from agent_saga.approvals.passkey import (
     PasskeyCredential,
     PasskeyCredentials,
     passkey_challenge,
+    passkey_denial_challenge,
     trust_passkey,
 )
 from agent_saga.approvals.policy import ApprovalPolicy, EscalationLevel
@@ -66,6 +67,7 @@ __all__ = [
     "find",
     "open_store",
     "passkey_challenge",
+    "passkey_denial_challenge",
     "request_id",
     "trust_key",
     "trust_passkey",

@@ -83,8 +83,8 @@ class ApprovalEntry:
     #: (see agent_saga.approvals.authority); None when nobody signed.
     signer: str | None = None
     signature: str | None = None
-    #: A passkey grant's WebAuthn assertion (``PublicKeyCredential.toJSON()``), checked by
-    #: the gateway (agent_saga.approvals.passkey); None for every other decision.
+    #: A passkey grant's or denial's WebAuthn assertion (``PublicKeyCredential.toJSON()``), checked
+    #: by the gateway (agent_saga.approvals.passkey); None for every other decision.
     passkey: dict[str, Any] | None = None
 
     @property

@@ -12,8 +12,10 @@ so an unsigned or mis-signed grant is denied and recorded as such. Under a polic
 that requires a passkey (``require_passkey``), a grant counts only with a person's
 WebAuthn assertion over this request's action, verified against a registered
 passkey (:mod:`agent_saga.approvals.passkey`); the count it reported goes into the
-grant's record, which is where the next check finds it. The decision
-is written to the log before the gate hears it.
+grant's record, which is where the next check finds it. A passkey *denial* is
+checked the same way against the denial's own challenge: verified, it is that
+person's final denial; not verified, the step is refused all the same, as a
+denial by nobody. The decision is written to the log before the gate hears it.
 
 The agent can write the store, so two things are taken from the saga's log, which
 it cannot rewrite without breaking the chain: the deadline (the one the first
@@ -63,6 +65,7 @@ from agent_saga.approvals.passkey import (
     PasskeyHistory,
     default_passkeys_path,
     passkey_challenge,
+    passkey_denial_challenge,
     passkey_digest,
     passkey_history,
     require_webauthn,
@@ -293,9 +296,11 @@ class ApprovalGateway:
 
     def _passkey(self, wal: WAL, entry: ApprovalEntry, asked: ApprovalEntry,
                  deadline: float) -> Protocol[tuple[ApprovalEntry, dict[str, Any], bool]]:
-        """The passkey grant ``entry`` checked for the request ``asked``: the entry as its credential
-        names the approver, what the record says of the passkey, and whether this log holds it already."""
+        """The passkey decision ``entry`` (a grant, or a denial) checked for the request ``asked``: the
+        entry as its credential names the approver, what the record says of the passkey, and whether
+        this log holds it already. A denial is checked against the denial's own challenge."""
         short = entry.id[:8]
+        deny = entry.status is Status.DENIED
         why: str | None = None
         history = PasskeyHistory({}, {})
         if entry.passkey is None:
@@ -304,18 +309,24 @@ class ApprovalGateway:
         else:
             history = yield Call(partial(_read_passkeys, wal), {})
             try:
-                check = verify_assertion(self._registered(), entry.passkey, asked, deadline, history)
+                check = verify_assertion(self._registered(), entry.passkey, asked, deadline, history,
+                                         deny=deny, note=entry.note)
             except ApprovalNotAuthenticated as err:
                 why = str(err)
             except ConfigurationError as err:
                 why = f"the registered passkeys cannot be used ({err})"
         if why is not None:
+            # A denial that does not verify still refuses the step (fail safe), but as a denial by
+            # nobody: not final, since no person is proven to have said no.
+            outcome = "refused as a denial by nobody (not final)" if deny else "denied"
             why = scrub_text(f"request {short}: the store says {entry.status.value} by {entry.approver!r}, but "
-                             f"the decision is not authenticated: {why}; denied")
+                             f"the decision is not authenticated: {why}; {outcome}")
             # Recorded as a denial by nobody; the store entry is left as it is, as evidence.
             yield from self._log_system_denial(wal, entry, why)
             raise ApprovalNotAuthenticated(why)
-        record = check.record(passkey_challenge(asked, deadline))
+        challenge = (passkey_denial_challenge(asked, deadline, entry.note) if deny
+                     else passkey_challenge(asked, deadline))
+        record = check.record(challenge)
         # The approver is the registered credential's, whatever name the store gives.
         return (entry.replace(approver=check.credential.approver, signer=None),
                 record, history.accepted.get(check.assertion) == entry.id)
@@ -330,6 +341,10 @@ class ApprovalGateway:
         passkey: dict[str, Any] | None = None
         in_log = False
         if entry.granted and (entry.passkey is not None or self.policy.needs_passkey(asked.rule)):
+            entry, passkey, in_log = yield from self._passkey(wal, entry, asked, deadline)
+        elif entry.status is Status.DENIED and entry.passkey is not None:
+            # A passkey denial (``approvals serve``'s Deny): final only if a registered passkey signed
+            # this denial; a denial without one (``approvals deny``) is taken as it always was.
             entry, passkey, in_log = yield from self._passkey(wal, entry, asked, deadline)
         elif entry.granted:
             forged = self._authenticate(entry, asked)

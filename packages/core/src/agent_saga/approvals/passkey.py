@@ -48,6 +48,7 @@ from agent_saga.notekeys import read_host_list
 
 __all__ = [
     "ALGORITHMS",
+    "DENIAL_NOTE_MAX",
     "PASSKEYS",
     "PasskeyCheck",
     "PasskeyCredential",
@@ -56,6 +57,7 @@ __all__ = [
     "assertion_options",
     "default_passkeys_path",
     "passkey_challenge",
+    "passkey_denial_challenge",
     "passkey_digest",
     "passkey_history",
     "registration_options",
@@ -70,6 +72,11 @@ PASSKEYS = APPROVER_PASSKEYS
 #: COSE algorithms accepted: Ed25519 (EdDSA, -8) and ES256 (ECDSA P-256 with SHA-256, -7).
 ALGORITHMS = {-8: "Ed25519", -7: "ES256"}
 _DOMAIN = "agent-saga passkey action v1\n"
+# A denial's challenge has its own prefix (and says "deny" inside): neither kind of assertion
+# can ever be taken for the other.
+_DENY_DOMAIN = "agent-saga passkey denial v1\n"
+#: The longest note a passkey denial carries (characters): it is signed, stored and logged.
+DENIAL_NOTE_MAX = 500
 _INSTALL = pip_install("agent-saga", "passkey")
 
 
@@ -100,6 +107,21 @@ def passkey_challenge(request: ApprovalEntry, deadline: float) -> bytes:
         "args": request.args, "rule": request.rule, "deadline": deadline,
     }
     return hashlib.sha256((_DOMAIN + canonical(action)).encode()).digest()
+
+
+def passkey_denial_challenge(request: ApprovalEntry, deadline: float, note: str) -> bytes:
+    """The WebAuthn challenge for *denying* ``request``: SHA-256 over the same canonical action,
+    the decision ("deny") and the person's ``note``, under a prefix of its own.
+
+    Domain-separated from :func:`passkey_challenge` (which stays what it always was): an
+    approval's assertion never verifies as a denial, nor a denial's as an approval. The note
+    is signed too, so the one the log shows is the one the person wrote.
+    """
+    action = {
+        "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
+        "args": request.args, "rule": request.rule, "deadline": deadline, "decision": "deny", "note": note,
+    }
+    return hashlib.sha256((_DENY_DOMAIN + canonical(action)).encode()).digest()
 
 
 def passkey_digest(request: ApprovalEntry, deadline: float) -> str:
@@ -240,16 +262,19 @@ class PasskeyHistory:
     accepted: dict[str, str]  # assertion fingerprint -> request id
 
 
-_GRANTS = (RecordType.APPROVAL_GRANTED.value, RecordType.APPROVAL_BREAK_GLASS.value)
+# A passkey denial's count and assertion take part too: replayed later, as a grant or as
+# another denial, it is refused like a grant's.
+_DECISIONS = (RecordType.APPROVAL_GRANTED.value, RecordType.APPROVAL_BREAK_GLASS.value,
+              RecordType.APPROVAL_DENIED.value)
 
 
 def passkey_history(records: Iterable[Mapping[str, Any]]) -> PasskeyHistory:
-    """The passkey grants ``records`` (a log) hold, every saga's."""
+    """The passkey decisions (grants and denials) ``records`` (a log) hold, every saga's."""
     counts: dict[str, int] = {}
     accepted: dict[str, str] = {}
     for record in records:
         body = record.get("body")
-        if record.get("type") not in _GRANTS or not isinstance(body, dict):
+        if record.get("type") not in _DECISIONS or not isinstance(body, dict):
             continue
         passkey = body.get("passkey")
         if not isinstance(passkey, dict):
@@ -273,12 +298,17 @@ def verify_assertion(
     request: ApprovalEntry,
     deadline: float,
     history: PasskeyHistory | None = None,
+    *,
+    deny: bool = False,
+    note: str = "",
 ) -> PasskeyCheck:
     """Check ``assertion`` (the browser's ``PublicKeyCredential.toJSON()``) for ``request``.
 
     ``request`` and ``deadline`` are the verifier's own (the gateway's copy, not the
     store's); ``history`` is what the log says (counts, and which request took which
-    assertion). Raises ApprovalNotAuthenticated with the one reason it is refused.
+    assertion). With ``deny=True`` the assertion must be over the denial's challenge
+    (:func:`passkey_denial_challenge`, with ``note``), else over the grant's. Raises
+    ApprovalNotAuthenticated with the one reason it is refused.
     """
     webauthn = require_webauthn()
     from webauthn.helpers.exceptions import InvalidAuthenticationResponse, InvalidJSONStructure
@@ -304,7 +334,7 @@ def verify_assertion(
     last = max(credential.sign_count, history.counts.get(cid, 0))
     if taken == request.id:
         last = credential.sign_count
-    challenge = passkey_challenge(request, deadline)
+    challenge = passkey_denial_challenge(request, deadline, note) if deny else passkey_challenge(request, deadline)
     try:
         verified = webauthn.verify_authentication_response(
             credential=dict(assertion), expected_challenge=challenge, expected_rp_id=credential.rp_id,
@@ -313,7 +343,11 @@ def verify_assertion(
         )
     except (InvalidAuthenticationResponse, InvalidJSONStructure, ConfigurationError) as err:
         text = str(err)
-        if "challenge" in text:
+        if "challenge" in text and deny:
+            text = (f"it was not made to deny this action with this note (challenge != sha256:{challenge.hex()}, "
+                    "the denial of this request's action: its id, saga, step, tool, arguments, rule, deadline "
+                    "and the note; an approval's assertion never counts as a denial)")
+        elif "challenge" in text:
             text = (f"it was made for another action (challenge != sha256:{challenge.hex()}, this request's "
                     "action: its id, saga, step, tool, arguments, rule and deadline)")
         raise _refused(f"{text} (credential of {credential.approver})") from None

@@ -9,7 +9,7 @@ waiting saga sees it on its next poll; with ``--wal-path`` (default
 ``$AGENT_SAGA_WAL``) it is also written to that log here and now. One-time setup:
 ``keygen`` makes an approver's key, ``trust`` (as root, on each agent host) adds
 its public half to ``/etc/agent-saga/approver-keys``. ``serve`` shows the pending requests
-in a browser, where a person registers a passkey and approves one exact action with it;
+in a browser, where a person registers a passkey and approves or denies one exact action with it;
 ``trust-passkey`` (as root) adds a registered passkey to ``/etc/agent-saga/approver-passkeys``.
 """
 
@@ -127,10 +127,10 @@ def register(verbs: Any) -> None:
 
     serve = actions.add_parser(
         "serve",
-        help="approve pending requests in a browser with a passkey (127.0.0.1)",
+        help="approve or deny pending requests in a browser with a passkey (127.0.0.1)",
         description="Serve a page that lists the pending requests and, for one, the exact action (tool, every "
         "argument as inert text, the action digest), and approves it with a passkey (WebAuthn; the challenge "
-        "is the action digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
+        "is the action digest) or denies it with one, with an optional note (the denial's own digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
         "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0.dev0'.",
         epilog="examples:\n  agent-saga approvals serve --port 8765\n"
         "  ssh -L 8765:127.0.0.1:8765 agent-host   # then open http://localhost:8765 on your machine",
@@ -184,7 +184,7 @@ def _age(seconds: float) -> str:
 
 def _run_list(args: argparse.Namespace) -> int:
     from agent_saga.approvals.authority import action_digest
-    from agent_saga.approvals.entry import short_ids
+    from agent_saga.approvals.entry import Status, short_ids
     from agent_saga.gate.stores import StoreUnavailable
 
     store = _open_store(args)
@@ -203,6 +203,8 @@ def _run_list(args: argparse.Namespace) -> int:
         status = e.status.value if e.decided or now < e.deadline else "EXPIRED"
         reason = inert(e.reason)
         signed, reason_signed = ("", True) if not e.granted else _authenticity(e)
+        if e.status is Status.DENIED and e.passkey is not None:
+            signed = " (passkey denial: the waiting gateway checks the assertion; final only if it verifies)"
         if not reason_signed:
             reason += " (unsigned)"
         print(f"  [{status}] {inert(e.tool)} -- {reason} (rule {inert(e.rule)}, id {inert(shown[e.id])})")

@@ -1,20 +1,23 @@
-"""``agent-saga approvals serve``: pending approvals in a browser, approved with a passkey.
+"""``agent-saga approvals serve``: pending approvals in a browser, approved or denied with a passkey.
 
 The page lists the pending requests of an approval store and, for one, the exact action: the
 tool, every argument as inert text (control and bidi characters arrive as visible escapes,
 :func:`agent_saga.inert.inert_json`), the rule, the deadline and the passkey challenge
 (:func:`agent_saga.approvals.passkey.passkey_digest`), which is the digest the browser asks the
-authenticator to sign. It registers passkeys too: a verified registration is printed as a line
-for root to add to the host's list (``agent-saga approvals trust-passkey``), or appended to it
-directly when the server was started with ``enroll=True`` (root, setting up the host) -- then only
-a registration that carries the server's per-run enrolment token (printed in the URL it shows,
-``#enroll=<token>``, to whoever started it): any local process can reach a loopback port and set
-any ``Origin`` header, and must not be able to add a passkey of its own.
+authenticator to sign to approve. *Deny with passkey* asks it to sign the denial's own challenge
+(:func:`agent_saga.approvals.passkey.passkey_denial_challenge`: the same action, "deny", and the
+person's note, bounded to ``DENIAL_NOTE_MAX`` characters and shown back only as text). It
+registers passkeys too: a verified registration is printed as a line for root to add to the
+host's list (``agent-saga approvals trust-passkey``), or appended to it directly when the server
+was started with ``enroll=True`` (root, setting up the host) -- then only a registration that
+carries the server's per-run enrolment token (printed in the URL it shows, ``#enroll=<token>``, to
+whoever started it): any local process can reach a loopback port and set any ``Origin`` header,
+and must not be able to add a passkey of its own.
 
 Safe by default, as ``agent-saga ui``: it binds 127.0.0.1, refuses any other address, answers
 only requests whose ``Host`` is its own, sends a strict CSP (script from this server only, no
 inline script, no framing), and takes a POST only from its own origin with a JSON body. This
-server checks an assertion before it writes the grant into the store, to tell the person at
+server checks an assertion before it writes the decision into the store, to tell the person at
 once; the gateway checks it again against its own copy of the request, which is what counts.
 """
 
@@ -37,10 +40,12 @@ from agent_saga.approvals.entry import ApprovalEntry, Status
 from agent_saga.approvals.errors import ApprovalError, ApprovalNotAuthenticated, ApprovalNotPending
 from agent_saga.approvals.evidence import iso
 from agent_saga.approvals.passkey import (
+    DENIAL_NOTE_MAX,
     PasskeyCredentials,
     assertion_options,
     default_passkeys_path,
     passkey_challenge,
+    passkey_denial_challenge,
     passkey_digest,
     registration_options,
     require_webauthn,
@@ -270,8 +275,14 @@ class _Handler(BaseHTTPRequestHandler):
                 entry = find(self.server.store, parts[3])
                 self._raw_json(assertion_options(self.server.registered(), passkey_challenge(entry, entry.deadline),
                                                  self.server.rp_id))
+            elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "deny-options":
+                entry = find(self.server.store, parts[3])
+                challenge = passkey_denial_challenge(entry, entry.deadline, _note(data))
+                self._raw_json(assertion_options(self.server.registered(), challenge, self.server.rp_id))
             elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "approve":
-                self._approve(parts[3], data)
+                self._decide(parts[3], data, deny=False)
+            elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "deny":
+                self._decide(parts[3], data, deny=True)
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such API path: {path}"})
         except (ConfigurationError, ApprovalError) as err:
@@ -300,19 +311,22 @@ class _Handler(BaseHTTPRequestHandler):
             "line": line, "command": f"sudo agent-saga approvals trust-passkey '{line}'",
         })
 
-    def _approve(self, ref: str, data: dict[str, Any]) -> None:
+    def _decide(self, ref: str, data: dict[str, Any], *, deny: bool) -> None:
+        """Approve or deny ``ref`` with the assertion in ``data``, checked here first (the gateway checks again)."""
         store = self.server.store
         credential = data.get("credential")
         if not isinstance(credential, dict):
             raise ConfigurationError("no assertion: the browser's navigator.credentials.get() answer is needed")
+        note = _note(data) if deny else ""
         entry = find(store, ref)
         try:
-            check = verify_assertion(self.server.registered(), credential, entry, entry.deadline)
+            check = verify_assertion(self.server.registered(), credential, entry, entry.deadline, deny=deny, note=note)
         except ApprovalNotAuthenticated as err:
             self._json(HTTPStatus.FORBIDDEN, {"error": str(err)})
             return
         now = time.time()
         digest = passkey_digest(entry, entry.deadline)
+        verb = "denied" if deny else "approved"
 
         def change(current: ApprovalEntry) -> ApprovalEntry:
             if current.decided:
@@ -320,11 +334,21 @@ class _Handler(BaseHTTPRequestHandler):
             if now >= current.deadline:
                 raise ApprovalNotPending(f"request {current.id[:8]} expired at {iso(current.deadline)}")
             if passkey_digest(current, current.deadline) != digest:
-                raise ApprovalNotPending(f"request {current.id[:8]} changed while it was being approved: look again")
-            return current.replace(status=Status.GRANTED, approver=check.credential.approver, decided_at=now,
-                                   decided_via="passkey", note="", signer=None, signature=None,
-                                   passkey=dict(credential))
+                raise ApprovalNotPending(f"request {current.id[:8]} changed while it was being {verb}: look again")
+            return current.replace(status=Status.DENIED if deny else Status.GRANTED,
+                                   approver=check.credential.approver, decided_at=now, decided_via="passkey",
+                                   note=note, signer=None, signature=None, passkey=dict(credential))
 
         decided = store.update(entry.id, change)
-        self._json(HTTPStatus.OK, {"approved": decided.id, "approver": decided.approver, "digest": digest,
-                                   "sign_count": check.sign_count})
+        self._json(HTTPStatus.OK, {verb: decided.id, "approver": decided.approver, "digest": digest,
+                                   "note": decided.note, "sign_count": check.sign_count})
+
+
+def _note(data: dict[str, Any]) -> str:
+    """The denial's note as the person typed it (it is signed, so it is not trimmed); bounded."""
+    note = data.get("note", "")
+    if note is None:
+        note = ""
+    if not isinstance(note, str) or len(note) > DENIAL_NOTE_MAX:
+        raise ConfigurationError(f"the note must be text of at most {DENIAL_NOTE_MAX} characters: shorten it")
+    return note

@@ -58,6 +58,7 @@ async function show(id) {
     tr.append(k, v);
     body.append(tr);
   }
+  $("deny-note").value = "";
   $("action").hidden = false;
   say("");
 }
@@ -70,6 +71,22 @@ async function approve() {
   const done = await api("/api/requests/" + current + "/approve", { credential: credential.toJSON() });
   say("approved by " + done.approver + " (action sha256:" + done.digest + ")");
   $("action").hidden = true;
+  current = null;
+  await loadList();
+}
+
+async function deny() {
+  if (!current) return;
+  // The note is signed with the denial: the same text goes to the options and to the decision.
+  const note = $("deny-note").value;
+  const options = await api("/api/requests/" + current + "/deny-options", { note });
+  const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
+  const credential = await navigator.credentials.get({ publicKey });
+  const done = await api("/api/requests/" + current + "/deny", { credential: credential.toJSON(), note });
+  say("denied by " + done.approver + (done.note ? " (note: " + done.note + ")" : "") +
+    " (action sha256:" + done.digest + ")");
+  $("action").hidden = true;
+  $("deny-note").value = "";
   current = null;
   await loadList();
 }
@@ -91,6 +108,7 @@ async function register() {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("approve").addEventListener("click", () => approve().catch((e) => shout(e.message)));
+  $("deny").addEventListener("click", () => deny().catch((e) => shout(e.message)));
   $("register").addEventListener("click", () => register().catch((e) => shout(e.message)));
   loadList().catch((e) => shout(e.message));
 });
