@@ -102,11 +102,7 @@ def passkey_challenge(request: ApprovalEntry, deadline: float) -> bytes:
     ``deadline`` is the one the gateway holds to (its log's), so an assertion made for
     an earlier request with the same id and another deadline is another challenge.
     """
-    action = {
-        "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
-        "args": request.args, "rule": request.rule, "deadline": deadline,
-    }
-    return hashlib.sha256((_DOMAIN + canonical(action)).encode()).digest()
+    return hashlib.sha256((_DOMAIN + canonical(_action(request, deadline))).encode()).digest()
 
 
 def passkey_denial_challenge(request: ApprovalEntry, deadline: float, note: str) -> bytes:
@@ -117,11 +113,16 @@ def passkey_denial_challenge(request: ApprovalEntry, deadline: float, note: str)
     approval's assertion never verifies as a denial, nor a denial's as an approval. The note
     is signed too, so the one the log shows is the one the person wrote.
     """
-    action = {
-        "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
-        "args": request.args, "rule": request.rule, "deadline": deadline, "decision": "deny", "note": note,
-    }
+    action = {**_action(request, deadline), "decision": "deny", "note": note}
     return hashlib.sha256((_DENY_DOMAIN + canonical(action)).encode()).digest()
+
+
+def _action(request: ApprovalEntry, deadline: float) -> dict[str, Any]:
+    """What a person is asked to decide: the request, its step and arguments, its rule and deadline."""
+    return {
+        "request": request.id, "saga": request.saga_id, "step": request.step, "tool": request.tool,
+        "args": request.args, "rule": request.rule, "deadline": deadline,
+    }
 
 
 def passkey_digest(request: ApprovalEntry, deadline: float) -> str:
