@@ -224,6 +224,14 @@ async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: P
     assert worker.returncode == -signal.SIGKILL
     saga_id = ready.read_text()
     session = RepairSession.open(log, saga_id, operator=OPERATOR, reason="the worker was OOM-killed", clock=LATER)
+    await _amend_and_resume(session, log)
+    assert world.undone("crm.set_address") == ["acct-ada@example.com"]
+    assert not world.undone("stripe.refund")
+    assert RecoveryDaemon(log, clock=lambda: time.time() + 3600).sweep().compensated == 0
+
+
+async def _amend_and_resume(session: RepairSession, log: Path) -> None:
+    """The repair of a worker's onboarding: its two steps kept, the operator's postcode, step 3 run."""
     assert [(k.step, k.tool) for k in session.retained] == [(1, "crm.create_account"), (2, "stripe.charge")]
     session.amend(postcode="SW1A 1AA")
     wal = FileWAL(log)
@@ -231,10 +239,6 @@ async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: P
         assert await session.resume(world.onboard, wal=wal) == "onboarded"
     finally:
         wal.close()
-    assert world.undone("crm.set_address") == ["acct-ada@example.com"]
-    assert not world.undone("stripe.refund")
-    assert RecoveryDaemon(log, clock=lambda: time.time() + 3600).sweep().compensated == 0
-
 
 
 @pytest.mark.slow
@@ -257,13 +261,7 @@ async def test_a_quarantined_saga_is_repaired_while_its_process_lives_on(tmp_pat
             await asyncio.sleep(0.1)
         session = RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0.0)
         assert worker.poll() is None  # repaired while its owner still runs
-        assert [(k.step, k.tool) for k in session.retained] == [(1, "crm.create_account"), (2, "stripe.charge")]
-        session.amend(postcode="SW1A 1AA")
-        wal = FileWAL(log)
-        try:
-            assert await session.resume(world.onboard, wal=wal) == "onboarded"
-        finally:
-            wal.close()
+        await _amend_and_resume(session, log)
     finally:
         worker.kill()
         worker.wait()
