@@ -252,8 +252,12 @@ class PostgresSemanticLocks(SemanticLockManager):
         def q(text: str) -> Any:
             return psycopg.sql.SQL(text).format(t=t)
 
-        self._conn.execute(q("CREATE TABLE IF NOT EXISTS {t} (resource text PRIMARY KEY, token text NOT NULL, "
-                             "expires_at timestamptz NOT NULL)"))
+        with self._conn.transaction():
+            # Two first users at once would race in CREATE TABLE (a unique violation in the
+            # catalog): serialise on the lock the log's own schema takes.
+            self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"agent-saga-schema:{table}",))
+            self._conn.execute(q("CREATE TABLE IF NOT EXISTS {t} (resource text PRIMARY KEY, token text NOT NULL, "
+                                 "expires_at timestamptz NOT NULL)"))
         # Insert, or take over a lock whose lease ran out; RETURNING says whether we got it.
         self._sql_try = q(
             "INSERT INTO {t} AS l (resource, token, expires_at) VALUES (%s, %s, now() + %s * interval '1 second') "
