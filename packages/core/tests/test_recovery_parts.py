@@ -109,6 +109,23 @@ def test_a_replaced_log_is_read_again_from_the_start(tmp_path: Path) -> None:
     assert len(tail.sagas["saga0"].steps) == 2
 
 
+def test_a_log_replaced_under_the_same_inode_is_read_again_from_the_start(tmp_path: Path) -> None:
+    # Two rewrites between two refreshes can leave the inode unchanged (ext4 hands a new file the
+    # inode an earlier rewrite freed); made certain here by rewriting the file in place.
+    path, replacement = tmp_path / "a.wal", tmp_path / "b.wal"
+    _write_log(path, 2, 1)
+    _write_log(replacement, 1, 6)
+    assert replacement.stat().st_size > path.stat().st_size
+    tail = LogTail(path)
+    tail.refresh()
+    inode = path.stat().st_ino
+    path.write_bytes(replacement.read_bytes())
+    assert path.stat().st_ino == inode
+    tail.refresh()
+    assert set(tail.sagas) == {"saga0"}
+    assert len(tail.sagas["saga0"].steps) == 6
+
+
 # -- ledger -----------------------------------------------------------------------------
 
 

@@ -303,6 +303,26 @@ def test_a_replaced_log_is_read_again_from_the_start(tmp_path: Path) -> None:
     assert again.reset and {r["body"].get("name") for r in again.records if r["type"] == "SAGA_STARTED"} == {"new"}
 
 
+def test_a_log_replaced_under_the_same_inode_is_read_again_from_the_start(tmp_path: Path) -> None:
+    # Two rewrites between two polls can leave the inode unchanged (ext4 reuses a freed inode);
+    # made certain here by rewriting the file in place with a longer log.
+    path = tmp_path / "r.wal"
+    for name, steps in (("old", 1), ("new", 4)):
+        wal = FileWAL(tmp_path / f"{name}.wal")
+        with saga_scope(wal, name=name) as s:
+            for _ in range(steps):
+                s.execute(tool="t", semantics="REVERSIBLE", forward=lambda: 1)
+        wal.close()
+    shutil.copy(tmp_path / "old.wal", path)
+    source = FileSource(path)
+    assert source.poll().records
+    inode = path.stat().st_ino
+    path.write_bytes((tmp_path / "new.wal").read_bytes())
+    assert path.stat().st_ino == inode and path.stat().st_size > (tmp_path / "old.wal").stat().st_size
+    again = source.poll()
+    assert again.reset and {r["body"].get("name") for r in again.records if r["type"] == "SAGA_STARTED"} == {"new"}
+
+
 def test_any_wal_plugs_in_through_its_records(tmp_path: Path) -> None:
     mem = MemoryWAL("ui")
     with saga_scope(mem, name="in-memory") as s:

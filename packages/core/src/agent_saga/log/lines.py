@@ -22,12 +22,15 @@ a writer refuses to append after it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
 
-__all__ = ["Line", "is_torn", "iter_lines", "parses"]
+__all__ = ["Line", "ReadMark", "is_torn", "iter_lines", "parses"]
 
 _BLOCK = 1 << 20
+_MARK = 64  # bytes kept from just before a follower's offset: the end of the last record, its hash
 
 
 def parses(raw: bytes) -> bool:
@@ -92,3 +95,31 @@ def iter_lines(fh: BinaryIO, start: int = 0, stop: int | None = None) -> Iterato
         carry = data[begin:]
     if carry:
         yield Line(number + 1, offset, carry, False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadMark:
+    """Where a follower of a log file stopped: the file (its inode), the offset, the bytes before it.
+
+    A log is rewritten (compaction, redaction) by renaming a new file over it, and a
+    filesystem may give that file the inode an earlier rewrite freed (ext4 does): two
+    rewrites between two polls then leave the inode unchanged. The bytes before the
+    offset, which an append never changes, tell the file apart.
+    """
+
+    inode: int
+    offset: int
+    before: bytes
+
+    @classmethod
+    def take(cls, fh: BinaryIO, offset: int) -> ReadMark:
+        """The mark of ``fh`` read up to ``offset``."""
+        size = min(_MARK, offset)
+        return cls(os.fstat(fh.fileno()).st_ino, offset, os.pread(fh.fileno(), size, offset - size))
+
+    def holds(self, fh: BinaryIO) -> bool:
+        """Whether ``fh`` is the file this mark was taken of, only appended to since."""
+        stat = os.fstat(fh.fileno())
+        if stat.st_ino != self.inode or stat.st_size < self.offset:
+            return False
+        return os.pread(fh.fileno(), len(self.before), self.offset - len(self.before)) == self.before

@@ -28,7 +28,7 @@ from agent_saga.errors import WALCorrupt, WALError
 from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.fs import open_regular
-from agent_saga.log.lines import Line, iter_lines, parses
+from agent_saga.log.lines import Line, ReadMark, iter_lines, parses
 from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
@@ -330,7 +330,7 @@ class LogTail:
         self._offset = 0
         self._line = 0  # lines consumed
         self._unterminated = False  # the last record consumed still lacks its newline
-        self._inode: int | None = None
+        self._mark: ReadMark | None = None
         self.records = 0
 
     @property
@@ -351,16 +351,13 @@ class LogTail:
         """
         count = 0
         with open_regular(self.path) as fh:
-            stat = os.fstat(fh.fileno())
-            if self._inode != stat.st_ino or stat.st_size < self._offset:
+            if self._mark is None or not self._mark.holds(fh):
                 # Replaced (compaction renames a new file in) or cut: start over, first
                 # collecting what its COMPACTION and REDACTION records attest.
-                self._fold = CheckedFold(
-                    self.path, self.encryptor, Attestations.scan(iter_lines(fh, 0, stat.st_size))
-                )
+                size = os.fstat(fh.fileno()).st_size
+                self._fold = CheckedFold(self.path, self.encryptor, Attestations.scan(iter_lines(fh, 0, size)))
                 self._offset = self._line = self.records = 0
                 self._unterminated = False
-                self._inode = stat.st_ino
             fh.seek(self._offset)
             carry = b""
             while True:
@@ -378,6 +375,7 @@ class LogTail:
             if carry.strip() and parses(carry):
                 # A complete last record whose newline is not there (yet, or lost).
                 count += self._fold_lines(carry, terminated=False)
+            self._mark = ReadMark.take(fh, self._offset)
         self.records += count
         return count
 

@@ -17,6 +17,7 @@ from typing import Protocol
 from agent_saga.errors import WALCorrupt
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher, decode_line
+from agent_saga.log.lines import ReadMark
 from agent_saga.log.records import Record
 
 __all__ = ["FileSource", "Poll", "RecordSource", "WALSource"]
@@ -57,7 +58,7 @@ class FileSource:
         self.path = Path(path)
         self.encryptor = encryptor
         self._offset = 0
-        self._inode: int | None = None
+        self._mark: ReadMark | None = None
 
     @property
     def location(self) -> str:
@@ -67,10 +68,9 @@ class FileSource:
         reset = False
         records: list[Record] = []
         with open(self.path, "rb") as fh:
-            stat = os.fstat(fh.fileno())
-            if self._inode != stat.st_ino or stat.st_size < self._offset:
-                reset = self._inode is not None
-                self._offset, self._inode = 0, stat.st_ino
+            if self._mark is None or not self._mark.holds(fh):
+                reset = self._mark is not None
+                self._offset = 0
             fh.seek(self._offset)
             carry = b""
             while chunk := fh.read(_CHUNK):
@@ -81,6 +81,7 @@ class FileSource:
                         records.append(self._decode(line))
                     self._offset += len(line) + 1
                 carry = data[end:]
+            self._mark = ReadMark.take(fh, self._offset)
         return Poll(records, reset)
 
     def _decode(self, line: bytes) -> Record:
