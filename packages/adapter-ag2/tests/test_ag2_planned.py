@@ -18,15 +18,7 @@ from agent_saga.testing.planned import Desk, check_redeemed, run_ahead
 
 def wrapped(desk: Desk) -> list[Tool]:
     """The desk's two functions as AG2 tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(Tool(func_or_tool=read_page), semantics="REVERSIBLE"),
-        wrap_tool(
-            Tool(func_or_tool=reserve),
-            semantics="COMPENSABLE",
-            compensate=desk.release,
-        ),
-    ]
+    return desk.tools(wrap_tool, lambda fn: Tool(func_or_tool=fn))
 
 
 class Counting:

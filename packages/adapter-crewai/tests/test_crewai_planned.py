@@ -42,11 +42,7 @@ class OneResponse(BaseLLM):
 
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as CrewAI tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(tool("read_page")(read_page), semantics="REVERSIBLE"),
-        wrap_tool(tool("reserve")(reserve), semantics="COMPENSABLE", compensate=desk.release),
-    ]
+    return desk.tools(wrap_tool, lambda fn: tool(fn.__name__)(fn))
 
 
 def one_response(tools: list[Any], llm: OneResponse | None = None) -> Crew:

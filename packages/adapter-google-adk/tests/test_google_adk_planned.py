@@ -25,15 +25,7 @@ from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
 
 def wrapped(desk: Desk) -> list[FunctionTool]:
     """The desk's two functions as ADK tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(read_page, semantics="REVERSIBLE"),
-        wrap_tool(
-            reserve,
-            semantics="COMPENSABLE",
-            compensate=desk.release,
-        ),
-    ]
+    return desk.tools(wrap_tool)
 
 
 class OneResponse(BaseLlm):

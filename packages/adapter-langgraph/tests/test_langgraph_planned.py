@@ -18,11 +18,7 @@ from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
 
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as LangChain tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(StructuredTool.from_function(read_page), semantics="REVERSIBLE"),
-        wrap_tool(StructuredTool.from_function(reserve), semantics="COMPENSABLE", compensate=desk.release),
-    ]
+    return desk.tools(wrap_tool, StructuredTool.from_function)
 
 
 def one_response() -> ScriptedModel:

@@ -28,12 +28,7 @@ pytestmark = [
 
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as LlamaIndex tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(FunctionTool.from_defaults(read_page), semantics="REVERSIBLE"),
-        wrap_tool(FunctionTool.from_defaults(reserve), semantics="COMPENSABLE",
-                  compensate=desk.release),
-    ]
+    return desk.tools(wrap_tool, FunctionTool.from_defaults)
 
 
 def one_response() -> MockFunctionCallingLLM:

@@ -17,15 +17,7 @@ set_tracing_disabled(True)
 
 def wrapped(desk: Desk) -> list[FunctionTool]:
     """The desk's two functions as Agents SDK tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(function_tool(read_page), semantics="REVERSIBLE"),
-        wrap_tool(
-            function_tool(reserve),
-            semantics="COMPENSABLE",
-            compensate=desk.release,
-        ),
-    ]
+    return desk.tools(wrap_tool, function_tool)
 
 
 def one_response(tools: list[FunctionTool]) -> Agent[Any]:

@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed, records, run_ahead
+from agent_saga.testing.planned import Desk, check_ran_once, check_redeemed, run_ahead
 
 needs_run_capabilities = pytest.mark.skipif(
     not _compat.RUN_TAKES_CAPABILITIES,
@@ -23,15 +23,7 @@ needs_run_capabilities = pytest.mark.skipif(
 
 def wrapped(desk: Desk) -> list[Tool[Any]]:
     """The desk's two functions as Pydantic AI tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(Tool(read_page), semantics="REVERSIBLE"),
-        wrap_tool(
-            Tool(reserve),
-            semantics="COMPENSABLE",
-            compensate=desk.release,
-        ),
-    ]
+    return desk.tools(wrap_tool, Tool)
 
 
 def one_response() -> FunctionModel:
@@ -107,8 +99,7 @@ def test_without_a_speculator_the_run_options_are_left_as_given() -> None:
 def test_a_run_without_a_speculator_runs_every_call_once_and_speculates_nothing() -> None:
     desk, wal = Desk(), MemoryWAL()
     saga_run_sync(Agent(one_response(), tools=wrapped(desk)), "go", wal=wal)
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
-    assert records(wal, "SPECULATION_REDEEMED") == []
+    check_ran_once(wal, desk)
 
 
 def test_steps_refuses_a_tool_it_did_not_wrap() -> None:

@@ -22,12 +22,7 @@ from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run
 
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as Semantic Kernel tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(kernel_tool(read_page), semantics="REVERSIBLE"),
-        wrap_tool(kernel_tool(reserve), semantics="COMPENSABLE",
-                  compensate=desk.release),
-    ]
+    return desk.tools(wrap_tool, kernel_tool)
 
 
 def response(calls: list[tuple[str, dict[str, Any]]], turn: int = 0) -> ChatMessageContent:

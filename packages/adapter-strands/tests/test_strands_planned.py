@@ -11,16 +11,12 @@ from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
 from strands_drive import agent
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
+from agent_saga.testing.planned import CALLS, Desk, check_ran_once, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:
     """The desk's two functions as Strands tools, wrapped."""
-    read_page, reserve = desk.functions()
-    return [
-        wrap_tool(tool(read_page), semantics="REVERSIBLE"),
-        wrap_tool(tool(reserve), semantics="COMPENSABLE", compensate=desk.release),
-    ]
+    return desk.tools(wrap_tool, tool)
 
 
 ONE_RESPONSE = [list(CALLS)]
@@ -67,8 +63,7 @@ def test_without_a_speculator_the_agents_hooks_are_left_as_given() -> None:
     before = callbacks(worker)
     saga_run_sync(worker, "go", wal=wal)
     assert callbacks(worker) == before
-    assert sorted(desk.reads) == [1, 2] and desk.reserved == [5]
-    assert records(wal, "SPECULATION_REDEEMED") == []
+    check_ran_once(wal, desk)
 
 
 def test_a_second_run_with_a_speculator_adds_no_second_hook() -> None:

@@ -3,7 +3,7 @@
 One model response asks for two REVERSIBLE reads and a COMPENSABLE reservation
 (:data:`CALLS`). With a Speculator attached, the adapter's run helper names those calls
 before the framework runs them: both reads run ahead and are redeemed, the reservation
-is never run ahead. An adapter's test makes framework tools of :meth:`Desk.functions`,
+is never run ahead. An adapter's test makes wrapped framework tools with :meth:`Desk.tools`,
 scripts its model with :data:`CALLS`, runs the real loop once with :func:`run_ahead`, then
 calls :func:`check_redeemed`.
 """
@@ -19,7 +19,7 @@ from agent_saga.log.base import WAL
 from agent_saga.runtime.speculation import Speculator
 from agent_saga.semantics import Compensation
 
-__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_redeemed", "records", "run_ahead"]
+__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_ran_once", "check_redeemed", "records", "run_ahead"]
 
 #: The tool calls of the one model response: (tool name, arguments).
 CALLS: tuple[tuple[str, dict[str, int]], ...] = (
@@ -63,6 +63,19 @@ class Desk:
         """The reservation's undo."""
         return Compensation(fn=self.released.append, kwargs={"object": result["seat"]})
 
+    def tools(
+        self, wrap_tool: Callable[..., Any], make: Callable[[Callable[..., Any]], Any] = lambda fn: fn, *,
+        async_reserve: bool = False,
+    ) -> list[Any]:
+        """The two functions as an adapter's wrapped tools: ``make`` turns each into a framework
+        tool (the function itself, for frameworks whose ``wrap_tool`` takes one), ``wrap_tool`` is
+        the adapter's; the read REVERSIBLE, the reservation COMPENSABLE with :meth:`release`."""
+        read_page, reserve = self.functions(async_reserve=async_reserve)
+        return [
+            wrap_tool(make(read_page), semantics="REVERSIBLE"),
+            wrap_tool(make(reserve), semantics="COMPENSABLE", compensate=self.release),
+        ]
+
 
 def run_ahead(
     steps: list[Callable[..., Any]],
@@ -94,6 +107,12 @@ def run_ahead(
 def records(wal: WAL, kind: str) -> list[dict[str, Any]]:
     """The records of one type in ``wal``."""
     return [r for r in wal.records() if r["type"] == kind]
+
+
+def check_ran_once(wal: WAL, desk: Desk) -> None:
+    """Without a Speculator: every call ran once, in turn, and nothing was redeemed."""
+    assert (sorted(desk.reads), desk.reserved) == ([1, 2], [5])
+    assert records(wal, "SPECULATION_REDEEMED") == []
 
 
 def check_redeemed(wal: WAL, ahead: Speculator, desk: Desk) -> None:
