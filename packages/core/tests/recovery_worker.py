@@ -5,7 +5,8 @@ usage: python recovery_worker.py WAL SCENARIO [N]
 
 $RECOVERY_CRASH_AT picks where the process dies with os._exit (no atexit, no
 finally): "before:N" / "after:N" around the flush of the N-th record this process
-writes, or "idle:K" while idle between step K and step K+1. The log class below
+writes, "after:TYPE" once the first record of that type is flushed, or "idle:K"
+while idle between step K and step K+1. The log class below
 flushes one record at a time so that every append is a boundary of its own; the
 production FileWAL is not changed for the test.
 """
@@ -16,7 +17,9 @@ import functools
 import json
 import os
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import recovery_world as world
 
-from agent_saga import ActionSemantics, FileWAL, SagaAborted, call_with, delete_by, saga_scope
+from agent_saga import ActionSemantics, FileWAL, SagaAborted, SagaClosed, call_with, delete_by, saga_scope
 from agent_saga.recovery.lease import lease_path
 
 crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
@@ -41,7 +44,7 @@ class CrashingWAL(FileWAL):
                 os._exit(137)
             super()._write([entry])
             CrashingWAL.written = number
-            if crash_at == f"after:{number}":
+            if crash_at in (f"after:{number}", f"after:{entry[1]}"):
                 os._exit(137)
 
 
@@ -93,6 +96,39 @@ def three(wal: FileWAL) -> None:
             s.execute(tool="world.charge", semantics=C,
                       forward=functools.partial(world.charge, ref=ref, amount=amount),
                       compensate=call_with(world.refund, ref=ref))
+
+
+def late(wal: FileWAL) -> None:
+    """Charge L runs beside a call that fails; it lands after the rollback gave up on it (no grace).
+
+    Its undo then runs in its own thread: $RECOVERY_CRASH_EFFECT="refund:L:before" kills the
+    process right there, with the charge standing and the saga rolled back in the log.
+    """
+    began = threading.Event()
+
+    def charge(idempotency_key: str) -> dict[str, object]:
+        began.set()
+        deadline = time.monotonic() + 60
+        while saga.status.value != "ROLLED_BACK":  # the rollback's end, which it did not wait for
+            if time.monotonic() > deadline:
+                raise SystemExit("the rollback did not end within 60 s")
+            time.sleep(0.005)
+        return world.charge("L", 7, idempotency_key=idempotency_key)
+
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            with saga_scope(wal, name="late", rollback_grace=0) as s:
+                saga = s.saga
+                sibling = pool.submit(s.execute, tool="world.charge", semantics=C, forward=charge,
+                                      compensate=delete_by(world.refund, field="ref"))
+                began.wait(60)
+                raise RuntimeError("the other call failed")
+        except SagaAborted:
+            pass
+        try:
+            sibling.result()
+        except SagaClosed:
+            pass
 
 
 def many(wal: FileWAL, count: int) -> None:
@@ -150,6 +186,8 @@ def main() -> None:
         four(wal)
     elif scenario == "three":
         three(wal)
+    elif scenario == "late":
+        late(wal)
     elif scenario == "many":
         many(wal, int(sys.argv[3]))
     elif scenario == "live":

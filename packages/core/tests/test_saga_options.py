@@ -59,6 +59,7 @@ def _values() -> dict[str, Any]:
         "wait_for_commit": True,
         "compensation_retry": RetryPolicy(max_attempts=2, base_delay=0),
         "halt_on_compensation_failure": False,
+        "rollback_grace": 2.5,
     }
 
 
@@ -167,6 +168,15 @@ def test_options_and_keywords_combine_when_each_option_comes_one_way() -> None:
         assert (s.saga.name, s.saga.tags, s.saga.wal, s.saga.wait_for_commit) == ("n", frozenset({"t"}), wal, True)
     with pytest.raises(ConfigurationError, match=r"\['tags'\] given both"):
         saga_scope(wal, options=SagaOptions(tags={"t"}), tags={"u"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grace", [-1, float("nan"), float("inf"), True, "30"])
+def test_a_rollback_grace_that_is_not_a_number_of_seconds_is_refused_in_one_line(grace: Any) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        saga_scope(MemoryWAL(), rollback_grace=grace)
+    message = str(caught.value)
+    assert message.startswith("rollback_grace= must be a number of seconds >= 0") and "\n" not in message
+    assert repr(grace) in message
 
 
 def test_a_log_given_positionally_and_in_options_is_refused() -> None:

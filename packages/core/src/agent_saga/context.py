@@ -206,6 +206,7 @@ class Boundary:
                 o.wal or default_wal(), gate=o.gate if o.gate is not None else default_gate(),
                 name=o.name or "saga", tags=o.tags, saga_id=self._saga_id, wait_for_commit=o.wait_for_commit,
                 halt_on_compensation_failure=o.halt_on_compensation_failure, compensation_retry=o.compensation_retry,
+                rollback_grace=o.rollback_grace,
             )
             saga.start()
             self._token = _current.set(saga)

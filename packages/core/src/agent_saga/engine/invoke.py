@@ -9,6 +9,7 @@ engine cannot drift apart: they run the very same protocol.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import inspect
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, TypeVar
 
+from agent_saga.engine.inflight import InFlight
 from agent_saga.engine.ports import GatePort, StepRequest
 from agent_saga.engine.tool_pool import tool_pool
 from agent_saga.log.base import WAL
@@ -30,10 +32,12 @@ __all__ = [
     "Check",
     "Op",
     "Protocol",
+    "Settle",
     "Sleep",
     "accepts_idempotency_key",
     "drive_async",
     "drive_sync",
+    "still_running",
 ]
 
 T = TypeVar("T")
@@ -70,11 +74,41 @@ class Sleep:
     seconds: float
 
 
-Op = Barrier | Check | Call | Sleep
+@dataclass(slots=True)
+class Settle:
+    """Wait until none of a saga's steps is in flight, or ``deadline`` (``time.monotonic()``) passed.
+
+    Sends back True when none is in flight.
+    """
+
+    inflight: InFlight
+    deadline: float
+
+
+Op = Barrier | Check | Call | Sleep | Settle
 Protocol = Generator[Op, Any, T]
 
 _KEY = "idempotency_key"
 _accepts_cache: dict[CodeType, bool] = {}
+
+
+#: The attribute that carries, on a call's timeout or cancellation, the call still running on a thread.
+_PENDING = "_agent_saga_still_running"
+
+
+def still_running(err: BaseException) -> concurrent.futures.Future[Any] | None:
+    """The call ``err`` stopped waiting for, if it still runs on a thread (a timeout, a cancellation).
+
+    A thread cannot be stopped: the call may still finish, and land. Its future says when.
+    """
+    return getattr(err, _PENDING, None)
+
+
+def _unfinished(err: BaseException, future: concurrent.futures.Future[Any]) -> BaseException:
+    """``err``, carrying ``future`` when the call it stopped waiting for has not finished."""
+    if not future.done():
+        setattr(err, _PENDING, future)
+    return err
 
 
 def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
@@ -118,32 +152,36 @@ def _in_thread(fn: Callable[[], T], timeout: float | None) -> T:
     """Run ``fn`` on a fresh daemon thread (with this context) and wait at most ``timeout``.
 
     A thread cannot be interrupted: after a timeout it keeps running, which is
-    exactly why a timed-out step is UNKNOWN rather than failed.
+    exactly why a timed-out step is UNKNOWN rather than failed; the TimeoutError
+    carries the call's future (``still_running``).
     """
-    box: dict[str, Any] = {}
+    done: concurrent.futures.Future[T] = concurrent.futures.Future()
     ctx = contextvars.copy_context()
 
     def run() -> None:
+        done.set_running_or_notify_cancel()
         try:
-            box["value"] = ctx.run(fn)
+            done.set_result(ctx.run(fn))
         except BaseException as err:  # noqa: BLE001 - handed to the waiting caller
-            box["error"] = err
+            done.set_exception(err)
 
     worker = threading.Thread(target=run, name="agent-saga-call", daemon=True)
     worker.start()
     # Waited in slices: a SIGINT whose C handler ran on another thread (the tool's) does not
     # wake a blocked join, and Python runs the handler only when this thread next wakes.
     deadline = None if timeout is None else time.monotonic() + timeout
-    while worker.is_alive():
-        left = _WAKE_EVERY if deadline is None else min(_WAKE_EVERY, deadline - time.monotonic())
-        if left <= 0:
-            break
-        worker.join(left)
-    if worker.is_alive():
-        raise TimeoutError(f"call did not finish within {timeout:g}s (it may still land)")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]  # type: ignore[no-any-return]
+    try:
+        while worker.is_alive():
+            left = _WAKE_EVERY if deadline is None else min(_WAKE_EVERY, deadline - time.monotonic())
+            if left <= 0:
+                break
+            worker.join(left)
+    except BaseException as err:  # Ctrl-C while waiting: the call runs on (re-raised)
+        _unfinished(err, done)
+        raise
+    if not done.done():
+        raise _unfinished(TimeoutError(f"call did not finish within {timeout:g}s (it may still land)"), done)
+    return done.result()
 
 
 def _await_blocking(awaitable: Any) -> Any:
@@ -188,6 +226,8 @@ def drive_sync(protocol: Protocol[T]) -> T:
                 op.wal.barrier(op.ticket)
             elif isinstance(op, Check):
                 op.gate.check(op.request)
+            elif isinstance(op, Settle):
+                value = op.inflight.wait(op.deadline)
             else:
                 time.sleep(op.seconds)
         except BaseException as err:  # noqa: BLE001 - thrown into the protocol
@@ -251,7 +291,8 @@ async def _call_async(op: Call) -> Any:
     # thread of the tool pool (not the loop's default executor: see engine/tool_pool.py)
     # that sees this context (so nested tools find the saga).
     ctx = contextvars.copy_context()
-    future = asyncio.wrap_future(_POOL.submit(functools.partial(ctx.run, fn, **op.kwargs)))
+    running = _POOL.submit(functools.partial(ctx.run, fn, **op.kwargs))
+    future = asyncio.wrap_future(running)
     loop = asyncio.get_running_loop()
     beat = _HEARTBEATS.get(loop)
     if beat is None:
@@ -264,6 +305,9 @@ async def _call_async(op: Call) -> Any:
         async with asyncio.timeout(op.timeout):
             result = await future
             return (await result) if inspect.isawaitable(result) else result
+    except BaseException as err:  # a timeout or a cancellation: the thread runs on (re-raised)
+        _unfinished(err, running)
+        raise
     finally:
         beat.busy -= 1
 
@@ -290,6 +334,8 @@ async def drive_async(protocol: Protocol[T]) -> T:
                 await op.wal.barrier_async(op.ticket)
             elif isinstance(op, Check):
                 await op.gate.check_async(op.request)
+            elif isinstance(op, Settle):
+                value = await op.inflight.wait_async(op.deadline)
             else:
                 await asyncio.sleep(op.seconds)
         except BaseException as err:  # noqa: BLE001 - thrown into the protocol

@@ -16,7 +16,7 @@ from agent_saga.ids import operation_id
 from agent_saga.semantics import ActionSemantics
 
 if TYPE_CHECKING:
-    from agent_saga.engine.report import RollbackReport
+    from agent_saga.engine.report import RollbackReport, StepOutcome
 
 __all__ = ["GatePort", "Lifecycle", "SagaInfo", "SpeculationPort", "StepRequest", "add_lifecycle", "lifecycles"]
 
@@ -116,8 +116,14 @@ class Lifecycle(Protocol):
     cancelled): the saga is left for the recovery daemon, with the report of what
     the rollback did (None for a failed commit). ``frozen`` runs when an operator's
     quarantine stopped the saga without an end: this process will take no more of its
-    steps, so nothing may keep it looking alive. All run on the caller's thread and
-    must not block.
+    steps, so nothing may keep it looking alive. ``late`` runs for each step the rollback
+    left in flight (``report.in_flight``), once it landed and was settled, always after
+    ``ended``: ``outcome`` is how it was settled (None: it never ran), ``remaining`` how many
+    left steps have still to land (the saga's lease is held until none). ``stray`` runs
+    when a call that outlived its step (a timeout, a cancellation: the step was recorded
+    UNKNOWN) finished with a result after its saga had settled that step: the effect
+    landed, and ``detail`` says what it returned. All run on the caller's thread and must
+    not block.
     """
 
     def started(self, saga_id: str, wal: Any) -> Mapping[str, Any] | None: ...
@@ -127,6 +133,10 @@ class Lifecycle(Protocol):
     def abandoned(self, saga_id: str, wal: Any, report: RollbackReport | None) -> None: ...
 
     def frozen(self, saga_id: str, wal: Any) -> None: ...
+
+    def late(self, saga_id: str, wal: Any, step: int, outcome: StepOutcome | None, remaining: int) -> None: ...
+
+    def stray(self, saga_id: str, wal: Any, step: int, detail: str) -> None: ...
 
 
 _lifecycles: list[Lifecycle] = []

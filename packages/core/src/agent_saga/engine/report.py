@@ -70,6 +70,11 @@ class RollbackReport:
         return self.with_outcome(Outcome.KEPT)
 
     @property
+    def in_flight(self) -> tuple[StepOutcome, ...]:
+        """Steps still running when the rollback ended (its grace ran out): each is settled as it lands."""
+        return tuple(s for s in self.steps if s.outcome is Outcome.UNRESOLVED and s.state is StepState.PENDING)
+
+    @property
     def clean(self) -> bool:
         """True only if nothing the saga did is still standing unaccounted for."""
         return (
@@ -106,6 +111,9 @@ class RollbackReport:
             Outcome.UNRESOLVED: "?? UNRESOLVED",
         }
         for s in self.steps:
+            if s.state is StepState.PENDING and s.outcome is Outcome.UNRESOLVED:
+                lines.append(f"  ?? IN FLIGHT  step {s.step} {s.tool} ({s.detail})")
+                continue
             how = f" via {s.compensation}" if s.compensation else ""
             extra = f" ({s.detail})" if s.detail else ""
             lines.append(f"  {marks[s.outcome]} step {s.step} {s.tool} [{s.state.value}]{how}{extra}")

@@ -27,23 +27,31 @@ directly, ``call_with``, an ``@inverse_of`` that needs no result field).
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import functools
+import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
+from agent_saga.engine.inflight import ROLLBACK_GRACE, InFlight
 from agent_saga.engine.invoke import (
     Barrier,
     Call,
     Check,
     Protocol,
+    Settle,
     Sleep,
     accepts_idempotency_key,
     drive_async,
     drive_sync,
+    still_running,
 )
 from agent_saga.engine.observe import (
     SagaEnd,
@@ -56,14 +64,14 @@ from agent_saga.engine.observe import (
 from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
-from agent_saga.engine.report import RollbackReport
+from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
-from agent_saga.engine.unwind import unwind
+from agent_saga.engine.unwind import settle_late, unwind
 from agent_saga.errors import (
     CompensationError,
     NotApplied,
@@ -84,7 +92,11 @@ from agent_saga.semantics import ActionSemantics, Compensation, Observation, Out
 
 __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
 
+log = logging.getLogger("agent_saga.engine")
+
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+_OPEN = SagaStatus.OPEN
+_ROLLING_BACK = SagaStatus.ROLLING_BACK
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
 _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
@@ -108,6 +120,7 @@ class Saga:
         halt_on_compensation_failure: bool = True,
         compensation_retry: RetryPolicy = COMPENSATION_RETRY,
         wait_for_commit: bool = False,
+        rollback_grace: float = ROLLBACK_GRACE,
     ) -> None:
         self.saga_id = saga_id or new_saga_id()
         self.name = name
@@ -117,6 +130,8 @@ class Saga:
         self.halt_on_compensation_failure = halt_on_compensation_failure
         self.compensation_retry = compensation_retry
         self.wait_for_commit = wait_for_commit
+        #: Seconds this saga's end (rollback or commit) waits for its steps still in flight.
+        self.rollback_grace = rollback_grace
         self.status = SagaStatus.OPEN
         self.report: RollbackReport | None = None
         self._steps: list[Step] = []
@@ -125,6 +140,13 @@ class Saga:
         # The refusal that ended this saga (repair spent, thrash): every later step is refused.
         self._stopped: SagaStopped | None = None
         self._lock = threading.Lock()
+        self._inflight = InFlight(self._lock)
+        # Steps the rollback stopped waiting for that have not yet been told to the lifecycle
+        # hooks, and those that landed before the saga's end was told (told right after it).
+        self._left = 0
+        self._landed_late: list[tuple[int, StepOutcome | None]] = []
+        self._end_told = False  # the lifecycle hooks heard of the saga's end (``late`` comes after)
+        self._halted = False  # the rollback stopped at an undo that failed (set by engine.unwind)
         self._started = False
         self._observed: Wrappers | None = None
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
@@ -200,7 +222,37 @@ class Saga:
         self.status = status  # only once the end record is durable
         for hook in lifecycles():
             hook.ended(self.saga_id, self.wal, self.report)
+        with self._lock:
+            self._end_told = True
+            landed, self._landed_late = self._landed_late, []
+        for index, outcome in landed:  # steps left in flight that landed before the end was told
+            self.tell_late(index, outcome)
         self._finish_observers(status)
+
+    def tell_late(self, index: int, outcome: StepOutcome | None) -> None:
+        """Tell the lifecycle hooks how a step left in flight by the rollback was settled when it landed.
+
+        ``outcome`` is None when it never ran. Told after the saga's end (held until then).
+        """
+        with self._lock:
+            if not self._end_told:
+                self._landed_late.append((index, outcome))
+                return
+            self._left -= 1
+            remaining = self._left
+        for hook in lifecycles():
+            hook.late(self.saga_id, self.wal, index, outcome, remaining)
+
+    def _await_steps(self, grace: float) -> Protocol[list[Step]]:
+        """Wait (at most ``grace`` seconds) for the steps in flight; return those still out.
+
+        Called once the saga is fenced (its status is no longer OPEN), so none takes off meanwhile.
+        """
+        if self._inflight.count and grace > 0:
+            yield Settle(self._inflight, time.monotonic() + grace)
+        with self._lock:
+            out = [s for s in self._steps if s.flying]
+        return out
 
     def _finish_observers(self, status: SagaStatus) -> None:
         observed, self._observed = self._observed, None
@@ -216,13 +268,20 @@ class Saga:
     def _complete(self) -> Protocol[None]:
         with self._lock:
             self._check_open()
-            unknown = [s.index for s in self._steps if s.state is StepState.UNKNOWN]
-            steps = len(self._steps)
-            unprotected = list(self._unprotected)
-        body: dict[str, Any] = {"steps": steps, "unknown": unknown}
-        if unprotected:
-            body["unprotected"] = unprotected
+            self.status = SagaStatus.COMPLETING  # the fence: no step starts its effect from now on
         try:
+            # The commit covers the steps already under way: wait for them to land, within the grace.
+            out = yield from self._await_steps(self.rollback_grace)
+            with self._lock:
+                unknown = [s.index for s in self._steps if s.state is StepState.UNKNOWN]
+                steps = len(self._steps)
+                unprotected = list(self._unprotected)
+            body: dict[str, Any] = {"steps": steps, "unknown": unknown}
+            if unprotected:
+                body["unprotected"] = unprotected
+            if out:
+                # Still running after the grace: each records its own outcome when it lands.
+                body["in_flight"] = [s.index for s in out]
             yield from self._end(R.SAGA_COMPLETED, body, SagaStatus.COMPLETED)
         except BaseException:
             # The commit is not durable: it did not happen. Hand the saga to the daemon
@@ -393,37 +452,52 @@ class Saga:
             # The tool gets plain values; the gate sees the tags; the log keeps what they claim.
             forward = untag_call(forward)
             claims = encodable({name: tag.claim() for name, tag in tagged.items()})
-        # Admission: records its own refusals.
-        logged_args, request, pending = self._admit(step, args, plain_args, opts, tagged, claims)
+        # Admission: records its own refusals. The step is in flight from _open on: the saga's
+        # end waits for it to land (and stops it before its call, see _stop_for_rollback).
+        try:
+            logged_args, request, pending = self._admit(step, args, plain_args, opts, tagged, claims)
+        except BaseException:
+            if self._land(step):
+                yield from settle_late(self, step)
+            raise
         waits = pending is not None
         if pending is not None:
-            try:
-                yield pending
-            except StepRefused as refused:
-                self._refused(step, refused, logged_args, claims)
-                raise
+            # Out of flight while the gate waits (a person may take hours), then fenced again.
+            if self._land(step):
+                yield from settle_late(self, step)  # left by a rollback meanwhile: it never ran
+            else:
+                try:
+                    yield pending
+                except StepRefused as refused:
+                    self._refused(step, refused, logged_args, claims)
+                    raise
+            self._take_off(step, logged_args, claims)
         observed = None
         if interceptors():
             observed = Wrappers.start("step", StepEvent(
                 self.saga_id, self.name, step.index, tool, step.semantics, logged_args, opts.origin, via_fallback,
             ))
-        # Intent: the undo declared known before the call is what rescues an UNKNOWN outcome.
         durable = step.semantics is not _REVERSIBLE
         prebuilt = None
-        if durable:
-            prebuilt = prebuild(compensate, tool, step.compensation_key)
-            try:
-                ticket = self._append(R.STEP_INTENT, self._intent(step, compensate, prebuilt, logged_args, opts,
-                                                                  claims), step.index)
-                yield Barrier(self.wal, ticket)
-            except BaseException as err:
-                self._unstarted(step, err, observed)
-                raise
-        # Call: the gate's last word, asked again before every attempt that does not follow
-        # its check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
-        recheck = getattr(self.gate, "recheck", None) if request is not None else None
         try:
+            if durable:
+                # Intent: the undo declared known before the call is what rescues an UNKNOWN outcome.
+                if self.status is _ROLLING_BACK:
+                    self._stop_for_rollback(step, None, 1)  # no intent for a call that will not run
+                prebuilt = prebuild(compensate, tool, step.compensation_key)
+                try:
+                    ticket = self._append(R.STEP_INTENT, self._intent(step, compensate, prebuilt, logged_args, opts,
+                                                                      claims), step.index)
+                    yield Barrier(self.wal, ticket)
+                except BaseException as err:
+                    self._unstarted(step, err, observed)
+                    raise
+            # Call: the gate's last word, asked again before every attempt that does not follow
+            # its check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
+            recheck = getattr(self.gate, "recheck", None) if request is not None else None
             if opts.retry is None:  # the common case, without a nested generator
+                if self.status is _ROLLING_BACK:
+                    self._stop_for_rollback(step, None, 1)
                 if recheck is not None and request is not None and (durable or waits):
                     self._last_word(recheck, request, step, None, 1)
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
@@ -437,27 +511,146 @@ class Saga:
                     forward, step, logged_args, opts, recheck, request, durable or waits
                 )
         except BaseException as err:
-            # Failure, then the fallback (a step of its own) when one may run.
-            fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+            # Failure (recorded), then the fallback (a step of its own) when one may run.
+            fallback = None
+            running = None
+            try:
+                if step.state is StepState.PENDING:  # a failed intent recorded its own outcome
+                    fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+                    if step.state is StepState.UNKNOWN:
+                        running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
+            finally:
+                # A call cancelled by its framework (a sibling failed) is likely to finish: its step stays
+                # in flight until it does, so the rollback waits for it. One that timed out is slow: not.
+                stays = running is not None and isinstance(err, asyncio.CancelledError)
+                late = False if stays else self._land(step)
+            if running is not None:
+                running.add_done_callback(functools.partial(self._straggled, step, compensate, opts, stays))
+            if late:
+                yield from settle_late(self, step)
             if fallback is None:
                 raise
             fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
             return (yield from self._step(tool, fallback, args, fallback_opts, True))
         self._observe(request, None)
         # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
-        ticket = self._commit(step, result, compensate, logged_args, opts, claims, observed)
+        try:
+            ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
+        except BaseException:
+            if step.flying:  # the commit record was refused (a broken log): the step is out of flight all the same
+                self._land(step)
+            raise
+        if late:
+            # The rollback stopped waiting for this step before it landed: it is undone now.
+            yield from settle_late(self, step)
+            raise SagaClosed(
+                f"saga {self.saga_id} rolled back while {tool!r} was in flight; its effect was settled as "
+                "it landed (see the log)"
+            )
+        if problem is not None:
+            raise problem
         if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
             yield Barrier(self.wal, ticket)
         return result
 
+    def _straggled(
+        self, step: Step, compensate: CompensationFactory | Compensation | None, opts: StepOptions,
+        flying: bool, call: concurrent.futures.Future[Any],
+    ) -> None:
+        """A call its step stopped waiting for (a timeout, a cancellation) finished on its thread.
+
+        If it returned, its effect landed: a late STEP_COMMITTED (``"late": true``) records what
+        it returned and the undo built from that. While no rollback has settled the step, it
+        becomes COMMITTED here too, so a rollback undoes it with that undo; once one has, the
+        lifecycle hooks escalate it with its result (``stray``), and recovery reads the saga as
+        open if the rollback could not undo it (``recovery.fold``). A call that raised after all
+        leaves the step UNKNOWN. A step kept ``flying`` for its call lands now (and is settled at
+        once if its rollback stopped waiting for it). Runs on the call's thread: it never raises.
+        """
+        try:
+            if not call.cancelled() and call.exception() is None:
+                self._landed_after_all(step, compensate, opts, call.result())
+            if flying and self._land(step):
+                drive_sync(settle_late(self, step))
+        except Exception:  # a callback on a finished call's thread: logged, never raised
+            log.exception("saga %s: could not settle step %d after its call finished late", self.saga_id,
+                          step.index)
+
+    def _landed_after_all(
+        self, step: Step, compensate: CompensationFactory | Compensation | None, opts: StepOptions, result: Any,
+    ) -> None:
+        """Record that an UNKNOWN step's call returned ``result`` after all (see ``_straggled``)."""
+        comp, described, problem = self._undo_from(step, compensate, result)
+        body: dict[str, Any] = {"op": step.operation_id, "compensation": described, "late": True}
+        if problem is not None:
+            body["problem"] = str(problem)
+        if opts.record_result != "none":
+            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
+        with self._lock:
+            if step.state is not StepState.UNKNOWN:
+                return
+            ours = not step.settling
+            if ours:
+                step.state, step.compensation, step.problem = StepState.COMMITTED, comp, str(problem or "")
+            # Appended under the lock: a rollback reaching the step now finds its commit in the log first.
+            self._append(R.STEP_COMMITTED, body, step.index)
+        if not ours:
+            detail = (
+                f"{step.tool!r} returned after its step was settled as UNKNOWN: its effect landed "
+                f"(recorded result: {body.get('result', 'not recorded')!r})"
+            )
+            for hook in lifecycles():
+                hook.stray(self.saga_id, self.wal, step.index, detail)
+
+    def _take_off(self, step: Step, logged_args: dict[str, Any], claims: Any) -> None:
+        """Put ``step`` back in flight after a wait at the gate, or refuse it (recorded) when its saga's end began."""
+        with self._lock:
+            status = self.status
+            if status is _OPEN:
+                step.flying = True
+                self._inflight.count += 1
+                return
+        refused = StepRefused(
+            step.tool, f"saga {self.saga_id} is {status.value.lower().replace('_', ' ')}: no new step starts",
+            status.value.lower().replace("_", "-"),
+        )
+        self._refused(step, refused, logged_args, claims)
+        raise refused
+
+    def _land(self, step: Step) -> bool:
+        """``step``'s outcome is recorded: it is no longer in flight. True if it was left (it landed late)."""
+        with self._lock:
+            step.flying = False
+            flight = self._inflight
+            flight.count -= 1
+            if flight.waiters:
+                flight.wake()
+            return step.left
+
+    def _stop_for_rollback(self, step: Step, failed: BaseException | None, attempt: int) -> None:
+        """The saga began to roll back: attempt ``attempt`` does not start (``failed``: an earlier one's error)."""
+        if failed is None:
+            step.halted = "before"
+            raise StepRefused(step.tool, "the saga began to roll back before this call started; it did not run",
+                              "rolling-back")
+        step.halted = "between"
+        raise StepRefused(
+            step.tool,
+            f"the saga began to roll back; stopped before attempt {attempt}, after attempt {attempt - 1} failed "
+            f"({_describe_error(failed)}) and may have landed",
+            "rolling-back",
+        ) from failed
+
     def _open(self, tool: str, sem: ActionSemantics, undo_declared: bool, via_fallback: bool) -> Step:
-        """The step, numbered and on the stack, once the saga is known to take one."""
+        """The step, numbered, on the stack and in flight, once the saga is known to take one."""
         with self._lock:
             if self.status is not SagaStatus.OPEN or not self._started:
                 self._check_open()
             index = len(self._steps) + 1  # steps are numbered from 1, as people count them
-            step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback)
+            step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback,
+                        flying=True)
             self._steps.append(step)
+            self._inflight.count += 1
         return step
 
     def _admit(
@@ -600,8 +793,8 @@ class Saga:
         self._failed(step.tool, err)
         if observed is not None:
             observed.end(StepEnd(step.state, err))
-        if not isinstance(err, Exception) or halted:
-            return None  # a halt (or a quarantine) is not the tool's failure: no fallback runs
+        if not isinstance(err, Exception) or halted or self.status is not _OPEN:
+            return None  # a halt (or a quarantine, or the saga's end) is not the tool's failure: no fallback
         self._observe(request, err)
         # A failed primary that may have landed stays on the stack as UNKNOWN;
         # the fallback is a step of its own, undone like any other.
@@ -616,8 +809,11 @@ class Saga:
         opts: StepOptions,
         claims: Any,
         observed: Wrappers | None,
-    ) -> int:
-        """Build the undo from the result and append STEP_COMMITTED (its ticket); raise if the undo failed."""
+    ) -> tuple[int, CompensationError | None, bool]:
+        """Build the undo from the result, append STEP_COMMITTED and land the step.
+
+        Returns (its ticket, what went wrong with the undo, whether it landed late: see ``_land``).
+        """
         tool = step.tool
         comp, described, problem = self._undo_from(step, compensate, result)
         step.compensation = comp
@@ -644,8 +840,7 @@ class Saga:
             observed.end(StepEnd(StepState.COMMITTED, problem, result))
         if problem is not None:
             self._failed(tool, problem)
-            raise problem
-        return ticket
+        return ticket, problem, self._land(step)
 
     def _undo_from(
         self, step: Step, compensate: CompensationFactory | Compensation | None, result: Any
@@ -733,6 +928,8 @@ class Saga:
         failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
             attempt += 1
+            if self.status is _ROLLING_BACK:
+                self._stop_for_rollback(step, failed, attempt)
             if recheck is not None and request is not None and (first or attempt > 1):
                 self._last_word(recheck, request, step, failed, attempt)
             try:

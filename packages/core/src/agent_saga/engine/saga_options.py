@@ -14,10 +14,12 @@ arguments (for ``**options`` signatures); a test keeps the two in step.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict
 
+from agent_saga.engine.inflight import ROLLBACK_GRACE
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.errors import ConfigurationError
@@ -36,6 +38,7 @@ class SagaKwargs(TypedDict, total=False):
     wait_for_commit: bool
     compensation_retry: RetryPolicy
     halt_on_compensation_failure: bool
+    rollback_grace: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,10 @@ class SagaOptions:
     * ``compensation_retry`` — how each undo is retried before it counts as failed.
     * ``halt_on_compensation_failure`` — stop the unwind at the first undo that fails
       (the rest is left to the recovery daemon) instead of going on with older steps.
+    * ``rollback_grace`` — seconds the saga's end (a rollback, or the commit) waits for its
+      steps still in flight (several tool calls at once), default 30. A step still running
+      after that is recorded as in flight and escalated; if it commits later, it is undone
+      the moment it lands. Each step's own ``timeout=`` bounds it sooner.
     """
 
     name: str | None = None
@@ -60,6 +67,7 @@ class SagaOptions:
     wait_for_commit: bool = False
     compensation_retry: RetryPolicy = COMPENSATION_RETRY
     halt_on_compensation_failure: bool = True
+    rollback_grace: float = ROLLBACK_GRACE
 
     def __post_init__(self) -> None:
         if self.name is not None and not isinstance(self.name, str):
@@ -80,6 +88,12 @@ class SagaOptions:
         for flag in ("wait_for_commit", "halt_on_compensation_failure"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag}= must be True or False, got {getattr(self, flag)!r}")
+        grace = self.rollback_grace
+        if isinstance(grace, bool) or not isinstance(grace, int | float) or not math.isfinite(grace) or grace < 0:
+            raise ConfigurationError(
+                f"rollback_grace= must be a number of seconds >= 0 (how long a rollback waits for the steps "
+                f"still in flight), got {grace!r}"
+            )
         if not isinstance(self.compensation_retry, RetryPolicy):
             raise ConfigurationError(f"compensation_retry= must be a RetryPolicy, got {self.compensation_retry!r}")
 

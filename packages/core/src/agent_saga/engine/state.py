@@ -13,6 +13,8 @@ __all__ = ["SagaStatus", "Step"]
 
 class SagaStatus(enum.StrEnum):
     OPEN = "OPEN"
+    #: Its commit has begun: no new step starts; it waits for the steps in flight.
+    COMPLETING = "COMPLETING"
     ROLLING_BACK = "ROLLING_BACK"
     COMPLETED = "COMPLETED"
     ROLLED_BACK = "ROLLED_BACK"
@@ -38,6 +40,13 @@ class Step:
     #: Stopped by the gate's last word: "before" any attempt ran, or "between" attempts
     #: after one that may have landed.
     halted: str = ""
+    #: Past the fence (its intent or call under way) and its outcome not yet recorded.
+    flying: bool = False
+    #: The saga's end stopped waiting for it while it was in flight (its grace ran out): its
+    #: outcome is settled when it lands (engine.unwind.settle_late).
+    left: bool = False
+    #: A rollback has begun to settle it (a call that outlived it, landing now, is not its own to settle).
+    settling: bool = False
     _ids: tuple[str, str] | None = None
 
     # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.

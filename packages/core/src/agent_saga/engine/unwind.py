@@ -4,11 +4,21 @@ Each undo's COMPENSATION_STARTED is made durable (with everything queued before 
 the previous undo's outcome, in one flush) before the undo is called, and the end record
 is waited for: a crash mid-rollback leaves at most the one undo in flight without its
 outcome on disk, the only one the recovery daemon calls again (same idempotency key).
+
+Siblings in flight (several tool calls at once): the rollback fences the saga first (no step
+starts its effect after ROLLBACK_STARTED), then waits up to the saga's ``rollback_grace`` for
+the steps already running (``engine.inflight``), so that one which commits meanwhile is undone
+in its place, newest first. One still running after the grace is recorded STEP_UNRESOLVED with
+``in_flight`` and escalated, so the report is not clean; when it lands, ``settle_late`` settles
+it at once, in the thread or task that ran it: a commit is undone (its undo is known now), an
+effect that cannot be undone is escalated. Nothing that lands late is dropped, and the recovery
+daemon treats a rolled-back saga whose late commit is not yet settled as open (a crash between
+the two).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.error_text import describe_error
@@ -31,20 +41,38 @@ _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
 
 
+_LANDED = (StepState.COMMITTED, StepState.UNKNOWN)
+
+
 def unwind(saga: Saga, cause: BaseException) -> Protocol[RollbackReport]:
-    """Roll ``saga`` back, newest step first: the protocol its rollback and rollback_sync drive."""
+    """Roll ``saga`` back, newest step first: the protocol its rollback and rollback_sync drive.
+
+    A cancellation or Ctrl-C (a ``cause`` that is no ``Exception``) waits for no sibling: the
+    caller wants out now; the steps still running are left, and settled as they land (or by
+    the recovery daemon, should the process end first).
+    """
     with saga._lock:
         if saga.status is not SagaStatus.OPEN:
             raise SagaClosed(f"saga {saga.saga_id} is already {saga.status.value.lower()}")
-        saga.status = SagaStatus.ROLLING_BACK
-        stack = [s for s in reversed(saga._steps) if s.state is not StepState.NOT_APPLIED]
+        saga.status = SagaStatus.ROLLING_BACK  # the fence: no step starts its effect from now on
         unprotected = tuple(saga._unprotected)
     cause_text = describe_error(cause)
     outcomes: list[StepOutcome] = []
     halted_at: int | None = None
+    stack: list[Step] = []
     try:
         saga._append(R.ROLLBACK_STARTED, {"cause": cause_text})
+        out = yield from saga._await_steps(saga.rollback_grace if isinstance(cause, Exception) else 0.0)
+        left = _leave(saga, out)
+        with saga._lock:
+            # Steps that never ran (refused, fenced, NOT_APPLIED) have nothing to undo.
+            stack = [s for s in reversed(saga._steps) if s.left or s.state in _LANDED]
         for step in stack:
+            if step.index in left:
+                outcomes.append(left[step.index])
+                continue
+            with saga._lock:
+                step.settling = True  # a call of its that lands from now on is not ours to settle
             if halted_at is not None:
                 outcomes.append(_settle(saga,
                     step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
@@ -57,6 +85,7 @@ def unwind(saga: Saga, cause: BaseException) -> Protocol[RollbackReport]:
                 # An undo that failed, or that a halt naming it stopped, halts the unwind.
                 if outcome.outcome is not Outcome.COMPENSATED and saga.halt_on_compensation_failure:
                     halted_at = step.index
+                    saga._halted = True  # a step left in flight that lands later is not undone either
                 continue
             outcomes.append(_settle_without_undo(saga, step))
         report = RollbackReport(
@@ -107,6 +136,53 @@ def _abandon(
     return report
 
 
+def _leave(saga: Saga, out: list[Step]) -> dict[int, StepOutcome]:
+    """Mark the steps still in flight after the grace as left, and record each (STEP_UNRESOLVED, ``in_flight``).
+
+    Recorded before any other undo runs, so that whatever a left step writes when it lands
+    comes after its record here. Its lease is kept until every left step has landed.
+    """
+    with saga._lock:
+        out = [s for s in out if s.flying]  # one may have landed since the wait ended
+        for step in out:
+            step.left = True
+        saga._left = len(out)
+    detail = (
+        f"still in flight when the rollback's grace of {saga.rollback_grace:g}s ran out: undone at once if it "
+        "commits, escalated if it cannot be"
+    )
+    return {
+        step.index: _settle(saga, step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED, detail, in_flight=True)
+        for step in sorted(out, key=lambda s: s.index, reverse=True)
+    }
+
+
+def settle_late(saga: Saga, step: Step) -> Protocol[None]:
+    """A step the rollback left in flight has landed (its outcome is in the log): settle it now.
+
+    Runs in the thread or task that ran the step, as the rollback would have settled it: a
+    commit (or an UNKNOWN outcome with an undo known before the call) is undone at once, out of
+    the rollback's order (it raced it); without an undo it is orphaned or unresolved, which the
+    lifecycle hooks escalate; a call that never ran needs nothing. Not undone when the rollback
+    halted at a failed undo (older steps wait for that one), nor when the rollback was abandoned
+    (the recovery daemon owns the saga then).
+    """
+    if saga.status is SagaStatus.ABANDONED:
+        return
+    with saga._lock:
+        step.settling = True
+    outcome: StepOutcome | None = None
+    if step.state in _LANDED:
+        if saga._halted:
+            outcome = _settle(saga, step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
+                              "landed after the rollback halted at a failed undo: not attempted")
+        elif step.compensation is not None:
+            outcome = yield from _compensate(saga, step)
+        else:
+            outcome = _settle_without_undo(saga, step)
+    saga.tell_late(step.index, outcome)
+
+
 def _settle_without_undo(saga: Saga, step: Step) -> StepOutcome:
     if step.semantics is _REVERSIBLE and not step.undo_declared:
         return _settle(saga, step, Outcome.KEPT, R.STEP_KEPT, "REVERSIBLE with nothing to undo")
@@ -121,11 +197,16 @@ def _settle_without_undo(saga: Saga, step: Step) -> StepOutcome:
     )
 
 
-def _settle(saga: Saga, step: Step, outcome: Outcome, rtype: R, detail: str) -> StepOutcome:
+def _settle(
+    saga: Saga, step: Step, outcome: Outcome, rtype: R, detail: str, *, in_flight: bool = False
+) -> StepOutcome:
     observed = _observe_rollback(saga, step)
-    saga._append(rtype, {"op": step.operation_id, "detail": detail}, step.index)
+    body: dict[str, Any] = {"op": step.operation_id, "detail": detail}
+    if in_flight:
+        body["in_flight"] = True  # not a settlement: its outcome is still to come (recovery.fold)
+    saga._append(rtype, body, step.index)
     result = StepOutcome(
-        step.index, step.tool, step.semantics, step.state, outcome,
+        step.index, step.tool, step.semantics, StepState.PENDING if in_flight else step.state, outcome,
         step.compensation.label if step.compensation else None, 0,
         step.compensation.idempotency_key if step.compensation else None,
         detail, step.via_fallback,

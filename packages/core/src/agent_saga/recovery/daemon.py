@@ -18,6 +18,10 @@ What does not block: a step that has no undo at all (IRREVERSIBLE, an unknown
 outcome with no inverse recorded before the call, a closure). Waiting cannot
 make those undoable; they are escalated and the older steps unwound, exactly as
 the in-process rollback settles them as orphaned/unresolved and continues.
+
+A saga that rolled back is open again when a step its rollback left in flight
+landed and was not settled (the process died between the two): the daemon
+settles those steps only, and writes no second end record.
 """
 
 from __future__ import annotations
@@ -390,7 +394,8 @@ class RecoveryDaemon:
                 run.unverified()
             if view.unreadable:
                 run.unreadable()
-            for step in view.newest_first():
+            # Rolled back already: only what landed after its rollback (see the module docstring).
+            for step in view.newest_first() if view.ended is None else view.late_open():
                 run.step(step)
         except _Halt:
             if view.saga_id not in report.dead_lettered:
@@ -517,6 +522,7 @@ class _Run:
         if step.settled != wanted:
             self._write(settle, {"op": step.op, "detail": f"recovery: {detail}"}, step.index)
         self._escalate(step, kind, detail)
+        self._resolve_escalation(step, "in-flight", f"superseded by [{kind}] from {self.d.name}")
         self._count(wanted)
 
     def _compensate(self, step: StepView, comp: dict[str, Any]) -> None:
@@ -571,8 +577,8 @@ class _Run:
         ledger.done(key, saga, step.index, self.d.name)
         self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
         # Restarted with the missing import, or the undo the agent's rollback gave up on
-        # worked now: those escalations are answered.
-        for kind in ("handler-missing", "compensation-failing"):
+        # worked now, or the step the rollback left in flight is undone: those escalations are answered.
+        for kind in ("handler-missing", "compensation-failing", "in-flight", "unknown-outcome", "late-commit"):
             self._resolve_escalation(step, kind, f"compensated by {self.d.name}")
         self.report.compensated += 1
         self._count("compensated")
@@ -620,6 +626,9 @@ class _Run:
         self._resolve_escalation(None, "unreadable", f"read and recovered by {self.d.name}")
         self._resolve_escalation(None, "rollback-abandoned", f"rollback finished by {self.d.name}")
         clean = set(self.outcomes) <= {"compensated", "kept"}
+        if self.view.ended is not None:  # its own rollback ended it: what landed late is settled now
+            self._act(None, "finish", "the steps that landed after its rollback are settled")
+            return
         self._act(None, "finish", "rolled back clean" if clean else "rolled back, NOT clean (escalated)")
         self._write(R.SAGA_ROLLED_BACK, {
             "clean": clean, "halted": False, "outcomes": dict(sorted(self.outcomes.items())),

@@ -24,7 +24,10 @@ from agent_saga.recovery.jsonl import append_entry, entries, open_locked
 from agent_saga.recovery.paths import file_log_path, recovery_dir
 from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
-__all__ = ["KINDS", "Escalation", "EscalationQueue", "escalate_rollback", "escalation_id", "queue_of"]
+__all__ = [
+    "KINDS", "Escalation", "EscalationQueue", "escalate", "escalate_late", "escalate_rollback", "escalation_id",
+    "queue_of",
+]
 
 #: Why a step can land in the queue.
 KINDS = {
@@ -40,6 +43,10 @@ KINDS = {
     "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
     "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",
     "rollback-not-clean": "the in-process rollback ended NOT clean for a reason no single step carries",
+    "in-flight": "the step was still running when its saga's rollback ended; it is undone if it commits, "
+                 "or escalated again if it cannot be",
+    "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
+                   "afterwards: its effect landed, possibly after its undo ran",
 }
 
 
@@ -159,6 +166,8 @@ def _kind(outcome: StepOutcome) -> str | None:
         return "irreversible" if outcome.semantics is ActionSemantics.IRREVERSIBLE else "no-undo"
     if outcome.outcome is Outcome.UNRESOLVED and outcome.state is StepState.UNKNOWN and outcome.compensation is None:
         return "unknown-outcome"
+    if outcome.outcome is Outcome.UNRESOLVED and outcome.state is StepState.PENDING:
+        return "in-flight"
     return None
 
 
@@ -196,13 +205,52 @@ def escalate_rollback(
         )))
     elif report is not None and not report.clean and not wanted:
         wanted.append((None, "rollback-not-clean", report.format_text().replace("\n", "; ")))
-    queue = queue_of(path)
     filed: list[Escalation] = []
     for step, kind, detail in wanted:
-        escalation, created = queue.add(saga_id, step, kind, detail)
-        if created:
-            filed.append(escalation)
-            wal.append(RecordType.ESCALATED, saga_id, {
-                "kind": kind, "detail": detail, "escalation": escalation.id, "by": "in-process rollback",
-            }, step)
+        filed.extend(escalate(wal, saga_id, step, kind, detail))
     return filed
+
+
+def escalate_late(wal: WAL, saga_id: str, step: int, outcome: StepOutcome | None) -> list[Escalation]:
+    """A step the rollback left in flight landed and was settled: answer its ``in-flight`` escalation.
+
+    Its ``in-flight`` escalation is resolved (ESCALATION_RESOLVED in ``wal``), and whatever the
+    settlement left for a human (an undo that failed, a commit with no undo) is filed under the
+    kind the daemon would give it. Returns what was newly filed. Only a file log has a queue.
+    """
+    path = file_log_path(wal)
+    if path is None:
+        return []
+    queue = queue_of(path)
+    kind = _kind(outcome) if outcome is not None else None
+    how = "it never ran" if outcome is None else f"{outcome.outcome.value} when it landed"
+    eid = escalation_id(saga_id, step, "in-flight")
+    try:
+        queue.resolve(eid, f"landed after the rollback: {how}")
+    except KeyError:
+        pass  # never filed (the queue was unwritable then): the log still says what happened
+    else:
+        wal.append(RecordType.ESCALATION_RESOLVED, saga_id, {
+            "escalation": eid, "kind": "in-flight", "by": "in-process rollback",
+        }, step)
+    if kind is None or outcome is None:
+        return []
+    detail = f"{outcome.tool!r} [{outcome.semantics.value}] {outcome.outcome.value} when it landed after the rollback"
+    return escalate(wal, saga_id, step, kind, f"{detail}: {outcome.detail}" if outcome.detail else detail)
+
+
+def escalate(wal: WAL, saga_id: str, step: int | None, kind: str, detail: str) -> list[Escalation]:
+    """File one escalation for the in-process engine, once, with its ESCALATED record; [] if it was there.
+
+    Only a file log has a queue; for any other log nothing is filed.
+    """
+    path = file_log_path(wal)
+    if path is None:
+        return []
+    escalation, created = queue_of(path).add(saga_id, step, kind, detail)
+    if not created:
+        return []
+    wal.append(RecordType.ESCALATED, saga_id, {
+        "kind": kind, "detail": detail, "escalation": escalation.id, "by": "in-process rollback",
+    }, step)
+    return [escalation]

@@ -43,6 +43,7 @@ DEFAULT_LEASE_TTL = 30.0
 _REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
+_OUTCOMES = frozenset({R.STEP_COMMITTED.value, R.STEP_UNKNOWN.value})
 _SETTLED = {
     R.STEP_COMPENSATED.value: "compensated",
     R.STEP_ORPHANED.value: "orphaned",
@@ -83,11 +84,25 @@ class StepView:
     settled: str | None = None  # compensated | orphaned | unresolved | kept (latest)
     compensation_started: int = 0
     compensation_failed: int = 0
+    #: Its saga's rollback ended while it was in flight (STEP_UNRESOLVED ``in_flight``), or its
+    #: outcome was recorded after the saga rolled back: it is settled when it lands (``late_open``).
+    left: bool = False
     escalated: set[str] = field(default_factory=set)  # escalation kinds already in the log
 
     @property
     def compensated(self) -> bool:
         return self.settled == "compensated"
+
+    @property
+    def late_open(self) -> bool:
+        """A step left in flight whose effect may exist and is not settled yet.
+
+        Either it landed and its process died before settling it, or it never landed (its
+        process died with it in flight: the saga's lease, held until every left step lands,
+        ran out). An undo that failed when it landed was escalated there: that settles it for
+        the daemon, as a failed undo in the agent's own rollback does.
+        """
+        return self.left and self.applied and self.settled is None and self.compensation_failed == 0
 
     @property
     def applied(self) -> bool:
@@ -145,9 +160,17 @@ class SagaView:
     continued_as: str = ""  # the saga a resumed repair moved its retained steps to (REPAIR_RESUMED)
     repair_of: str = ""  # the saga this one continues (it holds that saga's retained steps)
 
+    #: Steps left in flight by its rollback (``StepView.left``).
+    left: set[int] = field(default_factory=set)
+
     @property
     def open(self) -> bool:
-        return self.started and self.ended is None
+        """Started and not ended, or rolled back with a step left in flight that is not settled yet."""
+        return self.started and (self.ended is None or any(self.steps[i].late_open for i in self.left))
+
+    def late_open(self) -> list[StepView]:
+        """The steps left in flight by its rollback that wait to be settled, newest first."""
+        return [self.steps[i] for i in sorted(self.left, reverse=True) if self.steps[i].late_open]
 
     def step(self, index: int) -> StepView:
         view = self.steps.get(index)
@@ -230,6 +253,13 @@ class _Folder:
             (step.escalated if step is not None else view.escalated).add(kind)
         elif step is not None:
             self._step(step, rtype, body)
+            if rtype in _OUTCOMES and view.ended == R.SAGA_ROLLED_BACK and not step.left:
+                # Recorded after its saga rolled back (a process taken for dead): settled like one left in flight.
+                step.left = True
+                if not step.compensated:
+                    step.settled = None
+            if step.left:
+                view.left.add(step.index)
         if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
 
@@ -302,6 +332,8 @@ class _Folder:
             step.compensation_failed += 1
         elif rtype == R.RECONCILE_ANSWERED and "by" in body:
             step.asked_in_recovery = True
+        elif rtype == R.STEP_UNRESOLVED and body.get("in_flight") is True:
+            step.left = True  # the rollback stopped waiting for it: not a settlement, its outcome is to come
         elif rtype in _SETTLED and step.settled != "compensated":
             # A compensated step stays compensated whatever is written about it later.
             step.settled = _SETTLED[rtype]

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.engine.report import RollbackReport
+from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.errors import WALError
 from agent_saga.log.fs import FILE_MODE, private_dir
-from agent_saga.recovery.escalations import escalate_rollback
+from agent_saga.recovery.escalations import escalate, escalate_late, escalate_rollback
 from agent_saga.recovery.paths import file_log_path, recovery_dir
 
 __all__ = [
@@ -290,10 +290,14 @@ class LeaseLifecycle:
       added to its start record.
     * ``ended``: the end record is durable. A rollback that ended NOT clean is
       filed in the escalation queue (once, see ``escalate_rollback``); the lease
-      is released.
+      is released, unless the rollback left steps in flight: then it is held until
+      the last of them lands (``late``), whose ``in-flight`` escalation is answered.
     * ``abandoned``: a rollback could not finish (a broken log, a cancellation).
       Renewal stops at once and the lease file is kept, so a daemon takes the saga
       over once it runs out; an escalation says so if the log still takes records.
+    * ``late`` / ``stray``: a step the rollback left in flight landed (its ``in-flight``
+      escalation is answered, the lease released with the last one); a call that outlived
+      its step returned after the rollback had settled it (escalated, ``late-commit``).
     * ``frozen``: a quarantine stopped the saga. Renewal stops the same way, with no
       escalation (a person froze it and knows): once the lease runs out, the saga can
       be repaired while this process lives on; the daemon leaves it alone while quarantined.
@@ -322,7 +326,27 @@ class LeaseLifecycle:
             return
         if report is not None and not report.clean:
             self._escalate(wal, saga_id, report, abandoned=False)
-        self.keeper.release(path, saga_id)
+        if report is None or not report.in_flight:
+            self.keeper.release(path, saga_id)
+
+    def late(self, saga_id: str, wal: object, step: int, outcome: StepOutcome | None, remaining: int) -> None:
+        path = file_log_path(wal)
+        if path is None:
+            return
+        try:
+            escalate_late(wal, saga_id, step, outcome)  # type: ignore[arg-type]  # a file log: a WAL
+        except (OSError, WALError) as err:
+            log.error("saga %s: could not answer step %d's in-flight escalation (%s)", saga_id, step, err)
+        if remaining == 0:
+            self.keeper.release(path, saga_id)
+
+    def stray(self, saga_id: str, wal: object, step: int, detail: str) -> None:
+        if file_log_path(wal) is None:
+            return
+        try:
+            escalate(wal, saga_id, step, "late-commit", detail)  # type: ignore[arg-type]  # a file log: a WAL
+        except (OSError, WALError) as err:
+            log.error("saga %s: could not escalate step %d's late commit (%s)", saga_id, step, err)
 
     def abandoned(self, saga_id: str, wal: object, report: RollbackReport | None = None) -> None:
         path = file_log_path(wal)

@@ -56,6 +56,18 @@ class ServerLeases:
         return {"lease_ttl": ttl}
 
     def ended(self, saga_id: str, wal: Any, report: object = None) -> None:
+        if getattr(report, "in_flight", None):
+            return  # held until the steps left in flight land (``late``)
+        self._release(saga_id, wal)
+
+    def late(self, saga_id: str, wal: Any, step: int, outcome: object, remaining: int) -> None:
+        if remaining == 0:
+            self._release(saga_id, wal)
+
+    def stray(self, saga_id: str, wal: Any, step: int, detail: str) -> None:
+        return  # the log holds the late commit; a server log's escalations are the daemon's
+
+    def _release(self, saga_id: str, wal: Any) -> None:
         with self._lock:
             if self._held.pop((id(wal), saga_id), None) is not None:
                 self._released.append((id(wal), saga_id))
