@@ -104,8 +104,3 @@ class Bookings:
         with self._lock:
             if not self._lock.wait_for(lambda: self._calls >= n, BOUND):
                 raise AssertionError(f"only {self._calls} of {n} forward calls began within {BOUND:g}s")
-
-    def wait_cancelled(self, refs: set[str]) -> None:
-        with self._lock:
-            if not self._lock.wait_for(lambda: refs <= set(self.cancelled), BOUND):
-                raise AssertionError(f"{sorted(refs - set(self.cancelled))} not cancelled within {BOUND:g}s")
