@@ -50,13 +50,13 @@ from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.state import SagaStatus
-from agent_saga.engine.tagged import untag
+from agent_saga.engine.tagged import untag, untag_call
 from agent_saga.engine.undo import build, undo_for
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import redact_args
-from agent_saga.registry import resolve
+from agent_saga.registry import inverse_for, resolve
 from agent_saga.runtime.leases import LeaseSigner, SpeculationLease, args_digest
 from agent_saga.runtime.predictors import Prediction, Predictor
 from agent_saga.runtime.tiers import ToolCall
@@ -66,6 +66,7 @@ from agent_saga.toolspec import SPEC_ATTR, ToolSpec
 __all__ = ["SpeculationStats", "Speculator", "planned_calls"]
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+_IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 #: A call a framework planned: a prediction, a model's ToolCall, or ``(tool, args)``.
 Planned = Prediction | ToolCall | tuple[str, Mapping[str, Any]]
 _KEY = "idempotency_key"
@@ -96,6 +97,14 @@ class _Held:
     fn: Callable[..., Any]
     future: concurrent.futures.Future[Any]
     issued: float
+
+
+@dataclass(slots=True)
+class _Use:
+    """What became of a held result at the agent's call: the step it served (its operation id), or why not."""
+
+    op: str | None = None
+    why: str = "the agent's call did not use it"  # the forward never ran: the gate refused the call
 
 
 class Speculator:
@@ -328,45 +337,45 @@ class Speculator:
         return held
 
     def _prepare(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any], aio: bool) -> tuple[dict[str, Any], dict[str, Any], _Held | None, list[str]]:
+                 kwargs: dict[str, Any], aio: bool) -> tuple[dict[str, Any], dict[str, Any], _Held | None, _Use]:
         step = spec.step_kwargs(fn, args, kwargs)
         plain = {k: untag(v) for k, v in step["args"].items()}
         held = self._take(saga, spec.name, plain)
-        used: list[str] = []  # the operation id of the step the held result was used for
+        use = _Use()
         if held is not None:
-            step["forward"] = _redeemer(held, step["forward"], used, aio)
-        return step, plain, held, used
+            _rewrap(step, fn, functools.partial(_redeemer, held, use, aio))
+        return step, plain, held, use
 
     def call_sync(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
         """A tool call in the attached saga: a step, its forward the held result when one matches."""
-        step, plain, held, used = self._prepare(saga, spec, fn, args, kwargs, aio=False)
+        step, plain, held, use = self._prepare(saga, spec, fn, args, kwargs, aio=False)
         try:
             result = saga.execute_sync(**step)
         finally:
-            self._settle(saga, spec.name, held, used)
+            self._settle(saga, spec.name, held, use)
         self._next(spec.name, plain)
         return result
 
     async def call_async(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
         """The awaiting face of :meth:`call_sync`."""
-        step, plain, held, used = self._prepare(saga, spec, fn, args, kwargs, aio=True)
+        step, plain, held, use = self._prepare(saga, spec, fn, args, kwargs, aio=True)
         try:
             result = await saga.execute(**step)
         finally:
-            self._settle(saga, spec.name, held, used)
+            self._settle(saga, spec.name, held, use)
         self._next(spec.name, plain)
         return result
 
-    def _settle(self, saga: Saga, tool: str, held: _Held | None, used: list[str]) -> None:
+    def _settle(self, saga: Saga, tool: str, held: _Held | None, use: _Use) -> None:
         """Record the redemption under the step it served; a held result the step never used is wasted."""
         if held is None:
             return
-        if not used:  # the gate refused the agent's call, or the guess had failed: not redeemed
-            self._waste(held, "the agent's call did not use it")
+        if use.op is None:  # the gate refused the agent's call, or the guess failed: not redeemed
+            self._waste(held, use.why)
             return
-        index = next((s.index for s in reversed(saga.steps) if s.tool == tool and s.operation_id == used[0]), None)
+        index = next((s.index for s in reversed(saga.steps) if s.tool == tool and s.operation_id == use.op), None)
         self.stats.redeemed += 1
         body = {"lease": held.lease.lease_id, "tool": tool, "intent": held.lease.intent,
                 "held_ms": round((self._clock() - held.issued) * 1000)}
@@ -474,24 +483,41 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _redeemer(held: _Held, real: Callable[..., Any], used: list[str], aio: bool) -> Callable[..., Any]:
+def _rewrap(step: dict[str, Any], fn: Callable[..., Any], wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Make the step's forward ``wrap(forward)``, keeping what the engine reads off the forward itself.
+
+    The engine takes the tags off a front door's partial and finds an ``@inverse_of`` pairing
+    through it; a wrapper hides both, so the tags come off here and the pairing is passed as
+    ``compensate=`` (seen lost before: a redeemed call's undo never ran).
+    """
+    step["forward"] = wrap(untag_call(step["forward"]))
+    options = step["options"]
+    if options.compensate is None and options.semantics is not _IRREVERSIBLE:
+        paired = inverse_for(fn)
+        if paired is not None:
+            step["options"] = options.with_changes(compensate=paired)
+
+
+def _with_key(real: Callable[..., Any], idempotency_key: str) -> Any:
+    return real(idempotency_key=idempotency_key) if accepts_idempotency_key(real) else real()
+
+
+def _redeemer(held: _Held, use: _Use, aio: bool, real: Callable[..., Any]) -> Callable[..., Any]:
     """The step's forward: the held result; the real call when the speculative one failed."""
-
-    def fallback(idempotency_key: str) -> Any:
-        return real(idempotency_key=idempotency_key) if accepts_idempotency_key(real) else real()
-
     if aio:
 
         async def redeem_async(idempotency_key: str) -> Any:
             try:
                 value = await asyncio.wrap_future(held.future)
             except Exception:  # noqa: BLE001 - the guess failed: the agent's call runs for real
-                # off the loop, as the engine runs a plain callable (an async tool's coroutine is
-                # only made there, and awaited here)
-                result = await asyncio.to_thread(fallback, idempotency_key)
-                return (await result) if inspect.isawaitable(result) else result
-            used.append(idempotency_key)
-            return value
+                use.why = "the guess failed"
+            else:
+                use.op = idempotency_key
+                return value
+            # off the loop, as the engine runs a plain callable (an async tool's coroutine is
+            # only made there, and awaited here)
+            result = await asyncio.to_thread(_with_key, real, idempotency_key)
+            return (await result) if inspect.isawaitable(result) else result
 
         return redeem_async
 
@@ -499,9 +525,11 @@ def _redeemer(held: _Held, real: Callable[..., Any], used: list[str], aio: bool)
         try:
             value = held.future.result()
         except Exception:  # noqa: BLE001
-            result = fallback(idempotency_key)
-            return asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
-        used.append(idempotency_key)
-        return value
+            use.why = "the guess failed"
+        else:
+            use.op = idempotency_key
+            return value
+        result = _with_key(real, idempotency_key)
+        return asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
 
     return redeem
