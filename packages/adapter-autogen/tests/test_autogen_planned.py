@@ -20,7 +20,15 @@ from autogen_drive import MODEL_INFO
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_ran_once, check_redeemed, records, run_ahead
+from agent_saga.testing.planned import (
+    CALLS,
+    TOUCHES,
+    Desk,
+    check_ran_once,
+    check_redeemed,
+    records,
+    run_ahead,
+)
 
 
 def wrapped(desk: Desk) -> list[FunctionTool]:
@@ -61,7 +69,7 @@ def test_the_reads_of_one_model_response_run_ahead_and_are_redeemed() -> None:
     agent = one_response(tools)
 
     async def main() -> tuple[Speculator, Any]:
-        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1") as ahead:
+        async with saga_scope(wal=wal), Speculator(adapter.steps(tools), intent="turn-1", touches=TOUCHES) as ahead:
             result = await saga_run(agent, task="go")
         return ahead, result
 

@@ -11,7 +11,7 @@ from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
 from strands_drive import agent
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_ran_once, check_redeemed, run_ahead
+from agent_saga.testing.planned import CALLS, TOUCHES, Desk, check_ran_once, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:
@@ -73,7 +73,7 @@ def test_a_second_run_with_a_speculator_adds_no_second_hook() -> None:
     before = len(callbacks(worker))
     for _ in range(2):
         worker.model.pending = list(ONE_RESPONSE)  # type: ignore[attr-defined]  # the ScriptedModel's next turns
-        with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(tools), intent="t") as ahead:
+        with saga_scope(wal=MemoryWAL()), Speculator(adapter.steps(tools), intent="t", touches=TOUCHES) as ahead:
             saga_run_sync(worker, "go")
         assert ahead.stats.redeemed == 2 and ahead.stats.wasted == 0
     assert len(callbacks(worker)) == before + 1

@@ -29,11 +29,14 @@ from agent_saga import (
     MemoryWAL,
     PatternPredictor,
     PreFlightGate,
+    SagaAborted,
     Speculator,
     StepRefused,
     TierAnswer,
     ToolCall,
     cascade,
+    compensator,
+    inverse_of,
     planned_calls,
     saga_scope,
     set_breaker,
@@ -44,6 +47,7 @@ from agent_saga.gate import DefaultGate, FileSwitchStore, Rule, StepRequest, too
 from agent_saga.gate.rules import Action
 from agent_saga.runtime import Prediction, SpeculationLease
 from agent_saga.runtime.leases import LeaseSigner, args_digest
+from agent_saga.runtime.provenance import user_value
 from agent_saga.semantics import ActionSemantics
 
 
@@ -153,6 +157,34 @@ async def test_the_tool_calls_of_a_verified_cascade_answer_run_ahead() -> None:
         for call in result.answer.tool_calls[:2]:
             await fetch_tool(**call.arguments)
     assert sorted(seen) == [1, 2] and spec.stats.redeemed == 2
+
+
+def test_a_redeemed_call_keeps_its_inverse_of_pairing() -> None:
+    """Seen before: redeeming replaced the step's forward, the engine no longer found the
+    @inverse_of pairing through it, and a rollback left the cursor the redeemed call opened
+    standing (its commit record had no undo)."""
+    closed: list[str] = []
+
+    def open_cursor(query: str) -> dict[str, str]:
+        return {"handle": f"cursor:{query}"}
+
+    @inverse_of(open_cursor, maps={"handle": "handle"})
+    @compensator("test_speculation.close_cursor")
+    def close_cursor(handle: str) -> None:
+        closed.append(handle)
+
+    opened = tool(semantics="REVERSIBLE")(open_cursor)
+    with pytest.raises(SagaAborted) as aborted, saga_scope(wal=MemoryWAL(), gate=None), Speculator(
+        [opened], intent="r1"
+    ) as spec:
+        lease = spec.speculate("open_cursor", {"query": "q"})
+        assert lease is not None
+        spec._held[lease.lease_id].future.result()
+        assert opened("q") == {"handle": "cursor:q"}
+        assert spec.stats.redeemed == 1
+        raise LookupError("roll back")
+    assert isinstance(aborted.value.__cause__, LookupError), aborted.value.__cause__  # not a failed assert
+    assert closed == ["cursor:q"]
 
 
 # -- what may never be redeemed -----------------------------------------------------------
@@ -393,6 +425,8 @@ def test_a_guess_that_hangs_does_not_hold_the_sagas_end() -> None:
 
 @pytest.mark.parametrize("face", ["sync", "async"])
 async def test_a_guess_that_failed_is_not_redeemed_the_agents_call_runs_for_real(face: str) -> None:
+    """The agent's call gets plain values: seen before, the fallback called the front door's
+    partial as built, so a tagged argument reached the tool still tagged."""
     attempts: list[str] = []
 
     def flaky(key: str) -> str:
@@ -409,8 +443,9 @@ async def test_a_guess_that_failed_is_not_redeemed_the_agents_call_runs_for_real
     fetch = kit.safe_tool(flaky if face == "sync" else flaky_async, name="fetch", semantics="REVERSIBLE")
     async with kit.transaction(), Speculator([fetch], intent="r1") as spec:
         assert spec.speculate("fetch", {"key": "k"}) is not None
-        assert await fetch(key="k") == "k"
+        assert await fetch(key=user_value("k", "request-1")) == "k"
     assert attempts == ["k", "k"] and spec.stats.redeemed == 0
+    assert spec.stats.reasons == {"the guess failed": 1}
     assert _records(wal, "SPECULATION_REDEEMED") == []
     assert [r["body"]["result"] for r in _records(wal, "STEP_COMMITTED")] == ["k"]
 

@@ -58,7 +58,9 @@ def test_two_processes_never_hold_the_same_resource(target: tuple[str, str]) -> 
     refused = lines(locker(kind, url, resource, 0, 0))
     assert refused[0].startswith("refused") and "is held by saga" in refused[0]
     waiting = locker(kind, url, resource, 60, 0)  # waits for the first saga to end
-    time.sleep(1.0)
+    # Released only once the waiter found it held: a waiter that started late (seen: a 2 s stall
+    # of its start) took a free lock and the test passed without anyone having waited.
+    wait_for_line(waiting, "waiting")
     first_out = lines(first)  # (closing its stdin lets the first saga end)
     waiter = lines(waiting)
     released_at = float(first_out[0].split()[1])

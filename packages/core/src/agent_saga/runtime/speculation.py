@@ -22,8 +22,17 @@ instead of a second call; a SPECULATION_REDEEMED record names the lease under th
 step. A lease that is stale, forged, altered, or for another intent, saga, tool or
 arguments is never redeemed: the call runs for real.
 
+A held result never shows what the saga itself wrote after the guess began running: when a
+non-REVERSIBLE step of the saga has landed since (COMMITTED, or UNKNOWN: it may have), whether it
+began before the guess or after, the guess is dropped and the agent's call runs for real. The
+saga's steps are read (``Saga.steps``), so a step run by ``saga.execute`` counts as one run by a
+wrapped tool. ``touches=`` names the resources each tool reads or writes; with it, only guesses
+whose resources overlap the write's are dropped (see :class:`Speculator`). A write still in flight
+when the agent's call runs is concurrent with it, and does not drop the guess.
+
 A speculation never redeemed is wasted: it is dropped when its lease expires, when
-the intent changes (:meth:`Speculator.set_intent`) and when the speculator closes.
+the intent changes (:meth:`Speculator.set_intent`), when the saga wrote over it (above)
+and when the speculator closes.
 REVERSIBLE means undone in-process or nothing to undo: when the tool declares an
 undo (``compensate=`` or an ``@inverse_of`` pairing), a dropped speculation's undo is
 called with the speculative result; otherwise nothing is done. Wasted speculations
@@ -39,9 +48,9 @@ import functools
 import inspect
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any
 
 from agent_saga.context import current_saga
@@ -49,26 +58,32 @@ from agent_saga.credentials import resolve_credentials
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.saga import Saga
-from agent_saga.engine.state import SagaStatus
-from agent_saga.engine.tagged import untag
+from agent_saga.engine.state import SagaStatus, Step
+from agent_saga.engine.tagged import untag, untag_call
 from agent_saga.engine.undo import build, undo_for
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import redact_args
-from agent_saga.registry import resolve
+from agent_saga.registry import inverse_for, resolve
 from agent_saga.runtime.leases import LeaseSigner, SpeculationLease, args_digest
 from agent_saga.runtime.predictors import Prediction, Predictor
 from agent_saga.runtime.tiers import ToolCall
-from agent_saga.semantics import ActionSemantics
+from agent_saga.semantics import ActionSemantics, StepState
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec
 
 __all__ = ["SpeculationStats", "Speculator", "planned_calls"]
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+_IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 #: A call a framework planned: a prediction, a model's ToolCall, or ``(tool, args)``.
 Planned = Prediction | ToolCall | tuple[str, Mapping[str, Any]]
+#: What ``touches=`` maps a tool's name to: its resource keys, or a function of the call's arguments giving them.
+Touches = Mapping[str, Collection[str] | Callable[[Mapping[str, Any]], Iterable[str]]]
 _KEY = "idempotency_key"
+#: Step states in which nothing landed (yet): every other state may have changed what a guess read.
+_NOT_LANDED = (StepState.PENDING, StepState.NOT_APPLIED)
+_STALE = "the saga wrote after it began"
 
 
 @dataclass(slots=True)
@@ -89,6 +104,24 @@ class SpeculationStats:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
 
 
+class _Began:
+    """What the saga had written when a guess began running, set by its worker just before the call.
+
+    ``count``: the saga's steps then (-1 until the guess begins); ``running``: those of them that
+    could still land (non-REVERSIBLE, PENDING). A write among neither landed before the guess read.
+    """
+
+    __slots__ = ("count", "running")
+
+    def __init__(self) -> None:
+        self.count = -1
+        self.running: tuple[Step, ...] = ()
+
+    def mark(self, steps: tuple[Step, ...]) -> None:
+        self.running = tuple(s for s in steps if s.semantics is not _REVERSIBLE and s.state is StepState.PENDING)
+        self.count = len(steps)  # last: a reader that sees the count sees the running steps
+
+
 @dataclass(slots=True)
 class _Held:
     lease: SpeculationLease
@@ -96,6 +129,16 @@ class _Held:
     fn: Callable[..., Any]
     future: concurrent.futures.Future[Any]
     issued: float
+    keys: frozenset[str] | None  # the resources the guess reads (touches=); None: every resource
+    began: _Began
+
+
+@dataclass(slots=True)
+class _Use:
+    """What became of a held result at the agent's call: the step it served (its operation id), or why not."""
+
+    op: str | None = None
+    why: str = "the agent's call did not use it"  # the forward never ran: the gate refused the call
 
 
 class Speculator:
@@ -107,6 +150,14 @@ class Speculator:
     seconds a held result may be redeemed; ``workers``: speculative calls at once;
     ``close_wait``: seconds :meth:`close` waits for guesses still running; ``clock``: the
     monotonic clock leases expire by.
+
+    ``touches``: the resources each tool reads or writes, by tool name: a collection of keys
+    (``{"read_rates": {"fx"}}``) or a function of the call's arguments returning them
+    (``{"transfer": lambda a: [a["source"], a["target"]]}``). A write of the saga then drops only
+    the guesses whose keys overlap its own. A tool not named (on either side), a function that
+    fails or returns anything but strings, and a function-keyed write the speculator did not see
+    the arguments of (run by ``saga.execute``, or a fallback) touch every resource. None: every
+    landed write drops every guess.
     """
 
     def __init__(
@@ -119,6 +170,7 @@ class Speculator:
         workers: int = 2,
         close_wait: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        touches: Touches | None = None,
     ) -> None:
         _check_intent(intent)
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < float("inf"):
@@ -155,6 +207,10 @@ class Speculator:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="agent-saga-speculate")
         self._saga: Saga | None = None
         self._closed = False
+        self._touches = _checked_touches(touches)
+        # The resources of the writes made through this speculator whose keys depend on their
+        # arguments, by the step's operation id (the key the engine hands the forward).
+        self._wrote: dict[str, frozenset[str] | None] = {}
 
     def __repr__(self) -> str:
         return (
@@ -271,17 +327,26 @@ class Speculator:
         if digest is None:
             self.stats._count("refused", "arguments are not plain JSON")
             return None
+        keys = self._keys(tool, plain)
+        stale = None
         with self._lock:
             if self._saga is not saga:  # closed while the gate was asked
                 return None
             known = self._by_call.get((tool, digest))
             if known is not None:
-                return self._held[known].lease  # already running ahead: once is enough
+                held = self._held[known]
+                if not self._stale(saga, held):
+                    return held.lease  # already running ahead: once is enough
+                self._forget(held)  # the saga wrote over it: guess again
+                stale = held
             lease = self._keeper.issue(intent=self.intent, saga_id=saga.saga_id, tool=tool, digest=digest, ttl=self.ttl)
-            future = self._pool.submit(_call, fn, plain, f"speculation:{lease.lease_id}")
-            self._held[lease.lease_id] = _Held(lease, spec, fn, future, self._clock())
+            began = _Began()
+            future = self._pool.submit(_guess, saga, began, fn, plain, f"speculation:{lease.lease_id}")
+            self._held[lease.lease_id] = _Held(lease, spec, fn, future, self._clock(), keys, began)
             self._by_call[(tool, digest)] = lease.lease_id
             self.stats.started += 1
+        if stale is not None:
+            self._waste(stale, _STALE)
         return lease
 
     def _refusal(self, saga: Saga, spec: ToolSpec, plain: dict[str, Any]) -> str | None:
@@ -328,45 +393,50 @@ class Speculator:
         return held
 
     def _prepare(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: dict[str, Any], aio: bool) -> tuple[dict[str, Any], dict[str, Any], _Held | None, list[str]]:
+                 kwargs: dict[str, Any], aio: bool) -> tuple[dict[str, Any], dict[str, Any], _Held | None, _Use]:
         step = spec.step_kwargs(fn, args, kwargs)
         plain = {k: untag(v) for k, v in step["args"].items()}
+        use = _Use()
+        if spec.semantics is not _REVERSIBLE:
+            if callable(self._touches.get(spec.name)):  # its resources depend on its arguments
+                _rewrap(step, fn, functools.partial(_noting, self._wrote, self._keys(spec.name, plain)))
+            return step, plain, None, use
         held = self._take(saga, spec.name, plain)
-        used: list[str] = []  # the operation id of the step the held result was used for
         if held is not None:
-            step["forward"] = _redeemer(held, step["forward"], used, aio)
-        return step, plain, held, used
+            stale = functools.partial(self._stale, saga, held)
+            _rewrap(step, fn, functools.partial(_redeemer, held, use, stale, aio))
+        return step, plain, held, use
 
     def call_sync(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> Any:
         """A tool call in the attached saga: a step, its forward the held result when one matches."""
-        step, plain, held, used = self._prepare(saga, spec, fn, args, kwargs, aio=False)
+        step, plain, held, use = self._prepare(saga, spec, fn, args, kwargs, aio=False)
         try:
             result = saga.execute_sync(**step)
         finally:
-            self._settle(saga, spec.name, held, used)
+            self._settle(saga, spec.name, held, use)
         self._next(spec.name, plain)
         return result
 
     async def call_async(self, saga: Saga, spec: ToolSpec, fn: Callable[..., Any], args: tuple[Any, ...],
                          kwargs: dict[str, Any]) -> Any:
         """The awaiting face of :meth:`call_sync`."""
-        step, plain, held, used = self._prepare(saga, spec, fn, args, kwargs, aio=True)
+        step, plain, held, use = self._prepare(saga, spec, fn, args, kwargs, aio=True)
         try:
             result = await saga.execute(**step)
         finally:
-            self._settle(saga, spec.name, held, used)
+            self._settle(saga, spec.name, held, use)
         self._next(spec.name, plain)
         return result
 
-    def _settle(self, saga: Saga, tool: str, held: _Held | None, used: list[str]) -> None:
+    def _settle(self, saga: Saga, tool: str, held: _Held | None, use: _Use) -> None:
         """Record the redemption under the step it served; a held result the step never used is wasted."""
         if held is None:
             return
-        if not used:  # the gate refused the agent's call, or the guess had failed: not redeemed
-            self._waste(held, "the agent's call did not use it")
+        if use.op is None:  # refused, stale, or the guess failed: not redeemed
+            self._waste(held, use.why)
             return
-        index = next((s.index for s in reversed(saga.steps) if s.tool == tool and s.operation_id == used[0]), None)
+        index = next((s.index for s in reversed(saga.steps) if s.tool == tool and s.operation_id == use.op), None)
         self.stats.redeemed += 1
         body = {"lease": held.lease.lease_id, "tool": tool, "intent": held.lease.intent,
                 "held_ms": round((self._clock() - held.issued) * 1000)}
@@ -398,6 +468,46 @@ class Speculator:
         key = (held.lease.tool, held.lease.args_digest)
         if self._by_call.get(key) == held.lease.lease_id:
             del self._by_call[key]
+
+    def _stale(self, saga: Saga, held: _Held) -> bool:
+        """Whether a write of the saga that overlaps ``held`` may have landed after the guess began."""
+        began = held.began
+        count = began.count
+        if count < 0:
+            return False  # not begun yet: it will read every write that landed before it
+        steps = saga.steps
+        for step in (*began.running, *steps[count:]):
+            if step.semantics is _REVERSIBLE or step.state in _NOT_LANDED:
+                continue
+            if held.keys is None:
+                return True
+            wrote = self._wrote_by(step)
+            if wrote is None or not wrote.isdisjoint(held.keys):
+                return True
+        return False
+
+    def _wrote_by(self, step: Step) -> frozenset[str] | None:
+        """The resources a landed step wrote, as ``touches=`` names them; None: every resource."""
+        entry = self._touches.get(step.tool)
+        if entry is None or isinstance(entry, frozenset):
+            return entry
+        return self._wrote.get(step.operation_id)  # absent: its arguments never came through here
+
+    def _keys(self, tool: str, plain: dict[str, Any]) -> frozenset[str] | None:
+        """The resources of ``tool`` called with ``plain``, as ``touches=`` names them; None: every resource."""
+        entry = self._touches.get(tool)
+        if entry is None or isinstance(entry, frozenset):
+            return entry
+        try:
+            found = entry(MappingProxyType(plain))
+            keys = None if isinstance(found, str) else frozenset(found)
+            if keys is None or not all(isinstance(k, str) for k in keys):
+                raise TypeError(f"returned {type(found).__name__}, not strings")
+        except Exception as err:  # noqa: BLE001 - counted; a resource guess must not fail the agent's call
+            reason = f"touches[{tool!r}] failed: {type(err).__name__}"
+            self.stats.reasons[reason] = self.stats.reasons.get(reason, 0) + 1
+            return None
+        return keys
 
     def _expire(self) -> None:
         now = self._clock()
@@ -459,6 +569,37 @@ def _check_intent(intent: Any) -> None:
         )
 
 
+def _checked_touches(touches: Touches | None) -> dict[str, frozenset[str] | Callable[..., Iterable[str]]]:
+    """``touches=`` as the speculator keeps it (collections made frozensets), or a one-line refusal."""
+    if touches is None:
+        return {}
+    if not isinstance(touches, Mapping):
+        raise ConfigurationError(
+            "Speculator(touches=...) maps each tool's name to the resource keys it touches (a collection of "
+            f"strings, or a function of the call's arguments returning them), got {type(touches).__name__}"
+        )
+    checked: dict[str, frozenset[str] | Callable[..., Iterable[str]]] = {}
+    for name, keys in touches.items():
+        if not isinstance(name, str):
+            raise ConfigurationError(f"Speculator(touches=...) is keyed by tool names, got the key {name!r}")
+        if callable(keys):
+            checked[name] = keys
+        elif isinstance(keys, Collection) and not isinstance(keys, str) and all(isinstance(k, str) for k in keys):
+            checked[name] = frozenset(keys)
+        else:
+            raise ConfigurationError(
+                f"Speculator(touches=...) gives {name!r} {keys!r}: give a collection of strings "
+                "(['account:7']) or a function of the call's arguments returning them"
+            )
+    return checked
+
+
+def _guess(saga: Saga, began: _Began, fn: Callable[..., Any], plain: Mapping[str, Any], key: str) -> Any:
+    """A guess, on a worker thread: note what the saga had written, then make the call."""
+    began.mark(saga.steps)
+    return _call(fn, plain, key)
+
+
 def _call(fn: Callable[..., Any], kwargs: Mapping[str, Any], key: str) -> Any:
     """Call ``fn(**kwargs)`` on this (worker) thread; a coroutine runs on a loop of its own."""
     given = dict(kwargs)
@@ -474,34 +615,81 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _redeemer(held: _Held, real: Callable[..., Any], used: list[str], aio: bool) -> Callable[..., Any]:
-    """The step's forward: the held result; the real call when the speculative one failed."""
+def _rewrap(step: dict[str, Any], fn: Callable[..., Any], wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+    """Make the step's forward ``wrap(forward)``, keeping what the engine reads off the forward itself.
 
-    def fallback(idempotency_key: str) -> Any:
-        return real(idempotency_key=idempotency_key) if accepts_idempotency_key(real) else real()
+    The engine takes the tags off a front door's partial and finds an ``@inverse_of`` pairing
+    through it; a wrapper hides both, so the tags come off here and the pairing is passed as
+    ``compensate=`` (seen lost before: a redeemed call's undo never ran).
+    """
+    step["forward"] = wrap(untag_call(step["forward"]))
+    options = step["options"]
+    if options.compensate is None and options.semantics is not _IRREVERSIBLE:
+        paired = inverse_for(fn)
+        if paired is not None:
+            step["options"] = options.with_changes(compensate=paired)
 
+
+def _with_key(real: Callable[..., Any], idempotency_key: str) -> Any:
+    return real(idempotency_key=idempotency_key) if accepts_idempotency_key(real) else real()
+
+
+def _noting(wrote: dict[str, frozenset[str] | None], keys: frozenset[str] | None,
+            real: Callable[..., Any]) -> Callable[..., Any]:
+    """A write's forward that first notes its resources under its step's operation id."""
+    if inspect.iscoroutinefunction(real):
+
+        async def note_async(idempotency_key: str) -> Any:
+            wrote[idempotency_key] = keys
+            return await _with_key(real, idempotency_key)
+
+        return note_async
+
+    def note(idempotency_key: str) -> Any:
+        wrote[idempotency_key] = keys
+        return _with_key(real, idempotency_key)
+
+    return note
+
+
+def _redeemer(held: _Held, use: _Use, stale: Callable[[], bool], aio: bool,
+              real: Callable[..., Any]) -> Callable[..., Any]:
+    """The step's forward: the held result; the real call when the saga wrote over it or the guess failed.
+
+    Asked when the forward runs (after the gate, which may have waited), as a real call would read then.
+    """
     if aio:
 
         async def redeem_async(idempotency_key: str) -> Any:
-            try:
-                value = await asyncio.wrap_future(held.future)
-            except Exception:  # noqa: BLE001 - the guess failed: the agent's call runs for real
-                # off the loop, as the engine runs a plain callable (an async tool's coroutine is
-                # only made there, and awaited here)
-                result = await asyncio.to_thread(fallback, idempotency_key)
-                return (await result) if inspect.isawaitable(result) else result
-            used.append(idempotency_key)
-            return value
+            if stale():
+                use.why = _STALE
+            else:
+                try:
+                    value = await asyncio.wrap_future(held.future)
+                except Exception:  # noqa: BLE001 - the guess failed: the agent's call runs for real
+                    use.why = "the guess failed"
+                else:
+                    use.op = idempotency_key
+                    return value
+            # off the loop, as the engine runs a plain callable (an async tool's coroutine is
+            # only made there, and awaited here)
+            result = await asyncio.to_thread(_with_key, real, idempotency_key)
+            return (await result) if inspect.isawaitable(result) else result
 
         return redeem_async
 
     def redeem(idempotency_key: str) -> Any:
-        try:
-            value = held.future.result()
-        except Exception:  # noqa: BLE001
-            result = fallback(idempotency_key)
-            return asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
-        used.append(idempotency_key)
-        return value
+        if stale():
+            use.why = _STALE
+        else:
+            try:
+                value = held.future.result()
+            except Exception:  # noqa: BLE001
+                use.why = "the guess failed"
+            else:
+                use.op = idempotency_key
+                return value
+        result = _with_key(real, idempotency_key)
+        return asyncio.run(_awaited(result)) if inspect.isawaitable(result) else result
 
     return redeem

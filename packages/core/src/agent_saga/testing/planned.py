@@ -3,7 +3,9 @@
 One model response asks for two REVERSIBLE reads and a COMPENSABLE reservation
 (:data:`CALLS`). With a Speculator attached, the adapter's run helper names those calls
 before the framework runs them: both reads run ahead and are redeemed, the reservation
-is never run ahead. An adapter's test makes wrapped framework tools with :meth:`Desk.tools`,
+is never run ahead. The Speculator is told the reads and the reservation touch different
+resources (:data:`TOUCHES`): a framework that runs a response's calls at once may commit the
+reservation before a read's turn, and a write of the saga drops the guesses it may overlap. An adapter's test makes wrapped framework tools with :meth:`Desk.tools`,
 scripts its model with :data:`CALLS`, runs the real loop once with :func:`run_ahead`, then
 calls :func:`check_redeemed`.
 """
@@ -19,12 +21,16 @@ from agent_saga.log.base import WAL
 from agent_saga.runtime.speculation import Speculator
 from agent_saga.semantics import Compensation
 
-__all__ = ["CALLS", "COMPENSABLE_REFUSED", "Desk", "check_ran_once", "check_redeemed", "records", "run_ahead"]
+__all__ = [
+    "CALLS", "COMPENSABLE_REFUSED", "TOUCHES", "Desk", "check_ran_once", "check_redeemed", "records", "run_ahead",
+]
 
 #: The tool calls of the one model response: (tool name, arguments).
 CALLS: tuple[tuple[str, dict[str, int]], ...] = (
     ("read_page", {"page": 1}), ("read_page", {"page": 2}), ("reserve", {"seat": 5}),
 )
+#: What each tool touches (``Speculator(touches=...)``): the report's pages are not the seats.
+TOUCHES = {"read_page": {"report"}, "reserve": {"seats"}}
 #: Why the Speculator did not run the reservation ahead.
 COMPENSABLE_REFUSED = "only a REVERSIBLE step may be speculated; 'reserve' is COMPENSABLE"
 
@@ -85,19 +91,19 @@ def run_ahead(
     go: Callable[[], Awaitable[Any]] | None = None,
     go_sync: Callable[[], Any] | None = None,
 ) -> Speculator:
-    """Run the framework once in a saga on ``wal`` with a Speculator over ``steps``; that Speculator.
+    """Run the framework once in a saga on ``wal`` with a Speculator over ``steps`` (and :data:`TOUCHES`).
 
     ``mode`` "async" awaits ``go()`` on a fresh event loop; "sync" calls ``go_sync()``.
     """
     if mode == "sync" and go_sync is not None:
-        with saga_scope(wal=wal), Speculator(steps, intent="turn-1") as ahead:
+        with saga_scope(wal=wal), Speculator(steps, intent="turn-1", touches=TOUCHES) as ahead:
             go_sync()
         return ahead
     if mode != "async" or go is None:
         raise ValueError(f"run_ahead: mode {mode!r} needs go= (async) or go_sync= (sync)")
 
     async def main() -> Speculator:
-        async with saga_scope(wal=wal), Speculator(steps, intent="turn-1") as ahead:
+        async with saga_scope(wal=wal), Speculator(steps, intent="turn-1", touches=TOUCHES) as ahead:
             await go()
         return ahead
 
