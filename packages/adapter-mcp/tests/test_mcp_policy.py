@@ -53,12 +53,13 @@ def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolv
     assert rule is not None
     server = "payments"
     result = {"content": [{"type": "text", "text": '{"id": "ch_9"}'}], "isError": False}
-    comp = policy.undo("create_charge", rule, result, server)
+    undo = policy.undo("create_charge", rule, {"amount": 5}, server)
+    comp = undo(result)
     assert comp is not None and comp.handler == "mcp.call_tool"
     assert dict(comp.kwargs) == {"server": server, "tool": "create_refund", "arguments": {"charge": "ch_9"}}
-    assert policy.undo("create_charge", rule, None, server) is None  # unknown before the result exists
-    with pytest.raises(CompensationError, match=r"compensate.args\['charge'\] = '\$.id'"):
-        policy.undo("create_charge", rule, {"content": [{"type": "text", "text": "done"}]}, server)
+    assert undo(None) is None  # unknown before the result exists
+    with pytest.raises(CompensationError, match=r"compensate.args\['charge'\] = '\$.id' does not resolve"):
+        undo({"content": [{"type": "text", "text": "done"}]})
 
 
 def test_the_policy_builds_the_step_options_the_engine_runs() -> None:
@@ -131,6 +132,11 @@ def test_the_result_document(result: dict[str, Any], document: Any) -> None:
     ({"type": "object", "additionalProperties": True}, "$.anything", False),
     ({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object"}}}}, "$.xs[0].id", False),
     ({"type": "object", "properties": {"xs": {"type": "string"}}}, "$.xs[0]", True),
+    ({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object"}}}}, "$.xs[*].id", False),
+    ({"type": "object", "properties": {"xs": {"type": "string"}}}, "$.xs[*]", True),
+    ({"type": "object", "properties": {"xs": {"type": ["array", "null"]}}}, "$.xs[0]", False),
+    ({"type": "object", "properties": {"xs": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}}, "$.xs[0]",
+     True),
     (None, "$.whatever", False),
 ])
 def test_schema_misses(schema: Any, path: str, misses: bool) -> None:
@@ -176,3 +182,16 @@ def test_the_line_splitter_matches_split_whatever_the_chunking(data: bytes, cuts
     if expected and expected[-1] == b"":
         expected.pop()
     assert asyncio.run(collect()) == expected
+
+
+def test_undo_arguments_resolve_at_every_depth_from_the_result_and_the_call() -> None:
+    policy = McpPolicy.load({"tools": {"create": {"semantics": "COMPENSABLE", "compensate": {"tool": "delete", "args": {
+        "names": "$.entities[*].name", "first": ["$.entities[0].name"], "by": {"who": "$args.who"}, "lit": "$$1"}}}}})
+    rule = policy.rule_for("create")
+    assert rule is not None
+    undo = policy.undo("create", rule, {"who": "ada"}, None)
+    comp = undo({"structuredContent": {"entities": [{"name": "a"}, {"name": "b"}]}})
+    assert comp is not None and comp.kwargs["arguments"] == {
+        "names": ["a", "b"], "first": ["a"], "by": {"who": "ada"}, "lit": "$1"}
+    with pytest.raises(StepRefused, match=r"compensate.args\['by'\]\['who'\] = '\$args.who' does not resolve"):
+        policy.undo("create", rule, {}, None)
