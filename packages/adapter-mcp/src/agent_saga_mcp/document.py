@@ -19,7 +19,7 @@ from typing import Any
 
 from agent_saga.plugins.policy import JsonPath
 
-__all__ = ["deref", "result_document", "schema_misses"]
+__all__ = ["deref", "result_document", "schema_at", "schema_misses"]
 
 
 def result_document(result: Mapping[str, Any]) -> Any:
@@ -46,6 +46,11 @@ def schema_misses(schema: Mapping[str, Any] | None, path: JsonPath) -> str | Non
     is not an array. A schema that says nothing (or allows anything) never blocks a path.
     """
     return _walk(schema, path)[1]
+
+
+def schema_at(schema: Mapping[str, Any] | None, path: JsonPath) -> Mapping[str, Any] | None:
+    """The schema of what ``path`` finds (of each item, after ``[*]``); None where the schema does not say."""
+    return _walk(schema, path)[0]
 
 
 def deref(node: Any, root: Any) -> Any:

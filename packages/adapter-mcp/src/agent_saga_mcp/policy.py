@@ -2,7 +2,8 @@
 
 The file is the core's tool policy (``agent_saga.plugins.policy``, same JSON Schema). What
 the proxy adds is checking it against the tool surface the server actually lists: a
-compensating tool must exist and accept the mapped arguments, and every path (``policy_args``, ``$args`` references)
+compensating tool must exist and accept the mapped arguments (their names, and their types:
+see :mod:`agent_saga_mcp.fit`), and every path (``policy_args``, ``$args`` references)
 must be able to resolve in a call's arguments. Errors name the entry and the fix.
 """
 
@@ -18,6 +19,7 @@ from agent_saga.plugins.policy import CompensateRule, JsonPath, PolicyError, Too
 from agent_saga.registry import registered
 from agent_saga_mcp.compat import ToolInfo
 from agent_saga_mcp.document import result_document, schema_misses
+from agent_saga_mcp.fit import misfit
 
 __all__ = ["CALL_TOOL_HANDLER", "ORIGIN", "McpPolicy", "PolicyError"]
 
@@ -159,3 +161,6 @@ def _check_undo(where: str, info: ToolInfo, undo: CompensateRule, tools: Mapping
     missing = sorted(str(r) for r in required if r not in undo.args)
     if missing:
         raise PolicyError(f"{where}.compensate.args does not give {undo.tool!r} its required {missing}")
+    miss = misfit(undo.template.tree, info, target.name, target.input_schema)
+    if miss is not None:
+        raise PolicyError(f"{where}.compensate.args{miss}")
