@@ -155,8 +155,10 @@ def types_of(world: World) -> list[str]:
 
 
 def run_cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
+    # No client on stdin: a proxy that cannot start answers a client's first request, and here
+    # it reads at once that none will come.
     return subprocess.run(["agent-saga", *args], capture_output=True, text=True, timeout=120, check=False,
-                          env=world.env, cwd=world.root)
+                          env=world.env, cwd=world.root, stdin=subprocess.DEVNULL)
 
 
 def encode(value: Any) -> bytes:

@@ -20,9 +20,10 @@ import pytest
 from conftest import BIN
 
 
-def agent_saga(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def agent_saga(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """The command run with ``stdin`` as its input (empty: at EOF, no client to answer)."""
     return subprocess.run([str(BIN / "agent-saga"), *args], capture_output=True, text=True, timeout=120,
-                          check=False, cwd=cwd)
+                          check=False, cwd=cwd, input=stdin)
 
 
 def test_the_verb_is_registered_through_the_entry_point_group() -> None:
@@ -51,6 +52,31 @@ def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str,
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
     assert list(tmp_path.iterdir()) == []  # no log, no policy file: nothing ran
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--policy", "p.json", "--", "python", "-m", "s"], "tools['t']: semantics 'MAYBE' is not one of"),
+    (["--policy", "p.json"], "name the server command after --"),
+])
+def test_a_proxy_that_cannot_start_answers_the_clients_first_request_with_why(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    (tmp_path / "p.json").write_text(json.dumps({"tools": {"t": {"semantics": "MAYBE"}}}))
+    client = [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+              {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {}},
+              {"jsonrpc": "2.0", "id": 8, "method": "ping"}]
+    out = agent_saga("mcp", *args, cwd=tmp_path, stdin="".join(json.dumps(m) + "\n" for m in client))
+    assert out.returncode == 2, out.stderr
+    (answer,) = [json.loads(line) for line in out.stdout.splitlines()]  # the first request, and only it
+    assert answer["id"] == 7 and answer["error"]["code"] == -32003
+    assert message in answer["error"]["message"] and message in out.stderr
+
+
+def test_a_line_that_cannot_be_read_is_answered_with_a_null_id(tmp_path: Path) -> None:
+    out = agent_saga("mcp", "--policy", "missing.json", "--", "python", cwd=tmp_path, stdin="{not json\n")
+    assert out.returncode == 2
+    (answer,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert answer["id"] is None and "cannot read tool policy 'missing.json'" in answer["error"]["message"]
 
 
 def test_building_the_command_does_not_import_the_mcp_sdk() -> None:

@@ -145,6 +145,35 @@ async def test_with_server_the_undo_is_recorded_as_the_recoverable_handler(world
     assert len({c["pid"] for c in world.calls()}) == 1
 
 
+async def test_wrap_session_builds_each_calls_undo_from_that_calls_arguments(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Contrived on purpose: a "search" whose undo refunds the charge it names. Two calls of one
+    # wrapped tool, two different undos: nothing of the first call's arguments is kept for the next.
+    policy = {"mode": "enforce", "tools": {
+        "create_charge": {"semantics": "IRREVERSIBLE"},
+        "search_docs": {"semantics": "COMPENSABLE",
+                        "compensate": {"tool": "create_refund", "args": {"charge": "$args.query"}}}}}
+    async with sdk_client(world, monkeypatch) as client:
+        session = wrap_session(client, policy)
+        await session.call_tool("create_charge", {"amount": 1, "customer": "a"})
+        await session.call_tool("create_charge", {"amount": 2, "customer": "b"})
+        with pytest.raises(SagaAborted) as aborted:
+            async with saga_scope(wal=MemoryWAL()):
+                await session.call_tool("search_docs", {"query": "ch_1"})
+                await session.call_tool("search_docs", {"query": "ch_2"})
+                raise RuntimeError("stop")
+        with pytest.raises(SagaAborted) as refused:
+            async with saga_scope(wal=(wal := MemoryWAL())):
+                await session.call_tool("search_docs", {"q": "ch_1"})
+    assert aborted.value.report.clean
+    assert [c["args"]["charge"] for c in world.calls() if c["tool"] == "create_refund"] == ["ch_2", "ch_1"]
+    assert "compensate.args['charge'] = '$args.query' does not resolve" in str(refused.value.cause)
+    assert world.called().count("search_docs") == 2  # the call whose undo could not be built never ran
+    (record,) = [r["body"] for r in wal.records() if r["type"] == "STEP_REFUSED"]
+    assert record["rule"] == "policy.compensate.args"
+
+
 def test_wrapping_something_that_is_not_a_client_is_refused() -> None:
     with pytest.raises(TypeError, match="call_tool"):
         wrap_tool(object(), "x", semantics="REVERSIBLE")

@@ -53,12 +53,13 @@ def test_the_undo_maps_the_result_document_and_names_a_path_that_does_not_resolv
     assert rule is not None
     server = "payments"
     result = {"content": [{"type": "text", "text": '{"id": "ch_9"}'}], "isError": False}
-    comp = policy.undo("create_charge", rule, result, server)
+    undo = policy.undo("create_charge", rule, {"amount": 5}, server)
+    comp = undo(result)
     assert comp is not None and comp.handler == "mcp.call_tool"
     assert dict(comp.kwargs) == {"server": server, "tool": "create_refund", "arguments": {"charge": "ch_9"}}
-    assert policy.undo("create_charge", rule, None, server) is None  # unknown before the result exists
-    with pytest.raises(CompensationError, match=r"compensate.args\['charge'\] = '\$.id'"):
-        policy.undo("create_charge", rule, {"content": [{"type": "text", "text": "done"}]}, server)
+    assert undo(None) is None  # unknown before the result exists
+    with pytest.raises(CompensationError, match=r"compensate.args\['charge'\] = '\$.id' does not resolve"):
+        undo({"content": [{"type": "text", "text": "done"}]})
 
 
 def test_the_policy_builds_the_step_options_the_engine_runs() -> None:
@@ -131,6 +132,11 @@ def test_the_result_document(result: dict[str, Any], document: Any) -> None:
     ({"type": "object", "additionalProperties": True}, "$.anything", False),
     ({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object"}}}}, "$.xs[0].id", False),
     ({"type": "object", "properties": {"xs": {"type": "string"}}}, "$.xs[0]", True),
+    ({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "object"}}}}, "$.xs[*].id", False),
+    ({"type": "object", "properties": {"xs": {"type": "string"}}}, "$.xs[*]", True),
+    ({"type": "object", "properties": {"xs": {"type": ["array", "null"]}}}, "$.xs[0]", False),
+    ({"type": "object", "properties": {"xs": {"$ref": "#/$defs/s"}}, "$defs": {"s": {"type": "string"}}}, "$.xs[0]",
+     True),
     (None, "$.whatever", False),
 ])
 def test_schema_misses(schema: Any, path: str, misses: bool) -> None:
@@ -176,3 +182,80 @@ def test_the_line_splitter_matches_split_whatever_the_chunking(data: bytes, cuts
     if expected and expected[-1] == b"":
         expected.pop()
     assert asyncio.run(collect()) == expected
+
+
+# -- the types of an undo's arguments, against the undo tool's inputSchema -------------------
+
+NAMES = {"type": "array", "items": {"type": "string"}}
+CREATED = {"type": "object", "properties": {
+    "entities": {"type": "array", "items": {"type": "object", "properties": {
+        "name": {"type": "string"}, "size": {"type": "integer"}}, "additionalProperties": False}}}}
+ASKED = {"type": "object", "properties": {"names": NAMES, "count": {"type": "integer"}}}
+
+
+def surface(undo_args: dict[str, Any], wants: dict[str, Any], output: Any = CREATED) -> list[str]:
+    policy = McpPolicy.load({"tools": {"create": {
+        "semantics": "COMPENSABLE", "compensate": {"tool": "delete", "args": {"x": undo_args}}}}})
+    tools = {"create": ToolInfo("create", ASKED, output),
+             "delete": ToolInfo("delete", {"type": "object", "properties": {"x": wants}}, None)}
+    return policy.check_surface(tools)
+
+
+@pytest.mark.parametrize(("value", "wants", "output", "refused"), [
+    ("$.entities[0].name", NAMES, CREATED, "gives a string (per the outputSchema of 'create'), where 'delete' "
+                                           "takes an array (build one from every item with [*]"),
+    ("$.entities[0].name", NAMES, None, "gives one value, where 'delete' takes an array; build one"),
+    ("$.entities[0].name", {"anyOf": [NAMES, {"type": "null"}]}, None, "gives one value"),
+    ("$.entities[0].name", {"type": "string"}, None, None),
+    ("$.entities[*].name", NAMES, CREATED, None),
+    ("$.entities[*].name", NAMES, None, None),
+    ("$.entities[*].size", NAMES, CREATED, "builds an array of an integer (per the outputSchema of 'create'), "
+                                           "where 'delete' takes an array of a string"),
+    ("$.entities[*].name", {"type": "string"}, None, "builds an array ([*]), where 'delete' takes a string"),
+    (["$.entities[0].name"], NAMES, CREATED, None),
+    (["$.entities[0].size"], NAMES, CREATED, "['x'][0] = '$.entities[0].size' gives an integer"),
+    ({"n": "$.entities[0].size"}, {"type": "object", "properties": {"n": {"type": "number"}}}, CREATED, None),
+    ({"n": "$.entities[0].name"}, {"type": "object", "properties": {"n": {"type": "number"}}}, CREATED,
+     "['x']['n'] = '$.entities[0].name' gives a string"),
+    ("$args.count", {"type": "string"}, None, "gives an integer (per the inputSchema of 'create')"),
+    ("$args.names", NAMES, None, None),
+    ("gone", NAMES, None, "['x'] = 'gone' is a string, where 'delete' takes an array"),
+    (1.5, {"type": "integer"}, None, "is a number, where 'delete' takes an integer"),
+    (2, {"type": ["number", "null"]}, None, None),
+    (["a", 3], {"$ref": "#/properties/x/$defs/list", "$defs": {"list": NAMES}}, None,
+     "['x'][1] = 3 is an integer, where 'delete' takes a string"),
+    ("$$x", {"type": "string"}, None, None),
+])
+def test_each_mapped_value_must_fit_the_undo_tools_input_schema(
+    value: Any, wants: dict[str, Any], output: Any, refused: str | None
+) -> None:
+    if refused is None:
+        surface(value, wants, output)
+        return
+    with pytest.raises(PolicyError, match=r"tools\['create'\].compensate.args") as caught:
+        surface(value, wants, output)
+    assert refused in str(caught.value)
+
+
+@pytest.mark.parametrize(("value", "refused"), [
+    ("$.entities[0].colour", "cannot resolve in 'create''s declared output: $.entities[0].colour: the schema "
+                             "has no field 'colour'"),
+    ("$args.nmaes[*]", "cannot resolve in 'create''s arguments: $args.nmaes[*]: the schema has no field 'nmaes'"),
+])
+def test_every_reference_must_be_able_to_resolve_where_it_reads(value: str, refused: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        surface([value], {"type": "array"})
+    assert f"tools['create'].compensate.args['x'][0] {refused}" in str(caught.value)
+
+
+def test_undo_arguments_resolve_at_every_depth_from_the_result_and_the_call() -> None:
+    policy = McpPolicy.load({"tools": {"create": {"semantics": "COMPENSABLE", "compensate": {"tool": "delete", "args": {
+        "names": "$.entities[*].name", "first": ["$.entities[0].name"], "by": {"who": "$args.who"}, "lit": "$$1"}}}}})
+    rule = policy.rule_for("create")
+    assert rule is not None
+    undo = policy.undo("create", rule, {"who": "ada"}, None)
+    comp = undo({"structuredContent": {"entities": [{"name": "a"}, {"name": "b"}]}})
+    assert comp is not None and comp.kwargs["arguments"] == {
+        "names": ["a", "b"], "first": ["a"], "by": {"who": "ada"}, "lit": "$1"}
+    with pytest.raises(StepRefused, match=r"compensate.args\['by'\]\['who'\] = '\$args.who' does not resolve"):
+        policy.undo("create", rule, {}, None)

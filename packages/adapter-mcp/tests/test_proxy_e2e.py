@@ -30,6 +30,7 @@ from conftest import (
     write_policy,
 )
 
+from agent_saga.engine.retry import COMPENSATION_RETRY
 from agent_saga.log import read_records
 from agent_saga.log.redis import RedisWAL
 
@@ -241,6 +242,25 @@ async def test_explicit_boundary_adds_saga_tools_and_rolls_back_through_the_live
     undos = [r["body"]["compensation"]["kwargs"]["server"] for r in read_records(world.wal)
              if r["type"] == "STEP_COMMITTED" and r["body"].get("compensation")]
     assert undos == [None, None] if server == "-- COMMAND" else ["payments", "payments"]
+
+
+async def test_an_undo_answered_with_an_error_result_is_a_failed_compensation_never_clean(world: World) -> None:
+    # The refund names the customer where the charge id belongs: the server answers isError.
+    write_policy(world, {**POLICY, "tools": {**POLICY["tools"], "create_charge": {
+        "semantics": "COMPENSABLE", "compensate": {"tool": "create_refund", "args": {"charge": "$.customer"}}}}})
+    command = [*SEED_ENFORCE[:-4], "--boundary", "explicit", "--", "python", "-m", "my_mcp_server"]
+    async with connect(command, world) as client:
+        await client.call_tool("create_charge", {"amount": 2, "customer": "acme"})
+        rolled = await client.call_tool("saga_rollback", {"reason": "changed its mind"})
+    said = rolled.content[0].text  # type: ignore[union-attr]
+    assert "0 compensated, 1 failed" in said and "clean=False" in said and error_flag(rolled)
+    assert world.charges()["ch_1"]["refunded"] is False
+    refunds = [c["args"] for c in world.calls() if c["tool"] == "create_refund"]
+    assert refunds == [{"charge": "acme"}] * COMPENSATION_RETRY.max_attempts  # each attempt failed: none counted
+    records = list(read_records(world.wal))
+    assert "STEP_COMPENSATED" not in [r["type"] for r in records]
+    (ended,) = [r["body"] for r in records if r["type"] == "SAGA_ROLLED_BACK"]
+    assert ended["clean"] is False
 
 
 async def test_boundary_none_records_and_gates_but_never_rolls_back(world: World) -> None:

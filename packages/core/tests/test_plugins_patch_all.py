@@ -120,6 +120,32 @@ def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site:
 
 
 @pytest.mark.slow
+def test_a_patched_call_is_undone_with_its_own_arguments(site: Path, tmp_path: Path) -> None:
+    # The tool answers with a sentence: only its arguments say what to undo.
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"mode": "enforce", "tools": {"book": {"semantics": "COMPENSABLE", "compensate": {
+        "handler": "demo.cancel", "args": {"seats": ["$args.seat"], "flight": "$args.flight"}}}}}))
+    out = run_with(site, """
+        import json
+        import agent_saga
+        from agent_saga import MemoryWAL, SagaAborted, compensator, saga_scope
+        import demo_inrange
+        cancelled = []
+        compensator("demo.cancel")(lambda seats, flight: cancelled.append([seats, flight]))
+        agent_saga.patch_all(only=["inrange"])
+        rt = demo_inrange.Runtime()
+        try:
+            with saga_scope(MemoryWAL()):
+                said = rt.call_tool("book", lambda seat, flight: f"booked {seat}", seat="12A", flight="LH400")
+                raise RuntimeError("the next step failed")
+        except SagaAborted as aborted:
+            clean = aborted.report.clean
+        print(json.dumps({"said": said, "cancelled": cancelled, "clean": clean}))
+    """, {"AGENT_SAGA_POLICY": str(policy)})
+    assert out == {"said": "booked 12A", "cancelled": [[["12A"], "LH400"]], "clean": True}
+
+
+@pytest.mark.slow
 def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
     code = """
         import json, sys

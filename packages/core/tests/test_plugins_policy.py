@@ -10,9 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_saga import ActionSemantics, CompensationError, MemoryWAL, SagaAborted, compensator, saga_scope
+from agent_saga import (
+    ActionSemantics,
+    CompensationError,
+    MemoryWAL,
+    SagaAborted,
+    StepRefused,
+    compensator,
+    saga_scope,
+)
 from agent_saga.plugins import PolicyError, ToolPolicy, policy_schema
-from agent_saga.plugins.policy import JsonPath
+from agent_saga.plugins.policy import JsonPath, PolicyUndo
+from agent_saga.registry import from_recipe
 
 UNDONE: list[dict[str, Any]] = []
 
@@ -139,3 +148,176 @@ def test_the_published_schema_agrees_with_the_validator() -> None:
             jsonschema.validate(bad, schema)
         with pytest.raises(PolicyError):
             ToolPolicy.from_dict(bad)
+
+
+# -- references anywhere in an undo's arguments -----------------------------------------------
+
+released_with: list[dict[str, Any]] = []
+
+
+@compensator("policy_test.release")
+def release(**kwargs: Any) -> None:
+    released_with.append(kwargs)
+
+
+def undo_policy(args: dict[str, Any], semantics: str = "COMPENSABLE") -> ToolPolicy:
+    return ToolPolicy.from_dict({"tools": {"book": {
+        "semantics": semantics, "compensate": {"handler": "policy_test.release", "args": args}}}})
+
+
+def rolled_back(spec: Any, forward: Any, args: dict[str, Any]) -> Any:
+    """Run ``forward`` as the step ``spec`` with ``args``, then fail: the report of the rollback."""
+    released_with.clear()
+    with pytest.raises(SagaAborted) as caught, saga_scope(MemoryWAL()):
+        spec.call_sync(forward, (), args)
+        raise RuntimeError("later")
+    return caught.value.report
+
+
+def test_a_path_inside_a_list_or_an_object_is_read_from_the_result() -> None:
+    args = {"ids": ["$.seats[0].id", "$.seats[1].id"], "note": {"of": "$.order", "why": "rollback"}}
+    spec = undo_policy(args).spec_for("book", {})
+    assert spec is not None
+    result = {"order": "o-1", "seats": [{"id": "12A"}, {"id": "12B"}]}
+    report = rolled_back(spec, lambda: result, {})
+    assert released_with == [{"ids": ["12A", "12B"], "note": {"of": "o-1", "why": "rollback"}}]
+    assert report.clean
+
+
+def test_each_item_builds_an_array_from_the_result() -> None:
+    spec = undo_policy({"ids": "$.seats[*].id", "all": "$.rows[*].seats[*]"}).spec_for("book", {})
+    assert spec is not None
+    rolled_back(spec, lambda: {"seats": [{"id": "12A"}, {"id": "12B"}], "rows": [{"seats": [1, 2]}, {"seats": [3]}]}, {})
+    assert released_with == [{"ids": ["12A", "12B"], "all": [1, 2, 3]}]
+
+
+def test_the_undo_may_read_the_calls_own_arguments_and_is_then_known_before_the_call() -> None:
+    # A tool that answers with a sentence can still be undone: its arguments say what it did.
+    policy = undo_policy({"seat": "$args.seat", "flight": "$args['flight no']", "all": "$args"})
+    call = {"seat": "12A", "flight no": "LH 400"}
+    spec = policy.spec_for("book", call)
+    assert spec is not None and spec.options.known_before_call
+
+    def fails_after_booking(**_: Any) -> str:
+        raise TimeoutError("the booking may or may not have landed")
+
+    released_with.clear()
+    with pytest.raises(SagaAborted) as caught, saga_scope(MemoryWAL()):
+        spec.call_sync(fails_after_booking, (), call)  # UNKNOWN: the undo was built before the call
+    assert caught.value.report.compensated
+    assert released_with == [{"seat": "12A", "flight": "LH 400", "all": call}]
+
+
+def test_an_undo_whose_arguments_the_call_lacks_is_refused_before_the_call() -> None:
+    policy = undo_policy({"seats": ["$args.seat", "$args.second_seat"]})
+    with pytest.raises(StepRefused, match=r"compensate.args\['seats'\]\[1\] = '\$args.second_seat' does not "
+                                          r"resolve in the call's arguments") as refused:
+        policy.spec_for("book", {"seat": "12A"})
+    assert refused.value.rule == "policy.compensate.args"
+    with pytest.raises(StepRefused, match="the call's arguments are not known here"):
+        policy.spec_for("book")
+
+
+def test_a_double_dollar_is_a_literal_dollar_and_round_trips() -> None:
+    policy = undo_policy({"price": "$$5", "tags": ["$$x", "plain"]})
+    spec = policy.spec_for("book", {})
+    assert spec is not None and spec.options.known_before_call
+    rolled_back(spec, lambda: "booked", {})
+    assert released_with == [{"price": "$5", "tags": ["$x", "plain"]}]
+    assert ToolPolicy.from_dict(policy.to_dict()) == policy
+
+
+@pytest.mark.parametrize(("args", "where"), [
+    ({"ids": ["$.seats[0].id", "$.seats[x]"]}, r"\['ids'\]\[1\]: cannot read JSON path '\$.seats\[x\]'"),
+    ({"n": {"deep": [{"er": "$ id"}]}}, r"\['n'\]\['deep'\]\[0\]\['er'\]: cannot read JSON path '\$ id'"),
+    ({"a": "$args..x"}, r"\['a'\]: cannot read JSON path '\$args..x' .* use \$args.field"),
+    ({"a": "$5"}, r"\['a'\]: cannot read JSON path '\$5' .*written '\$\$...'"),
+])
+def test_a_path_that_cannot_be_read_is_refused_at_load_wherever_it_is(args: dict[str, Any], where: str) -> None:
+    with pytest.raises(PolicyError, match=r"tools\['book'\].compensate.args" + where):
+        undo_policy(args)
+
+
+def test_a_path_missing_from_a_result_names_where_it_is() -> None:
+    spec = undo_policy({"ids": "$.seats[*].id"}).spec_for("book", {})
+    assert spec is not None
+    with pytest.raises(SagaAborted) as caught, saga_scope(MemoryWAL()):
+        spec.call_sync(lambda: {"seats": [{"id": "12A"}, {"no": "id"}]}, (), {})
+    assert isinstance(caught.value.cause, CompensationError)
+    assert "compensate.args['ids'] = '$.seats[*].id' does not resolve in the forward result" in str(caught.value.cause)
+
+
+def test_a_flat_policy_writes_the_recipe_it_always_wrote() -> None:
+    # The intent records of existing policies are unchanged; only nested references need more.
+    undo = undo_policy({"charge_id": "$.charge.id", "reason": "rollback", "seat": "$args.seat"}).spec_for(
+        "book", {"seat": "12A"})
+    assert undo is not None and isinstance(undo.options.compensate, PolicyUndo)
+    assert undo.options.compensate.recipe == {
+        "handler": "policy_test.release", "literals": {"reason": "rollback", "seat": "12A"},
+        "paths": {"charge_id": "$.charge.id"}}
+
+
+templates = st.recursive(
+    st.none() | st.integers() | st.sampled_from(["$.a", "$.b[*]", "$.c[0].d", "$args.x", "$$lit", "text", "$args"]),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(keys, templates, min_size=1, max_size=4), st.sampled_from(["$lit", "plain", 3]))
+def test_recovery_builds_from_the_logged_recipe_exactly_the_undo_the_saga_built(
+    args: dict[str, Any], x: Any
+) -> None:
+    result = {"a": {"k": [1]}, "b": [1, "$2"], "c": [{"d": None}]}
+    undo = undo_policy(args).spec_for("book", {"x": x})
+    assert undo is not None and isinstance(undo.options.compensate, PolicyUndo)
+    factory = undo.options.compensate
+    recipe = json.loads(json.dumps(factory.recipe))  # as the log holds it
+    assert from_recipe(recipe, result).kwargs == factory(result)["kwargs"]
+
+
+@given(json_values, st.lists(keys | st.integers(0, 3) | st.just("*"), max_size=4))
+def test_each_item_finds_what_a_comprehension_finds(doc: Any, steps: list[Any]) -> None:
+    text = "$" + "".join(f"[{s}]" if isinstance(s, int) or s == "*" else f"['{s}']" for s in steps)
+
+    def expected(value: Any, rest: list[Any]) -> Any:
+        if not rest:
+            return value
+        step, more = rest[0], rest[1:]
+        if step == "*":
+            if not isinstance(value, list):
+                raise KeyError(step)
+            found = [expected(item, more) for item in value]
+            return [x for sub in found for x in sub] if "*" in more else found
+        if isinstance(step, int) != isinstance(value, list) or not isinstance(value, (list, dict)):
+            raise KeyError(step)
+        return expected(value[step], more)
+
+    try:
+        want = expected(doc, steps)
+    except (KeyError, IndexError):
+        with pytest.raises(KeyError):
+            JsonPath.parse(text).find(doc)
+        return
+    assert JsonPath.parse(text).find(doc) == want
+
+
+@pytest.mark.parametrize("args", [
+    {"ids": "$.seats[*].id", "n": ["$.a", {"b": "$args.b"}], "lit": "$$5", "x": "text", "y": 3, "z": None},
+    {"all": "$args", "root": "$"},
+])
+def test_the_published_schema_takes_every_reference_the_loader_takes(args: dict[str, Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    policy = {"tools": {"book": {"semantics": "COMPENSABLE", "compensate": {"handler": "h", "args": args}}}}
+    jsonschema.validate(policy, policy_schema())
+    ToolPolicy.from_dict(policy)
+
+
+@pytest.mark.parametrize("args", [{"a": ["$.x[y]"]}, {"a": {"b": "$ id"}}, {"a": "$args..x"}, {"a": "$5"}])
+def test_the_published_schema_refuses_every_path_the_loader_refuses(args: dict[str, Any]) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    policy = {"tools": {"book": {"semantics": "COMPENSABLE", "compensate": {"handler": "h", "args": args}}}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(policy, policy_schema())
+    with pytest.raises(PolicyError):
+        ToolPolicy.from_dict(policy)

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent_saga import ConfigurationError, GatePort
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
@@ -30,6 +30,9 @@ from agent_saga.cli.options import (
     open_log_to_write,
 )
 from agent_saga.plugins import PolicyError
+
+if TYPE_CHECKING:
+    from agent_saga_mcp.core import ProxyConfig
 
 __all__ = ["add_arguments", "load_gate", "main", "register", "run"]
 
@@ -123,35 +126,46 @@ def load_gate(spec: str) -> GatePort:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy for parsed ``agent-saga mcp`` arguments; return the exit code."""
-    command = _checked(args)
-    # Only now the MCP SDK: agent_saga_mcp.handler registers mcp.call_tool in this process.
-    from agent_saga_mcp.core import BoundaryMode, ProxyConfig
-    from agent_saga_mcp.policy import McpPolicy
-    from agent_saga_mcp.proxy import run_proxy
-    from agent_saga_mcp.servers import servers_path
+    from agent_saga_mcp.proxy import refuse_start, run_proxy
 
-    import_modules(args.imports, "@compensator handlers")  # and the working directory on sys.path
-    command, server, name = _server(args.server, command)
     try:
-        if args.observe:
-            emit = Path(args.emit_policy or "saga-policy.json")
-            config = ProxyConfig(server=server, server_name=name, emit_policy=emit, name=args.name)
-        else:
-            policy = McpPolicy.load(args.policy)
-            if name is None and any(r.compensate is not None and r.compensate.tool for r in policy.policy.rules):
-                print(f"agent-saga mcp: no --server NAME (and no entry of {servers_path()} runs this command): "
-                      "compensating tool calls can be undone by this proxy only; the recovery daemon will "
-                      "escalate them", file=sys.stderr, flush=True)
-            config = ProxyConfig(
-                server=server, server_name=name, policy=policy, boundary=BoundaryMode(args.boundary),
-                name=args.name, wal=open_log_to_write(given_log(args)),
-                gate=load_gate(args.gate) if args.gate else None,
-            )
+        command, config = _configure(args)
+    except (CliError, PolicyError) as err:
+        refused = err if isinstance(err, CliError) else CliError(f"tool policy refused: {err}", EXIT_USAGE)
+        # An MCP client reads answers, not stderr: its first request is answered with the reason.
+        refuse_start(f"agent-saga mcp: {refused}")
+        raise refused from None
+    try:
         return asyncio.run(run_proxy(config, command))
     except PolicyError as err:
         raise CliError(f"tool policy refused: {err}", EXIT_USAGE) from None
     except json.JSONDecodeError as err:
         raise CliError(f"--emit-policy file is not JSON: {err}", EXIT_UNCHECKED) from None
+
+
+def _configure(args: argparse.Namespace) -> tuple[list[str], ProxyConfig]:
+    """The server command and the proxy's configuration, from the flags (CliError, PolicyError)."""
+    command = _checked(args)
+    # Only now the MCP SDK: agent_saga_mcp.handler registers mcp.call_tool in this process.
+    from agent_saga_mcp.core import BoundaryMode, ProxyConfig
+    from agent_saga_mcp.policy import McpPolicy
+    from agent_saga_mcp.servers import servers_path
+
+    import_modules(args.imports, "@compensator handlers")  # and the working directory on sys.path
+    command, server, name = _server(args.server, command)
+    if args.observe:
+        emit = Path(args.emit_policy or "saga-policy.json")
+        return command, ProxyConfig(server=server, server_name=name, emit_policy=emit, name=args.name)
+    policy = McpPolicy.load(args.policy)
+    if name is None and any(r.compensate is not None and r.compensate.tool for r in policy.policy.rules):
+        print(f"agent-saga mcp: no --server NAME (and no entry of {servers_path()} runs this command): "
+              "compensating tool calls can be undone by this proxy only; the recovery daemon will "
+              "escalate them", file=sys.stderr, flush=True)
+    return command, ProxyConfig(
+        server=server, server_name=name, policy=policy, boundary=BoundaryMode(args.boundary),
+        name=args.name, wal=open_log_to_write(given_log(args)),
+        gate=load_gate(args.gate) if args.gate else None,
+    )
 
 
 def _server(name: str | None, command: list[str]) -> tuple[list[str], dict[str, Any], str | None]:

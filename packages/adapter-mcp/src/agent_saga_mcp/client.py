@@ -24,14 +24,14 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any, Unpack
 
-from agent_saga import ActionSemantics, BoundaryRequired, Compensation, StepOptions, current_saga
+from agent_saga import ActionSemantics, BoundaryRequired, Compensation, StepOptions, StepRefused, current_saga
 from agent_saga.adapter import SPEC_ATTR, StepKwargs, ToolSpec
 from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
 from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import is_error_result, result_as_wire
 from agent_saga_mcp.document import result_document
 from agent_saga_mcp.handler import add_route
-from agent_saga_mcp.policy import ORIGIN, McpPolicy
+from agent_saga_mcp.policy import CALL_TOOL_HANDLER, ORIGIN, McpPolicy
 from agent_saga_mcp.servers import servers_path, valid_name
 
 __all__ = ["SagaSession", "SagaTool", "ToolErrorResult", "wrap_session", "wrap_tool"]
@@ -70,9 +70,11 @@ class SagaTool:
     ``fallback_action`` is called with the same ``arguments``.
     """
 
-    def __init__(self, client: Any, spec: ToolSpec) -> None:
+    def __init__(self, client: Any, spec: ToolSpec, undo_for: Callable[[dict[str, Any]], Factory] | None = None) -> None:
         self.client = client
         self.spec = spec
+        # A policy's undo may read the call's own arguments ($args): then it is made per call.
+        self._undo_for = undo_for
         setattr(self, SPEC_ATTR, spec)
 
     @property
@@ -96,6 +98,12 @@ class SagaTool:
                 )
             return await _call(self.client, self.name, args, **kwargs)
         options = self.options
+        if self._undo_for is not None:
+            try:
+                options = options.with_changes(compensate=self._undo_for(args))
+            except StepRefused as refused:  # the undo could not be built: never called, and on record
+                saga.refuse(self.name, args, refused, origin=ORIGIN)
+                raise
         if options.fallback_action is not None:
             options = options.with_changes(fallback_action=functools.partial(options.fallback_action, args))
         forward = functools.partial(_call_step, self.client, self.name, args, kwargs)
@@ -168,21 +176,21 @@ class SagaSession:
         rule = self._policy.rule_for(name)
         if rule is None:
             return None
-        options = self._policy.step_options(rule, self._undo(name, rule))
-        wrapped = SagaTool(self._client, ToolSpec(name, options))
+        options = self._policy.step_options(rule, None)
+        undo_for = functools.partial(self._undo, name, rule) if rule.compensate is not None else None
+        wrapped = SagaTool(self._client, ToolSpec(name, options), undo_for)
         self._tools[name] = wrapped
         return wrapped
 
-    def _undo(self, name: str, rule: ToolRule) -> Factory:
-        policy, server, client = self._policy, self._server, self._client
+    def _undo(self, name: str, rule: ToolRule, arguments: dict[str, Any]) -> Factory:
+        """The undo factory of one call (StepRefused when its ``$args`` do not resolve in ``arguments``)."""
+        server, client = self._server, self._client
+        undo = self._policy.undo(name, rule, arguments, server)
 
         def build(result: Any) -> Compensation | None:
-            wire = None if result is None else result_as_wire(result)
-            if server is not None:  # recorded as mcp.call_tool: the daemon can run it later
-                return policy.undo(name, rule, wire, server)
-            comp = policy.undo(name, rule, wire, None)
-            if comp is None or comp.handler != "mcp.call_tool":
-                return comp
+            comp = undo(None if result is None else result_as_wire(result))
+            if server is not None or comp is None or comp.handler != CALL_TOOL_HANDLER:
+                return comp  # with a server name, recorded as mcp.call_tool: the daemon can run it later
             # An error result from the undo is a failed attempt, as for any step's forward.
             call_undo = functools.partial(_call_step, client, comp.kwargs["tool"], dict(comp.kwargs["arguments"]), {})
             return Compensation(fn=call_undo, description=comp.description)

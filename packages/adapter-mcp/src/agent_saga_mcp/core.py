@@ -425,11 +425,11 @@ class ProxyCore:
                     raise ToolCallFailed(f"{name} returned an error result")
                 return result
 
-            server = self.config.server_name
-
-            def undo(result: Any) -> Any:
-                return policy.undo(name, rule, result, server)
-
+            try:
+                undo = policy.undo(name, rule, arguments, self.config.server_name)
+            except StepRefused as refused:  # its undo could not be built: never made, and on record
+                await self._refuse(refused, arguments)
+                raise
             saga, single = await self._saga_for_call()
             try:
                 await saga.execute(tool=name, forward=forward, args=arguments, options=policy.step_options(rule, undo))

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent_saga.plugins.policy import JsonPath
 
-__all__ = ["result_document", "schema_misses"]
+__all__ = ["deref", "result_document", "schema_at", "schema_misses"]
 
 
 def result_document(result: Mapping[str, Any]) -> Any:
@@ -42,30 +42,62 @@ def schema_misses(schema: Mapping[str, Any] | None, path: JsonPath) -> str | Non
     """Why ``path`` cannot resolve in any value valid under ``schema``, or None if it may.
 
     Only what the schema states is used: a step into an object whose ``properties`` are
-    listed and which does not allow other keys, or an index into something that is not an
-    array. A schema that says nothing (or allows anything) never blocks a path.
+    listed and which does not allow other keys, or an index (or ``[*]``) into something that
+    is not an array. A schema that says nothing (or allows anything) never blocks a path.
     """
-    node: Any = schema
+    return _walk(schema, path)[1]
+
+
+def schema_at(schema: Mapping[str, Any] | None, path: JsonPath) -> Mapping[str, Any] | None:
+    """The schema of what ``path`` finds (of each item, after ``[*]``); None where the schema does not say."""
+    return _walk(schema, path)[0]
+
+
+def deref(node: Any, root: Any) -> Any:
+    """``node``, or what its local ``$ref`` (``#/$defs/...``) points to in ``root``."""
+    for _ in range(32):  # a cycle of references says nothing
+        ref = node.get("$ref") if isinstance(node, Mapping) else None
+        if not isinstance(ref, str) or not ref.startswith("#/"):
+            return node
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target.get(part.replace("~1", "/").replace("~0", "~")) if isinstance(target, Mapping) else None
+        node = target
+    return None
+
+
+def _walk(schema: Mapping[str, Any] | None, path: JsonPath) -> tuple[Mapping[str, Any] | None, str | None]:
+    node: Any = deref(schema, schema)
     for step in path.steps:
         if not isinstance(node, Mapping):
-            return None
-        if isinstance(step, int):
-            if node.get("type") not in (None, "array") :
-                return f"{path.text}: [{step}] indexes a {node.get('type')}, not an array"
-            node = node.get("items")
+            return None, None
+        if not isinstance(step, str):  # an index or [*]
+            if not _may_be(node, "array"):
+                return None, f"{path.text}: {_shown(step)} indexes a {node.get('type')}, not an array"
+            node = deref(node.get("items"), schema)
             continue
         props = node.get("properties")
-        if node.get("type") not in (None, "object"):
-            return f"{path.text}: {step!r} reads a field of a {node.get('type')}"
+        if not _may_be(node, "object"):
+            return None, f"{path.text}: {step!r} reads a field of a {node.get('type')}"
         if isinstance(props, Mapping):
             if step in props:
-                node = props[step]
+                node = deref(props[step], schema)
                 continue
             extra = node.get("additionalProperties")
             if extra is None or extra is False:
                 known = ", ".join(sorted(str(k) for k in props)) or "none"
-                return f"{path.text}: the schema has no field {step!r} (fields: {known})"
-            node = extra
+                return None, f"{path.text}: the schema has no field {step!r} (fields: {known})"
+            node = deref(extra, schema)
             continue
-        return None
-    return None
+        return None, None
+    return (node if isinstance(node, Mapping) else None), None
+
+
+def _may_be(node: Mapping[str, Any], kind: str) -> bool:
+    """Whether the node's ``type`` (absent, one name or a list of names) allows ``kind``."""
+    stated = node.get("type")
+    return stated is None or stated == kind or (isinstance(stated, list) and kind in stated)
+
+
+def _shown(step: object) -> str:
+    return repr(step) if not isinstance(step, int) else f"[{step}]"

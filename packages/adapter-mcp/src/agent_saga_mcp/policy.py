@@ -2,7 +2,8 @@
 
 The file is the core's tool policy (``agent_saga.plugins.policy``, same JSON Schema). What
 the proxy adds is checking it against the tool surface the server actually lists: a
-compensating tool must exist and accept the mapped arguments, and ``policy_args`` paths
+compensating tool must exist and accept the mapped arguments (their names, and their types:
+see :mod:`agent_saga_mcp.fit`), and every path (``policy_args``, ``$args`` references)
 must be able to resolve in a call's arguments. Errors name the entry and the fix.
 """
 
@@ -13,11 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga import ActionSemantics, Compensation, CompensationError, StepOptions
-from agent_saga.plugins.policy import JsonPath, PolicyError, ToolPolicy, ToolRule
+from agent_saga import ActionSemantics, Compensation, StepOptions
+from agent_saga.plugins.policy import CompensateRule, JsonPath, PolicyError, ToolPolicy, ToolRule
 from agent_saga.registry import registered
 from agent_saga_mcp.compat import ToolInfo
 from agent_saga_mcp.document import result_document, schema_misses
+from agent_saga_mcp.fit import misfit
 
 __all__ = ["CALL_TOOL_HANDLER", "ORIGIN", "McpPolicy", "PolicyError"]
 
@@ -80,37 +82,11 @@ class McpPolicy:
                         f"{where}.policy_args[{key!r}] cannot resolve in the tool's arguments: {miss}; "
                         "policy_args paths read the call's arguments"
                     )
-            undo = rule.compensate
-            if undo is None or undo.tool is None:
-                continue
-            target = tools.get(undo.tool)
-            if target is None:
-                known = ", ".join(sorted(tools)) or "none"
-                raise PolicyError(
-                    f"{where}.compensate.tool {undo.tool!r} is not a tool of this server (it lists: {known}); "
-                    "fix the name, or the undo could never run"
-                )
-            props = (target.input_schema or {}).get("properties")
-            if isinstance(props, Mapping):
-                unknown = sorted(set(undo.args) - set(props))
-                if unknown:
-                    raise PolicyError(
-                        f"{where}.compensate.args names {unknown}, which {undo.tool!r} does not take "
-                        f"(it takes: {', '.join(sorted(props)) or 'nothing'})"
-                    )
-            required = (target.input_schema or {}).get("required") or []
-            missing = sorted(str(r) for r in required if r not in undo.args)
-            if missing:
-                raise PolicyError(f"{where}.compensate.args does not give {undo.tool!r} its required {missing}")
-            for key, path in undo.paths.items():
-                miss = schema_misses(info.output_schema, path)
-                if miss is not None:
-                    raise PolicyError(
-                        f"{where}.compensate.args[{key!r}] cannot resolve in {info.name!r}'s declared output: {miss}"
-                    )
+            if rule.compensate is not None:
+                _check_undo(where, info, rule.compensate, tools)
         return warnings
 
-    def step_options(self, rule: ToolRule, undo: Callable[[Any], Compensation | None]) -> StepOptions:
+    def step_options(self, rule: ToolRule, undo: Callable[[Any], Compensation | None] | None) -> StepOptions:
         """The StepOptions of a call under ``rule``: its semantics and ``policy_args``, origin ``mcp``.
 
         ``undo`` (a factory over the call's result, see :meth:`undo`) is the step's
@@ -124,34 +100,67 @@ class McpPolicy:
         )
 
     def undo(
-        self, tool: str, rule: ToolRule, result: Mapping[str, Any] | None, server: str | None
-    ) -> Compensation | None:
-        """The undo of one successful call, from its wire result (None before the result exists).
+        self, tool: str, rule: ToolRule, arguments: Mapping[str, Any] | None, server: str | None
+    ) -> Callable[[Mapping[str, Any] | None], Compensation | None]:
+        """The undo factory of one call of ``tool`` with ``arguments``: wire result -> Compensation.
+
+        Its ``$args`` references are read now, before the call: StepRefused (rule
+        ``policy.compensate.args``) when one does not resolve. The factory returns None
+        while the result is unknown, if the undo reads it.
 
         ``server`` is the server's *name* (None: unnamed, undoable only in this process): a
         ``compensate.tool`` undo is recorded as ``mcp.call_tool`` with that name, never with
         a command, and whoever runs it looks the name up in its own configuration.
         """
         undo = rule.compensate
-        if undo is None or rule.semantics is ActionSemantics.IRREVERSIBLE:
-            return None
-        paths = undo.paths
-        if paths and result is None:
-            return None
-        doc = result_document(result) if result is not None else None
-        mapped: dict[str, Any] = {k: v for k, v in undo.args.items() if k not in paths}
-        for key, path in paths.items():
-            try:
-                mapped[key] = path.find(doc)
-            except KeyError as err:
-                raise CompensationError(
-                    f"tool policy entry {rule.pattern!r}: compensate.args[{key!r}] = {path.text!r} does not "
-                    f"resolve in the result of {tool!r} ({err.args[0]}); fix the path or the tool"
-                ) from None
-        if undo.tool is None:
-            return Compensation(handler=undo.handler, kwargs=mapped)
-        return Compensation(
-            handler=CALL_TOOL_HANDLER,
-            kwargs={"server": server, "tool": undo.tool, "arguments": mapped},
-            description=f"{undo.tool}({', '.join(f'{k}={v!r}' for k, v in mapped.items())})",
+        bound = undo.bind(rule.pattern, arguments) if undo is not None else None
+
+        def build(result: Mapping[str, Any] | None) -> Compensation | None:
+            if undo is None or bound is None or rule.semantics is ActionSemantics.IRREVERSIBLE:
+                return None
+            if result is None and bound.template.needs_result:
+                return None
+            mapped = bound.arguments(result_document(result) if result is not None else None)
+            if undo.tool is None:
+                return Compensation(handler=undo.handler, kwargs=mapped)
+            return Compensation(
+                handler=CALL_TOOL_HANDLER,
+                kwargs={"server": server, "tool": undo.tool, "arguments": mapped},
+                description=f"{undo.tool}({', '.join(f'{k}={v!r}' for k, v in mapped.items())})",
+            )
+
+        return build
+
+
+def _check_undo(where: str, info: ToolInfo, undo: CompensateRule, tools: Mapping[str, ToolInfo]) -> None:
+    """Check the undo of ``info``'s entry against the server's tools (PolicyError naming ``where``)."""
+    target = tools.get(undo.tool) if undo.tool is not None else None
+    if undo.tool is not None and target is None:
+        known = ", ".join(sorted(tools)) or "none"
+        raise PolicyError(
+            f"{where}.compensate.tool {undo.tool!r} is not a tool of this server (it lists: {known}); "
+            "fix the name, or the undo could never run"
         )
+    for at, path in undo.template.references():
+        source = info.output_schema if path.reads_result else info.input_schema
+        miss = schema_misses(source, path)
+        if miss is not None:
+            reads = "declared output" if path.reads_result else "arguments"
+            raise PolicyError(f"{where}.compensate.args{at} cannot resolve in {info.name!r}'s {reads}: {miss}")
+    if target is None:  # a handler: nothing of the server to fit
+        return
+    props = (target.input_schema or {}).get("properties")
+    if isinstance(props, Mapping):
+        unknown = sorted(set(undo.args) - set(props))
+        if unknown:
+            raise PolicyError(
+                f"{where}.compensate.args names {unknown}, which {undo.tool!r} does not take "
+                f"(it takes: {', '.join(sorted(props)) or 'nothing'})"
+            )
+    required = (target.input_schema or {}).get("required") or []
+    missing = sorted(str(r) for r in required if r not in undo.args)
+    if missing:
+        raise PolicyError(f"{where}.compensate.args does not give {undo.tool!r} its required {missing}")
+    miss = misfit(undo.template.tree, info, target.name, target.input_schema)
+    if miss is not None:
+        raise PolicyError(f"{where}.compensate.args{miss}")

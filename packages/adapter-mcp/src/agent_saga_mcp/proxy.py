@@ -14,24 +14,34 @@ How it ends decides what happens to the open saga (``--boundary session``/``expl
   **left open** and the proxy exits 1; as when the proxy itself is killed, the recovery
   daemon unwinds it once its lease expires;
 * the policy does not fit the server (first tools/list): the pending request gets an
-  error, the server is stopped and the proxy exits 2.
+  error, the server is stopped and the proxy exits 2;
+* the proxy cannot start at all (a policy refused when it is loaded, a bad flag):
+  :func:`refuse_start` answers the client's first request with a JSON-RPC error carrying
+  the message, so that an MCP client shows why, not only that the connection closed; the
+  server is never started and the proxy exits 2.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import select
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
-from typing import IO
+from typing import IO, Any
 
-from agent_saga_mcp.core import ProxyConfig, ProxyCore
+from agent_saga_mcp.core import ErrorCode, ProxyConfig, ProxyCore
+from agent_saga_mcp.wire import LineRefused, encode, read_client_line
 
-__all__ = ["EXIT_FATAL", "EXIT_SERVER_GONE", "EXIT_START", "lines", "run_proxy"]
+__all__ = ["EXIT_FATAL", "EXIT_SERVER_GONE", "EXIT_START", "START_REFUSAL_WAIT", "lines", "refuse_start", "run_proxy"]
 
 EXIT_SERVER_GONE, EXIT_FATAL, EXIT_START = 1, 2, 3
 _CHUNK = 1 << 16
+#: How long a proxy that cannot start waits for the client's first request, to answer it.
+START_REFUSAL_WAIT = 10.0
 
 
 async def lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -73,6 +83,56 @@ async def _file_chunks(file: IO[bytes]) -> AsyncIterator[bytes]:
     threading.Thread(target=pump, name="agent-saga-mcp-stdin", daemon=True).start()
     while chunk := await queue.get():
         yield chunk
+
+
+def refuse_start(
+    message: str, stdin: IO[bytes] | None = None, stdout: IO[bytes] | None = None, wait: float = START_REFUSAL_WAIT
+) -> None:
+    """Answer the client's first request with a JSON-RPC error carrying ``message`` (the proxy cannot start).
+
+    An MCP client starts the proxy and sends ``initialize`` at once; exiting without a word
+    leaves it only "connection closed". Notifications before that request are skipped; a
+    line that cannot be read is answered (with its id where it still reads as a request).
+    Gives up at EOF, after ``wait`` seconds, or at once on a terminal (a person reads stderr there).
+    """
+    client_in = stdin if stdin is not None else sys.stdin.buffer
+    client_out = stdout if stdout is not None else sys.stdout.buffer
+    with contextlib.suppress(OSError, ValueError):
+        if client_in.isatty():
+            return
+        id_ = _first_request(client_in.fileno(), time.monotonic() + wait)
+        if id_ is not _NO_REQUEST:
+            error = {"code": int(ErrorCode.PROXY_ERROR), "message": message}
+            client_out.write(encode({"jsonrpc": "2.0", "id": id_, "error": error}) + b"\n")
+            client_out.flush()
+
+
+_NO_REQUEST = object()
+
+
+def _first_request(fd: int, deadline: float) -> Any:
+    """The id of the first request read from ``fd`` before ``deadline`` (None for an unreadable line)."""
+    buffer = b""
+    while (left := deadline - time.monotonic()) > 0:
+        if not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if not line.strip():
+                continue
+            try:
+                message = read_client_line(line)
+            except LineRefused as refused:
+                return refused.id
+            for member in message if isinstance(message, list) else [message]:
+                if isinstance(member, dict) and "method" in member and "id" in member:
+                    id_ = member["id"]
+                    return id_ if isinstance(id_, (str, int)) and not isinstance(id_, bool) else None
+    return _NO_REQUEST
 
 
 async def run_proxy(

@@ -17,7 +17,7 @@ from types import FunctionType
 from typing import Any, TypeVar
 
 from agent_saga.errors import CompensationError, ConfigurationError
-from agent_saga.jsonpath import JsonPath
+from agent_saga.jsonpath import ArgTemplate, Unresolved
 from agent_saga.semantics import Compensation
 
 __all__ = [
@@ -347,17 +347,25 @@ def from_recipe(recipe: Mapping[str, Any], result: Any) -> Compensation:
         spec = recipe["delete_by"]
         comp = _DeleteBy(fn, handler, str(spec.get("param")), str(spec.get("field", "id")))(result)
     elif isinstance(recipe.get("paths"), Mapping):
-        kwargs = dict(recipe.get("literals") or {})
-        for param, text in recipe["paths"].items():
-            try:
-                kwargs[param] = JsonPath.parse(str(text)).find(result)
-            except (KeyError, ValueError) as err:
-                raise CompensationError(f"recipe of {handler!r}: {param!r} = {text!r}: {err}") from None
-        comp = Compensation(fn=fn, handler=handler, kwargs=kwargs)
+        comp = Compensation(fn=fn, handler=handler, kwargs=_from_paths(recipe, handler, result))
     else:
         raise CompensationError(f"recipe of {handler!r} says neither maps, delete_by nor paths: {dict(recipe)!r}")
     assert comp is not None
     return comp
+
+
+def _from_paths(recipe: Mapping[str, Any], handler: str, result: Any) -> dict[str, Any]:
+    """The kwargs of a policy's recipe: its literals as they are, its paths and templates read from ``result``."""
+    kwargs = dict(recipe.get("literals") or {})
+    written = {param: str(text) for param, text in recipe["paths"].items()}
+    templates = recipe.get("templates")
+    if isinstance(templates, Mapping):
+        written.update(templates)
+    try:
+        kwargs.update(ArgTemplate.parse(written).resolve(result))
+    except (Unresolved, ValueError) as err:
+        raise CompensationError(f"recipe of {handler!r}: {err}") from None
+    return kwargs
 
 
 def call_with(fn: Callable[..., Any], **kwargs: Any) -> CompensationFactory:

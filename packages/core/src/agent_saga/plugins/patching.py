@@ -170,7 +170,7 @@ def classify(tool: str, framework: str, tool_args: Mapping[str, Any] | None = No
         return None
     args = tool_args or {}
     try:
-        spec = config.policy.spec_for(tool)
+        spec = config.policy.spec_for(tool, args)
     except StepRefused as refusal:
         saga.refuse(tool, args, refusal, origin=framework)
         raise

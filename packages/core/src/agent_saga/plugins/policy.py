@@ -12,10 +12,18 @@ Instead of a ``handler``, ``compensate`` may name a ``tool``: another tool of th
 server, called with the mapped arguments. Only the MCP proxy (``agent-saga mcp``, in
 ``agent-saga-mcp``) can make such a call; in-process runtimes refuse the step before it runs.
 
-A name matches exactly, else the first glob (in file order) that matches it. A
-``compensate.args`` value that is a string starting with ``$`` is a JSON path into the
-forward result (``$.id``, ``$.items[0].id``, ``$['odd key']``); anything else is passed
-as is. The handler must be registered with ``@compensator`` by the time it is needed.
+A name matches exactly, else the first glob (in file order) that matches it. In
+``compensate.args`` every string that starts with ``$``, at any depth (inside lists and
+objects too), is a reference (:class:`~agent_saga.jsonpath.ArgTemplate`):
+
+* ``$.id``, ``$.items[0].id``, ``$['odd key']``: a JSON path into the forward result;
+* ``$.items[*].id``: the array of every item's ``id``;
+* ``$args.path``: a JSON path into the call's own arguments (read before the call runs);
+* ``$$...``: the literal string with one ``$`` less.
+
+Anything else is passed as is. A path that cannot be read refuses the policy when it is
+loaded, naming the entry and where the path is. The handler must be registered with
+``@compensator`` by the time it is needed.
 
 Semantics are never inferred: a tool the policy does not name is *unclassified*.
 ``observe`` mode lets it run (and records it); ``enforce`` mode refuses it before it runs.
@@ -34,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from agent_saga.errors import CompensationError, ConfigurationError, StepRefused
-from agent_saga.jsonpath import JsonPath, is_path
+from agent_saga.jsonpath import ArgTemplate, JsonPath, Unresolved
 from agent_saga.semantics import ActionSemantics, json_roundtrips
 from agent_saga.toolspec import ToolSpec
 
@@ -42,6 +50,7 @@ __all__ = [
     "CompensateRule",
     "JsonPath",
     "PolicyError",
+    "PolicyUndo",
     "ToolPolicy",
     "ToolRule",
     "policy_schema",
@@ -60,63 +69,90 @@ class PolicyError(ConfigurationError):
 
 @dataclass(frozen=True, slots=True)
 class CompensateRule:
-    """The undo of one tool: a registered handler (or a server tool) and where its arguments come from."""
+    """The undo of one tool: a registered handler (or a server tool) and where its arguments come from.
+
+    ``args`` is kept as written; ``template`` is it parsed (every reference, at any depth).
+    """
 
     handler: str
     args: Mapping[str, Any] = field(default_factory=dict)
     tool: str | None = None  # an MCP tool to call instead of a handler (then handler is "")
+    template: ArgTemplate = field(init=False, repr=False, compare=False)
 
-    @property
-    def paths(self) -> dict[str, JsonPath]:
-        return {k: JsonPath.parse(v) for k, v in self.args.items() if is_path(v)}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "template", ArgTemplate.parse(dict(self.args)))
 
-    @property
-    def prebound(self) -> bool:
-        """True when no argument needs the forward result (the undo is known up front)."""
-        return not self.paths
+    def bind(self, entry: str, call_args: Mapping[str, Any] | None) -> PolicyUndo:
+        """The undo of one call under the policy entry ``entry``, its ``$args`` read now, before the call.
 
-    def factory(self, tool: str) -> _PolicyUndo:
-        """A compensate= factory for the engine: result -> {handler, kwargs}."""
-        paths = self.paths
-        literals = {k: v for k, v in self.args.items() if k not in paths}
-        return _PolicyUndo(tool, self.handler, literals, paths)
+        StepRefused (rule ``policy.compensate.args``) when one does not resolve in
+        ``call_args`` (None: not known): the call would leave an undo that cannot be built.
+        """
+        template = self.template
+        if template.needs_args:
+            try:
+                template = template.bind_args(call_args)
+            except Unresolved as miss:
+                raise StepRefused(
+                    entry,
+                    f"tool policy entry {entry!r}: compensate.args{miss.where} = {miss.path.text!r} does not "
+                    f"resolve in the call's arguments ({miss.why}), so the call would have no undo; it was not made",
+                    rule="policy.compensate.args",
+                ) from None
+        return PolicyUndo(entry, self.handler, template)
 
 
 @dataclass(frozen=True, slots=True)
-class _PolicyUndo:
-    """The undo a policy entry declares, built from the forward result's fields.
+class PolicyUndo:
+    """The undo a policy entry declares for one call, built from the forward result.
 
-    With no JSON path among its arguments it needs nothing from the result, so it is
+    Its ``$args`` references are already read, so when none reads the result it is
     known before the call (and can undo a step whose outcome is UNKNOWN).
     """
 
-    tool: str
+    entry: str
     handler: str
-    literals: Mapping[str, Any]
-    paths: Mapping[str, JsonPath]
+    template: ArgTemplate
 
     @property
     def known_before_call(self) -> bool:
-        return not self.paths
+        return not self.template.needs_result
 
     @property
     def recipe(self) -> dict[str, Any]:
-        return {
-            "handler": self.handler, "literals": dict(self.literals),
-            "paths": {name: path.text for name, path in self.paths.items()},
-        }
+        """How to build the undo from a result, as :func:`agent_saga.registry.from_recipe` reads it.
+
+        An argument without a reference is a literal, one that is a reference is a path; one
+        with references inside it (a list, an object) is a template in its written form.
+        """
+        literals: dict[str, Any] = {}
+        paths: dict[str, str] = {}
+        templates: dict[str, Any] = {}
+        for name, value in self.template.tree.items():
+            part = ArgTemplate(value)
+            if isinstance(value, JsonPath):
+                paths[name] = value.text
+            elif part.references():
+                templates[name] = part.written()
+            else:
+                literals[name] = value
+        recipe: dict[str, Any] = {"handler": self.handler, "literals": literals, "paths": paths}
+        if templates:
+            recipe["templates"] = templates
+        return recipe
+
+    def arguments(self, result: Any) -> dict[str, Any]:
+        """The undo's arguments read from ``result``; CompensationError naming the entry and the path."""
+        try:
+            return cast(dict[str, Any], self.template.resolve(result))
+        except Unresolved as miss:
+            raise CompensationError(
+                f"tool policy entry {self.entry!r}: compensate.args{miss.where} = {miss.path.text!r} does not "
+                f"resolve in the forward result ({miss.why}); fix the path or the tool"
+            ) from None
 
     def __call__(self, result: Any) -> dict[str, Any]:
-        kwargs = dict(self.literals)
-        for name, path in self.paths.items():
-            try:
-                kwargs[name] = path.find(result)
-            except KeyError as err:
-                raise CompensationError(
-                    f"tool policy entry {self.tool!r}: compensate.args[{name!r}] = {path.text!r} does "
-                    f"not resolve in the forward result ({err.args[0]}); fix the path or the tool"
-                ) from None
-        return {"handler": self.handler, "kwargs": kwargs}
+        return {"handler": self.handler, "kwargs": self.arguments(result)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +251,12 @@ class ToolPolicy:
                 return rule
         return None
 
-    def spec_for(self, tool: str) -> ToolSpec | None:
-        """The ToolSpec the policy gives ``tool``, or None when it is unclassified.
+    def spec_for(self, tool: str, args: Mapping[str, Any] | None = None) -> ToolSpec | None:
+        """The ToolSpec the policy gives a call of ``tool`` with ``args``, or None when it is unclassified.
 
         Raises StepRefused for an entry whose undo is a server tool (``compensate.tool``):
-        only the MCP proxy can call one, so in process the effect would have no undo.
+        only the MCP proxy can call one, so in process the effect would have no undo; and
+        for an undo whose ``$args`` references do not resolve in ``args`` (None: not known).
         """
         rule = self.rule_for(tool)
         if rule is None:
@@ -234,7 +271,7 @@ class ToolPolicy:
                 rule="policy.compensate.tool",
             )
         return ToolSpec.of(
-            tool, semantics=rule.semantics, compensate=undo.factory(tool) if undo is not None else None,
+            tool, semantics=rule.semantics, compensate=undo.bind(tool, args) if undo is not None else None,
             policy_args=dict(rule.policy_args),
         )
 
@@ -320,13 +357,12 @@ def _compensate(where: str, value: Any) -> CompensateRule | None:
     if not isinstance(args, Mapping) or not all(isinstance(k, str) and k for k in args):
         raise PolicyError(f"{where}.compensate.args must map the handler's parameter names to values or JSON paths")
     for key, arg in args.items():
-        if is_path(arg):
-            _path(f"{where}.compensate.args[{key!r}]", arg)
-        elif not json_roundtrips(arg):
+        if not json_roundtrips(arg):
             raise PolicyError(f"{where}.compensate.args[{key!r}] must be JSON data or a '$' path, got {arg!r}")
-    if undo_tool is not None:
-        return CompensateRule("", dict(args), undo_tool)
-    return CompensateRule(cast(str, handler), dict(args))
+    try:
+        return CompensateRule(cast(str, handler) if undo_tool is None else "", dict(args), undo_tool)
+    except ValueError as err:  # a reference that cannot be read, wherever it is
+        raise PolicyError(f"{where}.compensate.args{err} (literal text that starts with '$' is written '$$...')") from None
 
 
 def _path(where: str, text: str) -> JsonPath:
