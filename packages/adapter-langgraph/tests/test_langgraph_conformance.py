@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph_drive import agent_graph, script
 
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
+from agent_saga.testing import RUN_ON, AdapterConformance, Call
 
 
 class TestLangGraphConformance(AdapterConformance):
@@ -21,7 +21,7 @@ class TestLangGraphConformance(AdapterConformance):
     # An async graph run's ToolNode gathers one message's calls (asyncio.gather), a sync tool each
     # on an executor thread; the first exception ends the node while the others run on.
     parallel = "threads"
-    parallel_races = (False,)
+    parallel_siblings = RUN_ON
 
     def make_tool(self, fn: Callable[..., Any]) -> BaseTool:
         if asyncio.iscoroutinefunction(fn):

@@ -22,11 +22,12 @@ counting the runs that left an effect standing and those that claimed a false "c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -50,10 +51,7 @@ from agent_saga.testing.shared import (
     wait_balanced,
 )
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-__all__ = ["BOUND", "RUNS_VARIABLE", "ParallelCases", "SignallingWAL"]
+__all__ = ["AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "ParallelCases", "SignallingWAL"]
 
 #: The longest any forced ordering may take (seconds). Reached only when something is wrong:
 #: a framework that does not run the calls together, or an effect that is never undone.
@@ -133,9 +131,9 @@ class _Scene:
             self.stalls.append(what)
 
     def wait_left(self) -> bool:
-        """Wait until every sibling has left its body (its effect done or abandoned)."""
+        """Wait until every sibling that entered its body has left it (its effect done or abandoned)."""
         with self._changed:
-            return self._changed.wait_for(lambda: self.left >= self.siblings, BOUND)
+            return self._changed.wait_for(lambda: self.left >= self.entered, BOUND)
 
 
 _scene = _Scene()
@@ -151,9 +149,31 @@ def book(seat: str) -> dict[str, Any]:
     return {"ref": f"book:{seat}"}
 
 
+async def _waited(wait: Callable[[str], None], name: str) -> None:
+    """``wait(name)`` on a thread of its own, awaited without blocking the loop.
+
+    Not ``asyncio.to_thread``: a loop that closes (a framework's run ending) joins its default
+    executor, and would so wait for a wait that only its own end can release.
+    """
+    loop = asyncio.get_running_loop()
+    waited: asyncio.Future[None] = loop.create_future()
+
+    def done() -> None:
+        if not waited.done():  # a cancelled call's future is done already
+            waited.set_result(None)
+
+    def run() -> None:
+        wait(name)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits
+            loop.call_soon_threadsafe(done)
+
+    threading.Thread(target=run, name=f"parallel-{name}", daemon=True).start()
+    await waited
+
+
 async def abook(seat: str) -> dict[str, Any]:
     """Book a seat (async)."""
-    await asyncio.to_thread(_scene.hold, f"abook({seat})")
+    await _waited(_scene.hold, f"abook({seat})")
     note(f"do:book:{seat}")
     return {"ref": f"book:{seat}"}
 
@@ -166,7 +186,7 @@ def confirm(channel: str) -> dict[str, Any]:
 
 async def aconfirm(channel: str) -> dict[str, Any]:
     """Send the booking confirmation (async; its service is down)."""
-    await asyncio.to_thread(_scene.after_siblings, "aconfirm")
+    await _waited(_scene.after_siblings, "aconfirm")
     raise NotApplied("confirmation service unreachable")
 
 
@@ -193,8 +213,17 @@ AFTER_ROLLBACK = Scenario("after-rollback", R.SAGA_ROLLED_BACK, {"rollback_grace
 #: The framework waits for every call of the response before the failure is seen (errors as
 #: results, or a pool it joins): the siblings commit after the failure, before the rollback.
 AFTER_FAILURE = Scenario("after-failure", R.STEP_NOT_APPLIED)
+#: The framework cancels the siblings' tasks as the failure ends the run: their effect never
+#: happens, and their steps stay UNKNOWN (the report cannot be clean, nothing stands).
+CANCELLED_BY_FRAMEWORK = Scenario("cancelled", R.ROLLBACK_STARTED)
 #: A framework that runs one response's calls one after another.
 IN_ORDER = Scenario("in-order", None)
+
+# What a framework does with the other calls of a response when one of them fails.
+RUN_ON, CANCELLED, AWAITED = "run on", "cancelled", "awaited"
+_SCENARIOS = {
+    RUN_ON: (INSIDE_GRACE, AFTER_ROLLBACK), CANCELLED: (CANCELLED_BY_FRAMEWORK,), AWAITED: (AFTER_FAILURE,),
+}
 
 
 @dataclass
@@ -240,10 +269,11 @@ class ParallelCases:
     #: framework and release): None = one after another; "threads" = sync tools at once, each on
     #: a thread; "tasks" = async tools as concurrent tasks (sync ones inline, one at a time).
     parallel: ClassVar[str | None] = None
-    #: Of ``error_modes``, those where a failing call ends the run while its siblings still run
-    #: (the rollback starts with them in flight); in the others the framework waits for every
-    #: call of the response before the failure is seen.
-    parallel_races: ClassVar[tuple[bool, ...]] = ()
+    #: What becomes of the other calls of the response when a failing call ends the run
+    #: (``errors_as_results=False``): RUN_ON (the rollback starts while they still run),
+    #: CANCELLED (the framework cancels their tasks as it ends the run) or AWAITED (it waits for
+    #: every call before the failure is seen). Where errors become results, always AWAITED.
+    parallel_siblings: ClassVar[str] = AWAITED
 
     if TYPE_CHECKING:
         framework: ClassVar[str]
@@ -262,22 +292,16 @@ class ParallelCases:
 
     # -- one run ------------------------------------------------------------------------
 
-    def _cases(self, *scenarios: Scenario) -> list[tuple[Scenario, bool]]:
+    def _parallel_cases(self, *scenarios: Scenario) -> list[tuple[Scenario, bool]]:
         """The (scenario, error mode) pairs of this framework among ``scenarios``."""
-        cases: list[tuple[Scenario, bool]] = []
-        for mode in self.error_modes:
-            if self.parallel is None:
-                scenario = IN_ORDER
-            elif mode in self.parallel_races:
-                cases += [(s, mode) for s in (INSIDE_GRACE, AFTER_ROLLBACK) if s in scenarios]
-                continue
-            else:
-                scenario = AFTER_FAILURE
-            if scenario in scenarios:
-                cases.append((scenario, mode))
-        return cases
+        if self.parallel is None:
+            return [(IN_ORDER, mode) for mode in self.error_modes if IN_ORDER in scenarios]
+        return [
+            (scenario, mode) for mode in self.error_modes
+            for scenario in _SCENARIOS[AWAITED if mode else self.parallel_siblings] if scenario in scenarios
+        ]
 
-    def _tools(self, via: str) -> list[Any]:
+    def _parallel_tools(self, via: str) -> list[Any]:
         sibling, failing = (abook, aconfirm) if self.parallel == "tasks" else (book, confirm)
         if via == "patch_all":
             patch_all(_POLICY)
@@ -291,20 +315,20 @@ class ParallelCases:
         """One run of ``scenario``: the verdict on what it left (never raises on a broken promise)."""
         clear_ledger()
         clear_unclassified_calls()
-        tools = self._tools(via)
+        tools = self._parallel_tools(via)
         sibling, failing = ("abook", "aconfirm") if self.parallel == "tasks" else ("book", "confirm")
         calls = [Call(sibling, {"seat": seat}) for seat in SEATS] + [Call(failing, {"channel": "ops"})]
         wal = SignallingWAL(path)
         _scene.reset(wal, scenario.release, len(SEATS))
         verdict = Verdict()
         try:
-            self._run_and_check(wal, tools, calls, scenario, mode, verdict)
+            self._parallel_check(wal, tools, calls, scenario, mode, verdict)
         finally:
             _scene.reset(wal, None, 0)
             wal.close()
         return verdict
 
-    def _run_and_check(
+    def _parallel_check(
         self, wal: SignallingWAL, tools: list[Any], calls: list[Call], scenario: Scenario, mode: bool,
         verdict: Verdict,
     ) -> None:
@@ -329,9 +353,13 @@ class ParallelCases:
         else:
             wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))  # the undo's record follows the undo
         records = _records(wal)
-        if report is not None:
+        siblings = _steps_of(records, ("book", "abook"))
+        failing = _steps_of(records, ("confirm", "aconfirm"))
+        if len(siblings) != len(SEATS) or len(failing) != 1:
+            problems.append(f"expected {len(SEATS)} booking steps and 1 confirmation, got {siblings} and {failing}")
+        elif report is not None:
             verdict.claimed_clean = report.clean
-            self._check_report(report, records, scenario, verdict)
+            self._parallel_report(report, records, siblings, failing[0], scenario, verdict)
         for i, r in enumerate(records):
             if r["type"] == R.STEP_COMMITTED and _position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0:
                 problems.append(f"step {r['step']} committed and was never compensated")
@@ -340,17 +368,14 @@ class ParallelCases:
         if swept.open_sagas or swept.compensated or swept.actions:
             problems.append(f"the recovery daemon still had work: {swept.summary()}")
 
-    def _check_report(
-        self, report: RollbackReport, records: list[dict[str, Any]], scenario: Scenario, verdict: Verdict,
+    def _parallel_report(
+        self, report: RollbackReport, records: list[dict[str, Any]], siblings: list[int], failing: int,
+        scenario: Scenario, verdict: Verdict,
     ) -> None:
+        """What the report and the log's order must say in ``scenario``."""
         problems = verdict.problems
-        siblings = _steps_of(records, ("book", "abook"))
-        failing = _steps_of(records, ("confirm", "aconfirm"))
-        if len(siblings) != len(SEATS) or len(failing) != 1:
-            problems.append(f"expected {len(SEATS)} booking steps and 1 confirmation, got {siblings} and {failing}")
-            return
-        if _position(records, R.STEP_NOT_APPLIED, failing[0]) < 0:
-            problems.append(f"the failing call (step {failing[0]}) has no STEP_NOT_APPLIED")
+        if _position(records, R.STEP_NOT_APPLIED, failing) < 0:
+            problems.append(f"the failing call (step {failing}) has no STEP_NOT_APPLIED")
         compensated = [r["step"] for r in records if r["type"] == R.STEP_COMPENSATED]
         ended = _position(records, R.SAGA_ROLLED_BACK)
         if scenario is AFTER_ROLLBACK:
@@ -366,6 +391,15 @@ class ParallelCases:
                 if late[:3] != [R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED]:
                     problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
             return
+        if scenario is CANCELLED_BY_FRAMEWORK:
+            if report.clean:
+                problems.append("the report says clean over steps whose calls were cancelled mid-flight")
+            for step in siblings:
+                if _position(records, R.STEP_COMMITTED, step) >= 0:
+                    problems.append(f"step {step} committed, though the framework cancelled its call")
+                if not 0 <= _position(records, R.STEP_UNKNOWN, step) < _position(records, R.ROLLBACK_STARTED):
+                    problems.append(f"step {step} was not recorded UNKNOWN (cancelled) before the rollback")
+            return
         if not report.clean:
             problems.append(f"the report is not clean:\n{report.format_text()}")
         if sorted(s.step for s in report.compensated) != siblings:
@@ -378,14 +412,14 @@ class ParallelCases:
             problems.append("the siblings did not commit between ROLLBACK_STARTED and SAGA_ROLLED_BACK")
         if scenario is AFTER_FAILURE and not (_position(records, R.STEP_NOT_APPLIED) < min(commits) < rollback):
             problems.append("the siblings did not commit after the failure and before the rollback")
-        if scenario is IN_ORDER and siblings + failing != [1, 2, 3]:
-            problems.append(f"steps numbered {siblings + failing}, expected the calls' order")
+        if scenario is IN_ORDER and [*siblings, failing] != [1, 2, 3]:
+            problems.append(f"steps numbered {[*siblings, failing]}, expected the calls' order")
 
-    def _assert_cases(self, tmp_path: Path, via: str, *scenarios: Scenario) -> None:
-        cases = self._cases(*scenarios)
+    def _assert_parallel(self, tmp_path: Path, via: str, *scenarios: Scenario) -> None:
+        cases = self._parallel_cases(*scenarios)
         if not cases:
             pytest.skip(f"{self.framework}: no error mode of this kind (parallel={self.parallel!r}, "
-                        f"races in {self.parallel_races})")
+                        f"siblings {self.parallel_siblings!r}, error modes {self.error_modes})")
         for n, (scenario, mode) in enumerate(cases):
             verdict = self.parallel_run(tmp_path / f"parallel-{n}.wal", scenario, mode, via)
             assert not verdict.problems, f"{scenario.name}, errors_as_results={mode}, {via}:\n" + "\n".join(
@@ -397,30 +431,36 @@ class ParallelCases:
     def test_parallel_siblings_committing_inside_the_grace_are_undone_and_the_report_is_clean(
         self, tmp_path: Path, via: str
     ) -> None:
-        self._assert_cases(tmp_path, via, INSIDE_GRACE)
+        self._assert_parallel(tmp_path, via, INSIDE_GRACE)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_parallel_siblings_committing_after_the_rollback_are_undone_as_they_arrive(
         self, tmp_path: Path, via: str
     ) -> None:
-        self._assert_cases(tmp_path, via, AFTER_ROLLBACK)
+        self._assert_parallel(tmp_path, via, AFTER_ROLLBACK)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_parallel_siblings_the_framework_waits_for_are_undone_after_the_failure(
         self, tmp_path: Path, via: str
     ) -> None:
-        self._assert_cases(tmp_path, via, AFTER_FAILURE)
+        self._assert_parallel(tmp_path, via, AFTER_FAILURE)
+
+    @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
+    def test_parallel_siblings_the_framework_cancels_leave_nothing_and_no_clean_claim(
+        self, tmp_path: Path, via: str
+    ) -> None:
+        self._assert_parallel(tmp_path, via, CANCELLED_BY_FRAMEWORK)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_one_response_run_in_order_is_undone_newest_first(self, tmp_path: Path, via: str) -> None:
-        self._assert_cases(tmp_path, via, IN_ORDER)
+        self._assert_parallel(tmp_path, via, IN_ORDER)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_parallel_stress(self, tmp_path: Path, via: str, record_property: Callable[[str, Any], None]) -> None:
         runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
         if runs <= 0:
             pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini does in each framework's env)")
-        cases = self._cases(INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, IN_ORDER)
+        cases = self._parallel_cases(INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, CANCELLED_BY_FRAMEWORK, IN_ORDER)
         total = standing = false_clean = 0
         problems: Counter[str] = Counter()
         for scenario, mode in cases:
