@@ -58,6 +58,8 @@ __all__ = ["AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "Parallel
 BOUND = 30.0
 #: The stress lane's switch: how many times to run each parallel case.
 RUNS_VARIABLE = "AGENT_SAGA_PARALLEL_RUNS"
+#: The stress lane stops a case after this many failing runs (each may wait BOUND seconds).
+_STRESS_GIVE_UP = 3
 
 
 class SignallingWAL(FileWAL):
@@ -464,12 +466,17 @@ class ParallelCases:
         total = standing = false_clean = 0
         problems: Counter[str] = Counter()
         for scenario, mode in cases:
+            failing = 0
             for n in range(runs):
                 verdict = self.parallel_run(tmp_path / f"{scenario.name}-{mode}-{n}.wal", scenario, mode, via)
                 total += 1
                 standing += bool(verdict.standing)
                 false_clean += verdict.false_clean
-                problems.update(p.splitlines()[0] for p in verdict.problems)
+                problems.update(f"{scenario.name}: {p.splitlines()[0]}" for p in verdict.problems)
+                failing += bool(verdict.problems)
+                if failing == _STRESS_GIVE_UP:  # a broken promise costs BOUND a run: enough evidence
+                    problems[f"{scenario.name}: stopped after {n + 1} of {runs} runs"] += 1
+                    break
         summary = (f"parallel stress, {self.framework} via {via}: {total} runs, {standing} left an effect "
                    f"standing, {false_clean} claimed a false clean, {sum(problems.values())} problems")
         print(summary)
