@@ -454,7 +454,7 @@ class ParallelCases:
         self._assert_parallel(tmp_path, via, CANCELLED_BY_FRAMEWORK)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
-    def test_one_response_run_in_order_is_undone_newest_first(self, tmp_path: Path, via: str) -> None:
+    def test_parallel_calls_a_framework_runs_in_order_are_undone_newest_first(self, tmp_path: Path, via: str) -> None:
         self._assert_parallel(tmp_path, via, IN_ORDER)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
