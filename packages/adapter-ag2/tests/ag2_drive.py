@@ -9,6 +9,7 @@ from typing import Any
 
 from autogen import ConversableAgent
 from autogen.testing import TestAgent, ToolCall
+from autogen.testing.messages import tools_message
 from autogen.tools import Tool
 
 __all__ = ["chat", "pair"]
@@ -28,14 +29,19 @@ def register(tool: Tool, assistant: ConversableAgent, executor: ConversableAgent
 
 @contextmanager
 def pair(
-    tools: list[Tool], calls: list[tuple[str, dict[str, Any]]], register: Register = register
+    tools: list[Tool], calls: list[tuple[str, dict[str, Any]]], register: Register = register, *,
+    together: bool = False,
 ) -> Iterator[tuple[ConversableAgent, ConversableAgent]]:
-    """(executor, assistant): the assistant proposes one tool call per turn, then says "done"."""
+    """(executor, assistant): the assistant proposes one tool call per turn (or, ``together``, all
+    in one reply), then says "done"."""
     assistant = ConversableAgent("assistant", llm_config=SCRIPTED, human_input_mode="NEVER")
     executor = ConversableAgent("executor", llm_config=False, human_input_mode="NEVER")
     for tool in tools:  # before TestAgent: registering for the LLM rebuilds the agent's client
         register(tool, assistant, executor)
-    replies: list[str | dict[str, Any]] = [ToolCall(name, **args).to_message() for name, args in calls]
+    requests = [ToolCall(name, **args) for name, args in calls]
+    replies: list[str | dict[str, Any]] = (
+        [tools_message(*requests)] if together else [request.to_message() for request in requests]
+    )
     with TestAgent(assistant, [*replies, "done"]):
         yield executor, assistant
 

@@ -24,6 +24,9 @@ class TestAgnoConformance(AdapterConformance):
     # Agno hands a tool's exception to the model as the tool's result; the run goes on.
     error_modes = (True,)
     sync: ClassVar[bool] = False
+    # arun gathers one response's calls (asyncio.gather, return_exceptions=True), a sync tool
+    # via asyncio.to_thread: they run together and every one is awaited.
+    parallel: ClassVar[str | None] = "threads"
 
     def make_tool(self, fn: Callable[..., Any]) -> Function:
         return Function.from_callable(fn)
@@ -45,6 +48,14 @@ class TestAgnoConformance(AdapterConformance):
             return saga_run_sync(agent, "go", wal=wal, **saga)
         return asyncio.run(saga_run(agent, "go", wal=wal, **saga))
 
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        agent = new_agent(tools, [[(c.tool, c.args) for c in calls]])
+        if self.sync:
+            return saga_run_sync(agent, "go", wal=wal, **saga)
+        return asyncio.run(saga_run(agent, "go", wal=wal, **saga))
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return run(new_agent(tools, [(c.tool, c.args) for c in calls]), sync=self.sync)
 
@@ -57,6 +68,7 @@ class TestAgnoSyncConformance(TestAgnoConformance):
     so the two cases that mix in an async tool check that refusal instead."""
 
     sync = True
+    parallel = None  # Agent.run runs one response's calls one after another
 
     def assert_agno_refuses_the_async_tool(self, fn: Callable[..., Any]) -> None:
         plain = run(new_agent([self.make_tool(fn)], []), sync=True)

@@ -20,6 +20,9 @@ class TestAutoGenConformance(AdapterConformance):
     framework = "autogen"
     # AutoGen's workbench always turns a tool exception into an is_error result.
     error_modes = (True,)
+    # AssistantAgent gathers one response's calls (asyncio.gather), a sync tool each on the loop's
+    # executor, and awaits them all.
+    parallel = "threads"
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(fn, description=inspect.getdoc(fn) or fn.__name__)
@@ -34,6 +37,12 @@ class TestAutoGenConformance(AdapterConformance):
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         runner = agent(tools, [(c.tool, c.args) for c in calls])
+        return asyncio.run(saga_run(runner, task="go", wal=wal, **saga))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        runner = agent(tools, [(c.tool, c.args) for c in calls], together=True)
         return asyncio.run(saga_run(runner, task="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:

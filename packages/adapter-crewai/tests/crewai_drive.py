@@ -16,6 +16,8 @@ class ScriptedLLM(BaseLLM):
     """One tool call per model turn, in order, then a final answer."""
 
     script: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
+    #: every call in the first turn (several native tool calls in one response)
+    together: bool = False
     turn: int = 0
 
     def supports_function_calling(self) -> bool:
@@ -24,10 +26,11 @@ class ScriptedLLM(BaseLLM):
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
              available_functions: Any = None, **kwargs: Any) -> Any:
         self.turn += 1
-        if self.turn <= len(self.script):
-            name, args = self.script[self.turn - 1]
-            return [{"id": f"call_{self.turn}", "type": "function",
-                     "function": {"name": name, "arguments": json.dumps(args)}}]
+        calls = list(enumerate(self.script, 1))
+        asked = (calls if self.turn == 1 else []) if self.together else calls[self.turn - 1:self.turn]
+        if asked:
+            return [{"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                    for i, (name, args) in asked]
         return "done"
 
     async def acall(self, *args: Any, **kwargs: Any) -> Any:
@@ -35,10 +38,10 @@ class ScriptedLLM(BaseLLM):
 
 
 def crew(tools: list[Any], calls: list[tuple[str, dict[str, Any]]], *, role: str = "worker",
-         tool_failure_policy: str | None = None) -> Crew:
-    """A one-agent, one-task crew whose model makes ``calls``."""
+         tool_failure_policy: str | None = None, together: bool = False) -> Crew:
+    """A one-agent, one-task crew whose model makes ``calls`` (``together``: in one response)."""
     agent = Agent(role=role, goal="do the task", backstory="a scripted agent", tools=tools,
-                  llm=ScriptedLLM(model="scripted", script=list(calls)), verbose=False)
+                  llm=ScriptedLLM(model="scripted", script=list(calls), together=together), verbose=False)
     task = Task(description="do the task", expected_output="done", agent=agent)
     options: dict[str, Any] = {}
     if tool_failure_policy is not None:

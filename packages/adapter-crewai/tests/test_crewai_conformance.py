@@ -18,6 +18,9 @@ class TestCrewAIConformance(AdapterConformance):
     # CrewAI's default policy ("warn") hands a tool exception to the model as text;
     # tool_failure_policy="raise" ends the run with ToolExecutionFailedError.
     error_modes = (False, True)
+    # One response's native tool calls run on a ThreadPoolExecutor of their own; a raising call
+    # ends the run only once the pool's with-block has joined the calls in flight.
+    parallel = "threads"
 
     def make_tool(self, fn: Callable[..., Any]) -> BaseTool:
         return tool(fn)
@@ -33,6 +36,13 @@ class TestCrewAIConformance(AdapterConformance):
     ) -> Any:
         policy = None if errors_as_results is None else ("warn" if errors_as_results else "raise")
         return saga_kickoff(crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy), wal=wal, **saga)
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        policy = None if errors_as_results is None else ("warn" if errors_as_results else "raise")
+        worker = crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy, together=True)
+        return saga_kickoff(worker, wal=wal, **saga)
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return crew(tools, [(c.tool, c.args) for c in calls]).kickoff()

@@ -19,8 +19,9 @@ from pydantic import Field
 
 __all__ = ["POOL", "ScriptedLlm", "answer_errors", "new_runner", "run", "tool_results"]
 
-#: ADK's own executor for sync tools: each runs on a worker thread with a copy of the context.
-POOL = RunConfig(tool_thread_pool_config=ToolThreadPoolConfig(max_workers=2))
+#: ADK's own executor for sync tools: each runs on a worker thread with a copy of the context
+#: (room for the three calls of the conformance suite's parallel response at once).
+POOL = RunConfig(tool_thread_pool_config=ToolThreadPoolConfig(max_workers=3))
 
 
 class ScriptedLlm(BaseLlm):
@@ -28,18 +29,19 @@ class ScriptedLlm(BaseLlm):
 
     model: str = "scripted"
     calls: list[tuple[str, dict[str, Any]]] = Field(default_factory=list)
+    #: every call in the first response (several function calls in one turn)
+    together: bool = False
     turn: int = 0
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
     ) -> AsyncGenerator[LlmResponse, None]:
         turn, self.turn = self.turn, self.turn + 1
-        if turn < len(self.calls):
-            name, args = self.calls[turn]
-            part = types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"call-{turn}"))
-        else:
-            part = types.Part(text="done")
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
+        calls = list(enumerate(self.calls))
+        asked = (calls if turn == 0 else []) if self.together else calls[turn:turn + 1]
+        parts = [types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"call-{i}"))
+                 for i, (name, args) in asked] or [types.Part(text="done")]
+        yield LlmResponse(content=types.Content(role="model", parts=parts))
 
 
 async def answer_errors(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext, error: Exception) -> Any:
@@ -47,9 +49,12 @@ async def answer_errors(tool: BaseTool, args: dict[str, Any], tool_context: Tool
     return {"error": str(error)}
 
 
-def new_runner(tools: list[Any], calls: list[tuple[str, dict[str, Any]]], *, errors_as_results: bool = False) -> InMemoryRunner:
+def new_runner(
+    tools: list[Any], calls: list[tuple[str, dict[str, Any]]], *, errors_as_results: bool = False,
+    together: bool = False,
+) -> InMemoryRunner:
     agent = Agent(
-        name="assistant", model=ScriptedLlm(calls=calls), instruction="Use the tools.", tools=tools,
+        name="assistant", model=ScriptedLlm(calls=calls, together=together), instruction="Use the tools.", tools=tools,
         on_tool_error_callback=answer_errors if errors_as_results else None,
     )
     return InMemoryRunner(agent=agent, app_name="saga")

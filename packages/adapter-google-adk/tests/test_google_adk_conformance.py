@@ -12,7 +12,7 @@ from google.adk.tools import FunctionTool
 from google_adk_drive import POOL, new_runner, run, session, tool_results
 
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
+from agent_saga.testing import CANCELLED, RUN_ON, AdapterConformance, Call
 
 
 class TestGoogleADKConformance(AdapterConformance):
@@ -24,6 +24,10 @@ class TestGoogleADKConformance(AdapterConformance):
     error_modes = (False, True)
     sync: ClassVar[bool] = False
     run_config: ClassVar[RunConfig | None] = None
+    # One response's function calls run as asyncio tasks (gathered); a sync tool runs inline on
+    # the loop, so only async tools overlap. A raising call cancels the others' tasks.
+    parallel = "tasks"
+    parallel_siblings = CANCELLED
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(fn)
@@ -35,15 +39,22 @@ class TestGoogleADKConformance(AdapterConformance):
         return tool.name, tool.description, tool._get_declaration()
 
     def run(
-        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None,
+        together: bool = False, **saga: Any,
     ) -> Any:
-        runner = new_runner(tools, [(c.tool, c.args) for c in calls], errors_as_results=bool(errors_as_results))
+        runner = new_runner(tools, [(c.tool, c.args) for c in calls], errors_as_results=bool(errors_as_results),
+                            together=together)
         options: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "wal": wal, **saga}
         if self.run_config is not None:
             options["run_config"] = self.run_config
         if self.sync:
             return saga_run_sync(runner, "go", **options)
         return asyncio.run(saga_run(runner, "go", **options))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        return self.run(tools, calls, wal=wal, errors_as_results=errors_as_results, together=True, **saga)
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return run(new_runner(tools, [(c.tool, c.args) for c in calls]), sync=self.sync, run_config=self.run_config)
@@ -62,3 +73,6 @@ class TestGoogleADKToolPoolConformance(TestGoogleADKConformance):
     """``RunConfig.tool_thread_pool_config``: each sync tool runs on ADK's own executor thread."""
 
     run_config = POOL
+    # Sync tools run at once on ADK's pool; the raising call cancels their tasks, not their threads.
+    parallel = "threads"
+    parallel_siblings = RUN_ON

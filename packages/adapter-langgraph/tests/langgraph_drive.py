@@ -20,11 +20,13 @@ class ScriptedModel(FakeMessagesListChatModel):
         return self
 
 
-def script(calls: list[tuple[str, dict[str, Any]]]) -> ScriptedModel:
-    turns: list[BaseMessage] = [
-        AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{i}"}])
-        for i, (name, args) in enumerate(calls)
-    ]
+def script(calls: list[tuple[str, dict[str, Any]]], *, together: bool = False) -> ScriptedModel:
+    """One AI message per call, or (``together``) one AI message carrying every call."""
+    requests = [{"name": name, "args": args, "id": f"call_{i}"} for i, (name, args) in enumerate(calls)]
+    turns: list[BaseMessage] = (
+        [AIMessage(content="", tool_calls=requests)] if together
+        else [AIMessage(content="", tool_calls=[request]) for request in requests]
+    )
     turns.append(AIMessage(content="done"))
     return ScriptedModel(responses=turns)
 

@@ -26,16 +26,16 @@ pytestmark = [
 ]
 
 
-def scripted(calls: list[Call]) -> MockFunctionCallingLLM:
-    """One tool call per turn (the turn is how many tool results the model has seen)."""
+def scripted(calls: list[Call], *, together: bool = False) -> MockFunctionCallingLLM:
+    """One tool call per turn (the turn is how many tool results the model has seen), or all in the first."""
 
     def respond(messages: list[ChatMessage], **_: Any) -> ChatMessage:
         turn = sum(1 for m in messages if m.role == MessageRole.TOOL)
         if turn >= len(calls):
             return ChatMessage(role=MessageRole.ASSISTANT, content="done")
-        call = calls[turn]
-        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[ToolCallBlock(
-            tool_call_id=f"call_{turn}", tool_name=call.tool, tool_kwargs=call.args)])
+        asked = list(enumerate(calls)) if together else [(turn, calls[turn])]
+        return ChatMessage(role=MessageRole.ASSISTANT, blocks=[
+            ToolCallBlock(tool_call_id=f"call_{i}", tool_name=call.tool, tool_kwargs=call.args) for i, call in asked])
 
     return MockFunctionCallingLLM(response_generator=respond)
 
@@ -43,6 +43,9 @@ def scripted(calls: list[Call]) -> MockFunctionCallingLLM:
 class TestLlamaIndexConformance(AdapterConformance):
     framework = "llamaindex"
     error_modes = (True,)  # FunctionAgent always hands a tool exception to the model as is_error output
+    # The workflow's call_tool step takes one event per call of a response, on several workers
+    # (a sync tool on an executor thread), and the model is asked again once all have answered.
+    parallel = "threads"
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         if asyncio.iscoroutinefunction(fn):
@@ -56,13 +59,18 @@ class TestLlamaIndexConformance(AdapterConformance):
         md = tool.metadata
         return md.name, md.description, md.get_parameters_dict()
 
-    def _agent(self, tools: list[Any], calls: list[Call]) -> FunctionAgent:
-        return FunctionAgent(tools=tools, llm=scripted(calls))
+    def _agent(self, tools: list[Any], calls: list[Call], together: bool = False) -> FunctionAgent:
+        return FunctionAgent(tools=tools, llm=scripted(calls, together=together))
 
     def run(
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         return asyncio.run(saga_run(self._agent(tools, calls), user_msg="go", wal=wal, **saga))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        return asyncio.run(saga_run(self._agent(tools, calls, together=True), user_msg="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         async def main() -> Any:

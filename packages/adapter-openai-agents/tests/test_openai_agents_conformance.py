@@ -14,13 +14,15 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents.tool import set_function_tool_failure_error_function
 
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
+from agent_saga.testing import RUN_ON, AdapterConformance, Call
 
 set_tracing_disabled(True)
 
 
-def agent(tools: list[Any], calls: list[Call]) -> Agent[Any]:
-    steps: list[Any] = [[function_call(c.tool, c.args, call_id=f"call_{i}")] for i, c in enumerate(calls)]
+def agent(tools: list[Any], calls: list[Call], *, together: bool = False) -> Agent[Any]:
+    """A scripted model making one call per response, or (``together``) every call in one response."""
+    requests = [function_call(c.tool, c.args, call_id=f"call_{i}") for i, c in enumerate(calls)]
+    steps: list[Any] = [requests] if together else [[request] for request in requests]
     steps.append([assistant_message("done")])
     return Agent(name="worker", instructions="use the tools", tools=tools, model=ScriptedModel(steps))
 
@@ -30,6 +32,11 @@ class TestOpenAIAgentsConformance(AdapterConformance):
     # The SDK's default failure function gives the model an error message; with
     # failure_error_function=None the exception ends the run.
     error_modes = (True, False)
+    # The Runner runs one response's function calls as asyncio tasks (a sync function via
+    # asyncio.to_thread); a raising call cancels the sibling tasks and ends the run, while
+    # their threads run on.
+    parallel = "threads"
+    parallel_siblings = RUN_ON
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return function_tool(fn)
@@ -54,6 +61,12 @@ class TestOpenAIAgentsConformance(AdapterConformance):
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         return asyncio.run(saga_run(agent(self._tools(tools, errors_as_results), calls), "go", wal=wal, **saga))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        worker = agent(self._tools(tools, errors_as_results), calls, together=True)
+        return asyncio.run(saga_run(worker, "go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(Runner.run(agent(tools, calls), "go"))

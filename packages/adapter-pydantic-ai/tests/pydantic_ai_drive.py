@@ -12,22 +12,27 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 __all__ = ["agent", "scripted", "tool_results"]
 
 
-def scripted(calls: Sequence[tuple[str, dict[str, Any]]]) -> FunctionModel:
-    """A model that makes one call per turn, in order, then answers "done"."""
+def scripted(calls: Sequence[tuple[str, dict[str, Any]]], *, together: bool = False) -> FunctionModel:
+    """A model that makes one call per turn, in order (or, ``together``, all in one response), then answers "done"."""
     pending = list(calls)
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if not pending:
             return ModelResponse(parts=[TextPart("done")])
-        name, args = pending.pop(0)
-        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"call_{len(messages)}")])
+        turn = list(pending) if together else pending[:1]
+        del pending[:len(turn)]
+        return ModelResponse(parts=[
+            ToolCallPart(name, args, tool_call_id=f"call_{len(messages)}_{i}") for i, (name, args) in enumerate(turn)
+        ])
 
     return FunctionModel(respond)
 
 
-def agent(tools: Sequence[Any], calls: Sequence[tuple[str, dict[str, Any]]], **options: Any) -> Agent[None, str]:
-    """An agent with ``tools`` whose model makes ``calls``."""
-    return Agent(scripted(calls), tools=list(tools), **options)
+def agent(
+    tools: Sequence[Any], calls: Sequence[tuple[str, dict[str, Any]]], *, together: bool = False, **options: Any
+) -> Agent[None, str]:
+    """An agent with ``tools`` whose model makes ``calls`` (``together``: in one response)."""
+    return Agent(scripted(calls, together=together), tools=list(tools), **options)
 
 
 def tool_results(result: Any) -> list[str]:

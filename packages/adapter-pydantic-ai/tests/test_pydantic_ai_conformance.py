@@ -13,7 +13,7 @@ from pydantic_ai.capabilities import Hooks
 from pydantic_ai_drive import agent, tool_results
 
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
+from agent_saga.testing import RUN_ON, AdapterConformance, Call
 
 
 def errors_to_the_model(ctx: Any, *, call: Any, tool_def: Any, args: Any, error: Exception) -> Any:
@@ -39,6 +39,8 @@ class TestPydanticAIConformance(AdapterConformance):
     # to answer in both: it arrives as ModelRetry, within the tool's retries.)
     error_modes = (False, True)
     sync: ClassVar[bool] = False
+    parallel = "threads"
+    parallel_siblings = RUN_ON
 
     def make_tool(self, fn: Callable[..., Any]) -> Tool[Any]:
         return Tool(fn)
@@ -49,18 +51,28 @@ class TestPydanticAIConformance(AdapterConformance):
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.tool_def.parameters_json_schema
 
-    def _agent(self, tools: list[Any], calls: list[Call], errors_as_results: bool | None = None) -> Any:
+    def _agent(
+        self, tools: list[Any], calls: list[Call], errors_as_results: bool | None = None, together: bool = False
+    ) -> Any:
         options: dict[str, Any] = {}
         if errors_as_results is False:  # no retries: a repair request (ModelRetry) ends the run too
             tools = [_no_retries(t) for t in tools]
         elif errors_as_results:
             options["capabilities"] = [Hooks(tool_execute_error=errors_to_the_model)]
-        return agent(tools, [(c.tool, c.args) for c in calls], **options)
+        return agent(tools, [(c.tool, c.args) for c in calls], together=together, **options)
 
     def run(
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         worker = self._agent(tools, calls, errors_as_results)
+        if self.sync:
+            return saga_run_sync(worker, "go", wal=wal, **saga)
+        return asyncio.run(saga_run(worker, "go", wal=wal, **saga))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        worker = self._agent(tools, calls, errors_as_results, together=True)
         if self.sync:
             return saga_run_sync(worker, "go", wal=wal, **saga)
         return asyncio.run(saga_run(worker, "go", wal=wal, **saga))

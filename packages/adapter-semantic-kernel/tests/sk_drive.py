@@ -32,12 +32,14 @@ class ScriptedChat(ChatCompletionClientBase):
         return [self.script.pop(0)]
 
 
-def _turns(calls: list[tuple[str, dict[str, Any]]]) -> list[ChatMessageContent]:
-    turns = [
-        ChatMessageContent(role=AuthorRole.ASSISTANT, items=[FunctionCallContent(
-            id=f"call_{i}", function_name=name, plugin_name=PLUGIN, arguments=json.dumps(args))])
+def _turns(calls: list[tuple[str, dict[str, Any]]], together: bool = False) -> list[ChatMessageContent]:
+    """One assistant message per call, or (``together``) one carrying every call; then "done"."""
+    requests = [
+        FunctionCallContent(id=f"call_{i}", function_name=name, plugin_name=PLUGIN, arguments=json.dumps(args))
         for i, (name, args) in enumerate(calls)
     ]
+    turns = [ChatMessageContent(role=AuthorRole.ASSISTANT, items=list(items))
+             for items in ([requests] if together else [[r] for r in requests])]
     turns.append(ChatMessageContent(role=AuthorRole.ASSISTANT, content="done"))
     return turns
 
@@ -61,11 +63,13 @@ def kernel_tool(fn: Callable[..., Any]) -> KernelFunctionFromMethod:
     return made
 
 
-def agent(functions: list[Any], calls: list[tuple[str, dict[str, Any]]], *, name: str = "worker") -> ChatCompletionAgent:
+def agent(
+    functions: list[Any], calls: list[tuple[str, dict[str, Any]]], *, name: str = "worker", together: bool = False
+) -> ChatCompletionAgent:
     """A ChatCompletionAgent with auto function calling over one plugin of ``functions``."""
     return ChatCompletionAgent(
         name=name, instructions="use the tools",
         plugins=[KernelPlugin(name=PLUGIN, functions=functions)],
-        service=ScriptedChat(ai_model_id="scripted", script=_turns(calls)),
+        service=ScriptedChat(ai_model_id="scripted", script=_turns(calls, together)),
         function_choice_behavior=FunctionChoiceBehavior.Auto(),
     )

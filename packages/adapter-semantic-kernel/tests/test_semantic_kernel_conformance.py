@@ -19,6 +19,9 @@ class TestSemanticKernelConformance(AdapterConformance):
     framework = "semantic_kernel"
     # Auto function calling turns a function's exception into a result for the model.
     error_modes = (True,)
+    # Auto function calling gathers one response's calls (asyncio.gather); a sync function runs
+    # inline on the loop, so only async ones overlap.
+    parallel = "tasks"
 
     def make_tool(self, fn: Callable[..., Any]) -> Any:
         return kernel_tool(fn)
@@ -33,6 +36,12 @@ class TestSemanticKernelConformance(AdapterConformance):
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         return asyncio.run(saga_run(agent(tools, [(c.tool, c.args) for c in calls]), messages="go", wal=wal, **saga))
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        worker = agent(tools, [(c.tool, c.args) for c in calls], together=True)
+        return asyncio.run(saga_run(worker, messages="go", wal=wal, **saga))
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).get_response(messages="go"))

@@ -28,6 +28,9 @@ class TestStrandsConformance(AdapterConformance):
     # Strands turns a tool's exception into an error result; the loop goes on.
     error_modes = (True,)
     sync: ClassVar[bool] = False
+    # The default ConcurrentToolExecutor runs one response's tool uses as asyncio tasks (a sync
+    # tool via asyncio.to_thread) and waits for them all.
+    parallel = "threads"
 
     def make_tool(self, fn: Callable[..., Any]) -> Any:
         return tool(fn)
@@ -42,6 +45,14 @@ class TestStrandsConformance(AdapterConformance):
         self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
     ) -> Any:
         worker = agent(tools, [(c.tool, c.args) for c in calls])
+        if self.sync:
+            return Ran(saga_run_sync(worker, "go", wal=wal, **saga), worker)
+        return Ran(asyncio.run(saga_run(worker, "go", wal=wal, **saga)), worker)
+
+    def run_parallel(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, errors_as_results: bool | None = None, **saga: Any
+    ) -> Any:
+        worker = agent(tools, [[(c.tool, c.args) for c in calls]])
         if self.sync:
             return Ran(saga_run_sync(worker, "go", wal=wal, **saga), worker)
         return Ran(asyncio.run(saga_run(worker, "go", wal=wal, **saga)), worker)

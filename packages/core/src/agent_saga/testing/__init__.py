@@ -11,5 +11,6 @@ from agent_saga.testing.conformance import (
     ledger,
     root_cause,
 )
+from agent_saga.testing.parallel import AWAITED, CANCELLED, RUN_ON
 
-__all__ = ["UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]
+__all__ = ["AWAITED", "CANCELLED", "RUN_ON", "UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]

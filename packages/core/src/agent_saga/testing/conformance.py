@@ -34,7 +34,6 @@ import importlib
 import inspect
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,37 +58,23 @@ from agent_saga.plugins.patching import (
     unclassified_calls,
     unpatch_all,
 )
-from agent_saga.registry import compensator
 from agent_saga.runtime import RepairPolicy, ThrashPolicy
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome
+from agent_saga.testing.parallel import ParallelCases
+from agent_saga.testing.shared import (
+    UNDO_HANDLER,
+    Call,
+    clear_ledger,
+    ledger,
+    note,
+    root_cause,
+    undo,
+    undo_of,
+)
 
 __all__ = ["UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]
 
-UNDO_HANDLER = "agent_saga.testing.undo"
-_ledger: list[str] = []
-_ledger_lock = threading.Lock()
 _seen: dict[str, Any] = {}
-
-
-def _note(entry: str) -> None:
-    with _ledger_lock:
-        _ledger.append(entry)
-
-
-def ledger() -> list[str]:
-    """What the conformance tools and their undo did, in order."""
-    with _ledger_lock:
-        return list(_ledger)
-
-
-@compensator(UNDO_HANDLER)
-def undo(ref: str, idempotency_key: str | None = None) -> None:
-    """The registered inverse of every conformance tool."""
-    _note(f"undo:{ref}")
-
-
-def _undo(result: Any) -> Compensation:
-    return Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": result["ref"]})
 
 
 class StrictResultError(Exception):
@@ -109,51 +94,51 @@ def _strict_undo(result: Any) -> Compensation:
 
 def reserve(amount: int) -> dict[str, Any]:
     """Reserve budget for the campaign."""
-    _note("do:reserve")
+    note("do:reserve")
     return {"ref": "reserve", "amount": amount}
 
 
 def publish(title: str) -> dict[str, Any]:
     """Publish the draft."""
-    _note("do:publish")
+    note("do:publish")
     return {"ref": "publish", "title": title}
 
 
 async def apublish(title: str) -> dict[str, Any]:
     """Publish the draft (async)."""
     await asyncio.sleep(0)
-    _note("do:apublish")
+    note("do:apublish")
     return {"ref": "apublish", "title": title}
 
 
 def notify(channel: str) -> dict[str, Any]:
     """Notify the reviewers."""
-    _note("do:notify")
+    note("do:notify")
     raise NotApplied("notification service unreachable")
 
 
 def explode(channel: str) -> dict[str, Any]:
     """Send the report (its service fails after the request left)."""
-    _note("do:explode")
+    note("do:explode")
     raise RuntimeError("report service timed out")
 
 
 def release(ref: str) -> dict[str, Any]:
     """Release a reservation (the inverse of reserve, as a tool the model can call)."""
-    _note("do:release")
+    note("do:release")
     return {"ref": "release", "released": ref}
 
 
 def lookup(topic: str) -> dict[str, Any]:
     """Look a topic up (a read)."""
-    _note("do:lookup")
+    note("do:lookup")
     return {"ref": "lookup", "topic": topic}
 
 
 def keyed(amount: int, idempotency_key: str | None = None) -> dict[str, Any]:
     """Charge the card."""
     _seen["key"] = idempotency_key
-    _note("do:keyed")
+    note("do:keyed")
     return {"ref": "keyed"}
 
 
@@ -172,25 +157,6 @@ async def awhereami(note: str) -> dict[str, Any]:
     return {"ref": "awhereami"}
 
 
-@dataclass(frozen=True)
-class Call:
-    """One tool call the scripted model makes, one per model turn."""
-
-    tool: str
-    args: dict[str, Any]
-
-
-def root_cause(err: BaseException) -> BaseException:
-    """The innermost cause, through SagaAborted / ToolFailed and a framework's own wrapping."""
-    while True:
-        if isinstance(err, (SagaAborted, ToolFailed)):
-            err = err.cause
-        elif err.__cause__ is not None:
-            err = err.__cause__
-        else:
-            return err
-
-
 _POLICY_TOOL = {"semantics": "COMPENSABLE", "compensate": {"handler": UNDO_HANDLER, "args": {"ref": "$.ref"}}}
 THREE = [Call("reserve", {"amount": 5000}), Call("publish", {"title": "Q3"}), Call("notify", {"channel": "ops"})]
 #: What the gate's RepairPolicy holds reserve to: stricter than the framework's own schema
@@ -198,7 +164,7 @@ THREE = [Call("reserve", {"amount": 5000}), Call("publish", {"title": "Q3"}), Ca
 RESERVE_SCHEMA = {"type": "object", "properties": {"amount": {"type": "integer", "minimum": 1}}, "required": ["amount"]}
 
 
-class AdapterConformance:
+class AdapterConformance(ParallelCases):
     """Subclass in each adapter's tests and implement the hooks below."""
 
     #: the adapter key (``langgraph``, ``openai_agents``, ...)
@@ -248,8 +214,7 @@ class AdapterConformance:
 
     @pytest.fixture(autouse=True)
     def _conformance(self, tmp_path: Path) -> Iterator[None]:
-        with _ledger_lock:
-            _ledger.clear()
+        clear_ledger()
         _seen.clear()
         clear_unclassified_calls()
         unpatch_all()
@@ -261,7 +226,7 @@ class AdapterConformance:
             self.wal.close()
 
     def wrapped(self, fn: Callable[..., Any], semantics: str = "COMPENSABLE") -> Any:
-        compensate = _undo if semantics == "COMPENSABLE" else None
+        compensate = undo_of if semantics == "COMPENSABLE" else None
         return self.wrap(self.make_tool(fn), semantics=semantics, compensate=compensate)
 
     @pytest.fixture
@@ -294,7 +259,7 @@ class AdapterConformance:
     @pytest.mark.parametrize("fn", [publish, apublish], ids=["sync", "async"])
     def test_wrapped_tool_is_the_same_type_name_description_schema(self, fn: Callable[..., Any]) -> None:
         tool = self.make_tool(fn)
-        safe = self.wrap(tool, semantics="COMPENSABLE", compensate=_undo)
+        safe = self.wrap(tool, semantics="COMPENSABLE", compensate=undo_of)
         assert type(safe) is type(tool)
         assert safe is not tool
         assert self.shape(safe) == self.shape(tool)
@@ -414,8 +379,7 @@ class AdapterConformance:
 
     def test_a_tool_exception_fails_the_step_whatever_the_framework_does_with_it(self) -> None:
         for as_result in self.error_modes:
-            with _ledger_lock:
-                _ledger.clear()
+            clear_ledger()
             tools = [self.wrapped(reserve), self.wrapped(explode, "IRREVERSIBLE")]
             err = self.aborted(tools, [Call("reserve", {"amount": 1}), Call("explode", {"channel": "c"})],
                                errors_as_results=as_result)
@@ -451,8 +415,8 @@ class AdapterConformance:
     def test_the_plainest_scenario_top_level_wrap_tool_inside_one_saga_scope(self) -> None:
         # No run helper, no adapter import: what a user writes first.
         tools = [
-            agent_saga.wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", compensate=_undo),
-            agent_saga.wrap_tool(self.make_tool(publish), semantics="COMPENSABLE", compensate=_undo),
+            agent_saga.wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", compensate=undo_of),
+            agent_saga.wrap_tool(self.make_tool(publish), semantics="COMPENSABLE", compensate=undo_of),
         ]
         assert [type(t) for t in tools] == [type(self.make_tool(reserve))] * 2
 
@@ -481,8 +445,7 @@ class AdapterConformance:
         previous = agent_saga.set_default_gate(lambda: PreFlightGate(rules=[policy.as_gate_rule(broker)]))
         try:
             for as_result in self.error_modes:
-                with _ledger_lock:
-                    _ledger.clear()
+                clear_ledger()
                 before = len(self.records("STEP_REFUSED"))
                 tools = [self.wrapped(publish), self.wrapped(reserve)]
                 err = self.aborted(tools, [Call("publish", {"title": "Q3"}), Call("reserve", {"amount": 5000})],

@@ -1,0 +1,95 @@
+"""What every conformance case shares: the tools' ledger and their one undo, the scripted call.
+
+Every conformance tool notes ``do:<ref>`` when its effect happens and the registered undo
+notes ``undo:<ref>``: a run leaves nothing standing exactly when every ``do`` has its
+``undo``. Tools run on whatever thread or task the framework picks, so the ledger is
+locked, and a test can wait (bounded) for it to balance after calls that end late.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from agent_saga.engine.report import SagaAborted
+from agent_saga.errors import ToolFailed
+from agent_saga.registry import compensator
+from agent_saga.semantics import Compensation
+
+__all__ = [
+    "UNDO_HANDLER", "Call", "clear_ledger", "ledger", "note", "root_cause", "standing", "undo", "undo_of",
+    "wait_balanced",
+]
+
+UNDO_HANDLER = "agent_saga.testing.undo"
+_ledger: list[str] = []
+_changed = threading.Condition()
+
+
+def note(entry: str) -> None:
+    """Record one effect (``do:<ref>``) or undo (``undo:<ref>``)."""
+    with _changed:
+        _ledger.append(entry)
+        _changed.notify_all()
+
+
+def ledger() -> list[str]:
+    """What the conformance tools and their undo did, in order."""
+    with _changed:
+        return list(_ledger)
+
+
+def clear_ledger() -> None:
+    with _changed:
+        _ledger.clear()
+
+
+def _standing(entries: list[str]) -> list[str]:
+    done = Counter(e[3:] for e in entries if e.startswith("do:"))
+    done.subtract(e[5:] for e in entries if e.startswith("undo:"))
+    return sorted(ref for ref, left in done.items() for _ in range(max(left, 0)))
+
+
+def standing() -> list[str]:
+    """The effects no undo has reversed (a ref once per effect left standing)."""
+    with _changed:
+        return _standing(_ledger)
+
+
+def wait_balanced(timeout: float) -> list[str]:
+    """Wait until every effect has its undo, at most ``timeout`` seconds; what still stands then."""
+    with _changed:
+        _changed.wait_for(lambda: not _standing(_ledger), timeout)
+        return _standing(_ledger)
+
+
+@compensator(UNDO_HANDLER)
+def undo(ref: str, idempotency_key: str | None = None) -> None:
+    """The registered inverse of every conformance tool."""
+    note(f"undo:{ref}")
+
+
+def undo_of(result: Any) -> Compensation:
+    """The undo of a conformance tool, built from its result (so known only after the call)."""
+    return Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": result["ref"]})
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the scripted model makes (one per model turn, or all in one response)."""
+
+    tool: str
+    args: dict[str, Any]
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The innermost cause, through SagaAborted / ToolFailed and a framework's own wrapping."""
+    while True:
+        if isinstance(err, (SagaAborted, ToolFailed)):
+            err = err.cause
+        elif err.__cause__ is not None:
+            err = err.__cause__
+        else:
+            return err
