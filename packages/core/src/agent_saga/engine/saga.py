@@ -514,8 +514,9 @@ class Saga:
             # Failure (recorded), then the fallback (a step of its own) when one may run.
             fallback = None
             running = None
+            recorded = step.state is not StepState.PENDING  # a failed intent recorded its own outcome
             try:
-                if step.state is StepState.PENDING:  # a failed intent recorded its own outcome
+                if not recorded:
                     fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
                     if step.state is StepState.UNKNOWN:
                         running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
