@@ -66,7 +66,7 @@ from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepReq
 from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
-from agent_saga.engine.served import _recording
+from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
@@ -435,48 +435,31 @@ class Saga:
         via_fallback: bool = False,
     ) -> Protocol[Any]:
         # The phases are helper methods, not sub-generators: only this frame yields, so a
-        # step costs no more frames than it did as one function (measured, issue 31).
+        # step costs no more frames than it did as one function (measured, issue 31). The
+        # rare paths (a wait at the gate, a failure, a late landing) are sub-generators.
         recording = _recording.get()
         if recording is not None:
-            # A counterfactual replay: the recording answers; no forward, gate, log or undo runs.
-            try:
-                return recording.serve(tool, args, opts)
-            except Exception as err:
-                self._failed(tool, err)  # a boundary sees a served failure as it saw the recorded one
-                raise
+            return self._served(recording, tool, args, opts)
         compensate = undo_for(tool, forward, opts)
         step = self._open(tool, opts.semantics, compensate is not None, via_fallback)
         plain_args, tagged = untag_args(args) if args else (args, None)
         claims = None
         if tagged:
             # The tool gets plain values; the gate sees the tags; the log keeps what they claim.
-            forward = untag_call(forward)
-            claims = encodable({name: tag.claim() for name, tag in tagged.items()})
+            forward, claims = untag_call(forward), encodable({name: tag.claim() for name, tag in tagged.items()})
         # Admission: records its own refusals. The step is in flight from _open on: the saga's
         # end waits for it to land (and stops it before its call, see _stop_for_rollback).
         try:
             logged_args, request, pending = self._admit(step, args, plain_args, opts, tagged, claims)
         except BaseException:
-            if self._land(step):
-                yield from settle_late(self, step)
+            yield from self._settle_landing(step)
             raise
         waits = pending is not None
         if pending is not None:
-            # Out of flight while the gate waits (a person may take hours), then fenced again.
-            if self._land(step):
-                yield from settle_late(self, step)  # left by a rollback meanwhile: it never ran
-            else:
-                try:
-                    yield pending
-                except StepRefused as refused:
-                    self._refused(step, refused, logged_args, claims)
-                    raise
-            self._take_off(step, logged_args, claims)
-        observed = None
-        if interceptors():
-            observed = Wrappers.start("step", StepEvent(
-                self.saga_id, self.name, step.index, tool, step.semantics, logged_args, opts.origin, via_fallback,
-            ))
+            yield from self._wait_at_gate(step, pending, logged_args, claims)
+        observed = None if not interceptors() else Wrappers.start("step", StepEvent(
+            self.saga_id, self.name, step.index, tool, step.semantics, logged_args, opts.origin, via_fallback,
+        ))
         durable = step.semantics is not _REVERSIBLE
         prebuilt = None
         try:
@@ -510,49 +493,80 @@ class Saga:
                 result = yield from self._attempts(
                     forward, step, logged_args, opts, recheck, request, durable or waits
                 )
-        except BaseException as err:
-            # Failure (recorded), then the fallback (a step of its own) when one may run.
-            fallback = None
-            running = None
-            recorded = step.state is not StepState.PENDING  # a failed intent recorded its own outcome
-            try:
-                if not recorded:
-                    fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
-                    if step.state is StepState.UNKNOWN:
-                        running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
-            finally:
-                # A call cancelled by its framework (a sibling failed) is likely to finish: its step stays
-                # in flight until it does, so the rollback waits for it. One that timed out is slow: not.
-                stays = running is not None and isinstance(err, asyncio.CancelledError)
-                late = False if stays else self._land(step)
-            if running is not None:
-                running.add_done_callback(functools.partial(self._straggled, step, compensate, opts, stays))
-            if late:
-                yield from settle_late(self, step)
-            if fallback is None:
-                raise
-            fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
-            return (yield from self._step(tool, fallback, args, fallback_opts, True))
+        except BaseException as err:  # noqa: BLE001 - recorded, then re-raised (or its fallback run) there
+            return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request))
         self._observe(request, None)
         # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
-        try:
-            ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
-        except BaseException:
-            if step.flying:  # the commit record was refused (a broken log): the step is out of flight all the same
-                self._land(step)
-            raise
+        ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
         if late:
-            # The rollback stopped waiting for this step before it landed: it is undone now.
-            yield from settle_late(self, step)
-            raise SagaClosed(
-                f"saga {self.saga_id} rolled back while {tool!r} was in flight; its effect was settled as "
-                "it landed (see the log)"
-            )
+            yield from self._late_commit(step)
         if problem is not None:
             raise problem
         if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
             yield Barrier(self.wal, ticket)
         return result
+
+    def _late_commit(self, step: Step) -> Protocol[None]:
+        """The rollback stopped waiting for this committed step before it landed: undo it now, and say so."""
+        yield from settle_late(self, step)
+        raise SagaClosed(
+            f"saga {self.saga_id} rolled back while {step.tool!r} was in flight; its effect was settled as it "
+            "landed (see the log)"
+        )
+
+    def _served(self, recording: Recording, tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> Any:
+        """A counterfactual replay: the recording answers; no forward, gate, log or undo runs."""
+        try:
+            return recording.serve(tool, args, opts)
+        except Exception as err:
+            self._failed(tool, err)  # a boundary sees a served failure as it saw the recorded one
+            raise
+
+    def _settle_landing(self, step: Step) -> Protocol[None]:
+        """Take ``step`` out of flight; settle it now if a rollback left it (``engine.unwind.settle_late``)."""
+        if self._land(step):
+            yield from settle_late(self, step)
+
+    def _wait_at_gate(self, step: Step, pending: Check, logged_args: dict[str, Any], claims: Any) -> Protocol[None]:
+        """Out of flight while the gate waits (a person may take hours), then fenced again."""
+        if self._land(step):
+            yield from settle_late(self, step)  # left by a rollback meanwhile: it never ran
+        else:
+            try:
+                yield pending
+            except StepRefused as refused:
+                self._refused(step, refused, logged_args, claims)
+                raise
+        self._take_off(step, logged_args, claims)
+
+    def _after_failure(
+        self, step: Step, err: BaseException, args: Mapping[str, Any] | None, opts: StepOptions,
+        compensate: CompensationFactory | Compensation | None, prebuilt: Compensation | None,
+        observed: Wrappers | None, request: StepRequest | None,
+    ) -> Protocol[Any]:
+        """A call (or its intent) failed: record it, settle or follow it, then raise ``err`` or run the fallback."""
+        fallback = None
+        running = None
+        recorded = step.state is not StepState.PENDING  # a failed intent recorded its own outcome
+        try:
+            if not recorded:
+                fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+                if step.state is StepState.UNKNOWN:
+                    running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
+        finally:
+            # A call cancelled by its framework (a sibling failed) is likely to finish: its step stays
+            # in flight until it does, so the rollback waits for it. One that timed out is slow: not.
+            stays = running is not None and isinstance(err, asyncio.CancelledError)
+            late = False if stays else self._land(step)
+        if running is not None:
+            running.add_done_callback(functools.partial(self._straggled, step, compensate, opts, stays))
+        if late:
+            yield from settle_late(self, step)
+        if fallback is None:
+            raise err
+        # The fallback is a step of its own, undone like any other.
+        fallback_opts = opts.with_changes(fallback_action=None, retry=None, compensate=compensate)
+        return (yield from self._step(step.tool, fallback, args, fallback_opts, True))
 
     def _straggled(
         self, step: Step, compensate: CompensationFactory | Compensation | None, opts: StepOptions,
@@ -836,7 +850,11 @@ class Saga:
             body["problem"] = str(problem)
         if opts.record_result != "none":  # what it returned, bounded and redacted (log/results.py)
             body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
-        ticket = self._append(R.STEP_COMMITTED, body, step.index)
+        try:
+            ticket = self._append(R.STEP_COMMITTED, body, step.index)
+        except BaseException:
+            self._land(step)  # the record was refused (a broken log): out of flight all the same
+            raise
         if observed is not None:
             observed.end(StepEnd(StepState.COMMITTED, problem, result))
         if problem is not None:
