@@ -182,7 +182,7 @@ def test_patch_all_names_the_sdk_functions_it_polices_and_an_unclassified_tool_i
     wal.close()
 
 
-def test_the_adapter_refuses_to_import_when_the_sdk_moved() -> None:
+def test_an_install_whose_google_genai_moved_fails_at_import_naming_the_supported_range() -> None:
     code = textwrap.dedent("""
         from google.genai import _extra_utils
         del _extra_utils.invoke_function_from_dict_args_async   # what a refactor of google-genai could do
