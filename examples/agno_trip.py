@@ -1,17 +1,16 @@
-"""An Agno travel agent whose bookings roll back when the trip falls through.
+"""An Agno agent books a trip; the card is declined; the bookings are undone.
 
     python examples/agno_trip.py
 
-An Agno `Agent` with two `@tool`s, book_flight and rent_car. The agent books both; then the
-payment step after the agent fails. The saga undoes the car, then the flight (newest first,
-each once), and the log says so. The model here is scripted (no network, no key): with an
-OpenAI key, pass `model=OpenAIChat(id="gpt-4o")` to the `Agent` instead. The "outside world"
-is a dict; the engine, the log and the undo are real. The log lands in ./agno-trip.wal.
+The trip's tools and their undos are in trip.py. ``wrap_tool`` makes each function the
+``Function`` Agno would make of it (same name, description, parameters) with its calls as saga
+steps, and ``saga_run_sync`` makes ``agent.run`` one transaction. Agno hands the declined charge
+to the model as the tool's result and the run goes on; the helper then fails the run, so nothing
+booked stays booked. The model is a scripted ``agno.models.base.Model`` (no network, no key):
+with a key, pass ``model=OpenAIChat(id="gpt-4o")`` instead. The log lands in ./agno-trip.wal.
 
 Needs: pip install -e ./packages/core -e './packages/adapter-agno[agno]'
 """
-
-from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
@@ -22,56 +21,25 @@ from typing import Any
 from agno.agent import Agent
 from agno.models.base import Model
 from agno.models.response import ModelResponse
-from agno.tools import tool
+from trip import CALLS, PROMPT, SUMMARY, WORLD, book_hotel, charge_card, hold_seat, room_undo, seat_undo
 
-from agent_saga import Compensation, FileWAL, SagaAborted, compensator, saga_scope
+from agent_saga import FileWAL, SagaAborted
 from agent_saga.adapters.agno import saga_run_sync, wrap_tool
 
-BOOKINGS: dict[str, str] = {}
-
-
-# -- the side effects, and their registered undo ---------------------------------------------
-
-@tool
-def book_flight(city: str) -> dict[str, str]:
-    """Book a flight to the city."""
-    BOOKINGS["flight-1"] = city
-    print(f"    booked flight to {city}  -> flight-1")
-    return {"booking_id": "flight-1"}
-
-
-@tool
-def rent_car(city: str, days: int) -> dict[str, str]:
-    """Rent a car in the city."""
-    BOOKINGS["car-1"] = f"{city} x{days}"
-    print(f"    rented a car in {city}   -> car-1")
-    return {"booking_id": "car-1"}
-
-
-@compensator("example.travel.cancel")  # registered by name: the recovery daemon can run it after a crash
-def cancel(booking_id: str) -> None:
-    print(f"    cancelled {booking_id}")
-    BOOKINGS.pop(booking_id, None)
-
-
-def undo(result: dict[str, str]) -> Compensation:
-    return Compensation(fn=cancel, handler="example.travel.cancel", kwargs={"booking_id": result["booking_id"]})
-
-
-# -- a scripted stand-in for a real model: Agno's own model interface --------------------------
 
 @dataclass
 class ScriptedModel(Model):
+    """A stand-in for a real model in Agno's own model interface: one tool call per turn, then a summary."""
+
     id: str = "scripted"
     turn: int = 0
 
     def invoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        script = [("book_flight", {"city": "Lisbon"}), ("rent_car", {"city": "Lisbon", "days": 3})]
-        turn, self.turn = self.turn, self.turn + 1
-        if turn >= len(script):
-            return ModelResponse(role="assistant", content="Flight and car are booked.")
-        name, args = script[turn]
-        call = {"id": f"call_{turn}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        self.turn += 1
+        if self.turn > len(CALLS):
+            return ModelResponse(role="assistant", content=SUMMARY)
+        name, arguments = CALLS[self.turn - 1]
+        call = {"id": f"call_{self.turn}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
         return ModelResponse(role="assistant", tool_calls=[call])
 
     async def ainvoke(self, *args: Any, **kwargs: Any) -> ModelResponse:
@@ -90,36 +58,25 @@ class ScriptedModel(Model):
         return response  # type: ignore[no-any-return]
 
 
-def charge_card(total: int) -> None:
-    raise ConnectionError("payment declined")
+agent = Agent(
+    name="travel_agent", model=ScriptedModel(), instructions="Book the trip the traveller asks for.", telemetry=False,
+    tools=[wrap_tool(hold_seat, semantics="COMPENSABLE", compensate=seat_undo),
+           wrap_tool(book_hotel, semantics="COMPENSABLE", compensate=room_undo),
+           wrap_tool(charge_card, semantics="IRREVERSIBLE")],
+)
 
 
-def main(wal: FileWAL) -> None:
-    agent = Agent(
-        name="travel_agent", model=ScriptedModel(), telemetry=False,
-        instructions="Book the trip the user asks for.",
-        # The same Functions @tool made: same name, description and parameters for the model.
-        tools=[wrap_tool(book_flight, semantics="COMPENSABLE", compensate=undo),
-               wrap_tool(rent_car, semantics="COMPENSABLE", compensate=undo)],
-    )
-    # saga_run_sync: agent.run as one saga (inside an open one it joins it); a failure inside it,
-    # or a run Agno reports as status=error, undoes what ran. Here the step after the agent fails.
-    with saga_scope(wal, name="trip"):
-        output = saga_run_sync(agent, "Three days in Lisbon, with a car, please.")
-        print(f"    agent: {output.content}")
-        charge_card(total=900)  # the step after the agent fails: everything above is undone
+def main() -> None:
+    Path("agno-trip.wal").unlink(missing_ok=True)  # this example's own log, fresh each run
+    wal = FileWAL("agno-trip.wal")
+    try:
+        saga_run_sync(agent, PROMPT, wal=wal)
+    except SagaAborted as err:
+        print(err.report.format_text())  # what was undone, newest first, and whether it is clean
+    finally:
+        wal.close()
+    print(f"world: {WORLD}")
 
 
 if __name__ == "__main__":
-    path = Path("agno-trip.wal")
-    path.unlink(missing_ok=True)
-    wal = FileWAL(path)
-    print("the agent books a trip; then the payment fails:")
-    try:
-        main(wal)
-    except SagaAborted as err:
-        print(f"rolled back ({err.cause}); undone newest first: {[s.tool for s in err.report.compensated]}")
-    print(f"bookings left: {BOOKINGS or 'none'}")
-    kinds: list[Any] = [r["type"] for r in wal.records()]
-    print(f"log: {kinds.count('STEP_COMMITTED')} steps committed, {kinds.count('STEP_COMPENSATED')} compensated")
-    wal.close()
+    main()

@@ -10,7 +10,7 @@ The "outside world" is a dict; the engine, the log and the compensations are rea
 The log lands in ./cross-framework.wal.
 
 Needs, from a clone: pip install -e ./packages/core -e './packages/adapter-crewai[crewai]'
--e './packages/adapter-langgraph[langgraph]' -e './packages/adapter-autogen[autogen]' autogen-agentchat autogen-ext
+-e './packages/adapter-langgraph[langgraph]' -e './packages/adapter-autogen[autogen]' 'autogen-ext>=0.6.2,<0.8'
 """
 
 from __future__ import annotations
@@ -165,6 +165,7 @@ async def pipeline(wal: FileWAL) -> SagaAborted | None:
 def main(workdir: Path) -> dict[str, Any]:
     """Run the pipeline with its log in ``workdir``; returns the state of the world."""
     path = workdir / "cross-framework.wal"
+    path.unlink(missing_ok=True)  # this example's own log, fresh each run: it reads back only this run
     wal = FileWAL(path)
     aborted = asyncio.run(pipeline(wal))
     wal.close()

@@ -1,38 +1,35 @@
-"""A Strands agent books a trip; the payment fails; the booking is undone.
+"""A Strands agent books a trip; the card is declined; the bookings are undone.
 
     python examples/strands_trip.py
 
-The tools are ordinary ``@tool`` functions; ``wrap_tool`` declares what each one is,
-and ``saga_run_sync`` makes the invocation one transaction. Strands hands the failed
-payment to the model as an error result and goes on; the helper then fails the run, so
-nothing booked stays booked. The model is a scripted ``strands.models.Model`` (no
-network, no AWS); the engine, the log and the compensations are real. The log lands in
+The trip's tools and their undos are in trip.py. Here they become Strands ``@tool``s,
+``wrap_tool`` declares what each one is, and ``saga_run_sync`` makes the invocation one
+transaction. Strands hands the declined charge to the model as an error result and goes on; the
+helper then fails the run, so nothing booked stays booked. The model is a scripted
+``strands.models.Model`` (no network, no AWS): with credentials, drop ``model=``. The log lands in
 ./strands-trip.wal.
 
 Needs: pip install -e ./packages/core -e './packages/adapter-strands[strands]'
 """
 
-from __future__ import annotations
-
 import json
 from collections.abc import AsyncGenerator, AsyncIterable
+from pathlib import Path
 from typing import Any
 
 from strands import Agent, tool
 from strands.models import Model
+from trip import CALLS, PROMPT, SUMMARY, WORLD, book_hotel, charge_card, hold_seat, room_undo, seat_undo
 
-from agent_saga import Compensation, FileWAL, SagaAborted, compensator
+from agent_saga import FileWAL, SagaAborted
 from agent_saga.adapters.strands import saga_run_sync, wrap_tool
-
-WORLD: dict[str, str] = {}  # the "outside world"
 
 
 class ScriptedModel(Model):
-    """One tool call per turn from a script, then a summary."""
+    """A stand-in for a real model, streaming as Strands' models do: one tool use per turn, then a summary."""
 
     def __init__(self) -> None:
-        self.script = [("hold_seat", {"flight": "TP1351"}), ("book_hotel", {"city": "Lisbon", "nights": 3}),
-                       ("charge_card", {"amount": 1240})]
+        self.turn = 0
 
     def update_config(self, **model_config: Any) -> None:
         pass
@@ -46,71 +43,34 @@ class ScriptedModel(Model):
 
     async def stream(self, messages: Any, tool_specs: Any = None, system_prompt: str | None = None,
                      **kwargs: Any) -> AsyncIterable[Any]:
+        self.turn += 1
         yield {"messageStart": {"role": "assistant"}}
-        if self.script:
-            name, args = self.script.pop(0)
-            yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": name, "name": name}}}}
+        if self.turn <= len(CALLS):
+            name, args = CALLS[self.turn - 1]
+            yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": f"call_{self.turn}", "name": name}}}}
             yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args)}}}}
             yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "tool_use"}}
         else:
             yield {"contentBlockStart": {"start": {}}}
-            yield {"contentBlockDelta": {"delta": {"text": "The payment failed; please try another card."}}}
+            yield {"contentBlockDelta": {"delta": {"text": SUMMARY}}}
             yield {"contentBlockStop": {}}
             yield {"messageStop": {"stopReason": "end_turn"}}
 
 
-@tool
-def hold_seat(flight: str) -> dict[str, str]:
-    """Hold a seat on a flight."""
-    WORLD["seat_7A"] = f"held on {flight}"
-    print(f"    held seat 7A on {flight}")
-    return {"seat": "seat_7A"}
-
-
-@tool
-def book_hotel(city: str, nights: int) -> dict[str, str]:
-    """Book a hotel room."""
-    WORLD["room_12"] = f"{city}, {nights} nights"
-    print(f"    booked room 12 in {city}")
-    return {"room": "room_12"}
-
-
-@tool
-def charge_card(amount: int) -> dict[str, str]:
-    """Charge the traveller's card."""
-    raise ConnectionError("payment gateway timed out")
-
-
-@compensator("trip.release_seat")  # named undos: a recovery daemon can run them after a crash
-def release_seat(seat: str) -> None:
-    WORLD[seat] = "released"
-    print(f"    released {seat}")
-
-
-@compensator("trip.cancel_room")
-def cancel_room(room: str) -> None:
-    WORLD[room] = "cancelled"
-    print(f"    cancelled {room}")
-
-
-tools = [
-    wrap_tool(hold_seat, semantics="COMPENSABLE",
-              compensate=lambda r: Compensation(fn=release_seat, handler="trip.release_seat", kwargs={"seat": r["seat"]})),
-    wrap_tool(book_hotel, semantics="COMPENSABLE",
-              compensate=lambda r: Compensation(fn=cancel_room, handler="trip.cancel_room", kwargs={"room": r["room"]})),
-    wrap_tool(charge_card, semantics="IRREVERSIBLE"),
-]
+agent = Agent(model=ScriptedModel(), callback_handler=None,
+              tools=[wrap_tool(tool(hold_seat), semantics="COMPENSABLE", compensate=seat_undo),
+                     wrap_tool(tool(book_hotel), semantics="COMPENSABLE", compensate=room_undo),
+                     wrap_tool(tool(charge_card), semantics="IRREVERSIBLE")])
 
 
 def main() -> None:
-    agent = Agent(model=ScriptedModel(), tools=tools, callback_handler=None)
+    Path("strands-trip.wal").unlink(missing_ok=True)  # this example's own log, fresh each run
     wal = FileWAL("strands-trip.wal")
     try:
-        saga_run_sync(agent, "Lisbon, three nights, flight TP1351", wal=wal)
+        saga_run_sync(agent, PROMPT, wal=wal)
     except SagaAborted as err:
-        print(f"aborted: {err.cause}")
-        print(f"undone, newest first: {[s.tool for s in err.report.compensated]}")
+        print(err.report.format_text())  # what was undone, newest first, and whether it is clean
     finally:
         wal.close()
     print(f"world: {WORLD}")

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
+import re
+import subprocess
+import sys
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from agent_saga.log import read_records
+from agent_saga.plugins.requirements import framework_requirements
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "cross_framework.py"
 
@@ -48,6 +54,38 @@ def test_one_boundary_unwinds_three_frameworks_last_in_first_out(
     assert [r["step"] for r in records if r["type"] == "STEP_COMPENSATED"] == [2, 1]
     assert [r["step"] for r in records if r["type"] == "STEP_NOT_APPLIED"] == [3]
     assert records[-1]["type"] == "SAGA_ROLLED_BACK" and records[-1]["body"]["clean"] is True
+
+
+def test_run_twice_in_one_folder_each_run_reports_its_own_saga(tmp_path: Path) -> None:
+    # As a user runs it, twice in the same folder: each run's log is its own (it once read the
+    # previous run's records too and reported "distinct saga ids : 2").
+    for _ in range(2):
+        out = subprocess.run([sys.executable, str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=600, check=True).stdout
+        assert "distinct saga ids : 1" in out
+        assert "rollback reported: clean" in out
+        assert 'world afterwards: {"reservations": {}, "published": {}}' in out
+    records = list(read_records(tmp_path / "cross-framework.wal"))
+    assert len({r["saga"] for r in records}) == 1
+
+
+def test_the_autogen_extra_installs_agentchat_which_the_run_helper_and_the_example_need() -> None:
+    declared = framework_requirements(metadata.distribution("agent-saga-autogen"), "autogen")
+    assert sorted(r.name for r in declared) == ["autogen-agentchat", "autogen-core"]
+    metadata.version("autogen-agentchat")  # installed here through that extra (tox.ini lists no other way in)
+
+
+def test_this_env_installs_exactly_what_the_example_says_it_needs() -> None:
+    # The example's "Needs" line is what a user runs; tox's cross_framework env must install that,
+    # so that a missing package in the line fails here instead of on a user's machine.
+    needs = re.search(r"Needs, from a clone: pip install (.+?)\n\"\"\"", EXAMPLE.read_text(), re.S)
+    assert needs is not None
+    documented = {t.strip("'") for t in needs.group(1).split() if t != "-e"}
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(EXAMPLE.parents[1] / "tox.ini")
+    deps = {line.strip().removeprefix("-e ").replace("packages/", "./packages/")
+            for line in tox["testenv:cross_framework"]["deps"].splitlines() if line.strip()}
+    assert deps - {"pytest>=8", "pytest-asyncio>=0.24"} == documented
 
 
 def test_the_readme_framework_table_states_each_adapters_declared_range() -> None:

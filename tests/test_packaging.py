@@ -39,6 +39,7 @@ DISTRIBUTIONS = {
     "adapter-agno": "agent_saga_agno",
     "adapter-pydantic-ai": "agent_saga_pydantic_ai",
     "adapter-strands": "agent_saga_strands",
+    "adapter-vertex": "agent_saga_vertex",
     "adapter-mcp": "agent_saga_mcp",  # depends on the MCP SDK itself: it is the proxy too
 }
 # The core's version, read from its source: this test's own environment does not install it.
@@ -50,7 +51,7 @@ ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
 WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2",
-              "google_adk", "agno", "pydantic_ai", "strands")
+              "google_adk", "agno", "pydantic_ai", "strands", "vertex")
 
 pytestmark = pytest.mark.slow
 
@@ -103,7 +104,7 @@ report = agent_saga.patch_all().to_dict()
 adapters_imported = sorted(m for m in sys.modules if m.startswith("agent_saga_"))
 errors = {}
 for name in ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2", "vertex",
-             "google_adk", "agno", "pydantic_ai", "strands"):
+             "google_adk", "agno", "pydantic_ai", "strands", "camunda"):
     try:
         __import__("agent_saga.adapters." + name)
         errors[name] = None
@@ -131,13 +132,14 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert skipped["llamaindex"] == "llama-index-core is not installed"
     assert skipped["openai_agents"] == "openai-agents is not installed"
     assert skipped["crewai"] == "crewai is not installed"
-    assert skipped["autogen"] == "autogen-core is not installed"
+    assert skipped["autogen"] in ("autogen-core is not installed", "autogen-agentchat is not installed")
     assert skipped["semantic_kernel"] == "semantic-kernel is not installed"
     assert skipped["ag2"] == "ag2 is not installed"
     assert skipped["google_adk"] == "google-adk is not installed"
     assert skipped["agno"] == "agno is not installed"
     assert skipped["pydantic_ai"] == "pydantic-ai-slim is not installed"
     assert skipped["strands"] == "strands-agents is not installed"
+    assert skipped["vertex"] == "google-genai is not installed"
     assert out["imported"] == []
     assert out["pluggy_before_patch_all"] is False
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
@@ -154,7 +156,8 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert "pip install 'agent-saga-agno[agno]>=3.0.0.dev0'" in errors["agno"]
     assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'" in errors["pydantic_ai"]
     assert "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'" in errors["strands"]
-    assert "pip install 'agent-saga-vertex>=3.0.0.dev0'" in errors["vertex"]  # no such distribution installed
+    assert "pip install 'agent-saga-vertex[vertex]>=3.0.0.dev0'" in errors["vertex"]
+    assert "pip install 'agent-saga-camunda>=3.0.0.dev0'" in errors["camunda"]  # no such distribution installed
 
 
 def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(venv: tuple[Path, Path]) -> None:

@@ -501,7 +501,7 @@ def test_every_adapter_checks_its_framework_one_way_and_tests_it_one_way(package
 def test_every_framework_adapter_is_checked() -> None:
     names = {p.name for p in _ADAPTERS}
     assert {f"adapter-{n}" for n in ("ag2", "agno", "autogen", "crewai", "google-adk", "langgraph", "llamaindex",
-                                     "openai-agents", "pydantic-ai", "semantic-kernel", "strands")} <= names
+                                     "openai-agents", "pydantic-ai", "semantic-kernel", "strands", "vertex")} <= names
 
 
 def _extra(package: Path) -> str:

@@ -232,3 +232,21 @@ def test_patch_all_with_a_policy_says_nothing(site: Path, tmp_path: Path, policy
     file.write_text('{"mode": "enforce", "tools": {}}')
     env = {} if policy else {"AGENT_SAGA_POLICY": str(file)}  # the environment's policy counts as one
     assert run_with(site, WARNS.replace("{policy}", policy), env) == []
+
+
+def test_a_module_level_function_patched_is_named_by_its_module_and_restored() -> None:
+    # A framework that calls a tool through a module's function (google-genai's AFC) is
+    # patched on the module: the report names it like a class method, not by the module's repr.
+    import types
+
+    from agent_saga.plugins.patching import Patches
+
+    module = types.ModuleType("framework.calling")
+    module.invoke = lambda fn: fn()
+    original = module.invoke
+    patches = Patches()
+    patches.apply(module, "invoke", lambda was: lambda fn: ("policed", was(fn)))
+    assert patches.targets() == ["framework.calling.invoke"]
+    assert module.invoke(lambda: 1) == ("policed", 1)
+    assert patches.revert() == ["framework.calling.invoke"]
+    assert module.invoke is original

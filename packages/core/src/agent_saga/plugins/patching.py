@@ -19,6 +19,7 @@ import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from agent_saga.context import current_saga
@@ -110,7 +111,10 @@ class Patches:
 
     def apply(self, owner: Any, attr: str, make: Any) -> None:
         """Replace ``owner.attr`` by ``make(original)`` (once; again is a no-op)."""
-        label = f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', owner)}.{attr}"
+        # A module (a framework's function patched where its callers look it up) is named by its name.
+        where = owner.__name__ if isinstance(owner, ModuleType) else (
+            f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', owner)}")
+        label = f"{where}.{attr}"
         with self._lock:
             if any(o is owner and a == attr for o, a, *_ in self._applied):
                 return

@@ -1,0 +1,12 @@
+"""examples/llamaindex_trip.py, run as a user runs it (`python examples/llamaindex_trip.py`) where this adapter is installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_saga.testing.examples import assert_trip_undone
+
+
+def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:
+    # Without -W error: llama-index-workflows touches pydantic's deprecated __fields__, which is the framework's warning, not ours.
+    assert_trip_undone("llamaindex_trip", tmp_path, warnings_as_errors=False)
