@@ -25,7 +25,6 @@ import base64
 import binascii
 import hashlib
 import os
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,16 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.gate.files import make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
-from agent_saga.notekeys import ED25519, ed25519, generate_signer, key_material, read_host_list, verifier_keys
+from agent_saga.notekeys import (
+    ANONYMOUS,
+    ED25519,
+    approver_name,
+    ed25519,
+    generate_signer,
+    key_material,
+    read_host_list,
+    verifier_keys,
+)
 
 __all__ = [
     "ANONYMOUS",
@@ -53,34 +61,6 @@ __all__ = [
 ]
 
 KEY_ENV = "AGENT_SAGA_APPROVER_KEY"
-ANONYMOUS = (
-    "a decision needs a named approver (--approver WHO): an anonymous approval proves nothing "
-    "about who let the action through, and proving that is the only thing the record is for"
-)
-_HIDDEN = ("Cc", "Cf")  # control and format characters: zero-width spaces and joiners, BOMs, bidi overrides
-
-
-def approver_name(value: object) -> str:
-    """``value`` as an approver's name; ConfigurationError if it is blank or hides characters.
-
-    Blank includes whitespace and invisible characters only (U+200B..U+200D,
-    U+2060, U+FEFF...): a name nobody can read names nobody. A name with such a
-    character inside it is refused too, since it reads as someone it is not.
-    """
-    if not isinstance(value, str) or not any(
-        not c.isspace() and unicodedata.category(c) not in _HIDDEN for c in value
-    ):
-        raise ConfigurationError(ANONYMOUS)
-    name = value.strip()
-    hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in _HIDDEN})
-    if hidden:
-        raise ConfigurationError(
-            f"approver {name!r} contains invisible or control characters ({', '.join(hidden)}): "
-            "give the name exactly as people read it"
-        )
-    return name
-
-
 def default_key_path() -> Path:
     """``$AGENT_SAGA_APPROVER_KEY``, else ``$AGENT_SAGA_HOME/approver.key``, else ``~/.agent-saga/approver.key``."""
     explicit = os.environ.get(KEY_ENV)
