@@ -23,6 +23,7 @@ from agent_saga.log.chain import verify_file, verify_records
 from agent_saga.log.maintenance import settled_sagas
 from agent_saga.log.records import Record
 from agent_saga.log.source import log_records
+from agent_saga.recovery.daemon import set_snapshot_sweep
 
 __all__ = ["GCReport", "collect", "collect_records", "needed_by_unsettled"]
 
@@ -92,3 +93,6 @@ def collect(store: SnapshotStore, log: Any, *, dry_run: bool = False) -> GCRepor
         records = log_records(log, caller="snapshots gc")
         verdict = verify_records(records)
     return collect_records(store, records, verdict, dry_run=dry_run)
+
+
+set_snapshot_sweep(collect_records)  # the recovery daemon's GC of its snapshots= stores (the kernel names no wing)
