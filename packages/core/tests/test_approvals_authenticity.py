@@ -44,7 +44,7 @@ from agent_saga.approvals import ApprovalEntry, ConsoleNotifier, Status, decide
 from agent_saga.approvals.authority import SigningKey, TrustedKeys, default_trust_path, trust_key
 from agent_saga.approvals.entry import new_entry
 from agent_saga.approvals.notify import Notification
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.gate.host import HOST_ROOT_ENV
 from agent_saga.redaction import REDACTED
 

@@ -39,7 +39,7 @@ from agent_saga.approvals import ConsoleNotifier, RedisApprovalStore, Status, de
 from agent_saga.approvals.evidence import log_key
 from agent_saga.approvals.gateway import CLAIM_GRACE
 from agent_saga.audit import verify_log
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import read_records
 
 

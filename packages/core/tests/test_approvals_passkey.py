@@ -36,7 +36,7 @@ from agent_saga.approvals.passkey import (
 )
 from agent_saga.cli.main import main
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 
 HAS_WEBAUTHN = importlib.util.find_spec("webauthn") is not None

@@ -38,7 +38,7 @@ from agent_saga.approvals import (
 )
 from agent_saga.approvals.authority import SigningKey
 from agent_saga.approvals.entry import SHORT_ID, new_entry, short_ids
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 
 LEVELS = ((("@oncall",), 0.0),)
 
@@ -104,7 +104,7 @@ import os, sys, time
 from agent_saga.approvals import FileApprovalStore
 from agent_saga.approvals.entry import new_entry
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate._approval import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 go = sys.argv[2]
 while not os.path.exists(go):  # start together, to race for the create

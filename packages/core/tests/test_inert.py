@@ -30,7 +30,7 @@ from agent_saga import Compensation, FileApprovalStore, FileWAL, SagaAborted, sa
 from agent_saga.approvals import ApprovalEntry, Status
 from agent_saga.approvals.entry import new_entry
 from agent_saga.cli.main import main
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import read_records
 
 #: Cursor up, erase line, a right-to-left override, a zero-width space, a C1 CSI, a line separator.

@@ -271,7 +271,7 @@ _PUBLIC: dict[str, str] = {
 # ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead
 # one, on a file log and on a Postgres or Redis log (docs/FLEET.md). Installed before the
 # first saga starts (agent_saga/boot.py), not at import.
-_boot.defer("agent_saga.gate.gate", "install_default_gate")
+_boot.defer("agent_saga.gate._gate", "install_default_gate")
 _boot.defer("agent_saga.recovery.lease", "install_leases")
 _boot.defer("agent_saga.recovery.server_leases", "install_server_leases")
 

@@ -29,7 +29,7 @@ from agent_saga.approvals.passkey import (
     trust_passkey,
 )
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 
 NOW = 1_900_000_000.0

@@ -21,7 +21,7 @@ from agent_saga.approvals.passkey import (
     trust_passkey,
 )
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
 

@@ -33,7 +33,7 @@ from typing import Any
 from agent_saga.approvals.entry import ApprovalEntry
 from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.files import make_dirs
+from agent_saga.gate._files import make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
 from agent_saga.notekeys import (

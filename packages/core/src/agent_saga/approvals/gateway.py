@@ -75,8 +75,7 @@ from agent_saga.approvals.policy import ApprovalPolicy
 from agent_saga.approvals.store import ApprovalStore, FileApprovalStore
 from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, drive_async, drive_sync
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.approval import ApprovalDecision, ApprovalRequest
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate import ApprovalDecision, ApprovalRequest, StoreUnavailable
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.log.records import RecordType

@@ -39,7 +39,7 @@ from agent_saga.approvals.authority import approver_name
 from agent_saga.approvals.entry import ApprovalEntry
 from agent_saga.approvals.errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.files import make_dirs
+from agent_saga.gate._files import make_dirs
 from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir
 from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical

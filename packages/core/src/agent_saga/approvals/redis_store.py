@@ -17,8 +17,8 @@ from typing import Any
 from agent_saga.approvals.entry import ApprovalEntry, Change
 from agent_saga.approvals.errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.redis_store import _describe, _errors, connect
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate import StoreUnavailable
+from agent_saga.gate._redis_store import _describe, _errors, connect
 
 __all__ = ["DEFAULT_RETENTION", "RedisApprovalStore"]
 

@@ -27,8 +27,8 @@ from typing import Protocol, runtime_checkable
 from agent_saga.approvals.entry import ApprovalEntry, Change
 from agent_saga.approvals.errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.files import group_shared, locked, make_dirs, read_state, replace_file
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate import StoreUnavailable
+from agent_saga.gate._files import group_shared, locked, make_dirs, read_state, replace_file
 
 __all__ = [
     "ApprovalStore",

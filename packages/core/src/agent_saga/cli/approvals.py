@@ -185,7 +185,7 @@ def _age(seconds: float) -> str:
 def _run_list(args: argparse.Namespace) -> int:
     from agent_saga.approvals.authority import action_digest
     from agent_saga.approvals.entry import Status, short_ids
-    from agent_saga.gate.stores import StoreUnavailable
+    from agent_saga.gate import StoreUnavailable
 
     store = _open_store(args)
     try:
@@ -245,7 +245,7 @@ def _run_decide(args: argparse.Namespace) -> int:
     from agent_saga.approvals.decide import decide
     from agent_saga.approvals.errors import ApprovalNotFound, ApprovalNotPending
     from agent_saga.errors import ConfigurationError, WALError
-    from agent_saga.gate.stores import StoreUnavailable
+    from agent_saga.gate import StoreUnavailable
 
     try:
         approver = approver_name(args.approver)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.rules import Action, Condition, Rule
+from agent_saga.gate import Action, Condition, Rule
 from agent_saga.inert import inert
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.source import log_records

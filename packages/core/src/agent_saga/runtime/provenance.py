@@ -35,7 +35,7 @@ from typing import Any
 from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.tagged import Tagged
 from agent_saga.errors import ConfigurationError, StepRefused
-from agent_saga.gate.rules import Action, Condition, Rule
+from agent_saga.gate import Action, Condition, Rule
 from agent_saga.inert import clip
 from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken, Span
 from agent_saga.runtime.matching import as_number, value_in_text

@@ -55,7 +55,7 @@ from agent_saga.approvals.passkey import (
 )
 from agent_saga.approvals.store import ApprovalStore, find
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate import StoreUnavailable
 from agent_saga.inert import inert_json
 from agent_saga.ui.server import CSP, is_loopback
 

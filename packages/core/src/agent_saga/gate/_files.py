@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate._stores import StoreUnavailable
 
 __all__ = ["group_shared", "locked", "make_dirs", "read_state", "replace_file"]
 

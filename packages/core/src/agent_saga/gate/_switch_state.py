@@ -1,8 +1,8 @@
 """The kill switch's state as data: halts, quarantines, the drain, and their JSON.
 
-Kept apart from :mod:`agent_saga.gate.switch` (which reads and writes it through a
+Kept apart from :mod:`agent_saga.gate._switch` (which reads and writes it through a
 store) so that every store — the file one there, the Redis one in
-:mod:`agent_saga.gate.redis_store` — depends on this module and none on another.
+:mod:`agent_saga.gate._redis_store` — depends on this module and none on another.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from agent_saga.engine.ports import StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
-from agent_saga.gate.stores import StoreUnavailable
+from agent_saga.gate._stores import StoreUnavailable
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType
 

@@ -38,10 +38,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
 from agent_saga.errors import ConfigurationError, SagaQuarantined, StepRefused
-from agent_saga.gate.files import group_shared, locked, make_dirs, read_state, replace_file
+from agent_saga.gate._files import group_shared, locked, make_dirs, read_state, replace_file
+from agent_saga.gate._stores import StoreUnavailable
+from agent_saga.gate._switch_state import Halt, Quarantine, SwitchState, _halt_json, parse_scope
 from agent_saga.gate.host import HOST_ROOT_ENV, relocated, state_dir
-from agent_saga.gate.stores import StoreUnavailable
-from agent_saga.gate.switch_state import Halt, Quarantine, SwitchState, _halt_json, parse_scope
 from agent_saga.log.base import WAL
 from agent_saga.log.records import AUDIT_SAGA, RecordType
 
@@ -541,7 +541,7 @@ def changed_settings(old: dict[str, str | None], new: dict[str, str | None]) -> 
 def open_switch_store(url: str | None) -> SwitchStore:
     """The store ``url`` names: ``redis://...`` (or ``rediss://``, ``unix://``), a file path, or None for the host's."""
     if url and url.startswith(("redis://", "rediss://", "unix://")):
-        from agent_saga.gate.redis_store import RedisSwitchStore
+        from agent_saga.gate._redis_store import RedisSwitchStore
 
         return RedisSwitchStore(url)
     return FileSwitchStore(url)

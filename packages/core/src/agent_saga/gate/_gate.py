@@ -30,13 +30,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from agent_saga.engine.ports import SagaInfo, StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
-from agent_saga.gate import breaker as _breaker_module
-from agent_saga.gate.approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
-from agent_saga.gate.breaker import CircuitBreaker, get_breaker
-from agent_saga.gate.limits import Limit, check_limits
-from agent_saga.gate.rules import Action, Rule, evaluate_rules
-from agent_saga.gate.stores import Charge, LimitStore, Receipt, StoreUnavailable, get_limit_store
-from agent_saga.gate.switch import (
+from agent_saga.gate import _breaker as _breaker_module
+from agent_saga.gate._approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
+from agent_saga.gate._breaker import CircuitBreaker, get_breaker
+from agent_saga.gate._limits import Limit, check_limits
+from agent_saga.gate._rules import Action, Rule, evaluate_rules
+from agent_saga.gate._stores import Charge, LimitStore, Receipt, StoreUnavailable, get_limit_store
+from agent_saga.gate._switch import (
     KillSwitch,
     changed_settings,
     default_switch,

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate.breaker import BreakerPolicy, Change, Verdict
-from agent_saga.gate.stores import Charge, DebitResult, Receipt, StoreUnavailable
-from agent_saga.gate.switch_state import SwitchState
+from agent_saga.gate._breaker import BreakerPolicy, Change, Verdict
+from agent_saga.gate._stores import Charge, DebitResult, Receipt, StoreUnavailable
+from agent_saga.gate._switch_state import SwitchState
 
 __all__ = ["RedisBreakerStore", "RedisLimitStore", "RedisSwitchStore", "connect"]
 

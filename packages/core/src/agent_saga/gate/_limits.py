@@ -2,7 +2,7 @@
 
 ``arg_exceeds("amount", 1000)`` passes a thousand charges of $999 one by one; a
 :class:`BudgetLimit` of $50,000 a day stops the 51st. Each limit turns a step
-request into a :class:`~agent_saga.gate.stores.Charge`; the gate hands all of a
+request into a :class:`~agent_saga.gate._stores.Charge`; the gate hands all of a
 call's charges to the limit store at once, which debits all or none.
 
 What a limit refuses (each raises ``StepRefused`` naming the limit):
@@ -21,9 +21,9 @@ from typing import Any
 
 from agent_saga.engine.ports import StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
-from agent_saga.gate.rules import Condition, Predicate, _number, condition
-from agent_saga.gate.scopes import MissingScope, Scope, everything
-from agent_saga.gate.stores import Charge, Mode
+from agent_saga.gate._rules import Condition, Predicate, _number, condition
+from agent_saga.gate._scopes import MissingScope, Scope, everything
+from agent_saga.gate._stores import Charge, Mode
 
 __all__ = ["BudgetLimit", "Limit", "RateLimit", "check_limits"]
 
