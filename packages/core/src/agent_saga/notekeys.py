@@ -3,7 +3,7 @@
 ``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` signs; ``<name>+<id>+<base64(0x01 ||
 public key)>`` verifies; the id is the first 4 bytes of SHA-256(name || 0x0A || 0x01 ||
 public key). Signed checkpoints (``audit.signing``) and signed approval decisions
-(``approvals.authority``) both use these keys, so the format lives here, once, below both;
+(``approvals._authority``) both use these keys, so the format lives here, once, below both;
 so does :func:`read_host_list`, the one reader of the host's trust lists (approver keys,
 operator keys, passkeys), which the log's attestation check needs as much as approvals do;
 and :func:`approver_name`, the rule for the name a key is held by, which an operator's repair

@@ -20,7 +20,7 @@ from approval_support import trusted_key
 from gate_support import req
 
 from agent_saga import ActionSemantics, Compensation, FileApprovalStore, FileWAL, SagaAborted, saga_scope
-from agent_saga.approvals.entry import new_entry
+from agent_saga.approvals._entry import new_entry
 from agent_saga.cli.main import main
 from agent_saga.gate import ApprovalRequest
 from agent_saga.log import set_default_wal

@@ -28,9 +28,7 @@ from agent_saga import (
     SagaAborted,
     saga_scope,
 )
-from agent_saga.approvals import ApprovalEntry, Status
-from agent_saga.approvals.notify import Notification
-from agent_saga.approvals.passkey import PasskeyCredentials
+from agent_saga.approvals import ApprovalEntry, Notification, PasskeyCredentials, Status
 from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
 
 pytestmark = pytest.mark.slow

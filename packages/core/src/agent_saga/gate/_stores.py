@@ -9,7 +9,7 @@ The in-process :class:`MemoryLimitStore` is the default. It is exact inside one
 process and wrong across several: each process grants the full allowance, so N
 processes spend N times the budget, and a restarted process starts its windows
 fresh. Anything running more than one process (or crash-looping) needs a shared
-store -- :class:`agent_saga.gate._redis_store.RedisLimitStore`.
+store -- :class:`agent_saga.gate.RedisLimitStore`.
 """
 
 from __future__ import annotations

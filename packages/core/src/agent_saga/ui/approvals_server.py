@@ -3,9 +3,9 @@
 The page lists the pending requests of an approval store and, for one, the exact action: the
 tool, every argument as inert text (control and bidi characters arrive as visible escapes,
 :func:`agent_saga.inert.inert_json`), the rule, the deadline and the passkey challenge
-(:func:`agent_saga.approvals.passkey.passkey_digest`), which is the digest the browser asks the
+(:func:`agent_saga.approvals._passkey.passkey_digest`), which is the digest the browser asks the
 authenticator to sign to approve. *Deny with passkey* asks it to sign the denial's own challenge
-(:func:`agent_saga.approvals.passkey.passkey_denial_challenge`: the same action, "deny", and the
+(:func:`agent_saga.approvals.passkey_denial_challenge`: the same action, "deny", and the
 person's note, bounded to ``DENIAL_NOTE_MAX`` characters and shown back only as text). It
 registers passkeys too: a verified registration is printed as a line for root to add to the
 host's list (``agent-saga approvals trust-passkey``), or appended to it directly when the server
@@ -35,25 +35,31 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_saga.approvals.authority import approver_name
-from agent_saga.approvals.entry import ApprovalEntry, Status
-from agent_saga.approvals.errors import ApprovalError, ApprovalNotAuthenticated, ApprovalNotPending
-from agent_saga.approvals.evidence import iso
-from agent_saga.approvals.passkey import (
-    DENIAL_NOTE_MAX,
+from agent_saga.approvals import (
+    ApprovalEntry,
+    ApprovalError,
+    ApprovalNotAuthenticated,
+    ApprovalNotPending,
+    ApprovalStore,
     PasskeyCredentials,
-    assertion_options,
-    default_passkeys_path,
+    Status,
+    find,
     passkey_challenge,
     passkey_denial_challenge,
+    trust_passkey,
+)
+from agent_saga.approvals._authority import approver_name
+from agent_saga.approvals._evidence import iso
+from agent_saga.approvals._passkey import (
+    DENIAL_NOTE_MAX,
+    assertion_options,
+    default_passkeys_path,
     passkey_digest,
     registration_options,
     require_webauthn,
-    trust_passkey,
     verify_assertion,
     verify_registration,
 )
-from agent_saga.approvals.store import ApprovalStore, find
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import StoreUnavailable
 from agent_saga.inert import inert_json

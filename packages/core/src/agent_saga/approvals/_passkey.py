@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_saga.approvals.authority import approver_name
-from agent_saga.approvals.entry import ApprovalEntry
-from agent_saga.approvals.errors import ApprovalNotAuthenticated
+from agent_saga.approvals._authority import approver_name
+from agent_saga.approvals._entry import ApprovalEntry
+from agent_saga.approvals._errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate._files import make_dirs
 from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.approvals.entry import ApprovalEntry, Status
+from agent_saga.approvals._entry import ApprovalEntry, Status
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType
 

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from agent_saga.approvals.entry import ApprovalEntry, Change
-from agent_saga.approvals.errors import ApprovalNotFound
+from agent_saga.approvals._entry import ApprovalEntry, Change
+from agent_saga.approvals._errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import StoreUnavailable
 from agent_saga.gate._files import group_shared, locked, make_dirs, read_state, replace_file
@@ -177,7 +177,7 @@ def open_store(target: str | None) -> ApprovalStore:
     """A store from a path or a ``redis://`` URL (default: ``$AGENT_SAGA_APPROVALS``, else the file store)."""
     target = target or os.environ.get("AGENT_SAGA_APPROVALS") or None
     if target and target.startswith(("redis://", "rediss://", "unix://")):
-        from agent_saga.approvals.redis_store import RedisApprovalStore
+        from agent_saga.approvals._redis_store import RedisApprovalStore
 
         return RedisApprovalStore(target)
     if target is not None and not target.strip():

@@ -14,8 +14,8 @@ import json
 import math
 from typing import Any
 
-from agent_saga.approvals.entry import ApprovalEntry, Change
-from agent_saga.approvals.errors import ApprovalNotFound
+from agent_saga.approvals._entry import ApprovalEntry, Change
+from agent_saga.approvals._errors import ApprovalNotFound
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import StoreUnavailable
 from agent_saga.gate._redis_store import _describe, _errors, connect

@@ -4,7 +4,7 @@ A decision is one compare-and-set on the store (only a pending request before
 its deadline can be decided, and only once); the waiting saga sees it on its
 next poll. A grant must be signed with the decider's key (``key=``): the waiting
 gateway acts only on a grant signed by a key its host trusts
-(:mod:`agent_saga.approvals.authority`). With ``wal=`` the decision is also
+(:mod:`agent_saga.approvals._authority`). With ``wal=`` the decision is also
 written to that log here; without it, the agent's gateway writes it into its own
 log when it observes it.
 """
@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from agent_saga.approvals.authority import SigningKey, approver_name
-from agent_saga.approvals.entry import SHORT_ID, ApprovalEntry, Status
-from agent_saga.approvals.errors import ApprovalNotPending
-from agent_saga.approvals.evidence import decision_body, decision_type, iso, log_key, mark_logged
-from agent_saga.approvals.store import ApprovalStore, find
+from agent_saga.approvals._authority import SigningKey, approver_name
+from agent_saga.approvals._entry import SHORT_ID, ApprovalEntry, Status
+from agent_saga.approvals._errors import ApprovalNotPending
+from agent_saga.approvals._evidence import decision_body, decision_type, iso, log_key, mark_logged
+from agent_saga.approvals._store import ApprovalStore, find
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
 

@@ -61,7 +61,7 @@ class ApprovalPolicy:
     must start before the deadline. ``poll_interval``: how often a waiting saga
     reads the store for a decision. ``require_passkey``: ``True`` makes every grant
     need a person's passkey (a WebAuthn assertion over this very action, see
-    :mod:`agent_saga.approvals.passkey`), a tuple of rule names makes only those
+    :mod:`agent_saga.approvals._passkey`), a tuple of rule names makes only those
     rules' grants need one; an Ed25519-signed grant (the CLI's, break-glass included)
     is then refused for them.
     """

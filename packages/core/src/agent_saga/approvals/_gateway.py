@@ -7,11 +7,11 @@ previous attempt created (the id is derived from saga, step, tool and rule);
 notifying each later level when its delay has passed (APPROVAL_ESCALATED, once
 per level) and expiring the request at its deadline. A grant counts only if it
 is signed by a trusted approver key over this request and the step's own
-arguments (:mod:`agent_saga.approvals.authority`): the agent can write the store,
+arguments (:mod:`agent_saga.approvals._authority`): the agent can write the store,
 so an unsigned or mis-signed grant is denied and recorded as such. Under a policy
 that requires a passkey (``require_passkey``), a grant counts only with a person's
 WebAuthn assertion over this request's action, verified against a registered
-passkey (:mod:`agent_saga.approvals.passkey`); the count it reported goes into the
+passkey (:mod:`agent_saga.approvals._passkey`); the count it reported goes into the
 grant's record, which is where the next check finds it. A passkey *denial* is
 checked the same way against the denial's own challenge: verified, it is that
 person's final denial; not verified, the step is refused all the same, as a
@@ -39,16 +39,17 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agent_saga.approvals.authority import TrustedKeys, default_trust_path, require_crypto
-from agent_saga.approvals.entry import ApprovalEntry, Status, new_entry
-from agent_saga.approvals.errors import (
+from agent_saga.approvals._approval_policy import ApprovalPolicy
+from agent_saga.approvals._authority import TrustedKeys, default_trust_path, require_crypto
+from agent_saga.approvals._entry import ApprovalEntry, Status, new_entry
+from agent_saga.approvals._errors import (
     ApprovalError,
     ApprovalExpired,
     ApprovalNotAuthenticated,
     ApprovalNotFound,
     ApprovalUnavailable,
 )
-from agent_saga.approvals.evidence import (
+from agent_saga.approvals._evidence import (
     Remembered,
     decision_body,
     decision_type,
@@ -59,8 +60,8 @@ from agent_saga.approvals.evidence import (
     remembered,
     request_body,
 )
-from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier
-from agent_saga.approvals.passkey import (
+from agent_saga.approvals._notify import ConsoleNotifier, Notification, Notifier
+from agent_saga.approvals._passkey import (
     PasskeyCredentials,
     PasskeyHistory,
     default_passkeys_path,
@@ -71,8 +72,7 @@ from agent_saga.approvals.passkey import (
     require_webauthn,
     verify_assertion,
 )
-from agent_saga.approvals.policy import ApprovalPolicy
-from agent_saga.approvals.store import ApprovalStore, FileApprovalStore
+from agent_saga.approvals._store import ApprovalStore, FileApprovalStore
 from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, drive_async, drive_sync
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import ApprovalDecision, ApprovalRequest, StoreUnavailable

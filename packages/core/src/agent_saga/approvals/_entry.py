@@ -80,11 +80,11 @@ class ApprovalEntry:
     #: "<event>@<log location>" -> when a writer announced it is writing that record.
     claims: dict[str, float] = field(default_factory=dict)
     #: "<name>+<key id>" of the key that signed the decision, and the base64 signature
-    #: (see agent_saga.approvals.authority); None when nobody signed.
+    #: (see agent_saga.approvals._authority); None when nobody signed.
     signer: str | None = None
     signature: str | None = None
     #: A passkey grant's or denial's WebAuthn assertion (``PublicKeyCredential.toJSON()``), checked
-    #: by the gateway (agent_saga.approvals.passkey); None for every other decision.
+    #: by the gateway (agent_saga.approvals._passkey); None for every other decision.
     passkey: dict[str, Any] | None = None
 
     @property

@@ -24,9 +24,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO, runtime_checkable
 
-from agent_saga.approvals.authority import action_digest
-from agent_saga.approvals.entry import SHORT_ID, ApprovalEntry
-from agent_saga.approvals.errors import NotificationFailed
+from agent_saga.approvals._authority import action_digest
+from agent_saga.approvals._entry import SHORT_ID, ApprovalEntry
+from agent_saga.approvals._errors import NotificationFailed
 from agent_saga.errors import ConfigurationError
 from agent_saga.inert import inert, inert_value
 from agent_saga.redaction import remember_secret, scrub_text
