@@ -119,6 +119,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import TierAnswer as TierAnswer
     from agent_saga.runtime import ToolCall as ToolCall
     from agent_saga.runtime import all_of as all_of
+    from agent_saga.runtime import cascade as cascade
     from agent_saga.runtime import derived as derived
     from agent_saga.runtime import ground as ground
     from agent_saga.runtime import grounded as grounded
@@ -127,7 +128,6 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import sourced as sourced
     from agent_saga.runtime import tools_must_exist as tools_must_exist
     from agent_saga.runtime import user_value as user_value
-    from agent_saga.runtime.cascade import cascade as cascade
     from agent_saga.semantics import ActionSemantics as ActionSemantics
     from agent_saga.semantics import Compensation as Compensation
     from agent_saga.semantics import Observation as Observation
@@ -160,7 +160,7 @@ _PUBLIC: dict[str, str] = {
     "by_arg": "agent_saga.gate",
     "by_tool": "agent_saga.gate",
     "call_with": "agent_saga.registry",
-    "cascade": "agent_saga.runtime.cascade",  # from its module: mypy reads agent_saga.runtime.cascade as the module
+    "cascade": "agent_saga.runtime",
     "CascadeExhausted": "agent_saga.runtime",
     "CascadeResult": "agent_saga.runtime",
     "CircuitBreaker": "agent_saga.gate",

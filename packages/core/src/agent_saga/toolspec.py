@@ -233,7 +233,7 @@ class ToolSpec:
         saga = self._saga()
         if saga is None:
             return fn(*_plain(args), **_plain_kw(kwargs))  # no saga to police tags: the tool gets values
-        if saga.speculation is not None:  # a Speculator may hold this call's result (runtime/speculation.py)
+        if saga.speculation is not None:  # a Speculator may hold this call's result (runtime/_speculation.py)
             return saga.speculation.call_sync(saga, self, fn, args, kwargs)
         return saga.execute_sync(**self.step_kwargs(fn, args, kwargs))
 

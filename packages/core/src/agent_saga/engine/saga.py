@@ -152,7 +152,7 @@ class Saga:
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
         self._posture_since: Callable[[Any], tuple[Any, dict[str, Any] | None]] | None = None
         self._posture_token: Any = None
-        # A Speculator attached for this saga's run (agent_saga.runtime.speculation); None: off,
+        # A Speculator attached for this saga's run (agent_saga.runtime._speculation); None: off,
         # and then a tool call pays one attribute test for it, nothing more.
         self.speculation: SpeculationPort | None = None
 

@@ -19,7 +19,7 @@ becomes a hole in the guarantee:
 
 While a session is open the daemon leaves the saga alone: it holds the claim, and the
 log says so (a session whose process died is taken over by the next ``open``).
-This is not ``runtime.repair`` (the model's one repair turn on a malformed call).
+This is not ``runtime._repair_turn`` (the model's one repair turn on a malformed call).
 See docs/REPAIR.md.
 """
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from agent_saga.context import saga_scope
 from agent_saga.log.base import WAL
-from agent_saga.runtime.speculation import Speculator
+from agent_saga.runtime import Speculator
 from agent_saga.semantics import Compensation
 
 __all__ = [

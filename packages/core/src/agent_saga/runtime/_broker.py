@@ -32,7 +32,7 @@ from typing import Any
 
 from agent_saga.inert import clip
 from agent_saga.log.encodable import unencodable
-from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._matching import numbers_in, quotes_in, value_in_text
 
 __all__ = [
     "DEFAULT_SPAN_CHARS",

@@ -13,7 +13,7 @@ named call is run at once, on the speculator's own worker threads, only when:
   budget to spend); a gate without that check speculates nothing (fail closed);
 * the saga was not stopped.
 
-Its result is held behind a :class:`~agent_saga.runtime.leases.SpeculationLease` (an HMAC under
+Its result is held behind a :class:`~agent_saga.runtime.SpeculationLease` (an HMAC under
 a key only this speculator holds) bound to the intent, the saga, the tool, the
 digest of the canonical arguments and an expiry. When the agent makes that very call
 before the lease expires, the step runs through the engine as every step does (the
@@ -66,9 +66,9 @@ from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import redact_args
 from agent_saga.registry import inverse_for, resolve
-from agent_saga.runtime.leases import LeaseSigner, SpeculationLease, args_digest
-from agent_saga.runtime.predictors import Prediction, Predictor
-from agent_saga.runtime.tiers import ToolCall
+from agent_saga.runtime._predictors import Prediction, Predictor
+from agent_saga.runtime._speculation_leases import LeaseSigner, SpeculationLease, args_digest
+from agent_saga.runtime._tiers import ToolCall
 from agent_saga.semantics import ActionSemantics, StepState
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec
 

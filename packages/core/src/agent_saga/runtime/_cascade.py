@@ -25,9 +25,9 @@ from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import scrub_text
-from agent_saga.runtime.speculation import planned_calls
-from agent_saga.runtime.tiers import Tier, TierAnswer
-from agent_saga.runtime.verifiers import Verifier, judge
+from agent_saga.runtime._speculation import planned_calls
+from agent_saga.runtime._tiers import Tier, TierAnswer
+from agent_saga.runtime._verifiers import Verifier, judge
 
 __all__ = ["Attempt", "CascadeExhausted", "CascadeResult", "cascade"]
 

@@ -2,7 +2,7 @@
 
 ``ground(answer, broker)`` splits an answer into claims (sentences), reads the
 citations each one carries (``[s1]``, ``[s1, s2]``: ids of summaries admitted to a
-:class:`~agent_saga.runtime.broker.ContextBroker`) and checks them *now*, against
+:class:`~agent_saga.runtime.ContextBroker`) and checks them *now*, against
 the broker's documents, never against what the model says about them:
 
 * ``VERIFIED``: every cited summary is live, each of its receipts still resolves
@@ -39,8 +39,8 @@ from agent_saga.inert import clip, inert
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
-from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken
-from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._broker import ContextBroker, Receipt, ReceiptBroken
+from agent_saga.runtime._matching import numbers_in, quotes_in, value_in_text
 
 __all__ = [
     "Claim",

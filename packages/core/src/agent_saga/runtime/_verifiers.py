@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent_saga.errors import ConfigurationError
 from agent_saga.inert import clip
-from agent_saga.runtime.broker import ContextBroker
-from agent_saga.runtime.tiers import TierAnswer
+from agent_saga.runtime._broker import ContextBroker
+from agent_saga.runtime._tiers import TierAnswer
 
 if TYPE_CHECKING:
-    from agent_saga.runtime.grounding import Claim, Entails
+    from agent_saga.runtime._grounding import Claim, Entails
 
 __all__ = ["Verdict", "Verifier", "all_of", "grounded", "judge", "matches_schema", "tools_must_exist"]
 
@@ -84,7 +84,7 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     Uses ``jsonschema`` (``pip install 'agent-saga[schema]>=3.0.0.dev0'``); the schema itself is
     checked here, so a broken schema fails at start-up rather than rejecting every tier.
     """
-    # Not runtime/schema.py's subset: a cascade's answer schema is the user's full JSON Schema
+    # Not runtime/_schema.py's subset: a cascade's answer schema is the user's full JSON Schema
     # (and is itself validated), which needs jsonschema -- an extra, so repair cannot use it.
     try:
         import jsonschema
@@ -116,14 +116,14 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
 
 
 def grounded(broker: ContextBroker, *, entails: Entails | None = None) -> Verifier:
-    """Reject an answer that :func:`agent_saga.runtime.grounding.ground` does not find fully grounded.
+    """Reject an answer that :func:`agent_saga.runtime.ground` does not find fully grounded.
 
     The reason names each claim that is not VERIFIED, with its status (UNCITED,
     BROKEN_CITATION, ...), so the next tier knows which sentence lacked its evidence.
     Inside a saga each check is also an ANSWER_GROUNDED record.
     """
     # Imported here: grounding is a sibling built on the broker, needed only by this verifier.
-    from agent_saga.runtime.grounding import ground
+    from agent_saga.runtime._grounding import ground
 
     def answer_grounded(answer: TierAnswer) -> Verdict:
         report = ground(answer.text, broker, entails=entails)

@@ -7,7 +7,7 @@ number. Here an argument carries a claim of where it came from, and a
 * ``SOURCED`` -- read from a document the broker holds: :func:`sourced` carries
   the span's receipt. Verified, never accepted: the receipt is resolved *now*
   (the span must still hash the same) and the value must appear in the span's
-  text (numbers by value, see :mod:`agent_saga.runtime.matching`).
+  text (numbers by value, see :mod:`agent_saga.runtime._matching`).
 * ``USER`` -- the person's own words: :func:`user_value` names a request
   registered with ``broker.add_request``, and the value must appear in it.
 * ``DERIVED`` -- computed from other values: :func:`derived` states the inputs
@@ -37,8 +37,8 @@ from agent_saga.engine.tagged import Tagged
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.gate import Action, Condition, Rule
 from agent_saga.inert import clip
-from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken, Span
-from agent_saga.runtime.matching import as_number, value_in_text
+from agent_saga.runtime._broker import ContextBroker, Receipt, ReceiptBroken, Span
+from agent_saga.runtime._matching import as_number, value_in_text
 
 __all__ = [
     "BUILT_IN_DERIVATIONS",

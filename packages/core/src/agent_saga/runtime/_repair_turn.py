@@ -18,7 +18,7 @@ from typing import Any
 from agent_saga.engine.ports import StepRequest
 from agent_saga.errors import ConfigurationError, RepairRequested, SagaStopped
 from agent_saga.runtime._sagas import PerSaga
-from agent_saga.runtime.schema import ArgumentCheck, argument_check
+from agent_saga.runtime._schema import ArgumentCheck, argument_check
 
 __all__ = ["RepairPolicy"]
 
