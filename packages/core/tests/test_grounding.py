@@ -23,8 +23,7 @@ from agent_saga.audit.certify import certify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
 from agent_saga.runtime import ClaimStatus, ContextBroker, GroundingReport, split_claims
-from agent_saga.viz.graph import to_dot, to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
 RUNBOOK = (
     "Main line. The pressure limit is 4200 kPa for the main line; operators log every reading.\n\n"

@@ -294,8 +294,7 @@ def test_graph_labels_are_inert(tmp_path: Path, fmt: str, capsys: pytest.Capture
 def test_graphviz_draws_the_escapes_as_written(tmp_path: Path) -> None:
     import html
 
-    from agent_saga.viz.graph import to_dot
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import reconstruct, to_dot
 
     dot = to_dot(reconstruct(read_records(_evil_log(tmp_path / "e.wal"))))
     drawn = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60, check=True)
@@ -305,9 +304,7 @@ def test_graphviz_draws_the_escapes_as_written(tmp_path: Path) -> None:
 
 
 def test_svgs_draw_the_escapes(tmp_path: Path) -> None:
-    from agent_saga.viz.animate import render_animation
-    from agent_saga.viz.fleet import render_fleet
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import reconstruct, render_animation, render_fleet
 
     sagas = reconstruct(read_records(_evil_log(tmp_path / "e.wal")))
     for svg in (render_animation(sagas[0]), render_fleet(sagas)):

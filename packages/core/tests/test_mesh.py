@@ -30,10 +30,7 @@ from agent_saga.log.maintenance import settled_sagas
 from agent_saga.mesh import MeshError, merge
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
-from agent_saga.ui.runs import RunStore
-from agent_saga.ui.source import FileSource
-from agent_saga.viz.graph import to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.ui import FileSource, RunStore, reconstruct, to_mermaid
 
 C = ActionSemantics.COMPENSABLE
 UNDONE: list[int] = []

@@ -35,8 +35,7 @@ from agent_saga.audit import certify_log, verify_log
 from agent_saga.log import read_records
 from agent_saga.recovery import fold
 from agent_saga.runtime import Verdict
-from agent_saga.viz import to_dot, to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
 TOOLS = ["send_email", "lookup_customer"]
 

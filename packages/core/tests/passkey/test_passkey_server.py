@@ -19,7 +19,7 @@ from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.engine.ports import StepRequest
 from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
-from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
+from agent_saga.ui._approvals_page import ApprovalsServer, make_approvals_server
 
 
 @pytest.fixture

@@ -328,7 +328,7 @@ def _run_trust(args: argparse.Namespace) -> int:
 def _run_serve(args: argparse.Namespace) -> int:
     from agent_saga.cli.ui import serve_until_stopped
     from agent_saga.errors import ConfigurationError
-    from agent_saga.ui.approvals_server import make_approvals_server
+    from agent_saga.ui._approvals_page import make_approvals_server
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)

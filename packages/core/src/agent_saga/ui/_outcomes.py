@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import get_args
 
-from agent_saga.viz.model import FinalOutcome, GraphSaga
-from agent_saga.viz.svg import Svg, fit, style_attrs
-from agent_saga.viz.theme import LIGHT, Look, Theme
+from agent_saga.ui._model import FinalOutcome, GraphSaga
+from agent_saga.ui._svg import Svg, fit, style_attrs
+from agent_saga.ui._theme import LIGHT, Look, Theme
 
 __all__ = ["COLUMNS", "MIN_OBSERVATIONS", "count_outcomes", "render_outcomes"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from agent_saga.inert import inert
-from agent_saga.viz.theme import Look, Theme
+from agent_saga.ui._theme import Look, Theme
 
 __all__ = ["CHAR_WIDTH", "Svg", "clean_text", "fit", "style_attrs"]
 

@@ -1,13 +1,13 @@
 """The debugger's view of a log: runs, their steps, and a replay of each, as JSON-ready dicts.
 
-Everything here is drawn from ``viz.model`` (the recovery fold), like ``graph`` and
+Everything here is drawn from ``ui._model`` (the recovery fold), like ``graph`` and
 ``animate``, so the debugger, the pictures and the recovery daemon cannot disagree.
 A replay is that same reconstruction taken after each record of the run in turn
-(``viz.replay``: one fold, fed a record at a time), so the last frame is exactly the
+(``ui._frames``: one fold, fed a record at a time), so the last frame is exactly the
 run's verdict. A frame lists only the steps its record changed, and a replay is served
 in pages of at most ``PAGE_FRAMES`` frames (fewer when they hold more than ``PAGE_STEPS``
 steps), so no request does more than a page's work and none answers with the square of
-the run's length; a run too large to replay within ``viz.replay.DEFAULT_BUDGET`` says
+the run's length; a run too large to replay within ``ui._frames.DEFAULT_BUDGET`` says
 where its replay stops.
 
 Nothing secret leaves this module: arguments and compensation kwargs pass through
@@ -29,10 +29,10 @@ from agent_saga.inert import inert
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.redaction import REDACTED, redact_args
-from agent_saga.ui.source import RecordSource
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, Status, reconstruct
-from agent_saga.viz.replay import Frame, Replay
-from agent_saga.viz.verdicts import verdict_line
+from agent_saga.ui._follow import RecordSource
+from agent_saga.ui._frames import Frame, Replay
+from agent_saga.ui._model import LABELS, GraphSaga, GraphStep, Status, reconstruct
+from agent_saga.ui._verdicts import verdict_line
 
 __all__ = ["PAGE_FRAMES", "PAGE_STEPS", "RunStore"]
 

@@ -63,7 +63,7 @@ from agent_saga.approvals._passkey import (
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import StoreUnavailable
 from agent_saga.inert import inert_json
-from agent_saga.ui.server import CSP, is_loopback
+from agent_saga.ui._debugger import CSP, is_loopback
 
 __all__ = ["ApprovalsServer", "make_approvals_server"]
 

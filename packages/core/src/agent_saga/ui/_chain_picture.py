@@ -26,8 +26,8 @@ from typing import Literal
 from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport, check_record, read_line
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
-from agent_saga.viz.svg import Svg, fit, style_attrs
-from agent_saga.viz.theme import LIGHT, Theme
+from agent_saga.ui._svg import Svg, fit, style_attrs
+from agent_saga.ui._theme import LIGHT, Theme
 
 __all__ = ["MAX_ROWS", "Link", "check_links", "render_chain", "render_chain_bytes"]
 

@@ -8,7 +8,7 @@ own style is the final frame, and a ``prefers-reduced-motion`` block switches th
 animation off, so a viewer who asked for less motion (or a renderer without CSS
 animation) sees the final frame at once.
 
-Drawn from ``viz.model`` (the recovery fold), like ``graph``: the two cannot disagree,
+Drawn from ``ui._model`` (the recovery fold), like ``graph``: the two cannot disagree,
 and the banner is the model's verdict, which is never clean over an orphaned, failed
 or unresolved step. Those three each have their own colour, border, label and count.
 """
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep
-from agent_saga.viz.svg import CHAR_WIDTH, Svg, fit, style_attrs
-from agent_saga.viz.theme import LIGHT, Theme
+from agent_saga.ui._model import LABELS, GraphSaga, GraphStep
+from agent_saga.ui._svg import CHAR_WIDTH, Svg, fit, style_attrs
+from agent_saga.ui._theme import LIGHT, Theme
 
 __all__ = ["OUTCOME_ORDER", "render_animation"]
 

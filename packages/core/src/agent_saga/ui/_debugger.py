@@ -25,8 +25,8 @@ from urllib.parse import unquote, urlsplit
 
 from agent_saga.errors import SagaError
 from agent_saga.inert import inert_json
-from agent_saga.ui.runs import RunStore
-from agent_saga.ui.source import RecordSource
+from agent_saga.ui._follow import RecordSource
+from agent_saga.ui._runs import RunStore
 
 __all__ = ["CSP", "DEFAULT_HOST", "DEFAULT_PORT", "UiServer", "is_loopback", "make_server"]
 

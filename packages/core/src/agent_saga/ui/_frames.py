@@ -1,7 +1,7 @@
 """A run as it stood after each of its records, computed in one pass.
 
 The model of a saga after its first n records is the recovery fold of those records
-(``viz.model``); folding every prefix again costs the square of the run's length
+(``ui._model``); folding every prefix again costs the square of the run's length
 (a 1,000-step run took seconds per replay). Here one fold is fed a record at a time,
 and after each record only the steps whose drawing may have changed are built again:
 the record's own step, or every step when the saga's status or unwinding changed
@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 from agent_saga.log.records import Record
 from agent_saga.recovery.fold import Folder
-from agent_saga.viz.model import (
+from agent_saga.ui._model import (
     PENDING_STATES,
     FinalOutcome,
     GraphStep,

@@ -4,16 +4,16 @@ Which sagas ran at once, which overlapped, and where on the wall clock the
 rollbacks landed. A rolled-back saga's bar is striped as well as coloured, and
 every bar is followed by its verdict in words, so the picture reads the same in
 greyscale and to a red/green colour-blind eye. The bars are the model's
-(``viz.model``), so a rollback the model calls NOT CLEAN is never drawn as clean.
+(``ui._model``), so a rollback the model calls NOT CLEAN is never drawn as clean.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_saga.viz.model import GraphSaga
-from agent_saga.viz.svg import Svg, fit, style_attrs
-from agent_saga.viz.theme import LIGHT, Theme
+from agent_saga.ui._model import GraphSaga
+from agent_saga.ui._svg import Svg, fit, style_attrs
+from agent_saga.ui._theme import LIGHT, Theme
 
 __all__ = ["MAX_ROWS", "render_fleet"]
 
@@ -66,7 +66,7 @@ def _verdict_words(saga: GraphSaga) -> str:
 
 
 def render_fleet(sagas: Sequence[GraphSaga], theme: Theme = LIGHT) -> str:
-    """The fleet picture of ``sagas`` (as ``viz.model.reconstruct`` returns them)."""
+    """The fleet picture of ``sagas`` (as ``ui._model.reconstruct`` returns them)."""
     timed = sorted((s for s in sagas if s.started_us), key=lambda s: (s.started_us, s.saga_id))
     start = min((s.started_us for s in timed), default=0)
     end = max((s.ended_us for s in timed), default=0)

@@ -1,6 +1,6 @@
 """Draw what a log says happened: each saga's steps, and the fork where it unwound.
 
-Both formats (Mermaid and Graphviz DOT) are rendered from ``viz.model``, built on
+Both formats (Mermaid and Graphviz DOT) are rendered from ``ui._model``, built on
 ``recovery.fold``, the same reconstruction the recovery daemon acts on, so a
 drawing cannot disagree with what recovery would do (nor with ``animate``).
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from agent_saga.inert import inert
-from agent_saga.viz.model import LABELS, GraphSaga, GraphStep, build, short
-from agent_saga.viz.theme import LIGHT
+from agent_saga.ui._model import LABELS, GraphSaga, GraphStep, build, short
+from agent_saga.ui._theme import LIGHT
 
 __all__ = ["GraphSaga", "GraphStep", "build", "to_dot", "to_mermaid"]
 

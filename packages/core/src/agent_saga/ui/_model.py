@@ -20,7 +20,7 @@ from agent_saga.inert import clip
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import SagaView, StepView, fold
-from agent_saga.viz.verdicts import GraphVerdict, verdict_line
+from agent_saga.ui._verdicts import GraphVerdict, verdict_line
 
 __all__ = [
     "LABELS",
@@ -93,7 +93,7 @@ class GraphSaga:
     ended_us: int = 0
     rollback_us: int | None = None  # when its rollback started, if it did
     recovered: bool = False  # a recovery daemon took it over
-    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records about it (viz.verdicts)
+    verdicts: tuple[GraphVerdict, ...] = ()  # the runtime's verdict records about it (_verdicts)
     continued_as: str = ""  # the saga a resumed repair moved its kept steps to (recovery.repair)
 
     @property
