@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import FileWAL, MemoryWAL, ground, saga_scope
-from agent_saga.audit.certify import certify_log
+from agent_saga.audit import certify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
 from agent_saga.runtime import ClaimStatus, ContextBroker, GroundingReport, split_claims

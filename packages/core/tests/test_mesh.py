@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import ActionSemantics, FileWAL, call_with, compensator
-from agent_saga.audit.certify import certify_log
+from agent_saga.audit import certify_log
 from agent_saga.engine.saga import Saga
 from agent_saga.learning import build_corpus
 from agent_saga.log.chain import verify_file

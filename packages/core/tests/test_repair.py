@@ -47,7 +47,7 @@ from agent_saga import (
     SagaQuarantined,
     saga_scope,
 )
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore
 from agent_saga.log import read_records

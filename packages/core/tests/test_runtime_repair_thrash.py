@@ -23,7 +23,7 @@ from agent_saga import (
     ThrashPolicy,
     saga_scope,
 )
-from agent_saga.audit.verify import verify_log
+from agent_saga.audit import verify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
 from agent_saga.registry import compensator

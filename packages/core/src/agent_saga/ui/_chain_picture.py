@@ -3,7 +3,7 @@
 Every record is checked on its own (its header against its hash, its body against
 its digest) and against the record before it (``prev``, ``seq``); a link that does
 not hold is drawn red and labelled BROKEN with the reason. The header is the
-verdict of ``audit.verify`` itself, the same as ``agent-saga verify`` prints, and
+verdict of ``audit._verify`` itself, the same as ``agent-saga verify`` prints, and
 the record that verdict names is always drawn BROKEN, so the picture can never show
 intact what the verifier rejects. Unlike the verifier, which stops at the first
 break, the picture goes on and shows every one.

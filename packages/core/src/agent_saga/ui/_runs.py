@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.inert import inert
 from agent_saga.log.records import AUDIT_SAGA, Record
 from agent_saga.log.records import RecordType as R

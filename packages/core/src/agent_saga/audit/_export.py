@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from agent_saga.audit.verify import VERIFICATION_RULE
+from agent_saga.audit._verify import VERIFICATION_RULE
 from agent_saga.log.chain import (
     Attestations,
     ChainChecker,

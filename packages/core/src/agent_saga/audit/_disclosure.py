@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.audit.merkle import MerkleTree, leaf_hash, verify_inclusion
+from agent_saga.audit._merkle import MerkleTree, leaf_hash, verify_inclusion
 from agent_saga.log.codec import canonical, chain_hash
 from agent_saga.log.records import HEADER_FIELDS, Record
 
