@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from agent_saga.distributed import services as registry
-from agent_saga.distributed.services import RemoteService, parse_service, tool_name, trusted_service
-from agent_saga.distributed.token import MAX_TOKEN, TokenRefused, verify_token
+from agent_saga.distributed import _services as registry
+from agent_saga.distributed._services import RemoteService, parse_service, tool_name, trusted_service
+from agent_saga.distributed._token import MAX_TOKEN, TokenRefused, verify_token
 from agent_saga.errors import CompensationError
 from agent_saga.inert import inert
 from agent_saga.registry import compensator, reconciler, unregister_reconciler
@@ -56,7 +56,7 @@ def trust_service(
 
     ``keys``: verifier key strings (``<name>+<id>+<base64>``, what ``generate_signer``
     returns second). Requests sent under ``base_url`` inside a saga through
-    :class:`~agent_saga.distributed.client.SagaTransport` become steps ``http:<name>``, and
+    :class:`~agent_saga.distributed.SagaTransport` become steps ``http:<name>``, and
     the reconciler of those steps is registered here. Trusting a name again replaces it.
     """
     service = parse_service(name, base_url, keys, prefix=prefix, timeout=timeout)

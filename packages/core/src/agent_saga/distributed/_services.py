@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from agent_saga.distributed.token import trusted_keys
+from agent_saga.distributed._token import trusted_keys
 from agent_saga.errors import ConfigurationError
 
 __all__ = ["RemoteService", "add", "forget", "parse_service", "services", "tool_name", "trusted_service"]

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_saga.distributed.header import SagaContext
+from agent_saga.distributed._header import SagaContext
 from agent_saga.notekeys import ed25519, key_id, key_material, verifier_keys
 
 __all__ = [

@@ -8,11 +8,11 @@ A pure ASGI middleware (it works in front of any ASGI app). For a request that c
 ``saga-context`` header it:
 
 1. parses the header strictly (400 and one line saying why, otherwise);
-2. claims the key in the service's :class:`~agent_saga.distributed.ledger.Ledger`: a key
+2. claims the key in the service's :class:`~agent_saga.distributed.Ledger`: a key
    already served gets the same response and token back without the route running again
    (409 while it is still being served, 409 if it was fenced by a status question);
 3. runs the route in a saga of the service's own log (its steps join it) and in a
-   :func:`~agent_saga.distributed.scope.remote_step` scope, where the route declares its undo;
+   :func:`~agent_saga.distributed.remote_step` scope, where the route declares its undo;
 4. signs that undo into a compensation token (``saga-compensation`` response header).
 
 It answers two endpoints under ``prefix`` (default ``/_saga``):
@@ -37,10 +37,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from agent_saga.context import saga_scope
-from agent_saga.distributed.header import HEADER, SagaContextRefused, parse_saga_context
-from agent_saga.distributed.ledger import Entry, Ledger
-from agent_saga.distributed.scope import RemoteStep, entered, install
-from agent_saga.distributed.token import TOKEN_HEADER, TokenRefused, sign_token, signer_public, verify_token
+from agent_saga.distributed._header import HEADER, SagaContextRefused, parse_saga_context
+from agent_saga.distributed._scope import RemoteStep, entered, install
+from agent_saga.distributed._service_ledger import Entry, Ledger
+from agent_saga.distributed._token import TOKEN_HEADER, TokenRefused, sign_token, signer_public, verify_token
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.log.base import WAL

@@ -24,11 +24,11 @@ from typing import Any
 import httpx
 
 from agent_saga.context import current_saga
-from agent_saga.distributed.header import HEADER, SagaContext, saga_hex
-from agent_saga.distributed.middleware import MAX_BODY
-from agent_saga.distributed.remote import RemoteUndo, outcome
-from agent_saga.distributed.services import RemoteService, services, tool_name
-from agent_saga.distributed.token import MAX_TOKEN, TOKEN_HEADER
+from agent_saga.distributed._header import HEADER, SagaContext, saga_hex
+from agent_saga.distributed._middleware import MAX_BODY
+from agent_saga.distributed._remote import RemoteUndo, outcome
+from agent_saga.distributed._services import RemoteService, services, tool_name
+from agent_saga.distributed._token import MAX_TOKEN, TOKEN_HEADER
 from agent_saga.engine.reconcile import ReconcilePolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import ConfigurationError, NotApplied

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent_saga.distributed.header import SagaContext
+from agent_saga.distributed._header import SagaContext
 from agent_saga.errors import ConfigurationError
 from agent_saga.plugins.hookspecs import hookimpl
 from agent_saga.plugins.manager import plugins

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_saga.distributed.header import SagaContext
+from agent_saga.distributed._header import SagaContext
 
 __all__ = ["Entry", "Ledger"]
 
