@@ -36,9 +36,9 @@ from agent_saga.log.file import FileWAL
 from agent_saga.log.resolve import open_log
 from agent_saga.recovery.daemon import RecoveryDaemon
 from agent_saga.recovery.paths import file_log_path
-from agent_saga.service import readiness
-from agent_saga.service.drain import Drain
-from agent_saga.service.sweeper import Sweeper
+from agent_saga.service import _readiness as readiness
+from agent_saga.service._drain import Drain
+from agent_saga.service._sweeper import Sweeper
 
 __all__ = ["SagaService", "saga_lifespan"]
 
