@@ -278,7 +278,7 @@ _boot.defer("agent_saga.recovery.server_leases", "install_server_leases")
 # Names that need an extra, imported on first use so that ``import agent_saga`` never
 # imports FastAPI or OpenTelemetry; without the extra the import error names it. They
 # are not in ``__all__``: ``from agent_saga import *`` would fail without the extra.
-_EXTRAS = {"saga_lifespan": "agent_saga.service._lifespan", "setup_telemetry": "agent_saga.observability.telemetry"}
+_EXTRAS = {"saga_lifespan": "agent_saga.service._lifespan", "setup_telemetry": "agent_saga.observability._telemetry"}
 
 # Names that 2.x exported here and 3.0 keeps in a sub-namespace only: the top level holds
 # what a user of the quickstart needs, each sub-namespace the rest of its subject. A stale

@@ -49,7 +49,7 @@ from agent_saga.engine.observe import (
     remove_interceptor,
 )
 from agent_saga.engine.report import StepOutcome
-from agent_saga.observability import correlation
+from agent_saga.observability import _correlation as correlation
 from agent_saga.redaction import scrub_text
 from agent_saga.semantics import Outcome
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from agent_saga.observability import correlation
-from agent_saga.observability.correlation import FIELDS
+from agent_saga.observability import _correlation as correlation
+from agent_saga.observability._correlation import FIELDS
 from agent_saga.redaction import scrub_text
 
 __all__ = ["JsonFormatter", "LoggingSetup", "TextFormatter", "configure_logging"]
