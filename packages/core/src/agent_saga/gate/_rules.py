@@ -12,7 +12,7 @@ adding an ALLOW rule can waive the default but can never undo someone's BLOCK.
 An ADVISE rule takes no part in that decision: when it matches, the gate records its
 note (``note(request)``, else its reason) in the log as the step's STEP_ADVISORY
 record, and the verdict is what it would have been without the rule. A learned
-estimate (``agent_saga.learning.failures``) is grounds to look, not to refuse.
+estimate (``agent_saga.learning._failures``) is grounds to look, not to refuse.
 """
 
 from __future__ import annotations
