@@ -1,14 +1,14 @@
 """Proving the rollback: fail a workflow at every step and check the world, and check the engine's
 own invariants over every failure shape up to a bound. See docs/PROVING.md."""
 
-from agent_saga.proving.injection import FailureMode, InjectedFailure
-from agent_saga.proving.invariants import (
+from agent_saga.proving._injection import FailureMode, InjectedFailure
+from agent_saga.proving._invariants import (
     INVARIANTS,
     Counterexample,
     InvariantReport,
     verify_rollback_invariants,
 )
-from agent_saga.proving.proof import Probe, RollbackProof, Verdict, prove_rollback
+from agent_saga.proving._proof import Probe, RollbackProof, Verdict, prove_rollback
 
 __all__ = [
     "INVARIANTS",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from agent_saga.context import saga_scope
 from agent_saga.errors import ConfigurationError
-from agent_saga.proving.shapes import (
+from agent_saga.proving._shapes import (
     ATTEMPTS,
     Failing,
     Run,

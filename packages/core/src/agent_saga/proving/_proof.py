@@ -28,7 +28,7 @@ from agent_saga.context import saga_scope, use_saga
 from agent_saga.engine.report import RollbackReport, SagaAborted, StepOutcome
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL, MemoryWAL
-from agent_saga.proving.injection import (
+from agent_saga.proving._injection import (
     FailureMode,
     InjectedFailure,
     Injection,
