@@ -1,7 +1,7 @@
 """Merge devices' logs into one log: a G-Set of records keyed by (device, seq, hash).
 
 The state is the set of every device record any input holds (after each input's
-own check, ``agent_saga.mesh.inputs``). Union is commutative, associative and
+own check, ``agent_saga.mesh._inputs``). Union is commutative, associative and
 idempotent, and everything below is a function of that set alone, so any order
 of syncs, any repetition and any grouping yields the same merged log, byte for
 byte:
@@ -46,7 +46,7 @@ from agent_saga.inert import inert
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.fs import fsync_dir, write_new
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
-from agent_saga.mesh.inputs import FORMAT, MESH_FIELD, Exclusion, take
+from agent_saga.mesh._inputs import FORMAT, MESH_FIELD, Exclusion, take
 
 __all__ = ["DeviceHead", "MeshResult", "merge", "short"]
 
