@@ -73,7 +73,7 @@ class SnapshotStore(Interface):
 
     ``put`` returns only once the blob is durable; ``get`` checks the blob against its
     hash (a KeyError when it is missing, a CompensationError when it does not match).
-    ``sagas`` and ``delete_saga`` are for the GC sweep (``agent_saga.snapshots.gc``).
+    ``sagas`` and ``delete_saga`` are for the GC sweep (``agent_saga.snapshots._gc``).
     """
 
     name: str

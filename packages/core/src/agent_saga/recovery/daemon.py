@@ -214,7 +214,7 @@ class RecoveryDaemon:
         self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
         self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
         self.trust_unverified = trust_unverified
-        #: Snapshot stores swept after each sweep (agent_saga.snapshots.gc): their settled sagas' go.
+        #: Snapshot stores swept after each sweep (agent_saga.snapshots._gc): their settled sagas' go.
         self.snapshots = tuple(snapshots)
         if self.snapshots and _snapshot_sweep is None:
             raise ConfigurationError(
