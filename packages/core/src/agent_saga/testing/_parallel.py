@@ -41,7 +41,7 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.plugins.patching import clear_unclassified_calls, patch_all
 from agent_saga.recovery.daemon import RecoveryDaemon
 from agent_saga.semantics import Outcome, StepState
-from agent_saga.testing.shared import (
+from agent_saga.testing._shared import (
     UNDO_HANDLER,
     Call,
     clear_ledger,

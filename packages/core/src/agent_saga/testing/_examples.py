@@ -18,7 +18,7 @@ from agent_saga.log import read_records
 
 __all__ = ["EXAMPLES", "assert_trip_undone"]
 
-#: The repository's examples folder (this file is packages/core/src/agent_saga/testing/examples.py).
+#: The repository's examples folder (this file is packages/core/src/agent_saga/testing/_examples.py).
 EXAMPLES = Path(__file__).resolve().parents[5] / "examples"
 
 

@@ -60,8 +60,8 @@ from agent_saga.plugins.patching import (
 )
 from agent_saga.runtime import RepairPolicy, ThrashPolicy
 from agent_saga.semantics import ActionSemantics, Compensation, Outcome
-from agent_saga.testing.parallel import ParallelCases
-from agent_saga.testing.shared import (
+from agent_saga.testing._parallel import ParallelCases
+from agent_saga.testing._shared import (
     UNDO_HANDLER,
     Call,
     clear_ledger,
