@@ -61,8 +61,8 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar, Unpack, cast
 
 from agent_saga.context import Boundary, current_saga
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal, split_saga_options
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.log.base import WAL
 from agent_saga.plugins import support
 from agent_saga.plugins.config import PatchConfig

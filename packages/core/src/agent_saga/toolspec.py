@@ -20,8 +20,8 @@ from types import CodeType
 from typing import Any, Unpack
 
 from agent_saga.context import current_saga
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga import Saga
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.engine.tagged import untag
 from agent_saga.errors import BoundaryRequired, CompensationError
 from agent_saga.semantics import ActionSemantics

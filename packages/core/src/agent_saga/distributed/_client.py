@@ -29,7 +29,7 @@ from agent_saga.distributed._middleware import MAX_BODY
 from agent_saga.distributed._remote import RemoteUndo, outcome
 from agent_saga.distributed._services import RemoteService, services, tool_name
 from agent_saga.distributed._token import MAX_TOKEN, TOKEN_HEADER
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import ConfigurationError, NotApplied
 from agent_saga.semantics import ActionSemantics

@@ -27,7 +27,7 @@ from agent_saga.context import current_saga
 from agent_saga.distributed._client import StepArgs, answered, read_bounded, service_for, step_context
 from agent_saga.distributed._header import HEADER
 from agent_saga.distributed._token import TOKEN_HEADER
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.errors import ConfigurationError, NotApplied
 
 __all__ = ["SagaAdapter"]

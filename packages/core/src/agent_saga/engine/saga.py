@@ -61,14 +61,14 @@ from agent_saga.engine.observe import (
     Wrappers,
     interceptors,
 )
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
-from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
+from agent_saga.engine.reconcile_policy import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind

@@ -16,7 +16,7 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agent_saga.engine.options import StepOptions
+from agent_saga.engine.step_options import StepOptions
 
 __all__ = ["Recording", "replaying", "use_recording"]
 

@@ -31,8 +31,8 @@ from typing import Protocol as Interface
 
 from agent_saga.credentials import assert_no_secrets
 from agent_saga.engine.invoke import Barrier, Call, Protocol
-from agent_saga.engine.options import StepOptions
 from agent_saga.engine.served import _recording
+from agent_saga.engine.step_options import StepOptions
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import compensator, handler_name, resolve

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_saga.context import use_saga
-from agent_saga.engine.options import StepOptions
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.served import use_recording
+from agent_saga.engine.step_options import StepOptions
 from agent_saga.engine.tagged import untag_args
 from agent_saga.errors import StepRefused
 from agent_saga.inert import inert, inert_json

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent_saga.engine.options import StepOptions
 from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.step_options import StepOptions
 from agent_saga.errors import ConfigurationError
 
 __all__ = ["FailureMode", "InjectedFailure", "Injection", "ProbedSaga", "ProbedSyncSaga"]

@@ -37,7 +37,7 @@ from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.fold import LogTail, SagaView, StepView
-from agent_saga.recovery.inflight import ASK_TIMEOUT, ask
+from agent_saga.recovery.in_doubt import ASK_TIMEOUT, ask
 from agent_saga.registry import reconciler_for
 from agent_saga.semantics import Observation
 

@@ -55,7 +55,7 @@ from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
-from agent_saga.recovery.inflight import settle_in_flight
+from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.protocols import EscalationsLike

@@ -41,12 +41,12 @@ import pytest
 
 import agent_saga
 from agent_saga.context import current_saga, saga_scope, set_default_gate
-from agent_saga.engine.options import StepOptions, option_names
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.saga_options import SagaOptions
+from agent_saga.engine.step_options import StepOptions, option_names
 from agent_saga.errors import ConfigurationError, NotApplied, RepairRequested, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import FunctionType, MappingProxyType
 from typing import Any, TypedDict
 
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.jsonpath import JsonPath
