@@ -270,8 +270,9 @@ _PUBLIC: dict[str, str] = {
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
 # ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead
 # one, on a file log and on a Postgres or Redis log (docs/FLEET.md). Installed before the
-# first saga starts (agent_saga/boot.py), not at import.
-_boot.defer("agent_saga.gate._gate", "install_default_gate")
+# first saga starts (agent_saga/boot.py), not at import. The kill switch is the gate wing's: the
+# kernel run without its wings (tests/test_kernel_alone.py) has no default gate.
+_boot.defer("agent_saga.gate._gate", "install_default_gate", wing="agent_saga.gate")
 _boot.defer("agent_saga.recovery.lease", "install_leases")
 _boot.defer("agent_saga.recovery.server_leases", "install_server_leases")
 
