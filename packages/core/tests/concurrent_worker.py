@@ -31,7 +31,6 @@ from recovery_checks import env_for
 from agent_saga.proving.concurrent_run import ScheduledWAL, run_concurrent
 from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
 from agent_saga.proving.scheduler import Scheduler, park
-from agent_saga.proving.shapes import Undo
 from agent_saga.recovery.escalations import EscalationQueue
 from agent_saga.registry import compensator
 from agent_saga.semantics import Compensation
@@ -45,13 +44,13 @@ def ref(step: int) -> str:
 
 
 def encode(shape: ConcurrentShape) -> dict[str, Any]:
-    return {"before": len(shape.before), "siblings": [[s.fate.name, s.slot.name] for s in shape.siblings],
+    return {"before": shape.before, "siblings": [[s.fate.name, s.slot.name] for s in shape.siblings],
             "order": list(shape.order), "halt": shape.halt, "face": shape.face.value}
 
 
 def decode(data: dict[str, Any]) -> ConcurrentShape:
     siblings = tuple(Sibling(Fate[fate], Slot[slot]) for fate, slot in data["siblings"])
-    return ConcurrentShape((Undo.WORKS,) * data["before"], siblings, tuple(data["order"]), data["halt"],
+    return ConcurrentShape(data["before"], siblings, tuple(data["order"]), data["halt"],
                            Face(data["face"]))
 
 

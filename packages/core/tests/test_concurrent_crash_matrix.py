@@ -34,13 +34,14 @@ from typing import Any
 
 import pytest
 import recovery_world as world
-from concurrent_worker import REFUND, encode, ref, run_points
+from concurrent_worker import encode, ref, run_points  # registers the undo the daemon runs here
 from recovery_checks import LEASE_TTL, chain_ok, read_log, world_counts
 
 from agent_saga.audit import certify
-from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, concurrent_shapes
+from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Slot, concurrent_shapes
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.escalations import queue_of
+from agent_saga.recovery.fold import StepView
 
 pytestmark = pytest.mark.slow  # thousands of forked processes
 
@@ -161,10 +162,13 @@ def _check_point(label: str, shape: ConcurrentShape, directory: Path, monkeypatc
     (view,) = fold(records).values()
     if view.ended != "SAGA_ROLLED_BACK" or view.open:
         fail(f"the saga is not closed after recovery (ended {view.ended}, open {view.open})")
-    pending = Counter(e.step for e in queue_of(wal).all() if not e.resolved)
+    open_ = [e for e in queue_of(wal).all() if not e.resolved]
+    if any(e.kind == "in-flight" for e in open_):
+        fail(f"an in-flight escalation is still open after recovery: {[(e.step, e.kind) for e in open_]}")
+    pending = Counter(e.step for e in open_ if e.kind != "in-flight")
     done = {(e["op"], e["ref"]) for e in items if e["ev"] == "applied"}
     standing = set()
-    for index in range(1, len(shape.before) + len(shape.siblings) + 1):
+    for index in range(1, shape.before + len(shape.siblings) + 1):
         if ("charge", ref(index)) not in done or ("refund", ref(index)) in done:
             continue
         standing.add(index)
@@ -191,7 +195,21 @@ def _check_point(label: str, shape: ConcurrentShape, directory: Path, monkeypatc
         fail(f"certify names steps whose charge was refunded: {sorted(unaccounted & undone)}")
     stale = sorted(step for step in pending if step in undone)
     if stale:
-        fail(f"escalations stay open for steps whose charge was refunded: {stale} "
-             f"({[(e.step, e.kind) for e in queue_of(wal).all() if not e.resolved]})")
-    assert REFUND  # the worker's undo handler, registered here by the import: the daemon runs it
+        fail(f"escalations stay open for steps whose charge was refunded: {stale} ({[(e.step, e.kind) for e in open_]})")
     return problems
+
+
+def test_the_matrix_catches_a_daemon_blind_to_steps_that_landed_after_their_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check that cannot fail proves nothing: with recovery reading a rolled-back saga as closed
+    whatever landed after it, a late charge whose process died before its undo is reported."""
+    shape = next(s for s in crash_shapes() if len(s.siblings) == 1 and s.before == 0
+                 and s.siblings[0].fate is Fate.COMMITS and s.siblings[0].slot is Slot.AFTER)
+    env = {"RECOVERY_WORLD": str(tmp_path), "RECOVERY_CRASH_AT": "after:STEP_COMMITTED"}
+    assert run_points(tmp_path, [{"shape": encode(shape), "dir": str(tmp_path), "env": env}]) == [137]
+    time.sleep(LEASE_TTL + 0.1)
+    monkeypatch.setenv("RECOVERY_ROLE", "daemon")
+    monkeypatch.setattr(StepView, "late_open", property(lambda step: False))
+    problems = _check_point("late charge, killed before its undo", shape, tmp_path, monkeypatch)
+    assert any("step 1's charge stands, and it is neither undone nor escalated" in p for p in problems), problems

@@ -79,7 +79,7 @@ def test_an_in_flight_escalation_whose_step_was_settled_before_its_process_died_
     The ordering is forced by the concurrent model checker's scheduler, and every append of the
     worker's log waits for its record to be durable, so the kill comes right after that record.
     """
-    shape = ConcurrentShape((), (Sibling(Fate.COMMITS, slot),), (0,), True, Face.THREADS)
+    shape = ConcurrentShape(0, (Sibling(Fate.COMMITS, slot),), (0,), True, Face.THREADS)
     env = {"RECOVERY_WORLD": str(tmp_path), "RECOVERY_CRASH_AT": crash}
     assert run_points(tmp_path, [{"shape": encode(shape), "dir": str(tmp_path), "env": env}]) == [137]
     wal = tmp_path / "saga.wal"
@@ -113,7 +113,7 @@ def test_an_in_flight_escalation_queued_without_its_record_is_answered_in_the_sw
     escalation and before the ESCALATED record reached the log (record 6: start, intent, rollback
     started, left in flight, end, ESCALATED). The sweep that settles the step answers it too: a
     second sweep has nothing to do."""
-    shape = ConcurrentShape((), (Sibling(Fate.COMMITS, Slot.AFTER),), (0,), True, Face.THREADS)
+    shape = ConcurrentShape(0, (Sibling(Fate.COMMITS, Slot.AFTER),), (0,), True, Face.THREADS)
     env = {"RECOVERY_WORLD": str(tmp_path), "RECOVERY_CRASH_AT": "before:6"}
     assert run_points(tmp_path, [{"shape": encode(shape), "dir": str(tmp_path), "env": env}]) == [137]
     wal = tmp_path / "saga.wal"

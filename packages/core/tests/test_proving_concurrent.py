@@ -35,10 +35,7 @@ from agent_saga.proving.concurrent_shapes import (
     concurrent_shapes,
     possible,
 )
-from agent_saga.proving.shapes import Undo
 from agent_saga.semantics import Outcome
-
-W = Undo.WORKS
 
 
 def shape(*siblings: tuple[Fate, Slot], before: int = 0, face: Face = Face.THREADS,
@@ -46,7 +43,7 @@ def shape(*siblings: tuple[Fate, Slot], before: int = 0, face: Face = Face.THREA
     sibs = tuple(Sibling(f, s) for f, s in siblings)
     if order is None:
         order = tuple(sorted(range(len(sibs)), key=lambda i: sibs[i].slot))
-    return ConcurrentShape((W,) * before, sibs, order, halt, face)
+    return ConcurrentShape(before, sibs, order, halt, face)
 
 
 @pytest.mark.slow  # ~7,000 runs with threads and event loops: the full core env only

@@ -20,7 +20,7 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.proving.concurrent_run import ConcurrentRun, Lost
 from agent_saga.proving.concurrent_shapes import ConcurrentShape, Fate, Slot
 from agent_saga.proving.invariants import BOUNDED, HONEST_CLEAN, LIFO, ONCE, ONE_OUTCOME
-from agent_saga.proving.shapes import ATTEMPTS, Undo, flaky
+from agent_saga.proving.shapes import ATTEMPTS, flaky
 from agent_saga.recovery.fold import fold
 from agent_saga.semantics import Outcome, StepState
 
@@ -81,7 +81,7 @@ def _settle(step: int, works: bool | None, committed: bool, halted: bool) -> tup
 
 def expected_concurrent(shape: ConcurrentShape) -> ConcurrentExpected:
     """The contract applied to one shape (see the module docstring)."""
-    undo: dict[int, bool | None] = {i: kind is Undo.WORKS for i, kind in enumerate(shape.before, start=1)}
+    undo: dict[int, bool | None] = dict.fromkeys(range(1, shape.before + 1), True)
     committed = set(undo)
     stack = set(undo)
     left: set[int] = set()
@@ -107,7 +107,7 @@ def expected_concurrent(shape: ConcurrentShape) -> ConcurrentExpected:
         if outcomes[step] is Outcome.FAILED and shape.halt:
             halted_at = step
     late: dict[int, Outcome | None] = {}
-    effects = set(range(1, len(shape.before) + 1))
+    effects = set(range(1, shape.before + 1))
     callers: dict[int, type[BaseException] | None] = {}
     for position, sibling in enumerate(shape.siblings):
         step, fate = shape.step(position), sibling.fate

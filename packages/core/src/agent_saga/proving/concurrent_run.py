@@ -17,11 +17,12 @@ letting the rollback go is the moment the grace runs out.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import functools
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,13 +36,13 @@ from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Slot
 from agent_saga.proving.scheduler import BOUND, Scheduler, Unforced, acting, current, park
-from agent_saga.proving.shapes import RETRY, Ledger, OpenGate, SagaFails, Undo, undo_in
+from agent_saga.proving.shapes import RETRY, Ledger, OpenGate, SagaFails, undo_in
 from agent_saga.recovery.escalations import Escalation, queue_of
 from agent_saga.recovery.lease import lease_keeper
 from agent_saga.registry import compensator, registered, resolve
 from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["ConcurrentRun", "LedgerWorld", "Lost", "ScheduledWAL", "World", "run_concurrent"]
+__all__ = ["ConcurrentRun", "LedgerWorld", "Lost", "ScheduledWAL", "Session", "World", "run_concurrent", "standing"]
 
 MAIN = "main"
 _OUTCOMES = frozenset({R.STEP_COMMITTED, R.STEP_UNKNOWN, R.STEP_NOT_APPLIED})
@@ -166,25 +167,120 @@ class ConcurrentRun:
     trace: list[tuple[str, str]] = field(default_factory=list)
 
 
-class _Actors:
-    """The saga's actors and what they share: the saga, its faces, their results."""
+class Session:
+    """One saga under a scheduler: its actors (``main``, then ``s0``, ``s1``, ... as they start), log and world.
 
-    def __init__(self, shape: ConcurrentShape, world: World, wal: FileWAL, scheduler: Scheduler) -> None:
-        self.shape = shape
-        self.world = world
-        self.wal = wal
-        self.scheduler = scheduler
+    ``main`` runs ``before`` steps one after another, then stops at ``fail``; resumed, it fails
+    and rolls back. :meth:`add` starts a sibling call, which stops as it begins (a fenced one as
+    its intent is made durable: see :meth:`first`). What is held where, and who goes when, is the
+    controller's: :func:`run_concurrent`'s for a shape, or a test's rules. Every actor starts from
+    the session's context, which names its scheduler and world.
+    """
+
+    def __init__(
+        self,
+        face: Face,
+        directory: Path,
+        *,
+        world: World | None = None,
+        before: int = 0,
+        halt: bool = True,
+        grace: float = BOUND,
+        wal_factory: Callable[[Path, Scheduler], FileWAL] | None = None,
+    ) -> None:
+        self.face = face
+        self.before = before
+        self.world: World = world if world is not None else LedgerWorld()
+        self.scheduler = Scheduler()
+        path = directory / "saga.wal"
+        self.wal = wal_factory(path, self.scheduler) if wal_factory is not None else ScheduledWAL(path, self.scheduler)
+        self.context = contextvars.Context()
+        self.context.run(self._enter)
+        self.fates: list[Fate] = []
         self.saga: Saga | None = None
         self.execute: Callable[..., Any] | None = None  # the face the siblings call
-        self.run = ConcurrentRun(shape, world)
-        self.threads: list[threading.Thread] = []
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.stop: asyncio.Event | None = None
-        left = bool(shape.left)
+        self.report: RollbackReport | None = None
+        self.error: BaseException | None = None
+        self.results: dict[int, Any] = {}
+        self.standing_at_report: set[int] = set()  # set by the controller when the report came back
+        self._threads: list[threading.Thread] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
         self.options: dict[str, Any] = {
-            "name": "verify-concurrent", "gate": OpenGate(), "halt_on_compensation_failure": shape.halt,
-            "compensation_retry": RETRY, "rollback_grace": 0.0 if left else BOUND,
+            "name": "verify-concurrent", "gate": OpenGate(), "halt_on_compensation_failure": halt,
+            "compensation_retry": RETRY, "rollback_grace": grace,
         }
+
+    def _enter(self) -> None:
+        current.set(self.scheduler)
+        _world.set(self.world)
+
+    def step(self, position: int) -> int:
+        """The engine's step number of sibling ``position``."""
+        return self.before + position + 1
+
+    def first(self, position: int) -> str:
+        """Where sibling ``position`` first stops: as its call begins (a fenced one: in its intent's barrier)."""
+        return f"barrier:{R.STEP_INTENT}" if self.fates[position] is Fate.FENCED else "call"
+
+    # -- starting and ending -------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Start the saga: ``main`` runs its steps before, and stops at ``fail``."""
+        self.scheduler.hold(MAIN, "fail")
+        if self.face is Face.TASKS:
+            ready = threading.Event()
+            self._thread(asyncio.run, self._serve(ready))
+            if not ready.wait(BOUND):
+                raise Unforced(f"the event loop did not start within {BOUND:g}s")
+            self._task(self._main_async())
+        else:
+            self._thread(self._main_sync)
+        self.scheduler.reached(MAIN, "fail")
+
+    def add(self, fate: Fate) -> int:
+        """Start a sibling call that ends as ``fate`` says; it stops as it begins. Its position."""
+        position = len(self.fates)
+        self.fates.append(fate)
+        name = f"s{position}"
+        self.scheduler.hold(name, self.first(position))
+        if self.face is Face.TASKS:
+            self._task(self._sibling_async(position))
+        else:
+            self._thread(self._sibling_sync, position)
+        self.scheduler.reached(name, self.first(position))
+        return position
+
+    def close(self, shape: ConcurrentShape, unforced: str = "") -> ConcurrentRun:
+        """Wait for every actor to end (bounded), then gather what happened, as ``shape``'s run."""
+        if unforced:
+            self.scheduler.release_all()
+        for name in [MAIN, *(f"s{i}" for i in range(len(self.fates)))]:
+            with contextlib.suppress(Unforced):  # reported already, or it never started
+                self.scheduler.finished(name)
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)  # every task on it has ended
+        for worker in self._threads:  # the loop's among them
+            worker.join(BOUND)
+        run = ConcurrentRun(shape, self.world, self.report, self.error, results=dict(self.results),
+                            standing_at_report=set(self.standing_at_report), unforced=unforced,
+                            trace=list(self.scheduler.trace))
+        self._collect(run)
+        return run
+
+    def _collect(self, run: ConcurrentRun) -> None:
+        wal, saga = self.wal, self.saga
+        try:
+            wal.barrier()
+            run.records = [r for r in wal.records() if saga is None or r.get("saga") == saga.saga_id]
+            run.escalations = queue_of(wal.path).all()
+        finally:
+            if saga is not None:
+                keeper = lease_keeper()
+                run.lease_held = (wal.path, saga.saga_id) in keeper.held()
+                if run.lease_held:
+                    keeper.release(wal.path, saga.saga_id)  # a finding, reported; not left renewing
+            wal.close()
 
     # -- what each step is -------------------------------------------------------------------
 
@@ -192,17 +288,13 @@ class _Actors:
         # Needs the result (a subscript of None raises): an undo known only after the call.
         return lambda result: self.world.undo(result["step"], works)
 
-    def before(self, step: int, kind: Undo) -> dict[str, Any]:
-        forward = functools.partial(self.world.forward, step)
-        if kind is Undo.NONE:
-            return {"tool": f"t{step}", "semantics": ActionSemantics.IRREVERSIBLE, "forward": forward}
-        return {"tool": f"t{step}", "semantics": ActionSemantics.COMPENSABLE, "forward": forward,
-                "compensate": self._from_result(kind is Undo.WORKS)}
+    def _before(self, step: int) -> dict[str, Any]:
+        return {"tool": f"t{step}", "semantics": ActionSemantics.COMPENSABLE,
+                "forward": functools.partial(self.world.forward, step), "compensate": self._from_result(True)}
 
-    def sibling(self, position: int) -> dict[str, Any]:
-        fate = self.shape.siblings[position].fate
-        step = self.shape.step(position)
-        options: dict[str, Any] = {"tool": f"t{step}", "forward": self._tool(step, fate),
+    def _sibling(self, position: int) -> dict[str, Any]:
+        fate, step = self.fates[position], self.step(position)
+        options: dict[str, Any] = {"tool": f"t{step}", "forward": _tool(self.world, step, fate),
                                    "semantics": ActionSemantics.COMPENSABLE}
         if fate is Fate.IRREVERSIBLE:
             options["semantics"] = ActionSemantics.IRREVERSIBLE
@@ -212,128 +304,120 @@ class _Actors:
             options["compensate"] = self._from_result(fate is not Fate.COMMITS_UNDO_REFUSES)
         return options
 
-    def _tool(self, step: int, fate: Fate) -> Callable[..., Any]:
-        world = self.world
-
-        def tool(idempotency_key: str | None = None) -> dict[str, Any]:
-            park("call")
-            if fate is Fate.NOT_APPLIED:
-                raise NotApplied(f"step {step} was declined")
-            result = world.forward(step, idempotency_key)  # a fenced step never gets here, unless the fence fails
-            if fate in (Fate.UNKNOWN_UNDO_KNOWN, Fate.UNKNOWN_NO_UNDO):
-                raise Lost(f"step {step} landed but its answer was lost")
-            return result
-
-        return tool
-
     # -- the threads face --------------------------------------------------------------------
 
-    def main_sync(self) -> None:
+    def _thread(self, target: Callable[..., Any], *args: Any) -> None:
+        worker = threading.Thread(target=self.context.copy().run, args=(target, *args),
+                                  name="agent-saga-proving", daemon=True)
+        self._threads.append(worker)
+        worker.start()
+
+    def _main_sync(self) -> None:
         with acting(MAIN):
             try:
                 with saga_scope(self.wal, **self.options) as s:
                     self.saga, self.execute = s.saga, s.execute
-                    for step, kind in enumerate(self.shape.before, start=1):
-                        s.execute(**self.before(step, kind))
+                    for step in range(1, self.before + 1):
+                        s.execute(**self._before(step))
                     self.scheduler.park("fail")
                     raise SagaFails("the agent gives up")
             except SagaAborted as aborted:
-                self.run.report = aborted.report
+                self.report = aborted.report
             except BaseException as err:  # noqa: BLE001 - a broken engine's escape is a finding
-                self.run.error = err
+                self.error = err
             finally:
                 self.scheduler.done(MAIN)
 
-    def sibling_sync(self, position: int) -> None:
+    def _sibling_sync(self, position: int) -> None:
         with acting(f"s{position}"):
             try:
                 assert self.execute is not None
-                self.run.results[position] = self.execute(**self.sibling(position))
+                self.results[position] = self.execute(**self._sibling(position))
             except BaseException as err:  # noqa: BLE001 - what the caller gets is under test
-                self.run.results[position] = err
+                self.results[position] = err
             finally:
                 self.scheduler.done(f"s{position}")
 
-    def thread(self, target: Callable[..., None], *args: Any) -> None:
-        worker = threading.Thread(target=contextvars.copy_context().run, args=(target, *args),
-                                  name="agent-saga-proving", daemon=True)
-        self.threads.append(worker)
-        worker.start()
-
     # -- the tasks face ----------------------------------------------------------------------
 
-    async def serve(self, ready: threading.Event) -> None:
+    async def _serve(self, ready: threading.Event) -> None:
         """The event loop's life: run whatever the controller starts, until it says stop."""
-        self.loop = asyncio.get_running_loop()
-        self.stop = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
         ready.set()
-        await self.stop.wait()
+        await self._stop.wait()
 
-    async def main_async(self) -> None:
+    def _task(self, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._loop is not None
+        # Created from a copy of the session's context (a task copies the context it is made in).
+        self.context.copy().run(asyncio.run_coroutine_threadsafe, coro, self._loop)
+
+    async def _main_async(self) -> None:
         with acting(MAIN):
             try:
                 async with saga_scope(self.wal, **self.options) as saga:
                     self.saga, self.execute = saga, saga.execute
-                    for step, kind in enumerate(self.shape.before, start=1):
-                        await saga.execute(**self.before(step, kind))
+                    for step in range(1, self.before + 1):
+                        await saga.execute(**self._before(step))
                     await self.scheduler.park_async("fail")
                     raise SagaFails("the agent gives up")
             except SagaAborted as aborted:
-                self.run.report = aborted.report
+                self.report = aborted.report
             except BaseException as err:  # noqa: BLE001 - a broken engine's escape is a finding
-                self.run.error = err
+                self.error = err
             finally:
                 self.scheduler.done(MAIN)
 
-    async def sibling_async(self, position: int) -> None:
+    async def _sibling_async(self, position: int) -> None:
         with acting(f"s{position}"):
             try:
                 assert self.execute is not None
-                self.run.results[position] = await self.execute(**self.sibling(position))
+                self.results[position] = await self.execute(**self._sibling(position))
             except BaseException as err:  # noqa: BLE001 - what the caller gets is under test
-                self.run.results[position] = err
+                self.results[position] = err
             finally:
                 self.scheduler.done(f"s{position}")
 
-    def task(self, coro: Any) -> None:
-        assert self.loop is not None
-        asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+def _tool(world: World, step: int, fate: Fate) -> Callable[..., Any]:
+    """Sibling ``step``'s tool: it stops as it begins (``call``), then ends as ``fate`` says."""
+
+    def tool(idempotency_key: str | None = None) -> dict[str, Any]:
+        park("call")
+        if fate is Fate.NOT_APPLIED:
+            raise NotApplied(f"step {step} was declined")
+        result = world.forward(step, idempotency_key)  # a fenced step never gets here, unless the fence fails
+        if fate in (Fate.UNKNOWN_UNDO_KNOWN, Fate.UNKNOWN_NO_UNDO):
+            raise Lost(f"step {step} landed but its answer was lost")
+        return result
+
+    return tool
 
 
 class _Controller:
-    """Lets the actors go in the order the shape names (see the module docstring)."""
+    """Lets a session's actors go in the order a shape names (see the module docstring)."""
 
-    def __init__(self, actors: _Actors) -> None:
-        self.a = actors
-        self.s = actors.scheduler
-        self.shape = actors.shape
-        self.threads = self.shape.face is Face.THREADS
-        sibs = self.shape.siblings
-        self.has = {slot: any(s.slot is slot for s in sibs) for slot in Slot}
+    def __init__(self, session: Session, shape: ConcurrentShape) -> None:
+        self.session = session
+        self.s = session.scheduler
+        self.shape = shape
+        self.threads = shape.face is Face.THREADS
+        self.has = {slot: any(s.slot is slot for s in shape.siblings) for slot in Slot}
         # Threads face, a sibling to leave: the rollback is held after ROLLBACK_STARTED while
         # the siblings meant to land inside the grace (which is 0) land.
-        self.hold_start = self.threads and bool(self.shape.left) and (self.has[Slot.WAITED] or self.has[Slot.EDGE])
+        self.hold_start = self.threads and bool(shape.left) and (self.has[Slot.WAITED] or self.has[Slot.EDGE])
+        self.leave_point = f"{R.STEP_UNRESOLVED}:{min(shape.step(i) for i in shape.left)}" if shape.left else ""
 
     def holds(self) -> None:
-        s, shape = self.s, self.shape
-        s.hold(MAIN, "fail")
+        s = self.s
         if self.hold_start:
             s.hold(MAIN, R.ROLLBACK_STARTED)
         if self.has[Slot.EDGE]:
-            # Just after the last STEP_UNRESOLVED (in flight) record: the leave writes them newest first.
-            s.hold(MAIN, f"{R.STEP_UNRESOLVED}:{min(shape.step(i) for i in shape.left)}")
+            s.hold(MAIN, self.leave_point)  # just after the last in-flight record: the leave writes them newest first
         if self.has[Slot.UNDOING]:
             s.hold(MAIN, "undo")
         if self.has[Slot.ENDING]:
             s.hold(MAIN, f"barrier:{R.SAGA_ROLLED_BACK}")
-        for i, sibling in enumerate(shape.siblings):
-            s.hold(f"s{i}", self.first(i))
-            if sibling.slot is Slot.EDGE:
-                s.hold(f"s{i}", "outcome")
-
-    def first(self, position: int) -> str:
-        """Where sibling ``position`` first stops: as its call begins (a fenced one: in its intent's barrier)."""
-        return f"barrier:{R.STEP_INTENT}" if self.shape.siblings[position].fate is Fate.FENCED else "call"
 
     def land(self, slot: Slot) -> None:
         for i in self.shape.landed(slot):
@@ -341,25 +425,19 @@ class _Controller:
             self.s.finished(f"s{i}")
 
     def drive(self) -> None:
-        a, s, shape = self.a, self.s, self.shape
+        session, s, shape = self.session, self.s, self.shape
         self.holds()
-        if self.threads:
-            a.thread(a.main_sync)
-        else:
-            a.task(a.main_async())
-        s.reached(MAIN, "fail")
-        for i in range(len(shape.siblings)):
-            if self.threads:
-                a.thread(a.sibling_sync, i)
-            else:
-                a.task(a.sibling_async(i))
-            s.reached(f"s{i}", self.first(i))
+        session.open()
+        for i, sibling in enumerate(shape.siblings):
+            session.add(sibling.fate)
+            if sibling.slot is Slot.EDGE:
+                s.hold(f"s{i}", "outcome")
         self.land(Slot.BEFORE)
         s.resume(MAIN)  # the saga fails: the rollback begins
         if self.hold_start:
             s.reached(MAIN, R.ROLLBACK_STARTED)
         elif self.has[Slot.WAITED]:
-            saga = a.saga
+            saga = session.saga
             assert saga is not None
             s.until(lambda: saga._inflight.waiters > 0, "the rollback's wait for its steps in flight")
         self.land(Slot.WAITED)
@@ -369,7 +447,7 @@ class _Controller:
         if self.hold_start:
             s.resume(MAIN)  # the grace runs out
         if self.has[Slot.EDGE]:
-            s.reached(MAIN, f"{R.STEP_UNRESOLVED}:{min(shape.step(i) for i in shape.left)}")
+            s.reached(MAIN, self.leave_point)
             self.land(Slot.EDGE)
             s.resume(MAIN)
         if self.has[Slot.UNDOING]:
@@ -381,13 +459,14 @@ class _Controller:
             self.land(Slot.ENDING)
             s.resume(MAIN)
         s.finished(MAIN)
-        a.run.standing_at_report = _standing(a.world)
+        session.standing_at_report = standing(session.world)
         self.land(Slot.AFTER)
 
 
-def _standing(world: Any) -> set[int]:
-    standing = getattr(world, "standing", None)
-    return set(standing()) if callable(standing) else set()
+def standing(world: Any) -> set[int]:
+    """The steps whose effects stand in ``world`` now (a world that cannot tell: none)."""
+    found = getattr(world, "standing", None)
+    return set(found()) if callable(found) else set()
 
 
 def run_concurrent(
@@ -401,72 +480,17 @@ def run_concurrent(
 
     ``world`` defaults to a :class:`LedgerWorld`; ``directory`` (default: a fresh temporary one,
     removed afterwards) holds the log and its recovery files; ``wal_factory(path, scheduler)``
-    makes the log (default: a :class:`ScheduledWAL`).
+    makes the log (default: a :class:`ScheduledWAL`). The rollback's grace is 0 when a sibling
+    is to be left, else 30 s (see the module docstring).
     """
     if directory is None:
         with tempfile.TemporaryDirectory(prefix="agent-saga-verify-") as tmp:
             return run_concurrent(shape, world=world, directory=Path(tmp), wal_factory=wal_factory)
-    # Every actor's thread, task and tool call starts from this context: the run's scheduler and world.
-    return contextvars.copy_context().run(_run, shape, world if world is not None else LedgerWorld(), directory,
-                                          wal_factory)
-
-
-def _run(
-    shape: ConcurrentShape, world: World, directory: Path, wal_factory: Callable[[Path, Scheduler], FileWAL] | None
-) -> ConcurrentRun:
-    scheduler = Scheduler()
-    current.set(scheduler)
-    _world.set(world)
-    path = directory / "saga.wal"
-    wal = wal_factory(path, scheduler) if wal_factory is not None else ScheduledWAL(path, scheduler)
-    actors = _Actors(shape, world, wal, scheduler)
-    loop_thread = None
-    if shape.face is Face.TASKS:
-        ready = threading.Event()
-        loop_thread = threading.Thread(target=contextvars.copy_context().run, args=(asyncio.run, actors.serve(ready)),
-                                       name="agent-saga-proving-loop", daemon=True)
-        loop_thread.start()
-        ready.wait(BOUND)
-    run = actors.run
+    session = Session(shape.face, directory, world=world, before=shape.before, halt=shape.halt,
+                      grace=0.0 if shape.left else BOUND, wal_factory=wal_factory)
+    unforced = ""
     try:
-        _Controller(actors).drive()
+        _Controller(session, shape).drive()
     except Unforced as stuck:
-        run.unforced = str(stuck)
-        scheduler.release_all()
-    finally:
-        for worker in actors.threads:
-            worker.join(BOUND)
-        if loop_thread is not None:
-            _stop_loop(actors)
-            loop_thread.join(BOUND)
-        run.trace = list(scheduler.trace)
-        _collect(run, wal, actors.saga)
-    return run
-
-
-def _stop_loop(actors: _Actors) -> None:
-    """End the event loop once every task on it has ended (bounded)."""
-    loop, stop = actors.loop, actors.stop
-    assert loop is not None
-    assert stop is not None
-    names = [MAIN, *(f"s{i}" for i in range(len(actors.shape.siblings)))]
-    for name in names:
-        try:
-            actors.scheduler.finished(name)
-        except Unforced:
-            pass  # reported already (the run is unforced), or it never started
-    loop.call_soon_threadsafe(stop.set)
-
-
-def _collect(run: ConcurrentRun, wal: FileWAL, saga: Saga | None) -> None:
-    try:
-        wal.barrier()
-        run.records = [r for r in wal.records() if saga is None or r.get("saga") == saga.saga_id]
-        run.escalations = queue_of(wal.path).all()
-    finally:
-        if saga is not None:
-            keeper = lease_keeper()
-            run.lease_held = (wal.path, saga.saga_id) in keeper.held()
-            if run.lease_held:
-                keeper.release(wal.path, saga.saga_id)  # a finding, reported; not left renewing
-        wal.close()
+        unforced = str(stuck)
+    return session.close(shape, unforced)

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from agent_saga.errors import ConfigurationError
-from agent_saga.proving.shapes import Undo
 
 __all__ = [
     "MAX_BEFORE",
@@ -95,13 +94,14 @@ class Sibling:
 
 @dataclass(frozen=True, slots=True)
 class ConcurrentShape:
-    """``before`` steps one after another, then ``siblings`` at once (steps numbered on from there).
+    """``before`` steps one after another (each committed, its undo works), then ``siblings`` at once
+    (steps numbered on from there).
 
     ``order`` is the order in which the siblings land (indexes into ``siblings``), by slot and,
     within one slot, as chosen.
     """
 
-    before: tuple[Undo, ...]
+    before: int
     siblings: tuple[Sibling, ...]
     order: tuple[int, ...]
     halt: bool = True
@@ -109,7 +109,7 @@ class ConcurrentShape:
 
     def step(self, sibling: int) -> int:
         """The engine's step number of sibling ``sibling`` (they start in order)."""
-        return len(self.before) + sibling + 1
+        return self.before + sibling + 1
 
     @property
     def left(self) -> tuple[int, ...]:
@@ -123,16 +123,14 @@ class ConcurrentShape:
     @property
     def stack_undos(self) -> bool:
         """Whether the rollback itself runs at least one undo (of a step landed before its grace ran out)."""
-        return any(kind is not Undo.NONE for kind in self.before) or any(
-            s.fate.undo_works is not None and not s.slot.left for s in self.siblings
-        )
+        return self.before > 0 or any(s.fate.undo_works is not None and not s.slot.left for s in self.siblings)
 
     @property
     def refusal(self) -> bool:
-        return Undo.REFUSES in self.before or any(s.fate is Fate.COMMITS_UNDO_REFUSES for s in self.siblings)
+        return any(s.fate is Fate.COMMITS_UNDO_REFUSES for s in self.siblings)
 
     def describe(self) -> str:
-        parts = [f"step {i} (before) undo {kind.value}" for i, kind in enumerate(self.before, start=1)]
+        parts = [f"step {i} (before) undo works" for i in range(1, self.before + 1)]
         for position in self.order:
             sibling = self.siblings[position]
             parts.append(f"sibling step {self.step(position)} {sibling.fate.value}, lands {_SAID[sibling.slot]}")
@@ -190,8 +188,7 @@ def concurrent_shapes(
     if isinstance(before, bool) or not isinstance(before, int) or not 0 <= before <= MAX_BEFORE:
         raise ConfigurationError(f"before must be an int from 0 to {MAX_BEFORE}, got {before!r}")
     for n in range(1, siblings + 1):
-        for size in range(before + 1):
-            steps = (Undo.WORKS,) * size
+        for steps in range(before + 1):
             for fates in itertools.product(Fate, repeat=n):
                 for slots in itertools.product(Slot, repeat=n):
                     sibs = tuple(Sibling(f, s) for f, s in zip(fates, slots, strict=True))

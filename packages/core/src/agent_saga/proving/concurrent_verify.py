@@ -134,7 +134,7 @@ def _simpler(shape: ConcurrentShape) -> list[ConcurrentShape]:
     """Shapes one edit simpler: fewer siblings, fewer steps before, plainer fates, threads, no halt."""
     out = [_without(shape, i) for i in range(len(shape.siblings))] if len(shape.siblings) > 1 else []
     if shape.before:
-        out.append(replace(shape, before=shape.before[1:]))
+        out.append(replace(shape, before=shape.before - 1))
     for i, sibling in enumerate(shape.siblings):
         if sibling.fate is not Fate.COMMITS:
             siblings = (*shape.siblings[:i], Sibling(Fate.COMMITS, sibling.slot), *shape.siblings[i + 1:])

@@ -160,6 +160,13 @@ class Scheduler:
             raise Unforced(f"{name} stopped at {where} where it was expected to end")
         raise Unforced(f"{name} did not end within {self.bound:g}s")
 
+    def stopped(self, name: str) -> str | None:
+        """Wait until actor ``name`` is parked (the point) or has ended (None); :class:`Unforced` after the bound."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: name in self._at or name in self._done, self.bound):
+                raise Unforced(f"{name} neither stopped nor ended within {self.bound:g}s")
+            return self._at.get(name)
+
     def until(self, predicate: Callable[[], bool], what: str) -> None:
         """Wait (bounded) for a condition the actors make true without parking (say, the rollback waits)."""
         deadline = time.monotonic() + self.bound
