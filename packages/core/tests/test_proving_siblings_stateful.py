@@ -74,6 +74,7 @@ class SiblingsInFlight(RuleBasedStateMachine):
         self.outcome_only: set[int] = set()  # recorded their outcome, still in flight (threads)
         self.face = Face.THREADS
         self.halt = True
+        self.leaves = False  # the rollback leaves its siblings (grace 0) rather than wait for them
 
     @property
     def s(self) -> Session:
