@@ -82,11 +82,15 @@ def test_the_shapes_are_distinct_possible_and_counted() -> None:
 
 def test_the_rules_each_concurrent_shape_is_held_to() -> None:
     # Step 1 before; step 2 commits and its undo refuses, landing while the rollback waits; step 3
-    # commits after the end record: the rollback halts at 2, so 3 is not undone when it lands.
+    # commits after the end record: the rollback halts at 2, which strands 1 (older) but not 3 (newer:
+    # newest first, its undo may run before 2's), so 3 is undone when it lands.
     want = expected_concurrent(shape((Fate.COMMITS_UNDO_REFUSES, Slot.WAITED), (Fate.COMMITS, Slot.ENDING), before=1))
     assert want.outcomes == {3: Outcome.UNRESOLVED, 2: Outcome.FAILED, 1: Outcome.UNRESOLVED}
-    assert want.left == {3} and want.late == {3: Outcome.UNRESOLVED} and want.halted_at == 2
-    assert want.stranded == {1, 3} and not want.clean
+    assert want.left == {3} and want.late == {3: Outcome.COMPENSATED} and want.halted_at == 2
+    assert want.stranded == {1} and not want.clean
+    # the same shape with the halting step newest: the late step 2, older than it, is stranded
+    want = expected_concurrent(shape((Fate.COMMITS, Slot.ENDING), (Fate.COMMITS_UNDO_REFUSES, Slot.WAITED), before=1))
+    assert want.halted_at == 3 and want.late == {2: Outcome.UNRESOLVED} and want.stranded == {1, 2}
     # the same step 3 landing during the rollback's first undo meets no halt yet: it is undone
     want = expected_concurrent(shape((Fate.COMMITS_UNDO_REFUSES, Slot.WAITED), (Fate.COMMITS, Slot.UNDOING), before=1))
     assert want.late == {3: Outcome.COMPENSATED} and want.attempts[3] == 2  # odd steps need two attempts

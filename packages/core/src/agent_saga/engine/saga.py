@@ -148,7 +148,7 @@ class Saga:
         self._left = 0
         self._landed_late: list[tuple[int, StepOutcome | None]] = []
         self._end_told = False  # the lifecycle hooks heard of the saga's end (``late`` comes after)
-        self._halted = False  # the rollback stopped at an undo that failed (set by engine.unwind)
+        self._halted_at: int | None = None  # the step whose failed undo stopped the rollback (engine.unwind)
         self._started = False
         self._observed: Wrappers | None = None
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.

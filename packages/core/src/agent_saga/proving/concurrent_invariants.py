@@ -119,8 +119,9 @@ def expected_concurrent(shape: ConcurrentShape) -> ConcurrentExpected:
         if not fate.effect:
             late[step] = None
             continue
-        # Only a landing after the rollback's undos (ENDING, AFTER) can meet its halt.
-        halted = halted_at is not None and sibling.slot >= Slot.ENDING
+        # Only a landing after the rollback's undos (ENDING, AFTER) can meet its halt, which
+        # strands only the steps older than the halted one (newest first).
+        halted = halted_at is not None and sibling.slot >= Slot.ENDING and step < halted_at
         late[step], n = _settle(step, undo[step], step in committed, halted)
         if halted:
             stranded.add(step)
