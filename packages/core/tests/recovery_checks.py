@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "chain_ok",
     "env_for",
     "read_log",
+    "recover_twice",
     "run_worker",
     "wait_until_expired",
     "world_counts",
@@ -85,3 +87,38 @@ def chain_ok(path: Path) -> bool:
 
 def world_counts(items: list[dict[str, Any]], ev: str, role: str | None = None) -> Counter[str]:
     return Counter(e["key"] for e in items if e["ev"] == ev and (role is None or e["role"] == role))
+
+
+def recover_twice(wal: Path, directory: Path, forwards: Collection[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Recover a dead worker's log twice: (its records, the world's entries, what the two sweeps got wrong).
+
+    Wrong: the second sweep changed anything; an effect or compensation applied twice; the
+    daemon called a compensation twice, or one the worker's log records as done; the daemon ran
+    a forward call (an op in ``forwards``). Call with $RECOVERY_WORLD at ``directory``.
+    """
+    import recovery_world as world
+
+    from agent_saga.recovery import RecoveryDaemon
+
+    before = read_log(wal)
+    done_by_worker = {r["body"]["key"] for r in before if r["type"] == "STEP_COMPENSATED"}
+    with RecoveryDaemon(wal, lease_grace=0) as daemon:
+        daemon.sweep()
+    after_first, world_first = read_log(wal), world.entries(directory)
+    with RecoveryDaemon(wal, lease_grace=0) as again:
+        second = again.sweep()
+    records, items = read_log(wal), world.entries(directory)
+    problems = []
+    if len(records) != len(after_first) or items != world_first or second.actions:
+        problems.append(f"a second daemon run changed something: {second.actions}")
+    applied = world_counts(items, "applied")
+    if any(count > 1 for count in applied.values()):
+        problems.append(f"an effect or compensation was applied twice: {applied}")
+    daemon_attempts = world_counts(items, "attempt", role="daemon")
+    if any(count > 1 for count in daemon_attempts.values()):
+        problems.append(f"the daemon called a compensation twice: {daemon_attempts}")
+    if set(daemon_attempts) & done_by_worker:
+        problems.append("the daemon re-ran a compensation the worker's log records as done")
+    if any(e["role"] == "daemon" and e["op"] in forwards for e in items):
+        problems.append("the daemon ran a forward effect")
+    return records, items, problems

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import recovery_world as world
-from recovery_checks import LEASE_TTL, WORKER, chain_ok, env_for, read_log, run_worker, world_counts
+from recovery_checks import LEASE_TTL, WORKER, chain_ok, env_for, read_log, recover_twice, run_worker
 
 from agent_saga.audit import certify
-from agent_saga.recovery import RecoveryDaemon, fold
+from agent_saga.recovery import fold
 from agent_saga.recovery.escalations import EscalationQueue
 from agent_saga.recovery.lease import recovery_dir
 
@@ -74,33 +73,14 @@ def _check_point(label: str, directory: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("RECOVERY_WORLD", str(directory))
     problems: list[str] = []
     before = read_log(wal)
-    by_worker_done = {r["body"]["key"] for r in before if r["type"] == "STEP_COMPENSATED"}
     worker_ended = any(r["type"] == "SAGA_ROLLED_BACK" for r in before)
-
-    with RecoveryDaemon(wal, lease_grace=0) as daemon:
-        daemon.sweep()
-    after_first = read_log(wal)
-    world_first = world.entries(directory)
-    with RecoveryDaemon(wal, lease_grace=0) as again:
-        second = again.sweep()
-    records = read_log(wal)
-    items = world.entries(directory)
+    records, items, wrong = recover_twice(wal, directory, ("charge", "reserve", "notify"))
 
     def fail(message: str) -> None:
         problems.append(f"[{label}] {message}")
 
-    if len(records) != len(after_first) or items != world_first or second.actions:
-        fail(f"a second daemon run changed something: {second.actions}")
-    applied = world_counts(items, "applied")
-    if any(count > 1 for count in applied.values()):
-        fail(f"an effect or compensation was applied twice: {applied}")
-    daemon_attempts = world_counts(items, "attempt", role="daemon")
-    if any(count > 1 for count in daemon_attempts.values()):
-        fail(f"the daemon called a compensation twice: {daemon_attempts}")
-    if set(daemon_attempts) & by_worker_done:
-        fail("the daemon re-ran a compensation the worker's log records as done")
-    if any(e["role"] == "daemon" and e["op"] in ("charge", "reserve", "notify") for e in items):
-        fail("the daemon ran a forward effect")
+    for message in wrong:
+        fail(message)
 
     views = fold(records)
     if not views:

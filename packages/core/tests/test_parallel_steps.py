@@ -338,6 +338,44 @@ def test_a_durable_call_whose_intent_is_on_disk_when_the_rollback_begins_does_no
         log.close()
 
 
+@pytest.mark.parametrize("retry", [None, RetryPolicy(max_attempts=3, base_delay=0)], ids=["once", "retrying"])
+def test_a_call_left_in_flight_before_it_began_never_begins_after_the_rollback_ended(
+    tmp_path: Path, world: Bookings, retry: RetryPolicy | None
+) -> None:
+    """The fence holds after the rollback too: a step the rollback left (grace 0) with its intent
+    on disk but its call not begun resumes once the saga is ROLLED_BACK; its call must not run."""
+    sagas: list[Saga] = []
+
+    class SlowIntent(SignalWAL):
+        def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
+            if threading.current_thread().name.startswith("sibling"):  # its intent: on after the end
+                wait_until(lambda: sagas[0].status is SagaStatus.ROLLED_BACK, "the rollback's end")
+            super().barrier(ticket, timeout)
+
+    log = SlowIntent(tmp_path / "slow.wal")
+    box: list[Any] = []
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="sibling") as pool, pytest.raises(SagaAborted) as caught:
+            with saga_scope(log, rollback_grace=0) as s:
+                sagas.append(s.saga)
+                box.append(pool.submit(s.execute, tool="book", semantics="COMPENSABLE", retry=retry,
+                                       forward=lambda: world.book("b1"), compensate=_undo))
+                log.wait_for("STEP_INTENT", 1)
+                raise RuntimeError("the agent gave up")
+        with pytest.raises(StepRefused, match="did not run"):
+            box[0].result()
+        assert world.made == {}  # never called, although its saga had already ended
+        (left,) = caught.value.report.in_flight
+        assert left.step == 1
+        seen = log.types()
+        assert seen.index(("SAGA_ROLLED_BACK", None)) < seen.index(("STEP_NOT_APPLIED", 1))
+        assert ("STEP_COMMITTED", 1) not in seen
+        (escalation,) = queue_of(log.path).all()
+        assert (escalation.kind, escalation.resolved) == ("in-flight", True)
+    finally:
+        log.close()
+
+
 def test_a_retrying_sibling_stops_retrying_when_the_rollback_begins(log: SignalWAL, world: Bookings) -> None:
     """Attempt 1 landed and raised; the rollback began during the retry's wait: no attempt 2."""
     attempts: list[int] = []

@@ -96,7 +96,9 @@ log = logging.getLogger("agent_saga.engine")
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
 _OPEN = SagaStatus.OPEN
-_ROLLING_BACK = SagaStatus.ROLLING_BACK
+# A saga whose rollback began (or ended, or was handed over): a call not yet begun never begins.
+# A step the rollback left in flight may reach its call after the rollback ended.
+_UNWOUND = frozenset({SagaStatus.ROLLING_BACK, SagaStatus.ROLLED_BACK, SagaStatus.ABANDONED})
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
 _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
@@ -146,7 +148,7 @@ class Saga:
         self._left = 0
         self._landed_late: list[tuple[int, StepOutcome | None]] = []
         self._end_told = False  # the lifecycle hooks heard of the saga's end (``late`` comes after)
-        self._halted = False  # the rollback stopped at an undo that failed (set by engine.unwind)
+        self._halted_at: int | None = None  # the step whose failed undo stopped the rollback (engine.unwind)
         self._started = False
         self._observed: Wrappers | None = None
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
@@ -465,7 +467,7 @@ class Saga:
         try:
             if durable:
                 # Intent: the undo declared known before the call is what rescues an UNKNOWN outcome.
-                if self.status is _ROLLING_BACK:
+                if self.status is not _OPEN and self.status in _UNWOUND:
                     self._stop_for_rollback(step, None, 1)  # no intent for a call that will not run
                 prebuilt = prebuild(compensate, tool, step.compensation_key)
                 try:
@@ -479,7 +481,7 @@ class Saga:
             # its check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
             recheck = getattr(self.gate, "recheck", None) if request is not None else None
             if opts.retry is None:  # the common case, without a nested generator
-                if self.status is _ROLLING_BACK:
+                if self.status is not _OPEN and self.status in _UNWOUND:
                     self._stop_for_rollback(step, None, 1)
                 if recheck is not None and request is not None and (durable or waits):
                     self._last_word(recheck, request, step, None, 1)
@@ -643,7 +645,7 @@ class Saga:
             return step.left
 
     def _stop_for_rollback(self, step: Step, failed: BaseException | None, attempt: int) -> None:
-        """The saga began to roll back: attempt ``attempt`` does not start (``failed``: an earlier one's error)."""
+        """The saga began to roll back (or ended so): attempt ``attempt`` does not start (``failed``: an earlier one's error)."""
         if failed is None:
             step.halted = "before"
             raise StepRefused(step.tool, "the saga began to roll back before this call started; it did not run",
@@ -947,7 +949,7 @@ class Saga:
         failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
             attempt += 1
-            if self.status is _ROLLING_BACK:
+            if self.status is not _OPEN and self.status in _UNWOUND:
                 self._stop_for_rollback(step, failed, attempt)
             if recheck is not None and request is not None and (first or attempt > 1):
                 self._last_word(recheck, request, step, failed, attempt)

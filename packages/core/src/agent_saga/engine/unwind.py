@@ -85,7 +85,7 @@ def unwind(saga: Saga, cause: BaseException) -> Protocol[RollbackReport]:
                 # An undo that failed, or that a halt naming it stopped, halts the unwind.
                 if outcome.outcome is not Outcome.COMPENSATED and saga.halt_on_compensation_failure:
                     halted_at = step.index
-                    saga._halted = True  # a step left in flight that lands later is not undone either
+                    saga._halted_at = halted_at  # a step left in flight below it is not undone when it lands
                 continue
             outcomes.append(_settle_without_undo(saga, step))
         report = RollbackReport(
@@ -163,9 +163,9 @@ def settle_late(saga: Saga, step: Step) -> Protocol[None]:
     Runs in the thread or task that ran the step, as the rollback would have settled it: a
     commit (or an UNKNOWN outcome with an undo known before the call) is undone at once, out of
     the rollback's order (it raced it); without an undo it is orphaned or unresolved, which the
-    lifecycle hooks escalate; a call that never ran needs nothing. Not undone when the rollback
-    halted at a failed undo (older steps wait for that one), nor when the rollback was abandoned
-    (the recovery daemon owns the saga then).
+    lifecycle hooks escalate; a call that never ran needs nothing. Not undone when it is older
+    than the step whose failed undo halted the rollback (older steps wait for that one), nor when
+    the rollback was abandoned (the recovery daemon owns the saga then).
     """
     if saga.status is SagaStatus.ABANDONED:
         return
@@ -173,9 +173,9 @@ def settle_late(saga: Saga, step: Step) -> Protocol[None]:
         step.settling = True
     outcome: StepOutcome | None = None
     if step.state in _LANDED:
-        if saga._halted:
+        if saga._halted_at is not None and step.index < saga._halted_at:
             outcome = _settle(saga, step, Outcome.UNRESOLVED, R.STEP_UNRESOLVED,
-                              "landed after the rollback halted at a failed undo: not attempted")
+                              f"landed after the rollback halted at step {saga._halted_at}: not attempted")
         elif step.compensation is not None:
             outcome = yield from _compensate(saga, step)
         else:

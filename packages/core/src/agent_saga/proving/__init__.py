@@ -1,6 +1,8 @@
 """Proving the rollback: fail a workflow at every step and check the world, and check the engine's
-own invariants over every failure shape up to a bound. See docs/PROVING.md."""
+own invariants over every failure shape up to a bound, sibling calls in flight included (their
+orderings forced, not sampled). See docs/PROVING.md."""
 
+from agent_saga.proving._concurrent_verify import ConcurrentReport, verify_concurrent_invariants
 from agent_saga.proving._injection import FailureMode, InjectedFailure
 from agent_saga.proving._invariants import (
     INVARIANTS,
@@ -12,6 +14,7 @@ from agent_saga.proving._proof import Probe, RollbackProof, Verdict, prove_rollb
 
 __all__ = [
     "INVARIANTS",
+    "ConcurrentReport",
     "Counterexample",
     "FailureMode",
     "InjectedFailure",
@@ -20,5 +23,6 @@ __all__ = [
     "RollbackProof",
     "Verdict",
     "prove_rollback",
+    "verify_concurrent_invariants",
     "verify_rollback_invariants",
 ]

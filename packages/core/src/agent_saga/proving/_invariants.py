@@ -4,8 +4,8 @@ Every failure shape up to ``max_steps`` steps (see ``shapes.py``) is run through
 ``saga_scope`` and judged on three sources that must agree: the calls the tools
 saw (the ledger), the engine's RollbackReport, and the log it wrote. The rules
 are the ones docs/CONCEPTS.md states. The bound is stated with the result: every
-shape up to N steps, one saga at a time; nothing is claimed for longer sagas or
-for concurrency.
+shape up to N steps, one saga at a time, one step after another; nothing is
+claimed for longer sagas. Calls in flight at once are ``verify_concurrent_invariants``'s.
 """
 
 from __future__ import annotations
@@ -233,8 +233,8 @@ class InvariantReport:
             lines.append("  result: no violation")
         else:
             lines.append(self.counterexample.format_text())
-        lines.append(f"  bound: every shape of at most {self.max_steps} step(s), one saga at a time; "
-                     "not a proof for longer sagas, nor a claim about concurrency")
+        lines.append(f"  bound: every shape of at most {self.max_steps} step(s), one saga at a time, one step after "
+                     "another; not a proof for longer sagas (calls in flight at once: verify_concurrent_invariants)")
         return "\n".join(lines)
 
 

@@ -30,9 +30,12 @@ from agent_saga.semantics import ActionSemantics, Compensation
 
 __all__ = [
     "ATTEMPTS",
+    "RETRY",
     "Failing",
     "Ledger",
+    "OpenGate",
     "Run",
+    "SagaFails",
     "Scope",
     "Shape",
     "Undo",
@@ -40,11 +43,13 @@ __all__ = [
     "count",
     "run_shape",
     "shapes",
+    "undo_in",
 ]
 
 #: Attempts every undo gets (the verifier's compensation retry policy).
 ATTEMPTS = 3
-_RETRY = RetryPolicy(max_attempts=ATTEMPTS, backoff="constant", base_delay=0.0)
+#: That policy: no wait between attempts.
+RETRY = RetryPolicy(max_attempts=ATTEMPTS, backoff="constant", base_delay=0.0)
 _HANDLER = "agent_saga.proving.undo"
 
 #: What the verifier drives: ``saga_scope``, or a stand-in for it (a seam for tests).
@@ -159,7 +164,7 @@ class Run:
 _ledger: contextvars.ContextVar[Ledger] = contextvars.ContextVar("agent_saga_proving_ledger")
 
 
-class _Open:
+class OpenGate:
     """A gate that lets everything through: the host's kill switch is not under test."""
 
     def admit(self, saga: SagaInfo) -> None:
@@ -175,12 +180,17 @@ class _Open:
         return None
 
 
-class _SagaFails(Exception):
+class SagaFails(Exception):
     """The agent gives up: the failure that ends every shape's saga."""
 
 
 async def _undo(step: int, works: bool, idempotency_key: str | None = None) -> None:
-    ledger = _ledger.get()
+    undo_in(_ledger.get(), step, works, idempotency_key)
+
+
+def undo_in(ledger: Ledger, step: int, works: bool, idempotency_key: str | None) -> None:
+    """One attempt of step ``step``'s undo, seen by ``ledger`` (a working undo of an odd step
+    fails its first attempt: see :func:`flaky`)."""
     ledger.undo_calls.append((step, idempotency_key))
     attempts = sum(1 for s, _ in ledger.undo_calls if s == step)
     if not works or (flaky(step) and attempts == 1):
@@ -228,8 +238,8 @@ async def run_shape(shape: Shape, scope: Scope) -> Run:
     error: BaseException | None = None
     try:
         async with scope(
-            wal, name="verify", gate=_Open(), halt_on_compensation_failure=shape.halt,
-            compensation_retry=_RETRY,
+            wal, name="verify", gate=OpenGate(), halt_on_compensation_failure=shape.halt,
+            compensation_retry=RETRY,
         ) as saga:
             for step, kind in enumerate(shape.committed, start=1):
                 if kind is Undo.NONE:
@@ -249,7 +259,7 @@ async def run_shape(shape: Shape, scope: Scope) -> Run:
                                        forward=_forward(step, shape.failing), compensate=undo)
                 except (NotApplied, TimeoutError):
                     pass  # the step's state is what is under test; the saga fails below
-            raise _SagaFails("the agent gives up")
+            raise SagaFails("the agent gives up")
     except SagaAborted as aborted:
         report = aborted.report
     except Exception as err:  # noqa: BLE001 - a broken engine's escape is a finding, not a crash

@@ -104,7 +104,7 @@ class Action:
 
     saga: str
     step: int | None
-    kind: str  # compensate | compensated-earlier | keep | escalate | hold | retry-later | dead-letter | finish
+    kind: str  # compensate | compensated-earlier | keep | escalate | answer | hold | retry-later | dead-letter | finish
     detail: str = ""
 
     def line(self) -> str:
@@ -269,6 +269,8 @@ class RecoveryDaemon:
                 self._resolve(view, report, dry_run=True)
                 continue
             self._claim_and_resolve(saga_id, report)
+        if not dry_run:
+            self._answer_settled_in_flight(report)
         report.pending_escalations = len(self.escalations.pending())
         if self.snapshots and not dry_run:
             self._collect_snapshots(report)
@@ -369,6 +371,31 @@ class RecoveryDaemon:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _answer_settled_in_flight(self, report: SweepReport) -> None:
+        """Answer the ``in-flight`` escalations of steps the log shows settled.
+
+        A step left in flight is settled as it lands, in its own thread, and then its escalation
+        is answered; a process that dies between the two (or that files the escalation at the
+        saga's end after the step already landed) leaves a closed saga with nothing to undo and a
+        person told the step still runs. Once the owner's lease has run out, the log is the truth.
+        """
+        waiting = [e for e in self.escalations.pending() if e.kind == "in-flight" and e.step is not None]
+        if not waiting:
+            return
+        self._tail.refresh()  # with what this sweep wrote (durable: each saga's resolve ends in a barrier)
+        for escalation in waiting:
+            assert escalation.step is not None
+            view = self._tail.sagas.get(escalation.saga)
+            if view is None or view.ended is None or view.open or not self._expired(view):
+                continue
+            step = view.steps.get(escalation.step)
+            how = (step.settled or step.state) if step is not None else "never recorded"
+            note = f"its step was settled in the log ({how}) before its process could answer this"
+            self.escalations.resolve(escalation.id, f"{note}; answered by {self.name}")
+            self._append(R.ESCALATION_RESOLVED, escalation.saga, {"escalation": escalation.id, "kind": "in-flight"},
+                         escalation.step)
+            report.actions.append(Action(escalation.saga, escalation.step, "answer", note))
 
     # -- leases and claims -------------------------------------------------------------
 
