@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga_crewai import saga_kickoff, wrap_tool
+from agent_saga_crewai import saga_kickoff, saga_kickoff_async, wrap_tool
 from crewai.tools import BaseTool, tool
 from crewai_drive import crew
 
@@ -43,6 +43,9 @@ class TestCrewAIConformance(AdapterConformance):
         policy = None if errors_as_results is None else ("warn" if errors_as_results else "raise")
         worker = crew(tools, [(c.tool, c.args) for c in calls], tool_failure_policy=policy, together=True)
         return saga_kickoff(worker, wal=wal, **saga)
+
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_kickoff_async(crew(tools, [(c.tool, c.args) for c in calls], together=True), wal=wal, **saga)
 
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return crew(tools, [(c.tool, c.args) for c in calls]).kickoff()

@@ -56,6 +56,13 @@ class TestGoogleADKConformance(AdapterConformance):
     ) -> Any:
         return self.run(tools, calls, wal=wal, errors_as_results=errors_as_results, together=True, **saga)
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        runner = new_runner(tools, [(c.tool, c.args) for c in calls], together=True)
+        options: dict[str, Any] = {"user_id": "user", "session_id": session(runner), "wal": wal, **saga}
+        if self.run_config is not None:
+            options["run_config"] = self.run_config
+        return saga_run(runner, "go", **options)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return run(new_runner(tools, [(c.tool, c.args) for c in calls]), sync=self.sync, run_config=self.run_config)
 
