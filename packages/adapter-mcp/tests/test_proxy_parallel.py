@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +27,8 @@ from conftest import McpError, World, connect, error_flag
 from agent_saga.log import read_records
 from agent_saga.log.file import FileWAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.recovery.daemon import RecoveryDaemon
-from agent_saga.testing.parallel import RUNS_VARIABLE
+from agent_saga.testing.parallel import Verdict, log_problems, position, settled_as_they_landed, stress
+from agent_saga.testing.shared import left_standing
 
 pytestmark = pytest.mark.slow
 
@@ -41,8 +38,6 @@ POLICY = {"mode": "enforce", "tools": {
     "unbook": {"semantics": "IRREVERSIBLE"},
     "quote": {"semantics": "REVERSIBLE"},
 }}
-#: The stress lane stops a case after this many failing runs (each may wait the server's bound).
-_STRESS_GIVE_UP = 3
 
 
 @dataclass(frozen=True)
@@ -69,7 +64,7 @@ class Seen:
 
     rollback: Any = None
     bookings: list[Any] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # what the client saw go wrong
 
 
 def _command(world: World, scenario: Scenario) -> list[str]:
@@ -97,50 +92,37 @@ def _text(result: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in getattr(result, "content", []))
 
 
-def _position(records: list[dict[str, Any]], rtype: str, step: int | None = None) -> int:
-    return next((i for i, r in enumerate(records) if r["type"] == rtype and (step is None or r.get("step") == step)),
-                -1)
-
-
 def _lines(world: World, name: str) -> list[str]:
     path = world.dir / name
     return path.read_text().splitlines() if path.exists() else []
 
 
-def _standing(ledger: list[str]) -> list[str]:
-    done = Counter(e[3:] for e in ledger if e.startswith("do:"))
-    done.subtract(e[5:] for e in ledger if e.startswith("undo:"))
-    return sorted(ref for ref, left in done.items() for _ in range(max(left, 0)))
-
-
-def parallel_run(world: World, scenario: Scenario) -> Seen:
-    """One run of ``scenario`` in a fresh world: what the client saw and every broken promise."""
+def parallel_run(world: World, scenario: Scenario) -> Verdict:
+    """One run of ``scenario`` in a fresh world: what it left behind and every broken promise."""
     world.env.update({"PARALLEL_RELEASE": str(scenario.release), "PARALLEL_SIBLINGS": str(len(SEATS))})
     try:
         seen = asyncio.run(_client(world, scenario))
     except Exception as err:  # a broken promise is a finding, not a crash
-        return Seen(problems=[f"the run raised {type(err).__name__}: {err}"])
+        return Verdict(problems=[f"the run raised {type(err).__name__}: {err}"])
     problems = seen.problems
     problems += _lines(world, "stalls")
-    standing = _standing(_lines(world, "ledger"))
-    if standing:
-        problems.append(f"left standing on the server: {standing}")
+    verdict = Verdict(problems, left_standing(_lines(world, "ledger")), "clean=True" in _text(seen.rollback))
+    if verdict.standing:
+        problems.append(f"left standing on the server: {verdict.standing}")
     records = list(read_records(world.wal))
     books = sorted(r["step"] for r in records if r["type"] == R.STEP_INTENT and r["body"]["tool"] == "book")
     if len(books) != len(SEATS):
         problems.append(f"expected {len(SEATS)} booking steps, got {books}")
-    clean = "clean=True" in _text(seen.rollback)
-    if clean == error_flag(seen.rollback):
+    if verdict.claimed_clean == error_flag(seen.rollback):
         problems.append(f"the rollback's answer flags isError={error_flag(seen.rollback)}: {_text(seen.rollback)}")
     check = _after_rollback if scenario is AFTER_ROLLBACK else _undone_in_the_rollback
-    check(scenario, seen, records, books, clean, problems)
-    for i, r in enumerate(records):
-        if r["type"] == R.STEP_COMMITTED and _position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0:
-            problems.append(f"step {r['step']} committed and was never compensated")
-    swept = RecoveryDaemon(FileWAL(world.wal), clock=lambda: time.time() + 3600).sweep()
-    if swept.open_sagas or swept.compensated or swept.actions:
-        problems.append(f"the recovery daemon still had work: {swept.summary()}")
-    return seen
+    check(scenario, seen, records, books, verdict.claimed_clean, problems)
+    wal = FileWAL(world.wal)
+    try:
+        problems += log_problems(wal, records)
+    finally:
+        wal.close()
+    return verdict
 
 
 def _undone_in_the_rollback(
@@ -155,11 +137,11 @@ def _undone_in_the_rollback(
     refs = [getattr(b, "structuredContent", None) or getattr(b, "structured_content", None) for b in seen.bookings]
     if sorted(str(ref) for ref in refs) != sorted(str({"ref": f"book:{seat}"}) for seat in SEATS):
         problems.append(f"the bookings were answered {seen.bookings}")
-    commits = [_position(records, R.STEP_COMMITTED, step) for step in books]
-    rollback, ended = _position(records, R.ROLLBACK_STARTED), _position(records, R.SAGA_ROLLED_BACK)
+    commits = [position(records, R.STEP_COMMITTED, step) for step in books]
+    rollback, ended = position(records, R.ROLLBACK_STARTED), position(records, R.SAGA_ROLLED_BACK)
     if scenario is INSIDE_GRACE and not rollback < min(commits) <= max(commits) < ended:
         problems.append("the bookings did not commit between ROLLBACK_STARTED and SAGA_ROLLED_BACK")
-    if scenario is AFTER_FAILURE and not _position(records, R.STEP_UNKNOWN) < min(commits) <= max(commits) < rollback:
+    if scenario is AFTER_FAILURE and not position(records, R.STEP_UNKNOWN) < min(commits) <= max(commits) < rollback:
         problems.append("the bookings did not commit after the failed quote and before the rollback")
 
 
@@ -172,46 +154,22 @@ def _after_rollback(
     for answer in seen.bookings:
         if not (isinstance(answer, McpError) and "in flight" in str(answer)):
             problems.append(f"a booking undone as it landed was answered {answer!r}, not with what became of it")
-    ended = _position(records, R.SAGA_ROLLED_BACK)
-    for step in books:
-        left = _position(records, R.STEP_UNRESOLVED, step)
-        if not (0 <= left < ended and records[left]["body"].get("in_flight")):
-            problems.append(f"step {step} was not left in flight by the rollback")
-        undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)  # escalations may interleave
-        late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
-        if late != list(undo):
-            problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
+    problems += settled_as_they_landed(records, books)
 
 
 @pytest.mark.parametrize("scenario", [INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE], ids=lambda s: s.name)
 def test_parallel_calls_through_the_proxy_leave_nothing_standing(world: World, scenario: Scenario) -> None:
-    seen = parallel_run(world, scenario)
-    assert not seen.problems, f"{scenario.name}:\n" + "\n".join(seen.problems)
+    verdict = parallel_run(world, scenario)
+    assert not verdict.problems, f"{scenario.name}:\n" + "\n".join(verdict.problems)
 
 
 def test_parallel_stress(tmp_path: Path, record_property: Callable[[str, Any], None]) -> None:
-    runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
-    if runs <= 0:
-        pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini does in the mcp envs)")
-    total = standing = false_clean = 0
-    problems: Counter[str] = Counter()
-    for scenario in (INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE):
-        failing = 0
-        for n in range(runs):
+    def case(scenario: Scenario) -> tuple[str, Callable[[int], Verdict]]:
+        def run(n: int) -> Verdict:
             root = tmp_path / f"{scenario.name}-{n}"
             root.mkdir()
-            seen = parallel_run(World(root), scenario)
-            total += 1
-            left = any(p.startswith("left standing") for p in seen.problems)
-            standing += left
-            false_clean += left and "clean=True" in _text(seen.rollback)
-            problems.update(f"{scenario.name}: {p.splitlines()[0]}" for p in seen.problems)
-            failing += bool(seen.problems)
-            if failing == _STRESS_GIVE_UP:
-                problems[f"{scenario.name}: stopped after {n + 1} of {runs} runs"] += 1
-                break
-    summary = (f"parallel stress, mcp proxy: {total} runs, {standing} left an effect standing, "
-               f"{false_clean} claimed a false clean, {sum(problems.values())} problems")
-    print(summary)
-    record_property("parallel_stress", summary)
-    assert not problems, summary + "\n" + "\n".join(f"{n} x {p}" for p, n in problems.most_common())
+            return parallel_run(World(root), scenario)
+
+        return scenario.name, run
+
+    stress("mcp proxy", [case(s) for s in (INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE)], record_property)

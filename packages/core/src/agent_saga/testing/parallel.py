@@ -57,7 +57,10 @@ from agent_saga.testing.shared import (
     wait_balanced,
 )
 
-__all__ = ["AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "ParallelCases", "SignallingWAL"]
+__all__ = [
+    "AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "ParallelCases", "SignallingWAL", "Verdict",
+    "log_problems", "position", "settled_as_they_landed", "stress",
+]
 
 #: The longest any forced ordering may take (seconds). Reached only when something is wrong:
 #: a framework that does not run the calls together, or an effect that is never undone.
@@ -268,6 +271,39 @@ class Verdict:
         return self.claimed_clean and bool(self.standing)
 
 
+def stress(
+    label: str, cases: list[tuple[str, Callable[[int], Verdict]]], record_property: Callable[[str, Any], None],
+) -> None:
+    """The stress lane: each case's ``run(n)`` ``$AGENT_SAGA_PARALLEL_RUNS`` times, then one verdict over all.
+
+    Skipped when the variable is not set. A case stops after a few failing runs (each may wait
+    :data:`BOUND`). The summary (runs, runs that left an effect standing, false "clean") is
+    printed and recorded as the test's ``parallel_stress`` property (the junit report keeps it).
+    """
+    runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
+    if runs <= 0:
+        pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini sets it in each framework env, mcp1 and mcp2)")
+    total = standing = false_clean = 0
+    problems: Counter[str] = Counter()
+    for name, run in cases:
+        failing = 0
+        for n in range(runs):
+            verdict = run(n)
+            total += 1
+            standing += bool(verdict.standing)
+            false_clean += verdict.false_clean
+            problems.update(f"{name}: {p.splitlines()[0]}" for p in verdict.problems)
+            failing += bool(verdict.problems)
+            if failing == _STRESS_GIVE_UP:  # a broken promise costs BOUND a run: enough evidence
+                problems[f"{name}: stopped after {n + 1} of {runs} runs"] += 1
+                break
+    summary = (f"parallel stress, {label}: {total} runs, {standing} left an effect standing, "
+               f"{false_clean} claimed a false clean, {sum(problems.values())} problems")
+    print(summary)
+    record_property("parallel_stress", summary)
+    assert not problems, summary + "\n" + "\n".join(f"{n} x {p}" for p, n in problems.most_common())
+
+
 def _records(wal: FileWAL) -> list[dict[str, Any]]:
     wal.barrier()  # records() reads what is on disk: the queued ones too
     return list(wal.records())
@@ -277,12 +313,58 @@ def _steps_of(records: list[dict[str, Any]], tools: tuple[str, ...]) -> list[int
     return sorted(r["step"] for r in records if r["type"] == R.STEP_INTENT and r["body"]["tool"] in tools)
 
 
-def _position(records: list[dict[str, Any]], rtype: str, step: int | None = None) -> int:
+def position(records: list[dict[str, Any]], rtype: str, step: int | None = None) -> int:
     """Where the first record of ``rtype`` (of ``step``, if given) is in the log; -1 if nowhere."""
     for i, r in enumerate(records):
         if r["type"] == rtype and (step is None or r.get("step") == step):
             return i
     return -1
+
+
+def settled_as_they_landed(records: list[dict[str, Any]], steps: list[int]) -> list[str]:
+    """What is wrong with ``steps`` if each was left in flight by the rollback and undone once it landed.
+
+    Left: a ``STEP_UNRESOLVED`` marked ``in_flight`` before ``SAGA_ROLLED_BACK``; after it, its
+    commit, then its undo (escalations about it may come in between).
+    """
+    problems = []
+    ended = position(records, R.SAGA_ROLLED_BACK)
+    for step in steps:
+        left = position(records, R.STEP_UNRESOLVED, step)
+        if not (0 <= left < ended and records[left]["body"].get("in_flight")):
+            problems.append(f"step {step} was not left in flight by the rollback")
+        undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)
+        late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
+        if late != list(undo):
+            problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
+    return problems
+
+
+def log_problems(wal: FileWAL, records: list[dict[str, Any]]) -> list[str]:
+    """A commit never compensated, and anything a recovery sweep (an hour later) would still do."""
+    problems = [
+        f"step {r['step']} committed and was never compensated" for i, r in enumerate(records)
+        if r["type"] == R.STEP_COMMITTED and position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0
+    ]
+    wal.barrier()
+    swept = RecoveryDaemon(wal, clock=lambda: time.time() + 3600).sweep()
+    if swept.open_sagas or swept.compensated or swept.actions:
+        problems.append(f"the recovery daemon still had work: {swept.summary()}")
+    return problems
+
+
+def _settled(wal: SignallingWAL, verdict: Verdict) -> list[dict[str, Any]]:
+    """Once the siblings are out of their tools and every effect undone (bounded): the log's records."""
+    if not _scene.wait_left():
+        verdict.problems.append(f"a sibling call was still inside its tool {BOUND:.0f}s after the run")
+    verdict.problems += _scene.stalls
+    # Every effect must be undone, the late ones as they arrive: wait for that, bounded.
+    verdict.standing = wait_balanced(BOUND)
+    if verdict.standing:
+        verdict.problems.append(f"left standing: {verdict.standing}")
+    else:
+        wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))  # the undo's record follows the undo
+    return _records(wal)
 
 
 def _in_flight(report: RollbackReport) -> list[int] | str:
@@ -383,16 +465,7 @@ class ParallelCases:
                 problems.append(f"the saga was aborted by {root_cause(aborted)!r}, not by the failing call")
         except Exception as err:  # noqa: BLE001 - a broken promise is a finding, not a crash
             problems.append(f"the run raised {type(err).__name__}: {err}")
-        if not _scene.wait_left():
-            problems.append(f"a sibling call was still inside its tool {BOUND:.0f}s after the run")
-        problems += _scene.stalls
-        # Every effect must be undone, the late ones as they arrive: wait for that, bounded.
-        verdict.standing = wait_balanced(BOUND)
-        if verdict.standing:
-            problems.append(f"left standing: {verdict.standing}")
-        else:
-            wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))  # the undo's record follows the undo
-        records = _records(wal)
+        records = _settled(wal, verdict)
         siblings = _steps_of(records, ("book", "abook"))
         failing = _steps_of(records, ("confirm", "aconfirm"))
         if len(siblings) != len(SEATS) or len(failing) != 1:
@@ -400,13 +473,7 @@ class ParallelCases:
         elif report is not None:
             verdict.claimed_clean = report.clean
             self._parallel_report(report, records, siblings, failing[0], scenario, verdict)
-        for i, r in enumerate(records):
-            if r["type"] == R.STEP_COMMITTED and _position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0:
-                problems.append(f"step {r['step']} committed and was never compensated")
-        wal.barrier()
-        swept = RecoveryDaemon(wal, clock=lambda: time.time() + 3600).sweep()
-        if swept.open_sagas or swept.compensated or swept.actions:
-            problems.append(f"the recovery daemon still had work: {swept.summary()}")
+        problems += log_problems(wal, records)
 
     def _parallel_report(
         self, report: RollbackReport, records: list[dict[str, Any]], siblings: list[int], failing: int,
@@ -414,10 +481,10 @@ class ParallelCases:
     ) -> None:
         """What the report and the log's order must say in ``scenario``."""
         problems = verdict.problems
-        if _position(records, R.STEP_NOT_APPLIED, failing) < 0:
+        if position(records, R.STEP_NOT_APPLIED, failing) < 0:
             problems.append(f"the failing call (step {failing}) has no STEP_NOT_APPLIED")
         compensated = [r["step"] for r in records if r["type"] == R.STEP_COMPENSATED]
-        ended = _position(records, R.SAGA_ROLLED_BACK)
+        ended = position(records, R.SAGA_ROLLED_BACK)
         if scenario is AFTER_ROLLBACK:
             if report.clean:
                 problems.append("the report says clean although siblings were still running when it was made")
@@ -427,18 +494,15 @@ class ParallelCases:
                 outcome = next((s for s in report.steps if s.step == step), None)
                 if outcome is None or (outcome.outcome, outcome.state) != (Outcome.UNRESOLVED, StepState.PENDING):
                     problems.append(f"step {step} in the report: {outcome}, expected UNRESOLVED and PENDING")
-                undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)  # escalations may interleave
-                late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
-                if late != list(undo):
-                    problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
+            problems += settled_as_they_landed(records, siblings)
             return
         if scenario is CANCELLED_BY_FRAMEWORK:
             if report.clean:
                 problems.append("the report says clean over steps whose calls were cancelled mid-flight")
             for step in siblings:
-                if _position(records, R.STEP_COMMITTED, step) >= 0:
+                if position(records, R.STEP_COMMITTED, step) >= 0:
                     problems.append(f"step {step} committed, though the framework cancelled its call")
-                if not 0 <= _position(records, R.STEP_UNKNOWN, step) < _position(records, R.ROLLBACK_STARTED):
+                if not 0 <= position(records, R.STEP_UNKNOWN, step) < position(records, R.ROLLBACK_STARTED):
                     problems.append(f"step {step} was not recorded UNKNOWN (cancelled) before the rollback")
             return
         if not report.clean:
@@ -447,11 +511,11 @@ class ParallelCases:
             problems.append(f"compensated {[s.step for s in report.compensated]}, expected the siblings {siblings}")
         if compensated != sorted(siblings, reverse=True):
             problems.append(f"undone in the order {compensated}, expected newest first {sorted(siblings, reverse=True)}")
-        rollback = _position(records, R.ROLLBACK_STARTED)
-        commits = [_position(records, R.STEP_COMMITTED, step) for step in siblings]
+        rollback = position(records, R.ROLLBACK_STARTED)
+        commits = [position(records, R.STEP_COMMITTED, step) for step in siblings]
         if scenario is INSIDE_GRACE and not (rollback < min(commits) and max(commits) < ended):
             problems.append("the siblings did not commit between ROLLBACK_STARTED and SAGA_ROLLED_BACK")
-        if scenario is AFTER_FAILURE and not (_position(records, R.STEP_NOT_APPLIED) < min(commits) < rollback):
+        if scenario is AFTER_FAILURE and not (position(records, R.STEP_NOT_APPLIED) < min(commits) < rollback):
             problems.append("the siblings did not commit after the failure and before the rollback")
         if scenario is IN_ORDER and [*siblings, failing] != [1, 2, 3]:
             problems.append(f"steps numbered {[*siblings, failing]}, expected the calls' order")
@@ -481,37 +545,19 @@ class ParallelCases:
 
     def _cancelled_check(self, wal: SignallingWAL, verdict: Verdict) -> None:
         problems = verdict.problems
-        if not _scene.wait_left():
-            problems.append(f"a sibling call was still inside its tool {BOUND:.0f}s after the run")
-        problems += _scene.stalls
-        verdict.standing = wait_balanced(BOUND)
-        if verdict.standing:
-            problems.append(f"left standing: {verdict.standing}")
-        else:
-            wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))
-        records = _records(wal)
+        records = _settled(wal, verdict)
         siblings = _steps_of(records, ("book",))
         if len(siblings) != len(SEATS):
             problems.append(f"expected {len(SEATS)} booking steps, got {siblings}")
-        ended = _position(records, R.SAGA_ROLLED_BACK)
+        ended = position(records, R.SAGA_ROLLED_BACK)
         if ended < 0:
             problems.append("the cancelled run's saga was not rolled back")
-            return
-        verdict.claimed_clean = bool(records[ended]["body"].get("clean"))
-        if verdict.claimed_clean:
-            problems.append("the rollback says clean although the siblings were still running when it ended")
-        for step in siblings:
-            left = _position(records, R.STEP_UNRESOLVED, step)
-            if not (0 <= left < ended and records[left]["body"].get("in_flight")):
-                problems.append(f"step {step} was not left in flight by the rollback")
-            undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)  # escalations may interleave
-            late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
-            if late != list(undo):
-                problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
-        wal.barrier()
-        swept = RecoveryDaemon(wal, clock=lambda: time.time() + 3600).sweep()
-        if swept.open_sagas or swept.compensated or swept.actions:
-            problems.append(f"the recovery daemon still had work: {swept.summary()}")
+        else:
+            verdict.claimed_clean = bool(records[ended]["body"].get("clean"))
+            if verdict.claimed_clean:
+                problems.append("the rollback says clean although the siblings were still running when it ended")
+            problems += settled_as_they_landed(records, siblings)
+        problems += log_problems(wal, records)
 
     def _assert_parallel(self, tmp_path: Path, via: str, *scenarios: Scenario) -> None:
         cases = self._parallel_cases(*scenarios)
@@ -565,33 +611,12 @@ class ParallelCases:
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_parallel_stress(self, tmp_path: Path, via: str, record_property: Callable[[str, Any], None]) -> None:
-        runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
-        if runs <= 0:
-            pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini does in each framework's env)")
-        cases: list[tuple[Scenario, bool | None]] = [
-            *self._parallel_cases(INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, CANCELLED_BY_FRAMEWORK, IN_ORDER),
-            *([(RUN_CANCELLED, None)] if self._cancellable() else []),
-        ]
-        total = standing = false_clean = 0
-        problems: Counter[str] = Counter()
-        for scenario, mode in cases:
-            failing = 0
-            for n in range(runs):
-                path = tmp_path / f"{scenario.name}-{mode}-{n}.wal"
-                if mode is None:
-                    verdict = self.cancelled_run(path, via)
-                else:
-                    verdict = self.parallel_run(path, scenario, mode, via)
-                total += 1
-                standing += bool(verdict.standing)
-                false_clean += verdict.false_clean
-                problems.update(f"{scenario.name}: {p.splitlines()[0]}" for p in verdict.problems)
-                failing += bool(verdict.problems)
-                if failing == _STRESS_GIVE_UP:  # a broken promise costs BOUND a run: enough evidence
-                    problems[f"{scenario.name}: stopped after {n + 1} of {runs} runs"] += 1
-                    break
-        summary = (f"parallel stress, {self.framework} via {via}: {total} runs, {standing} left an effect "
-                   f"standing, {false_clean} claimed a false clean, {sum(problems.values())} problems")
-        print(summary)
-        record_property("parallel_stress", summary)
-        assert not problems, summary + "\n" + "\n".join(f"{n} x {p}" for p, n in problems.most_common())
+        def case(scenario: Scenario, mode: bool) -> tuple[str, Callable[[int], Verdict]]:
+            return scenario.name, lambda n: self.parallel_run(
+                tmp_path / f"{scenario.name}-{mode}-{n}.wal", scenario, mode, via)
+
+        cases = [case(scenario, mode) for scenario, mode in self._parallel_cases(
+            INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, CANCELLED_BY_FRAMEWORK, IN_ORDER)]
+        if self._cancellable():
+            cases.append((RUN_CANCELLED.name, lambda n: self.cancelled_run(tmp_path / f"cancelled-{n}.wal", via)))
+        stress(f"{self.framework} via {via}", cases, record_property)
