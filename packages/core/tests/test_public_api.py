@@ -137,8 +137,9 @@ SUBNAMESPACES = {
         "trust_service", "verify_token",
     },
     "agent_saga.proving": {
-        "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport", "Probe",
-        "RollbackProof", "Verdict", "prove_rollback", "verify_rollback_invariants",
+        "ConcurrentReport", "Counterexample", "FailureMode", "INVARIANTS", "InjectedFailure", "InvariantReport",
+        "Probe", "RollbackProof", "Verdict", "prove_rollback", "verify_concurrent_invariants",
+        "verify_rollback_invariants",
     },
 }
 
