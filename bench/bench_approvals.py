@@ -24,9 +24,9 @@ from typing import Any
 
 from agent_saga import ApprovalGateway, ApprovalPolicy, FileApprovalStore, FileWAL
 from agent_saga.approvals import ConsoleNotifier, RedisApprovalStore, SigningKey, decide, trust_key
-from agent_saga.approvals.entry import new_entry
+from agent_saga.approvals._entry import new_entry
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.gate.host import HOST_ROOT_ENV
 from agent_saga.semantics import ActionSemantics
 

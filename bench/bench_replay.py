@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga import FileWAL
-from agent_saga.ui.runs import RunStore
-from agent_saga.ui.source import FileSource
+from agent_saga.ui import FileSource, RunStore
 
 try:
     from agent_saga.inert import inert_json
@@ -55,7 +54,7 @@ def write_run(path: Path, steps: int) -> int:
 
 
 def _served(answer: Any) -> str:
-    """The page as the server sends it: every string inert, then JSON (ui/server.py)."""
+    """The page as the server sends it: every string inert, then JSON (ui/_debugger.py)."""
     if inert_json is None:  # a checkout from before the inert rendering
         return json.dumps(answer, ensure_ascii=False, default=str)
     return inert_json(answer)

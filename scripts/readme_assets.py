@@ -41,7 +41,7 @@ def run_demo(workdir: Path) -> Path:
 def animation(log: Path, saga_name: str) -> tuple[str, str]:
     """The animated SVG of the saga called ``saga_name``, and that saga's id."""
     from agent_saga.log import read_records
-    from agent_saga.viz import reconstruct, render_animation
+    from agent_saga.ui import reconstruct, render_animation
 
     saga = next(s for s in reconstruct(read_records(log)) if s.name == saga_name)
     return render_animation(saga), saga.saga_id

@@ -13,7 +13,7 @@ from autogen.testing.messages import tools_message
 from autogen.tools import Tool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed, run_ahead
+from agent_saga.testing import Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Tool]:

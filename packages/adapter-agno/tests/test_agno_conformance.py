@@ -13,8 +13,8 @@ from agno_drive import new_agent, run, tool_results
 
 from agent_saga.context import current_saga
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
-from agent_saga.testing.conformance import apublish, awhereami, ledger, reserve
+from agent_saga.testing import AdapterConformance, Call, ledger
+from agent_saga.testing._conformance import apublish, awhereami, reserve
 
 
 class TestAgnoConformance(AdapterConformance):

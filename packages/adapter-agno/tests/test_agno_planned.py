@@ -17,7 +17,7 @@ from agno.tools.function import Function
 from agno_drive import ScriptedModel
 
 from agent_saga import MemoryWAL
-from agent_saga.testing.planned import CALLS, Desk, check_ran_once, check_redeemed, run_ahead
+from agent_saga.testing import CALLS, Desk, check_ran_once, check_redeemed, run_ahead
 
 ONE_RESPONSE: list[Any] = [list(CALLS)]
 

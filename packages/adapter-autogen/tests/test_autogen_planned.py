@@ -20,15 +20,7 @@ from autogen_drive import MODEL_INFO
 from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import (
-    CALLS,
-    TOUCHES,
-    Desk,
-    check_ran_once,
-    check_redeemed,
-    records,
-    run_ahead,
-)
+from agent_saga.testing import CALLS, TOUCHES, Desk, check_ran_once, check_redeemed, records, run_ahead
 
 
 def wrapped(desk: Desk) -> list[FunctionTool]:

@@ -15,7 +15,7 @@ from crewai.tools import tool
 from pydantic import Field
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
+from agent_saga.testing import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 class OneResponse(BaseLLM):

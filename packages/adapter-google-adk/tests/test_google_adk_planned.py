@@ -20,7 +20,7 @@ from google_adk_drive import session
 from pydantic import Field
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
+from agent_saga.testing import CALLS, Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[FunctionTool]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent_saga.testing.examples import assert_trip_undone
+from agent_saga.testing import assert_trip_undone
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

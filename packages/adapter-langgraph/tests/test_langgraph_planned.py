@@ -13,7 +13,7 @@ from langchain_core.tools import StructuredTool
 from langgraph_drive import ScriptedModel, agent_graph
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
+from agent_saga.testing import CALLS, Desk, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:

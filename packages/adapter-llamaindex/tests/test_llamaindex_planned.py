@@ -15,7 +15,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, run_ahead
+from agent_saga.testing import CALLS, Desk, check_redeemed, run_ahead
 
 # llama-index-workflows walks the agent with inspect.getmembers(), which touches pydantic's
 # deprecated __fields__ / model_fields accessors. That is the framework's warning, not ours.

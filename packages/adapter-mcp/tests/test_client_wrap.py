@@ -15,8 +15,8 @@ from agent_saga_mcp import MCP_MAJOR, ToolErrorResult, wrap_session, wrap_tool
 from conftest import World, error_flag
 
 from agent_saga import ActionSemantics, Compensation, RetryPolicy, Saga, SagaAborted, StepOptions, saga_scope
-from agent_saga.engine.options import option_names
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
+from agent_saga.engine.step_options import option_names
 from agent_saga.errors import BoundaryRequired
 from agent_saga.log import MemoryWAL
 from agent_saga.plugins import PolicyError, ToolNotClassified

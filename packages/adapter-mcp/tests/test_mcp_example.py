@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga.testing.examples import assert_trip_undone
+from agent_saga.testing import assert_trip_undone
 
 
 @pytest.mark.skipif(metadata.version("mcp").startswith("1."), reason="the example is written for mcp 2.x "

@@ -3,7 +3,7 @@
 The MCP SDK's own client sends two bookings and a quote without waiting for any answer; the
 quote fails once both bookings are running on the server; the client then calls
 ``saga_rollback`` (``--boundary explicit``). The orderings are forced as in
-``agent_saga.testing.parallel``: each booking waits, on the server, for a record in the
+``agent_saga.testing._parallel``: each booking waits, on the server, for a record in the
 proxy's log before it books (``servers/parallel_mcp_server.py``). Each run then checks the
 server's own ledger (every booking cancelled), what the client was told (``clean`` only when
 nothing stands), the log (every commit followed by its compensation) and that a recovery
@@ -27,8 +27,8 @@ from conftest import McpError, World, connect, error_flag
 from agent_saga.log import read_records
 from agent_saga.log.file import FileWAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.testing.parallel import Verdict, log_problems, position, settled_as_they_landed, stress
-from agent_saga.testing.shared import left_standing
+from agent_saga.testing._parallel import Verdict, log_problems, position, settled_as_they_landed, stress
+from agent_saga.testing._shared import left_standing
 
 pytestmark = pytest.mark.slow
 

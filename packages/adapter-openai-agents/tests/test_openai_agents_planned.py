@@ -10,7 +10,7 @@ from agents import Agent, FunctionTool, RunHooks, function_tool, set_tracing_dis
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_redeemed, run_ahead
+from agent_saga.testing import Desk, check_redeemed, run_ahead
 
 set_tracing_disabled(True)
 

@@ -29,7 +29,7 @@ from agent_saga import (
     saga_scope,
     unpatch_all,
 )
-from agent_saga.testing.examples import assert_trip_undone
+from agent_saga.testing import assert_trip_undone
 
 DONE: list[str] = []
 

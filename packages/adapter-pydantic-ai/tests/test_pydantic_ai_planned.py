@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import Desk, check_ran_once, check_redeemed, run_ahead
+from agent_saga.testing import Desk, check_ran_once, check_redeemed, run_ahead
 
 needs_run_capabilities = pytest.mark.skipif(
     not _compat.RUN_TAKES_CAPABILITIES,

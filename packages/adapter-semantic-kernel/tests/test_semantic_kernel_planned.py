@@ -17,7 +17,7 @@ from semantic_kernel.functions import KernelPlugin
 from sk_drive import PLUGIN, ScriptedChat, kernel_tool
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, Desk, check_redeemed, records, run_ahead
+from agent_saga.testing import CALLS, Desk, check_redeemed, records, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:

@@ -11,7 +11,7 @@ from strands.hooks import HookProvider, HookRegistry, MessageAddedEvent
 from strands_drive import agent
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.testing.planned import CALLS, TOUCHES, Desk, check_ran_once, check_redeemed, run_ahead
+from agent_saga.testing import CALLS, TOUCHES, Desk, check_ran_once, check_redeemed, run_ahead
 
 
 def wrapped(desk: Desk) -> list[Any]:

@@ -18,7 +18,7 @@ from vertex_drive import API_KEY, TOKEN, client, closing, config, function_respo
 import agent_saga
 from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, ToolFailed, compensator
 from agent_saga.plugins import ToolNotClassified
-from agent_saga.testing.examples import assert_trip_undone
+from agent_saga.testing import assert_trip_undone
 
 DONE: list[str] = []
 

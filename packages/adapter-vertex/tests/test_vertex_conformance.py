@@ -20,9 +20,9 @@ from vertex_drive import API_KEY, TOKEN, client, closing, config, function_respo
 
 import agent_saga
 from agent_saga.log.file import FileWAL
-from agent_saga.testing import AdapterConformance, Call
-from agent_saga.testing.conformance import THREE, apublish, awhereami, ledger, publish, reserve
-from agent_saga.testing.shared import undo_of
+from agent_saga.testing import AdapterConformance, Call, ledger
+from agent_saga.testing._conformance import THREE, apublish, awhereami, publish, reserve
+from agent_saga.testing._shared import undo_of
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ def approval_store(kind: str, tmp_path: Path) -> Iterator[Any]:
 
 def trusted_key(name: str = "risk@corp") -> Any:
     """A fresh approver key, trusted on this test's host (conftest moves the host under tmp_path)."""
-    from agent_saga.approvals.authority import SigningKey, trust_key
+    from agent_saga.approvals import SigningKey, trust_key
 
     key = SigningKey.generate(name)
     trust_key(key.public)

@@ -45,7 +45,9 @@ def _process_state() -> dict[str, Any]:
 def _switch_state() -> object:
     # The process-wide kill switch, breaker and limit store a verb could install (halt, resume):
     # a subprocess took them away at exit, an in-process call must not leave one behind.
-    from agent_saga.gate import breaker, stores, switch
+    from agent_saga.gate import _breaker as breaker
+    from agent_saga.gate import _stores as stores
+    from agent_saga.gate import _switch as switch
 
     return (switch._explicit, switch._env, breaker._breaker, stores._store)
 

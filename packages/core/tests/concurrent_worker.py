@@ -2,7 +2,7 @@
 
 usage: python concurrent_worker.py POINTS.json
 
-Each point names a shape (``agent_saga.proving.concurrent_shapes``), a directory (its log and
+Each point names a shape (``agent_saga.proving._concurrent_shapes``), a directory (its log and
 world) and an environment: $RECOVERY_CRASH_AT ("before:N" / "after:N": around the flush of the
 N-th record, as recovery_worker.CrashingWAL) or $RECOVERY_CRASH_EFFECT ("op:ref:before|after",
 inside an effect call, as recovery_world). The shape runs through ``run_concurrent`` with its
@@ -28,9 +28,9 @@ import recovery_worker
 import recovery_world as world
 from recovery_checks import env_for
 
-from agent_saga.proving.concurrent_run import ScheduledWAL, run_concurrent
-from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
-from agent_saga.proving.scheduler import Scheduler, park
+from agent_saga.proving._concurrent_run import ScheduledWAL, run_concurrent
+from agent_saga.proving._concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
+from agent_saga.proving._scheduler import Scheduler, park
 from agent_saga.recovery.escalations import EscalationQueue
 from agent_saga.registry import compensator
 from agent_saga.semantics import Compensation

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate import set_breaker, set_limit_store, set_switch
-from agent_saga.gate.approval import ApprovalDecision, ApprovalRequest
+from agent_saga.gate import ApprovalDecision, ApprovalRequest, set_breaker, set_limit_store, set_switch
 from agent_saga.semantics import ActionSemantics
 
 DEFAULT_REDIS = "redis://127.0.0.1:6399/0"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 def trusted_operator_key(directory: Path, name: str = "ops@example") -> Path:
     """A fresh operator key saved under ``directory``, trusted on this test's host; its file's path."""
-    from agent_saga.approvals.authority import SigningKey, trust_key
+    from agent_saga.approvals import SigningKey, trust_key
     from agent_saga.log.attestation import operator_keys_path
 
     key = SigningKey.generate(name)
@@ -23,6 +23,6 @@ def trusted_operator_key(directory: Path, name: str = "ops@example") -> Path:
 
 def untrusted_operator_key(directory: Path, name: str = "agent@example") -> Path:
     """A fresh key nobody trusted (what an agent could make for itself); its file's path."""
-    from agent_saga.approvals.authority import SigningKey
+    from agent_saga.approvals import SigningKey
 
     return SigningKey.generate(name).save(directory / f"{name}.key")

@@ -17,8 +17,7 @@ import pytest
 import repair_world as world
 
 from agent_saga import RecoveryDaemon, RepairRefused, RepairSession, Saga, SagaAborted, saga_scope
-from agent_saga.audit.certify import certify
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import certify, verify_records
 from agent_saga.log.base import WAL
 
 __all__ = ["LATER", "dead_onboarding", "later", "repair_world"]

@@ -37,8 +37,8 @@ from agent_saga import (
     saga_scope,
 )
 from agent_saga.adapter import Adapter, FrameworkUnsupported, ToolSpec, require_framework, signature_of
-from agent_saga.engine.options import option_names
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
+from agent_saga.engine.step_options import option_names
 from agent_saga.gate import Rule, arg_exceeds, tool_is
 from agent_saga.plugins.manager import plugins
 from agent_saga.toolspec import hold_back

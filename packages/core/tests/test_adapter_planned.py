@@ -14,7 +14,7 @@ from hypothesis_profiles import examples
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
 from agent_saga.adapter import Adapter, ToolSpec
-from agent_saga.runtime.leases import args_digest
+from agent_saga.runtime._speculation_leases import args_digest
 
 
 @dataclasses.dataclass

@@ -31,11 +31,9 @@ from agent_saga import (
     WebhookNotifier,
     saga_scope,
 )
-from agent_saga.approvals import RedisApprovalStore, Status, decide
-from agent_saga.approvals.errors import ApprovalExpired
-from agent_saga.approvals.notify import Notification
+from agent_saga.approvals import ApprovalExpired, Notification, RedisApprovalStore, Status, decide
 from agent_saga.audit import verify_log
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 
 
 def policy(timeout: float) -> ApprovalPolicy:

@@ -40,11 +40,19 @@ from agent_saga import (
     WebhookNotifier,
     saga_scope,
 )
-from agent_saga.approvals import ApprovalEntry, ConsoleNotifier, Status, decide
-from agent_saga.approvals.authority import SigningKey, TrustedKeys, default_trust_path, trust_key
-from agent_saga.approvals.entry import new_entry
-from agent_saga.approvals.notify import Notification
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.approvals import (
+    ApprovalEntry,
+    ConsoleNotifier,
+    Notification,
+    SigningKey,
+    Status,
+    TrustedKeys,
+    decide,
+    trust_key,
+)
+from agent_saga.approvals._authority import default_trust_path
+from agent_saga.approvals._entry import new_entry
+from agent_saga.gate import ApprovalRequest
 from agent_saga.gate.host import HOST_ROOT_ENV
 from agent_saga.redaction import REDACTED
 
@@ -241,7 +249,7 @@ def test_an_agent_running_as_another_user_cannot_trust_its_own_key_or_read_the_a
         assert sneaked.returncode == 3 and "Permission denied" in sneaked.stderr, sneaked.stderr
         stolen = agent.run("-c", f"open({str(root / 'operator' / 'approver.key')!r}).read()", env=agent_env)
         assert stolen.returncode != 0 and "PermissionError" in stolen.stderr
-        readable = agent.run("-c", "from agent_saga.approvals.authority import TrustedKeys; "
+        readable = agent.run("-c", "from agent_saga.approvals import TrustedKeys; "
                                    "print(len(TrustedKeys.load().keys))", env=agent_env)
         assert readable.stdout.strip() == "1", readable.stderr  # it can check signatures, not make them
 

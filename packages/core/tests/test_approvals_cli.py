@@ -13,8 +13,8 @@ from gate_support import req
 
 from agent_saga import FileApprovalStore
 from agent_saga.approvals import ApprovalEntry, Status
-from agent_saga.approvals.entry import new_entry
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.approvals._entry import new_entry
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import read_records
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI or another process

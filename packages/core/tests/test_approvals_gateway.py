@@ -36,10 +36,10 @@ from agent_saga import (
     saga_scope,
 )
 from agent_saga.approvals import ConsoleNotifier, RedisApprovalStore, Status, decide, request_id
-from agent_saga.approvals.evidence import log_key
-from agent_saga.approvals.gateway import CLAIM_GRACE
+from agent_saga.approvals._evidence import log_key
+from agent_saga.approvals._gateway import CLAIM_GRACE
 from agent_saga.audit import verify_log
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import read_records
 
 
@@ -368,7 +368,7 @@ def test_a_fresh_claim_by_another_writer_is_honoured_and_a_stale_one_is_not(
         seen = Counting.gets
         # The gateway has read the decision at least once since: it must have waited, not written.
         wait_for(lambda: Counting.gets >= seen + 2, "the gateway to observe the decision")
-        from agent_saga.approvals.evidence import decision_body, decision_type, mark_logged
+        from agent_saga.approvals._evidence import decision_body, decision_type, mark_logged
 
         wal.barrier(wal.append(decision_type(entry).value, entry.saga_id, decision_body(entry, "web"), entry.step))
         store.update(entry.id, mark_logged(key))
@@ -434,7 +434,7 @@ def test_the_example_in_the_approvals_guide_runs(hook: Hook, monkeypatch: pytest
 
 
 def test_a_restart_tells_a_level_whose_message_never_went_out(hook: Hook, wal: FileWAL, store: FileApprovalStore) -> None:
-    from agent_saga.approvals.entry import new_entry
+    from agent_saga.approvals._entry import new_entry
 
     # The first attempt took level 1's turn and died before delivering: the store says so.
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=1), "irreversible", "cannot be undone")

@@ -23,20 +23,17 @@ from agent_saga import ApprovalGateway, ApprovalPolicy, ConfigurationError, File
 from agent_saga.approvals import (
     ApprovalEntry,
     ApprovalNotAuthenticated,
+    PasskeyCredential,
     PasskeyCredentials,
     Status,
+    passkey_challenge,
     trust_passkey,
 )
-from agent_saga.approvals.entry import new_entry
-from agent_saga.approvals.passkey import (
-    PasskeyCredential,
-    default_passkeys_path,
-    passkey_challenge,
-    passkey_history,
-)
+from agent_saga.approvals._entry import new_entry
+from agent_saga.approvals._passkey import default_passkeys_path, passkey_history
 from agent_saga.cli.main import main
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 
 HAS_WEBAUTHN = importlib.util.find_spec("webauthn") is not None

@@ -31,14 +31,14 @@ from agent_saga.approvals import (
     ApprovalNotFound,
     ApprovalNotPending,
     RedisApprovalStore,
+    SigningKey,
     Status,
     decide,
     find,
     request_id,
 )
-from agent_saga.approvals.authority import SigningKey
-from agent_saga.approvals.entry import SHORT_ID, new_entry, short_ids
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.approvals._entry import SHORT_ID, new_entry, short_ids
+from agent_saga.gate import ApprovalRequest
 
 LEVELS = ((("@oncall",), 0.0),)
 
@@ -102,9 +102,9 @@ def test_update_of_a_missing_request_says_so(store: Any) -> None:
 _CHILD = """
 import os, sys, time
 from agent_saga.approvals import FileApprovalStore
-from agent_saga.approvals.entry import new_entry
+from agent_saga.approvals._entry import new_entry
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate._approval import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 go = sys.argv[2]
 while not os.path.exists(go):  # start together, to race for the create

@@ -179,7 +179,7 @@ def test_compaction_keeps_what_certify_needs(wal: FileWAL, operator_key: Path) -
 
 def test_an_unprotected_call_is_never_certified() -> None:
     from agent_saga import MemoryWAL, saga_scope
-    from agent_saga.audit.certify import certify
+    from agent_saga.audit import certify
 
     wal = MemoryWAL()
     with saga_scope(wal) as s:

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from agent_saga import FileWAL, audit_root, build_disclosure, verify_disclosure
-from agent_saga.audit.disclosure import LEAF_DOMAIN, DisclosureProof, record_leaf
-from agent_saga.audit.merkle import leaf_hash, tree_root
+from agent_saga.audit import DisclosureProof
+from agent_saga.audit._disclosure import LEAF_DOMAIN, record_leaf
+from agent_saga.audit._merkle import leaf_hash, tree_root
 from agent_saga.log import HEADER_FIELDS, canonical, read_records, redact_record
 
 

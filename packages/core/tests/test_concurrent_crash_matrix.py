@@ -38,7 +38,7 @@ from concurrent_worker import encode, ref, run_points  # registers the undo the 
 from recovery_checks import LEASE_TTL, chain_ok, read_log, recover_twice
 
 from agent_saga.audit import certify
-from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Slot, concurrent_shapes
+from agent_saga.proving._concurrent_shapes import ConcurrentShape, Face, Fate, Slot, concurrent_shapes
 from agent_saga.recovery import fold
 from agent_saga.recovery.escalations import queue_of
 from agent_saga.recovery.fold import StepView

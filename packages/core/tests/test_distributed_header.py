@@ -8,13 +8,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from agent_saga.distributed.header import (
-    LENGTH,
-    SagaContext,
-    SagaContextRefused,
-    parse_saga_context,
-    saga_hex,
-)
+from agent_saga.distributed import SagaContext, SagaContextRefused, parse_saga_context
+from agent_saga.distributed._header import LENGTH, saga_hex
 
 HEX = "0123456789abcdef"
 VALID = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{8}-[0-9a-f]{32}")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from agent_saga.distributed.header import SagaContext
-from agent_saga.distributed.ledger import Ledger
+from agent_saga.distributed import Ledger, SagaContext
 
 CONTEXT = SagaContext("ab" * 16, 1, "cd" * 16)
 

@@ -9,8 +9,8 @@ import pytest
 
 from agent_saga import compensator
 from agent_saga.adapter import carry
-from agent_saga.distributed.header import SagaContext
-from agent_saga.distributed.scope import RemoteStep, entered, install, remote_step
+from agent_saga.distributed import RemoteStep, SagaContext, remote_step
+from agent_saga.distributed._scope import entered, install
 from agent_saga.errors import ConfigurationError
 from agent_saga.plugins.manager import reset_plugins
 from agent_saga.registry import unregister

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_saga.distributed.header import SagaContext
-from agent_saga.distributed.token import MAX_TOKEN, TokenRefused, sign_token, signer_public, verify_token
+from agent_saga.distributed import SagaContext, TokenRefused, sign_token, verify_token
+from agent_saga.distributed._token import MAX_TOKEN, signer_public
 from agent_saga.notekeys import generate_signer
 
 SIGNER, VERIFIER = generate_signer("billing.test/tokens")

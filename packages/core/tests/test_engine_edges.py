@@ -28,7 +28,7 @@ from agent_saga import (
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.observe import StepEvent
 from agent_saga.engine.ports import add_lifecycle, lifecycles
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.semantics import ActionSemantics
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_saga.log import read_records
-from agent_saga.testing.examples import EXAMPLES
+from agent_saga.testing import EXAMPLES
 
 pytestmark = pytest.mark.slow  # a subprocess
 

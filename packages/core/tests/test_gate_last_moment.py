@@ -38,7 +38,7 @@ from agent_saga.approvals import decide
 from agent_saga.audit import certify_log, verify_log
 from agent_saga.engine.report import Outcome
 from agent_saga.gate import ApprovalDecision, FileSwitchStore, MemoryLimitStore, default_switch, set_switch
-from agent_saga.gate.switch import default_switch_path
+from agent_saga.gate._switch import default_switch_path
 from agent_saga.log import read_records
 from agent_saga.recovery import fold
 from agent_saga.registry import compensator, unregister

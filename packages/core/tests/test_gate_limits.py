@@ -25,9 +25,16 @@ from agent_saga import (
     combine,
     saga_scope,
 )
-from agent_saga.gate import MemoryLimitStore, Rule, arg_exceeds, semantics_is, set_limit_store, tool_is
-from agent_saga.gate.approval import ApprovalDecision
-from agent_saga.gate.stores import Charge
+from agent_saga.gate import (
+    ApprovalDecision,
+    MemoryLimitStore,
+    Rule,
+    arg_exceeds,
+    semantics_is,
+    set_limit_store,
+    tool_is,
+)
+from agent_saga.gate._stores import Charge
 
 C = ActionSemantics.COMPENSABLE
 

@@ -27,7 +27,7 @@ from hypothesis_profiles import examples
 from agent_saga import BreakerPolicy, BudgetLimit, CircuitBreaker, KillSwitch, PreFlightGate, StepRefused
 from agent_saga.cli.main import main
 from agent_saga.gate import MemoryLimitStore, RedisBreakerStore, RedisLimitStore, RedisSwitchStore, tool_is
-from agent_saga.gate.stores import Charge
+from agent_saga.gate._stores import Charge
 
 DEAD = "redis://127.0.0.1:{port}/0"
 

@@ -28,7 +28,7 @@ from agent_saga import (
 )
 from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore, MemoryLimitStore, SagaInfo, default_switch, set_switch
-from agent_saga.gate.switch import default_switch_path
+from agent_saga.gate._switch import default_switch_path
 from agent_saga.log import read_records
 
 pytestmark = pytest.mark.usefixtures("fresh_gate_globals")

@@ -24,9 +24,9 @@ from host_support import OtherUser, in_namespace, private_var_lib, require_root,
 
 from agent_saga import KillSwitch, MemoryWAL, PreFlightGate, StepRefused
 from agent_saga.cli.main import main
-from agent_saga.gate import DefaultGate, FileSwitchStore, default_switch, set_switch
+from agent_saga.gate import DefaultGate, FileSwitchStore, default_switch, set_switch, switch_posture
+from agent_saga.gate._switch import DEFAULT_POLL_INTERVAL, default_switch_path
 from agent_saga.gate.host import HOST_ROOT_ENV, config_dir, state_dir
-from agent_saga.gate.switch import DEFAULT_POLL_INTERVAL, default_switch_path, switch_posture
 from agent_saga.log import read_records
 
 HOST_SWITCH = "/var/lib/agent-saga/switch.json"

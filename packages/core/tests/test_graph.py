@@ -14,7 +14,7 @@ from viz_logs import write_mixed_log
 from agent_saga import FileWAL, SagaAborted, saga_scope
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
-from agent_saga.viz import build, to_dot, to_mermaid
+from agent_saga.ui import build, to_dot, to_mermaid
 
 MERMAID = Path(__file__).parent / "mermaid"
 

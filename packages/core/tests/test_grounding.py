@@ -19,13 +19,11 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import FileWAL, MemoryWAL, ground, saga_scope
-from agent_saga.audit.certify import certify_log
+from agent_saga.audit import certify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
-from agent_saga.runtime.broker import ContextBroker
-from agent_saga.runtime.grounding import ClaimStatus, GroundingReport, split_claims
-from agent_saga.viz.graph import to_dot, to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.runtime import ClaimStatus, ContextBroker, GroundingReport, split_claims
+from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
 RUNBOOK = (
     "Main line. The pressure limit is 4200 kPa for the main line; operators log every reading.\n\n"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga.approvals.authority import SigningKey, TrustedKeys, default_trust_path, trust_key
+from agent_saga.approvals import SigningKey, TrustedKeys, trust_key
+from agent_saga.approvals._authority import default_trust_path
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.attestation import OperatorKeys, operator_keys_path
 

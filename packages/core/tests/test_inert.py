@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 
 from agent_saga import Compensation, FileApprovalStore, FileWAL, SagaAborted, saga_scope
 from agent_saga.approvals import ApprovalEntry, Status
-from agent_saga.approvals.entry import new_entry
+from agent_saga.approvals._entry import new_entry
 from agent_saga.cli.main import main
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import read_records
 
 #: Cursor up, erase line, a right-to-left override, a zero-width space, a C1 CSI, a line separator.
@@ -174,7 +174,8 @@ def test_the_memo_attack_shows_the_escapes_and_the_signed_amount(tmp_path: Path)
     lines = out.stdout.splitlines()
     assert "        memo: \\x1b[1A\\x1b[2K amount: 80" in lines
     assert "        amount: 80000" in lines
-    from agent_saga.approvals.authority import TrustedKeys, action_digest
+    from agent_saga.approvals import TrustedKeys
+    from agent_saga.approvals._authority import action_digest
 
     # The digest shown is the one the gateway's verifier computes from its own copy of the request ...
     shown = re.search(r"signs action sha256:([0-9a-f]{64}) ", out.stdout)
@@ -198,9 +199,8 @@ def test_the_memo_attack_shows_the_escapes_and_the_signed_amount(tmp_path: Path)
 
 
 def test_the_reason_is_under_the_signature(tmp_path: Path) -> None:
-    from agent_saga.approvals.authority import TrustedKeys, action_digest
-    from agent_saga.approvals.decide import decide
-    from agent_saga.approvals.errors import ApprovalNotAuthenticated
+    from agent_saga.approvals import ApprovalNotAuthenticated, TrustedKeys, decide
+    from agent_saga.approvals._authority import action_digest
 
     key = trusted_key()
     store = FileApprovalStore(tmp_path / "approvals")
@@ -218,7 +218,7 @@ def test_the_reason_is_under_the_signature(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_signature_made_before_the_digest_still_counts_and_its_reason_shows_unsigned(tmp_path: Path) -> None:
-    from agent_saga.approvals import authority
+    from agent_saga.approvals import _authority as authority
 
     key = trusted_key()
     store = FileApprovalStore(tmp_path / "approvals")
@@ -238,7 +238,7 @@ def test_a_signature_made_before_the_digest_still_counts_and_its_reason_shows_un
 
 
 def test_notifications_show_the_escapes_and_the_digest(tmp_path: Path) -> None:
-    from agent_saga.approvals.notify import ConsoleNotifier, Notification, WebhookNotifier
+    from agent_saga.approvals import ConsoleNotifier, Notification, WebhookNotifier
 
     store = FileApprovalStore(tmp_path / "approvals")
     entry = _waiting(store, reason="why" + EVIL, memo=MEMO, amount=80000, **{"k" + EVIL: [EVIL]})
@@ -254,7 +254,7 @@ def test_notifications_show_the_escapes_and_the_digest(tmp_path: Path) -> None:
         assert _acting(text) == [], text
         assert "memo: \\x1b[1A\\x1b[2K amount: 80" in text and "amount: 80000" in text
         assert "why" + SHOWN in text and "@oncall" + SHOWN in text and f"k{SHOWN}: [" in text
-    from agent_saga.approvals.authority import action_digest
+    from agent_saga.approvals._authority import action_digest
 
     for text in (console.getvalue(), hook.bodies[0]["text"]):
         assert f"signs action sha256:{action_digest(entry)}" in text
@@ -294,8 +294,7 @@ def test_graph_labels_are_inert(tmp_path: Path, fmt: str, capsys: pytest.Capture
 def test_graphviz_draws_the_escapes_as_written(tmp_path: Path) -> None:
     import html
 
-    from agent_saga.viz.graph import to_dot
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import reconstruct, to_dot
 
     dot = to_dot(reconstruct(read_records(_evil_log(tmp_path / "e.wal"))))
     drawn = subprocess.run(["dot", "-Tsvg"], input=dot, capture_output=True, text=True, timeout=60, check=True)
@@ -305,9 +304,7 @@ def test_graphviz_draws_the_escapes_as_written(tmp_path: Path) -> None:
 
 
 def test_svgs_draw_the_escapes(tmp_path: Path) -> None:
-    from agent_saga.viz.animate import render_animation
-    from agent_saga.viz.fleet import render_fleet
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import reconstruct, render_animation, render_fleet
 
     sagas = reconstruct(read_records(_evil_log(tmp_path / "e.wal")))
     for svg in (render_animation(sagas[0]), render_fleet(sagas)):

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from agent_saga.audit.merkle import (
+from agent_saga.audit._merkle import (
     MerkleTree,
     leaf_hash,
     node_hash,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import ActionSemantics, FileWAL, call_with, compensator
-from agent_saga.audit.certify import certify_log
+from agent_saga.audit import certify_log
 from agent_saga.engine.saga import Saga
 from agent_saga.learning import build_corpus
 from agent_saga.log.chain import verify_file
@@ -30,10 +30,7 @@ from agent_saga.log.maintenance import settled_sagas
 from agent_saga.mesh import MeshError, merge
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
-from agent_saga.ui.runs import RunStore
-from agent_saga.ui.source import FileSource
-from agent_saga.viz.graph import to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.ui import FileSource, RunStore, reconstruct, to_mermaid
 
 C = ActionSemantics.COMPENSABLE
 UNDONE: list[int] = []

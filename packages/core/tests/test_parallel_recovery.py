@@ -17,7 +17,7 @@ import recovery_world as world
 from concurrent_worker import encode, run_points
 from recovery_checks import read_log, run_worker, wait_until_expired
 
-from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
+from agent_saga.proving._concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.escalations import queue_of
 

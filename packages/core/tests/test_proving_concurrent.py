@@ -18,15 +18,15 @@ from agent_saga import ConfigurationError
 from agent_saga.engine import saga as engine_saga
 from agent_saga.engine.state import SagaStatus
 from agent_saga.proving import ConcurrentReport, verify_concurrent_invariants
-from agent_saga.proving.concurrent_invariants import (
+from agent_saga.proving._concurrent_invariants import (
     CONCURRENT_INVARIANTS,
     EVERY_EFFECT,
     FENCE,
     check_concurrent,
     expected_concurrent,
 )
-from agent_saga.proving.concurrent_run import run_concurrent
-from agent_saga.proving.concurrent_shapes import (
+from agent_saga.proving._concurrent_run import run_concurrent
+from agent_saga.proving._concurrent_shapes import (
     ConcurrentShape,
     Face,
     Fate,

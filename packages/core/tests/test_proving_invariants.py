@@ -18,8 +18,8 @@ import pytest
 
 from agent_saga import ConfigurationError, RetryPolicy, RollbackReport, Saga, SagaAborted, saga_scope
 from agent_saga.proving import INVARIANTS, verify_rollback_invariants
-from agent_saga.proving.invariants import BOUNDED, HONEST_CLEAN, LIFO, ORPHANS, check, expected
-from agent_saga.proving.shapes import Failing, Shape, Undo, count, run_shape, shapes
+from agent_saga.proving._invariants import BOUNDED, HONEST_CLEAN, LIFO, ORPHANS, check, expected
+from agent_saga.proving._shapes import Failing, Shape, Undo, count, run_shape, shapes
 from agent_saga.semantics import Outcome
 
 W, R, N = Undo.WORKS, Undo.REFUSES, Undo.NONE

@@ -37,7 +37,7 @@ from agent_saga import (
     compensator,
 )
 from agent_saga.proving import FailureMode, InjectedFailure, RollbackProof, Verdict, prove_rollback
-from agent_saga.proving.proof import world_changes
+from agent_saga.proving._proof import world_changes
 from agent_saga.registry import unregister
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"

@@ -10,7 +10,7 @@ siblings. The rules then start sibling calls (each with a fate: commits, its und
 undo, NotApplied, lands and raises with or without an undo known before, or fenced before its
 call began), let a chosen one land, or (threads) record its outcome and stay in flight, fail the
 saga, let the grace run out, let the rollback go on, in whatever order Hypothesis picks. Every
-ordering is forced by the model checker's scheduler (``agent_saga.proving.scheduler``): the rule
+ordering is forced by the model checker's scheduler (``agent_saga.proving._scheduler``): the rule
 that lets an actor go waits until it has stopped again, so nothing runs between two rules.
 
 After every rule: nothing happened twice, a fenced call never ran, nothing was undone that had
@@ -37,10 +37,10 @@ from hypothesis_profiles import examples
 
 from agent_saga.errors import SagaClosed
 from agent_saga.log.records import RecordType as R
-from agent_saga.proving.concurrent_invariants import check_concurrent
-from agent_saga.proving.concurrent_run import LedgerWorld, Session, standing
-from agent_saga.proving.concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
-from agent_saga.proving.scheduler import BOUND
+from agent_saga.proving._concurrent_invariants import check_concurrent
+from agent_saga.proving._concurrent_run import LedgerWorld, Session, standing
+from agent_saga.proving._concurrent_shapes import ConcurrentShape, Face, Fate, Sibling, Slot
+from agent_saga.proving._scheduler import BOUND
 from agent_saga.semantics import Outcome
 
 MAIN = "main"

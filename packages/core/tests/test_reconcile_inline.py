@@ -24,7 +24,7 @@ from agent_saga import (
     saga_scope,
 )
 from agent_saga.credentials import CredentialError, credential_ref, set_credential_resolver
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.registry import from_recipe, unregister, unregister_reconciler
 
 FAST = ReconcilePolicy(delay=0, attempts=3, backoff=1, timeout=5)

@@ -47,7 +47,7 @@ from agent_saga import (
     SagaQuarantined,
     saga_scope,
 )
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.cli.main import main
 from agent_saga.gate import FileSwitchStore
 from agent_saga.log import read_records
@@ -366,9 +366,7 @@ def test_cli_refusal_is_a_finding(gone: tuple[Path, str], capsys: pytest.Capture
 async def test_graph_viz_and_ui_draw_the_repair_inert(wal: FileWAL) -> None:
     from test_ui_server import api, serving
 
-    from agent_saga.ui import FileSource
-    from agent_saga.viz import to_dot, to_mermaid
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import FileSource, reconstruct, to_dot, to_mermaid
 
     saga_id = await dead_onboarding(wal)
     session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)

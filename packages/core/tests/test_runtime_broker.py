@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from agent_saga.runtime.broker import ContextBroker, Receipt, ReceiptBroken, SummaryRefused
+from agent_saga.runtime import ContextBroker, Receipt, ReceiptBroken, SummaryRefused
 
 INVOICE = (
     "ACME Corp. Invoice 17.\n\n"
@@ -123,7 +123,7 @@ def test_a_summary_on_a_broken_receipt_is_refused_and_a_live_one_can_break() -> 
 
 
 def test_a_receipt_for_any_range_resolves_while_its_characters_hash_the_same() -> None:
-    from agent_saga.runtime.broker import span_hash
+    from agent_saga.runtime._broker import span_hash
 
     broker = ContextBroker()
     broker.add_document("invoice-17", INVOICE)

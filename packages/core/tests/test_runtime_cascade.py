@@ -35,8 +35,7 @@ from agent_saga.audit import certify_log, verify_log
 from agent_saga.log import read_records
 from agent_saga.recovery import fold
 from agent_saga.runtime import Verdict
-from agent_saga.viz import to_dot, to_mermaid
-from agent_saga.viz.model import reconstruct
+from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
 TOOLS = ["send_email", "lookup_customer"]
 
@@ -172,7 +171,7 @@ async def test_all_of_passes_only_when_every_verifier_passes_and_names_every_fau
 
 
 async def _judge(verifier: Any, answer: TierAnswer) -> Verdict:
-    from agent_saga.runtime.verifiers import judge
+    from agent_saga.runtime._verifiers import judge
 
     return await judge(verifier, answer)
 
@@ -329,7 +328,7 @@ async def test_any_ladder_returns_the_first_verified_answer_or_raises(spec: list
 
 def test_the_record_body_is_json_the_log_can_hold() -> None:
     # A reason with a lone surrogate (a model can write one) is stored escaped, not refused.
-    from agent_saga.runtime.cascade import Attempt
+    from agent_saga.runtime import Attempt
 
     entry = Attempt("t", 1, 0.1, False, "bad \udc80", TierAnswer("x\udc80")).as_record()
     from agent_saga.log.encodable import encodable

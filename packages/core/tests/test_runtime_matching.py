@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_saga.runtime.matching import as_number, numbers_in, quotes_in, value_in_text
+from agent_saga.runtime import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._matching import as_number
 
 
 def _grouped(n: int, sep: str) -> str:

@@ -1,6 +1,6 @@
 """OpenAICompatibleTier through the real openai SDK, against a local server that speaks Chat Completions.
 
-The server (agent_saga.testing.chat_server) keeps every request, so these tests assert
+The server (agent_saga.testing._chat_server) keeps every request, so these tests assert
 what the SDK actually sent: the model, the messages (with the cascade's feedback on
 escalation), the tools and the Authorization header.
 """
@@ -20,7 +20,7 @@ from agent_saga import (
     tools_must_exist,
 )
 from agent_saga.credentials import CredentialError, credential_ref, set_credential_resolver
-from agent_saga.testing.chat_server import ChatServer, Reply
+from agent_saga.testing import ChatServer, Reply
 
 # A local HTTP server, and the SDK runs `uname -p` for its platform headers: not for the fast lane.
 pytestmark = pytest.mark.slow

@@ -22,8 +22,7 @@ from agent_saga import (
 )
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
-from agent_saga.ui import FileSource, make_server
-from agent_saga.viz import build, to_dot, to_mermaid
+from agent_saga.ui import FileSource, build, make_server, to_dot, to_mermaid
 
 DOC = "Invoice 17.\n\nTotal due: 4,200.00 EUR.\n\nPay by 2026-12-01."
 REASON = "argument 'amount' must be SOURCED or higher, verified MODEL: untagged (a value nobody tagged is the model's)"

@@ -23,7 +23,7 @@ from agent_saga import (
     ThrashPolicy,
     saga_scope,
 )
-from agent_saga.audit.verify import verify_log
+from agent_saga.audit import verify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
 from agent_saga.registry import compensator
@@ -345,8 +345,7 @@ def test_agent_saga_graph_shows_each_verdict_inert(wal: Any, tmp_path: Path) -> 
 
 
 def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
-    from agent_saga.ui import WALSource
-    from agent_saga.ui.runs import RunStore
+    from agent_saga.ui import RunStore, WALSource
 
     _verdict_log(wal)
     store = RunStore(WALSource(wal))
@@ -364,8 +363,7 @@ def test_the_flight_recorder_shows_each_verdict_on_its_step(wal: Any) -> None:
 def test_the_replay_shows_each_verdict_on_its_step_as_the_run_does(wal: Any) -> None:
     # the paged replay builds its steps with graph_step() from the fold, record by record: the
     # note must come from the fold too, or the replay and the run's own view would disagree
-    from agent_saga.ui import WALSource
-    from agent_saga.ui.runs import RunStore
+    from agent_saga.ui import RunStore, WALSource
 
     _verdict_log(wal)
     store = RunStore(WALSource(wal))

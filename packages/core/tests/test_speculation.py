@@ -43,11 +43,9 @@ from agent_saga import (
     tool,
     tools_must_exist,
 )
-from agent_saga.gate import DefaultGate, FileSwitchStore, Rule, StepRequest, tool_is
-from agent_saga.gate.rules import Action
-from agent_saga.runtime import Prediction, SpeculationLease
-from agent_saga.runtime.leases import LeaseSigner, args_digest
-from agent_saga.runtime.provenance import user_value
+from agent_saga.gate import Action, DefaultGate, FileSwitchStore, Rule, StepRequest, tool_is
+from agent_saga.runtime import Prediction, SpeculationLease, user_value
+from agent_saga.runtime._speculation_leases import LeaseSigner, args_digest
 from agent_saga.semantics import ActionSemantics
 
 

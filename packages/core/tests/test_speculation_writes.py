@@ -45,7 +45,7 @@ from agent_saga import (
     tool,
 )
 from agent_saga.context import use_saga
-from agent_saga.runtime.provenance import user_value
+from agent_saga.runtime import user_value
 
 WAIT = 30  # seconds: a bound on a wait that a correct run ends at once, never a pause
 

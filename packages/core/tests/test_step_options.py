@@ -27,9 +27,9 @@ from agent_saga import (
     saga_scope,
     tool,
 )
-from agent_saga.engine.options import StepKwargs, option_names
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.saga import Saga
+from agent_saga.engine.step_options import StepKwargs, option_names
 from agent_saga.redaction import REDACTED
 from agent_saga.toolspec import ToolSpec
 

@@ -188,8 +188,8 @@ def test_no_picture_or_ui_view_shows_a_recorded_result(tmp_path: Path) -> None:
     of them can print one un-inerted); only replay serves them, and the corpus gives their shape."""
     from cli_support import run_cli
 
-    from agent_saga.ui.runs import _step_detail
-    from agent_saga.viz import reconstruct, render_animation, render_outcomes, to_dot, to_mermaid
+    from agent_saga.ui import reconstruct, render_animation, render_outcomes, to_dot, to_mermaid
+    from agent_saga.ui._runs import _step_detail
 
     path = tmp_path / "a.wal"
     marker = "RESULT-MARKER\x1b[31m"

@@ -14,11 +14,10 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga.log.records import Record
-from agent_saga.ui import runs as runs_module
-from agent_saga.ui.runs import RunStore, _step_state
-from agent_saga.ui.source import Poll
-from agent_saga.viz.model import reconstruct
-from agent_saga.viz.replay import Replay
+from agent_saga.ui import Poll, RunStore, reconstruct
+from agent_saga.ui import _runs as runs_module
+from agent_saga.ui._frames import Replay
+from agent_saga.ui._runs import _step_state
 
 SAGA = "ab" * 16
 

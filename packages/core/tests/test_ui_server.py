@@ -344,7 +344,7 @@ def test_any_wal_plugs_in_through_its_records(tmp_path: Path) -> None:
     ("password", "redacted"), ("X-Api-Key", "redacted"),
 ])
 def test_argument_kinds(name: str, kind: str) -> None:
-    from agent_saga.ui.runs import _arguments
+    from agent_saga.ui._runs import _arguments
 
     assert _arguments({name: "v"})[0]["kind"] == kind
 

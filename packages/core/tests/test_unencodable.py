@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import Compensation, FileWAL, SagaAborted, StepRefused, WALRefused, compensator, saga_scope
-from agent_saga.audit.verify import verify_log
+from agent_saga.audit import verify_log
 from agent_saga.log.codec import seal
 from agent_saga.log.encodable import encodable, unencodable
 from agent_saga.log.group import Entry, GroupCommitWAL

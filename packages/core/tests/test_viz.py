@@ -16,9 +16,17 @@ from viz_logs import DEMO_TOOLS, write_mixed_log
 
 from agent_saga import FileWAL
 from agent_saga.log import read_records
-from agent_saga.viz import THEMES, reconstruct, render_animation, render_fleet, render_outcomes, to_mermaid
-from agent_saga.viz.model import GraphSaga, GraphStep
-from agent_saga.viz.outcomes import MIN_OBSERVATIONS
+from agent_saga.ui import (
+    THEMES,
+    GraphSaga,
+    GraphStep,
+    reconstruct,
+    render_animation,
+    render_fleet,
+    render_outcomes,
+    to_mermaid,
+)
+from agent_saga.ui._outcomes import MIN_OBSERVATIONS
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -119,7 +127,7 @@ def test_one_changed_digit_draws_broken_and_the_original_does_not(demo_log: Path
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_changed_digit_anywhere_is_drawn_broken(demo_log: Path, data: st.DataObject) -> None:
-    from agent_saga.viz.chain import render_chain_bytes
+    from agent_saga.ui import render_chain_bytes
 
     raw = demo_log.read_bytes()
     digits = [m.start() for m in re.finditer(rb"[0-9]", raw)]
@@ -130,7 +138,8 @@ def test_any_changed_digit_anywhere_is_drawn_broken(demo_log: Path, data: st.Dat
 
 
 def test_a_cropped_chain_keeps_every_break(tmp_path: Path) -> None:
-    from agent_saga.viz.chain import MAX_ROWS, render_chain_bytes
+    from agent_saga.ui import render_chain_bytes
+    from agent_saga.ui._chain_picture import MAX_ROWS
 
     path = tmp_path / "long.wal"
     wal = FileWAL(path)
@@ -151,7 +160,7 @@ def test_a_cropped_chain_keeps_every_break(tmp_path: Path) -> None:
 
 
 def test_unchained_and_partly_chained_logs_are_never_called_intact(tmp_path: Path) -> None:
-    from agent_saga.viz.chain import render_chain_bytes
+    from agent_saga.ui import render_chain_bytes
 
     wal = FileWAL(tmp_path / "plain.wal", chain=False)
     wal.append("SAGA_STARTED", "s1", {"name": "x"})

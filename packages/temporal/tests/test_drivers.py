@@ -16,7 +16,7 @@ from temporalio.client import Client
 
 from agent_saga import ConfigurationError, OpenAICompatibleTier
 from agent_saga.credentials import credential_ref, set_credential_resolver
-from agent_saga.testing.chat_server import ChatServer, Reply
+from agent_saga.testing import ChatServer, Reply
 
 OPTIONS = allowed_options(checkout_job(), ["reserve_inventory"])
 

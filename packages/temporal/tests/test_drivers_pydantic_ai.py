@@ -37,7 +37,7 @@ from pydantic_ai.models.test import TestModel
 from temporalio.client import Client
 
 from agent_saga import ConfigurationError
-from agent_saga.testing.chat_server import ChatServer, Reply
+from agent_saga.testing import ChatServer, Reply
 
 OPTIONS = allowed_options(checkout_job(), ["reserve_inventory"])
 KEY = "sk-or-test-Jq2f8"

@@ -119,6 +119,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import TierAnswer as TierAnswer
     from agent_saga.runtime import ToolCall as ToolCall
     from agent_saga.runtime import all_of as all_of
+    from agent_saga.runtime import cascade as cascade
     from agent_saga.runtime import derived as derived
     from agent_saga.runtime import ground as ground
     from agent_saga.runtime import grounded as grounded
@@ -127,7 +128,6 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.runtime import sourced as sourced
     from agent_saga.runtime import tools_must_exist as tools_must_exist
     from agent_saga.runtime import user_value as user_value
-    from agent_saga.runtime.cascade import cascade as cascade
     from agent_saga.semantics import ActionSemantics as ActionSemantics
     from agent_saga.semantics import Compensation as Compensation
     from agent_saga.semantics import Observation as Observation
@@ -160,7 +160,7 @@ _PUBLIC: dict[str, str] = {
     "by_arg": "agent_saga.gate",
     "by_tool": "agent_saga.gate",
     "call_with": "agent_saga.registry",
-    "cascade": "agent_saga.runtime.cascade",  # from its module: mypy reads agent_saga.runtime.cascade as the module
+    "cascade": "agent_saga.runtime",
     "CascadeExhausted": "agent_saga.runtime",
     "CascadeResult": "agent_saga.runtime",
     "CircuitBreaker": "agent_saga.gate",
@@ -270,15 +270,16 @@ _PUBLIC: dict[str, str] = {
 # (agent-saga halt ...); PreFlightGate adds policy on top. See docs/GATE.md.
 # ... and holds a lease while it runs, so a recovery daemon can tell a live saga from a dead
 # one, on a file log and on a Postgres or Redis log (docs/FLEET.md). Installed before the
-# first saga starts (agent_saga/boot.py), not at import.
-_boot.defer("agent_saga.gate.gate", "install_default_gate")
+# first saga starts (agent_saga/boot.py), not at import. The kill switch is the gate wing's: the
+# kernel run without its wings (tests/test_kernel_alone.py) has no default gate.
+_boot.defer("agent_saga.gate._gate", "install_default_gate", wing="agent_saga.gate")
 _boot.defer("agent_saga.recovery.lease", "install_leases")
 _boot.defer("agent_saga.recovery.server_leases", "install_server_leases")
 
 # Names that need an extra, imported on first use so that ``import agent_saga`` never
 # imports FastAPI or OpenTelemetry; without the extra the import error names it. They
 # are not in ``__all__``: ``from agent_saga import *`` would fail without the extra.
-_EXTRAS = {"saga_lifespan": "agent_saga.service.lifespan", "setup_telemetry": "agent_saga.observability.telemetry"}
+_EXTRAS = {"saga_lifespan": "agent_saga.service._lifespan", "setup_telemetry": "agent_saga.observability._telemetry"}
 
 # Names that 2.x exported here and 3.0 keeps in a sub-namespace only: the top level holds
 # what a user of the quickstart needs, each sub-namespace the rest of its subject. A stale

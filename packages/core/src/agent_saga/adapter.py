@@ -58,11 +58,11 @@ import functools
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, Unpack, cast
+from typing import Any, ClassVar, TypeVar, Unpack, cast
 
 from agent_saga.context import Boundary, current_saga
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal, split_saga_options
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.log.base import WAL
 from agent_saga.plugins import support
 from agent_saga.plugins.config import PatchConfig
@@ -72,9 +72,6 @@ from agent_saga.plugins.patching import Patches
 from agent_saga.plugins.propagation import carry
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import SPEC_ATTR, ToolSpec, signature_of
-
-if TYPE_CHECKING:
-    from agent_saga.runtime.leases import SpeculationLease
 
 __all__ = [
     "SPEC_ATTR",
@@ -290,22 +287,24 @@ class Adapter(abc.ABC):
         saga = current_saga()
         return saga is not None and saga.speculation is not None
 
-    def planned(self, calls: Iterable[tuple[str, Any]]) -> list[SpeculationLease]:
+    def planned(self, calls: Iterable[tuple[str, Any]]) -> list[Any]:
         """The tool calls of one model response, named before the framework runs them.
 
         ``calls``: ``(tool name, arguments)`` pairs, the arguments as the framework holds
         them: a mapping, or the model's JSON text of an object (a call whose text is not
         one is skipped: there is no call to guess). With a Speculator attached to the
         current saga, the REVERSIBLE ones it was given and the gate allows run ahead now
-        (:func:`~agent_saga.planned_calls`); the leases of those that started are
-        returned. With none attached it returns ``[]`` without reading ``calls``.
+        (:func:`~agent_saga.planned_calls`); the leases of those that started
+        (``agent_saga.runtime.SpeculationLease``) are returned. With none attached it
+        returns ``[]`` without reading ``calls``. The speculator is reached through the
+        saga's ``SpeculationPort``, so the kit imports nothing of the runtime.
         """
-        if not self.speculating():  # the only cost when nothing speculates
+        saga = current_saga()
+        speculator = saga.speculation if saga is not None else None
+        if speculator is None:  # the only cost when nothing speculates
             return []
-        from agent_saga.runtime.speculation import planned_calls  # here: an adapter's import stays light
-
         named = [(name, args) for name, raw in calls if (args := _planned_args(raw)) is not None]
-        return planned_calls(named)
+        return speculator.plan(named)
 
     def steps(self, tools: Iterable[Any]) -> list[Callable[..., Any]]:
         """The step functions behind tools from :meth:`wrap_tool`: what a Speculator is given.

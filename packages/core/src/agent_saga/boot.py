@@ -14,16 +14,22 @@ import _thread  # not threading: this module is imported by ``import agent_saga`
 
 __all__ = ["defer", "ensure"]
 
-_pending: list[tuple[str, str]] = []
+_pending: list[tuple[str, str, str | None]] = []
 _lock = _thread.RLock()
 _running = False
 
 
-def defer(module: str, function: str) -> None:
-    """Have :func:`ensure` call ``module.function()`` (once) before the first saga."""
+def defer(module: str, function: str, *, wing: str | None = None) -> None:
+    """Have :func:`ensure` call ``module.function()`` (once) before the first saga.
+
+    ``wing``: the package ``module`` belongs to, when it is a wing rather than the kernel.
+    The kernel runs without its wings (a test blocks them all), so when that package
+    itself cannot be found, there is nothing of it to install and the call is skipped;
+    any other failure to import ``module`` is raised as before.
+    """
     with _lock:
-        if (module, function) not in _pending:
-            _pending.append((module, function))
+        if not any(entry[:2] == (module, function) for entry in _pending):
+            _pending.append((module, function, wing))
 
 
 def ensure() -> None:
@@ -39,8 +45,14 @@ def ensure() -> None:
         _running = True
         try:
             while _pending:
-                module, function = _pending[0]
-                getattr(import_module(module), function)()
+                module, function, wing = _pending[0]
+                try:
+                    installer = getattr(import_module(module), function)
+                except ModuleNotFoundError as missing:
+                    if wing is None or missing.name != wing:
+                        raise
+                else:
+                    installer()
                 del _pending[0]  # only once it ran: a failed install is tried again next time
         finally:
             _running = False

@@ -20,13 +20,13 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
 from agent_saga import boot
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.saga import Saga, SagaStatus, Step
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
 from agent_saga.engine.served import replaying
 from agent_saga.engine.snapshot import SnapshotStore
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.errors import SagaQuarantined, ToolFailed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, Unpack, overload
 
 from agent_saga.context import Boundary
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.errors import ConfigurationError
 from agent_saga.semantics import ActionSemantics
 from agent_saga.toolspec import ToolSpec

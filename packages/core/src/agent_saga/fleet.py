@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from typing import Any, Unpack
 
 from agent_saga.context import Boundary, current_saga, use_saga
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.errors import BoundaryRequired, CompensationError, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import CompensationFactory, handler_name, inverse_for, is_prebound, registered

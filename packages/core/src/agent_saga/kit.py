@@ -12,9 +12,9 @@ from typing import Any, Unpack
 
 from agent_saga._version import __version__
 from agent_saga.context import Boundary
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
 from agent_saga.registry import inverse_for

@@ -3,9 +3,11 @@
 ``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` signs; ``<name>+<id>+<base64(0x01 ||
 public key)>`` verifies; the id is the first 4 bytes of SHA-256(name || 0x0A || 0x01 ||
 public key). Signed checkpoints (``audit.signing``) and signed approval decisions
-(``approvals.authority``) both use these keys, so the format lives here, once, below both;
+(``approvals._authority``) both use these keys, so the format lives here, once, below both;
 so does :func:`read_host_list`, the one reader of the host's trust lists (approver keys,
-operator keys, passkeys), which the log's attestation check needs as much as approvals do.
+operator keys, passkeys), which the log's attestation check needs as much as approvals do;
+and :func:`approver_name`, the rule for the name a key is held by, which an operator's repair
+(``recovery``) applies as much as an approval does.
 Needs ``cryptography``, imported on use.
 """
 
@@ -16,14 +18,17 @@ import binascii
 import hashlib
 import os
 import stat
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agent_saga.errors import ConfigurationError
 from agent_saga.install import pip_install
 
 __all__ = [
-    "ED25519", "check_name", "ed25519", "generate_signer", "key_id", "key_material", "read_host_list", "verifier_keys",
+    "ANONYMOUS", "ED25519", "approver_name", "check_name", "ed25519", "generate_signer", "key_id", "key_material",
+    "read_host_list", "verifier_keys",
 ]
 
 #: The signature-type byte of an Ed25519 key in this format.
@@ -109,3 +114,31 @@ def read_host_list(file: Path, what: str) -> str | None:
                 f"(mode {stat.S_IMODE(mode):o}), so anyone could add to them; chmod go-w {place}"
             )
     return text
+
+
+ANONYMOUS = (
+    "a decision needs a named approver (--approver WHO): an anonymous approval proves nothing "
+    "about who let the action through, and proving that is the only thing the record is for"
+)
+_HIDDEN = ("Cc", "Cf")  # control and format characters: zero-width spaces and joiners, BOMs, bidi overrides
+
+
+def approver_name(value: object) -> str:
+    """``value`` as an approver's name; ConfigurationError if it is blank or hides characters.
+
+    Blank includes whitespace and invisible characters only (U+200B..U+200D,
+    U+2060, U+FEFF...): a name nobody can read names nobody. A name with such a
+    character inside it is refused too, since it reads as someone it is not.
+    """
+    if not isinstance(value, str) or not any(
+        not c.isspace() and unicodedata.category(c) not in _HIDDEN for c in value
+    ):
+        raise ConfigurationError(ANONYMOUS)
+    name = value.strip()
+    hidden = sorted({f"U+{ord(c):04X}" for c in name if unicodedata.category(c) in _HIDDEN})
+    if hidden:
+        raise ConfigurationError(
+            f"approver {name!r} contains invisible or control characters ({', '.join(hidden)}): "
+            "give the name exactly as people read it"
+        )
+    return name

@@ -20,8 +20,8 @@ from types import CodeType
 from typing import Any, Unpack
 
 from agent_saga.context import current_saga
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.saga import Saga
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.engine.tagged import untag
 from agent_saga.errors import BoundaryRequired, CompensationError
 from agent_saga.semantics import ActionSemantics
@@ -233,7 +233,7 @@ class ToolSpec:
         saga = self._saga()
         if saga is None:
             return fn(*_plain(args), **_plain_kw(kwargs))  # no saga to police tags: the tool gets values
-        if saga.speculation is not None:  # a Speculator may hold this call's result (runtime/speculation.py)
+        if saga.speculation is not None:  # a Speculator may hold this call's result (runtime/_speculation.py)
             return saga.speculation.call_sync(saga, self, fn, args, kwargs)
         return saga.execute_sync(**self.step_kwargs(fn, args, kwargs))
 

@@ -231,7 +231,7 @@ def test_a_token_protected_server_works_from_its_printed_url(browser, page: Page
 
 def test_the_animation_fires_newest_first_and_respects_reduced_motion(browser, demo_log: Path,  # type: ignore[no-untyped-def]
                                                                      tmp_path: Path) -> None:
-    from agent_saga.viz import reconstruct, render_animation
+    from agent_saga.ui import reconstruct, render_animation
 
     saga = next(s for s in reconstruct(read_records(demo_log)) if s.name == "runaway-agent")
     svg = tmp_path / "a.svg"

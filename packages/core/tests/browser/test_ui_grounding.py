@@ -8,7 +8,7 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 from agent_saga import FileWAL, ground, saga_scope
-from agent_saga.runtime.broker import ContextBroker
+from agent_saga.runtime import ContextBroker
 from agent_saga.ui import UiServer
 
 

@@ -21,8 +21,7 @@ import pytest
 from servers import ThrowawayPostgres, ThrowawayRedis
 
 from agent_saga import ActionSemantics, SagaAborted, call_with, compensator, saga_scope
-from agent_saga.audit.certify import certify
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import certify, verify_records
 from agent_saga.log.resolve import open_log
 
 pytestmark = pytest.mark.slow

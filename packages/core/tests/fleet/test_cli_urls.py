@@ -120,9 +120,9 @@ def test_recording_verbs_write_to_a_server_log_and_resolve_saga_ids_against_it(u
     import time
 
     from agent_saga import FileApprovalStore
-    from agent_saga.approvals.entry import new_entry
+    from agent_saga.approvals._entry import new_entry
     from agent_saga.engine.ports import StepRequest
-    from agent_saga.gate.approval import ApprovalRequest
+    from agent_saga.gate import ApprovalRequest
     from agent_saga.log.server import LogNotFound
 
     with open_log(url) as wal:

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga.audit.certify import certify
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import certify, verify_records
 from agent_saga.log.resolve import open_log
 
 HERE = Path(__file__).parent

@@ -26,7 +26,7 @@ import pytest
 from servers import _wait
 from tcp_proxy import TcpProxy
 
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.log.postgres import PostgresWAL
 
 

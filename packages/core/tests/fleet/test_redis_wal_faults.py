@@ -25,7 +25,7 @@ from resp_proxy import RespProxy
 from servers import ThrowawayRedis
 
 from agent_saga import WALError
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.log.redis import RedisWAL
 
 MULTI = b"*1\r\n$5\r\nMULTI\r\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 
 TESTS = Path(__file__).parent.parent
 sys.path.insert(0, str(TESTS))

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga import ActionSemantics, Compensation, RecoveryDaemon, saga_scope
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 from agent_saga.log.resolve import open_log
 
 C = ActionSemantics.COMPENSABLE

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agent_saga import SagaAborted, StepRefused, WALRefused, saga_scope
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_records
 
 
 def test_an_unencodable_record_is_refused_and_the_batch_around_it_commits(server_wal: Any) -> None:

@@ -26,8 +26,7 @@ from agent_saga import (
     WALStalled,
     saga_scope,
 )
-from agent_saga.audit import verify_log
-from agent_saga.audit.verify import verify_records
+from agent_saga.audit import verify_log, verify_records
 from agent_saga.log import HEADER_FIELDS, read_records
 from agent_saga.log.crypto import AESGCMEncryptor, EncryptionKeyMissing, generate_key
 from agent_saga.log.maintenance import LogMaintenanceError
@@ -119,7 +118,7 @@ async def test_async_barriers_wait_for_their_commit(server_wal: Any) -> None:
 
 
 def test_a_real_saga_on_a_server_log_verifies_and_certifies(url: str) -> None:
-    from agent_saga.audit.certify import certify
+    from agent_saga.audit import certify
 
     with open_log(url) as wal:
         with saga_scope(wal, name="order") as s:

@@ -10,7 +10,7 @@ import pytest
 
 from agent_saga import default_wal, saga_scope
 from agent_saga.log.resolve import open_log
-from agent_saga.service.lifespan import SagaService
+from agent_saga.service import SagaService
 
 
 async def test_the_service_writes_to_and_recovers_from_a_server_log(url: str) -> None:

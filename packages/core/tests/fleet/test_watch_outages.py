@@ -23,7 +23,7 @@ import recovery_world as world
 from servers import ThrowawayPostgres, ThrowawayRedis
 
 from agent_saga.log.resolve import open_log
-from agent_saga.service.lifespan import SagaService
+from agent_saga.service import SagaService
 
 TESTS = Path(__file__).resolve().parents[1]
 

@@ -20,9 +20,9 @@ from approval_support import trusted_key
 from gate_support import req
 
 from agent_saga import ActionSemantics, Compensation, FileApprovalStore, FileWAL, SagaAborted, saga_scope
-from agent_saga.approvals.entry import new_entry
+from agent_saga.approvals._entry import new_entry
 from agent_saga.cli.main import main
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.log import set_default_wal
 from agent_saga.log.default import default_wal
 from agent_saga.log.postgres import PostgresWAL

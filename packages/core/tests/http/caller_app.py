@@ -11,7 +11,7 @@ from fastapi import FastAPI, HTTPException
 
 from agent_saga import SagaAborted, saga_lifespan, saga_scope
 from agent_saga.distributed import SagaTransport, trust_service
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 
 BILLING = os.environ["BILLING_URL"]
 trust_service("billing", BILLING, [os.environ["BILLING_VERIFIER"]])

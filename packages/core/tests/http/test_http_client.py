@@ -14,9 +14,9 @@ from agent_saga.distributed import (
     SagaTransport,
     forget_services,
     parse_saga_context,
+    sign_token,
     trust_service,
 )
-from agent_saga.distributed.token import sign_token
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import MemoryWAL
 from agent_saga.notekeys import generate_signer

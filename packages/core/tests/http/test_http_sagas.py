@@ -22,8 +22,7 @@ import pytest
 from servers import Server, wait_for
 
 from agent_saga.audit import verify_log
-from agent_saga.distributed import SagaContext
-from agent_saga.distributed.token import sign_token
+from agent_saga.distributed import SagaContext, sign_token
 from agent_saga.log.file import read_records
 from agent_saga.notekeys import generate_signer
 

@@ -24,8 +24,9 @@ from hypothesis_profiles import examples
 from agent_saga import Compensation, FailureModel, FileWAL, NotApplied, PreFlightGate, StepRefused, saga_scope
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import Action, Rule, tool_is
-from agent_saga.gate.rules import evaluate_rules
-from agent_saga.learning.failures import Feature, Finding, Silence, _decade, label_steps
+from agent_saga.gate._rules import evaluate_rules
+from agent_saga.learning import Feature, Finding, Silence
+from agent_saga.learning._failures import _decade, label_steps
 from agent_saga.log import read_records
 from agent_saga.recovery import fold
 from agent_saga.registry import compensator, unregister

@@ -34,7 +34,8 @@ from agent_saga import (
     tool,
 )
 from agent_saga.adapter import Adapter, ToolSpec
-from agent_saga.learning.replay import RecordedFailure, RecordedResult, ReplayDiverged, ReplayReport
+from agent_saga.learning import ReplayReport
+from agent_saga.learning._replay import RecordedFailure, RecordedResult, ReplayDiverged
 from agent_saga.log.file import read_records
 from agent_saga.plugins.manager import plugins
 from agent_saga.redaction import REDACTED

@@ -18,7 +18,7 @@ import cbor2
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from agent_saga.approvals.passkey import PasskeyCredential
+from agent_saga.approvals import PasskeyCredential
 
 _UP, _UV = 0x01, 0x04
 

@@ -28,10 +28,8 @@ from agent_saga import (
     SagaAborted,
     saga_scope,
 )
-from agent_saga.approvals import ApprovalEntry, Status
-from agent_saga.approvals.notify import Notification
-from agent_saga.approvals.passkey import PasskeyCredentials
-from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
+from agent_saga.approvals import ApprovalEntry, Notification, PasskeyCredentials, Status
+from agent_saga.ui._approvals_page import ApprovalsServer, make_approvals_server
 
 pytestmark = pytest.mark.slow
 BIDI = "refund \u202eevil\u202c memo\x1b[2K"

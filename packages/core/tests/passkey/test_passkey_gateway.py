@@ -18,18 +18,22 @@ from hypothesis import strategies as st
 from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ApprovalGateway, ApprovalPolicy, ConfigurationError, FileApprovalStore, FileWAL
-from agent_saga.approvals import ApprovalEntry, ApprovalNotAuthenticated, SigningKey, Status, decide
-from agent_saga.approvals.authority import trust_key
-from agent_saga.approvals.entry import new_entry
-from agent_saga.approvals.passkey import (
+from agent_saga.approvals import (
+    ApprovalEntry,
+    ApprovalNotAuthenticated,
     PasskeyCredentials,
-    default_passkeys_path,
+    SigningKey,
+    Status,
+    decide,
     passkey_challenge,
     passkey_denial_challenge,
+    trust_key,
     trust_passkey,
 )
+from agent_saga.approvals._entry import new_entry
+from agent_saga.approvals._passkey import default_passkeys_path
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
 
 NOW = 1_900_000_000.0

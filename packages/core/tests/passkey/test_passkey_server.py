@@ -13,17 +13,13 @@ import pytest
 from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ConfigurationError, FileApprovalStore
-from agent_saga.approvals.entry import Status, new_entry
-from agent_saga.approvals.passkey import (
-    passkey_challenge,
-    passkey_denial_challenge,
-    passkey_digest,
-    trust_passkey,
-)
+from agent_saga.approvals import Status, passkey_challenge, passkey_denial_challenge, trust_passkey
+from agent_saga.approvals._entry import new_entry
+from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.engine.ports import StepRequest
-from agent_saga.gate.approval import ApprovalRequest
+from agent_saga.gate import ApprovalRequest
 from agent_saga.semantics import ActionSemantics
-from agent_saga.ui.approvals_server import ApprovalsServer, make_approvals_server
+from agent_saga.ui._approvals_page import ApprovalsServer, make_approvals_server
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from agent_saga import (
 )
 from agent_saga.context import default_gate
 from agent_saga.errors import WALClosed
-from agent_saga.gate.gate import DefaultGate
+from agent_saga.gate import DefaultGate
 
 
 def test_the_seed_snippet_runs_on_the_default_log(tmp_path: Path) -> None:

@@ -14,10 +14,11 @@ WebAuthn assertion over the action, checked against the host's registered passke
 
 from __future__ import annotations
 
-from agent_saga.approvals.authority import SigningKey, TrustedKeys, trust_key
-from agent_saga.approvals.decide import decide
-from agent_saga.approvals.entry import ApprovalEntry, Status, request_id
-from agent_saga.approvals.errors import (
+from agent_saga.approvals._approval_policy import ApprovalPolicy, EscalationLevel
+from agent_saga.approvals._authority import SigningKey, TrustedKeys, trust_key
+from agent_saga.approvals._decide import decide
+from agent_saga.approvals._entry import ApprovalEntry, Status, request_id
+from agent_saga.approvals._errors import (
     ApprovalError,
     ApprovalExpired,
     ApprovalNotAuthenticated,
@@ -26,18 +27,17 @@ from agent_saga.approvals.errors import (
     ApprovalUnavailable,
     NotificationFailed,
 )
-from agent_saga.approvals.gateway import ApprovalGateway
-from agent_saga.approvals.notify import ConsoleNotifier, Notification, Notifier, WebhookNotifier
-from agent_saga.approvals.passkey import (
+from agent_saga.approvals._gateway import ApprovalGateway
+from agent_saga.approvals._notify import ConsoleNotifier, Notification, Notifier, WebhookNotifier
+from agent_saga.approvals._passkey import (
     PasskeyCredential,
     PasskeyCredentials,
     passkey_challenge,
     passkey_denial_challenge,
     trust_passkey,
 )
-from agent_saga.approvals.policy import ApprovalPolicy, EscalationLevel
-from agent_saga.approvals.redis_store import RedisApprovalStore
-from agent_saga.approvals.store import ApprovalStore, FileApprovalStore, find, open_store
+from agent_saga.approvals._redis_store import RedisApprovalStore
+from agent_saga.approvals._store import ApprovalStore, FileApprovalStore, find, open_store
 
 __all__ = [
     "ApprovalEntry",

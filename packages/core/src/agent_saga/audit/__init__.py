@@ -4,16 +4,16 @@ See docs/AUDIT.md. Redaction and compaction, which rewrite a log, live with the
 log itself (``agent_saga.log.maintenance``) and keep everything here verifiable.
 """
 
-from agent_saga.audit.certify import Certificate, Unaccounted, certify, certify_log
-from agent_saga.audit.disclosure import (
+from agent_saga.audit._certify import Certificate, Unaccounted, certify, certify_log
+from agent_saga.audit._disclosure import (
     DisclosureProof,
     DisclosureVerdict,
     audit_root,
     build_disclosure,
     verify_disclosure,
 )
-from agent_saga.audit.export import ChainBroken, ExportResult, export_bundle
-from agent_saga.audit.verify import VERIFICATION_RULE, VerifyReport, verify_log, verify_records
+from agent_saga.audit._export import ChainBroken, ExportResult, export_bundle
+from agent_saga.audit._verify import VERIFICATION_RULE, VerifyReport, verify_log, verify_records
 
 __all__ = [
     "VERIFICATION_RULE",

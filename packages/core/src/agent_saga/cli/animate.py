@@ -39,9 +39,7 @@ def register(verbs: Any) -> None:
 
 def run_animate(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import choose_saga, read_log, write_output
-    from agent_saga.viz.animate import render_animation
-    from agent_saga.viz.model import reconstruct
-    from agent_saga.viz.theme import THEMES
+    from agent_saga.ui import THEMES, reconstruct, render_animation
 
     path = log_target(args)
     sagas = reconstruct(read_log(path))

@@ -164,7 +164,7 @@ def register(verbs: Any) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> Any:
-    from agent_saga.approvals.store import open_store
+    from agent_saga.approvals import open_store
     from agent_saga.errors import ConfigurationError
 
     try:
@@ -183,9 +183,10 @@ def _age(seconds: float) -> str:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.authority import action_digest
-    from agent_saga.approvals.entry import Status, short_ids
-    from agent_saga.gate.stores import StoreUnavailable
+    from agent_saga.approvals import Status
+    from agent_saga.approvals._authority import action_digest
+    from agent_saga.approvals._entry import short_ids
+    from agent_saga.gate import StoreUnavailable
 
     store = _open_store(args)
     try:
@@ -226,8 +227,7 @@ def _run_list(args: argparse.Namespace) -> int:
 def _authenticity(entry: Any) -> tuple[str, bool]:
     """How a gateway on this host would take a grant (signed by a trusted key, or denied), and
     whether that signature covers the reason (one made before the action digest does not)."""
-    from agent_saga.approvals.authority import TrustedKeys
-    from agent_saga.approvals.errors import ApprovalNotAuthenticated
+    from agent_saga.approvals import ApprovalNotAuthenticated, TrustedKeys
     from agent_saga.errors import ConfigurationError
 
     if entry.passkey is not None:
@@ -241,11 +241,10 @@ def _authenticity(entry: Any) -> tuple[str, bool]:
 
 
 def _run_decide(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.authority import SigningKey, action_digest, approver_name
-    from agent_saga.approvals.decide import decide
-    from agent_saga.approvals.errors import ApprovalNotFound, ApprovalNotPending
+    from agent_saga.approvals import ApprovalNotFound, ApprovalNotPending, SigningKey, decide
+    from agent_saga.approvals._authority import action_digest, approver_name
     from agent_saga.errors import ConfigurationError, WALError
-    from agent_saga.gate.stores import StoreUnavailable
+    from agent_saga.gate import StoreUnavailable
 
     try:
         approver = approver_name(args.approver)
@@ -288,13 +287,13 @@ def _run_decide(args: argparse.Namespace) -> int:
 
 
 def _key_exists(path: str | None) -> bool:
-    from agent_saga.approvals.authority import default_key_path
+    from agent_saga.approvals._authority import default_key_path
 
     return (Path(path) if path else default_key_path()).exists()
 
 
 def _run_keygen(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.authority import SigningKey
+    from agent_saga.approvals import SigningKey
     from agent_saga.errors import ConfigurationError
 
     try:
@@ -310,7 +309,8 @@ def _run_keygen(args: argparse.Namespace) -> int:
 
 
 def _run_trust(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.authority import default_trust_path, trust_key
+    from agent_saga.approvals import trust_key
+    from agent_saga.approvals._authority import default_trust_path
     from agent_saga.errors import ConfigurationError
 
     path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
@@ -328,7 +328,7 @@ def _run_trust(args: argparse.Namespace) -> int:
 def _run_serve(args: argparse.Namespace) -> int:
     from agent_saga.cli.ui import serve_until_stopped
     from agent_saga.errors import ConfigurationError
-    from agent_saga.ui.approvals_server import make_approvals_server
+    from agent_saga.ui._approvals_page import make_approvals_server
 
     if not 0 <= args.port <= 65535:
         raise CliError(f"--port {args.port} is not a port number (0..65535)", EXIT_USAGE)
@@ -345,7 +345,8 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _run_trust_passkey(args: argparse.Namespace) -> int:
-    from agent_saga.approvals.passkey import PasskeyCredential, default_passkeys_path, trust_passkey
+    from agent_saga.approvals import PasskeyCredential, trust_passkey
+    from agent_saga.approvals._passkey import default_passkeys_path
     from agent_saga.errors import ConfigurationError
 
     path = Path(args.passkeys) if args.passkeys else default_passkeys_path()

@@ -125,7 +125,7 @@ def _synthetic(path: str, err: SyntheticLog, what: str) -> CliError:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from agent_saga.audit.verify import verify_log
+    from agent_saga.audit import verify_log
 
     _check_path(args)
     try:
@@ -144,7 +144,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from agent_saga.audit.export import export_bundle
+    from agent_saga.audit import export_bundle
 
     _check_path(args)
     log = Path(args.wal_path)
@@ -180,7 +180,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_certify(args: argparse.Namespace) -> int:
-    from agent_saga.audit.certify import certify_log
+    from agent_saga.audit import certify_log
     from agent_saga.log.crypto import EncryptionError
 
     _check_path(args)

@@ -40,7 +40,7 @@ def register(verbs: Any) -> None:
 def run_corpus(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log
     from agent_saga.inert import inert
-    from agent_saga.learning.corpus import build_corpus
+    from agent_saga.learning import build_corpus
     from agent_saga.log.chain import verify_records
 
     path = log_target(args)

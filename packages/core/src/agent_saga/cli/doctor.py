@@ -220,7 +220,7 @@ class _Doctor:
                      "use the default log (AGENT_SAGA_WAL) or a FileWAL; keep MemoryWAL to tests")
 
     def log_file(self, path: Path) -> None:
-        from agent_saga.audit.verify import verify_log
+        from agent_saga.audit import verify_log
         from agent_saga.recovery.paths import recovery_dir
 
         for item in [path, *sorted(recovery_dir(path).rglob("*"))]:

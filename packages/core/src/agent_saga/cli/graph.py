@@ -34,8 +34,7 @@ def register(verbs: Any) -> None:
 
 def run_graph(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import choose_saga, read_log, write_output
-    from agent_saga.viz.graph import to_dot, to_mermaid
-    from agent_saga.viz.model import reconstruct
+    from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
     path = log_target(args)
     sagas = reconstruct(read_log(path))

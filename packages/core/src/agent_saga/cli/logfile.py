@@ -14,7 +14,7 @@ from agent_saga.cli.main import EXIT_UNCHECKED, CliError
 
 if TYPE_CHECKING:
     from agent_saga.log.records import Record
-    from agent_saga.viz.model import GraphSaga
+    from agent_saga.ui import GraphSaga
 
 __all__ = ["choose_saga", "read_log", "write_output"]
 

@@ -84,7 +84,7 @@ def run_gc(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log
     from agent_saga.inert import inert
     from agent_saga.log.chain import verify_records
-    from agent_saga.snapshots.gc import collect_records
+    from agent_saga.snapshots._gc import collect_records
 
     target = log_target(args)
     records = read_log(target)

@@ -127,7 +127,8 @@ def register(verbs: Any) -> None:
 def _switch(args: argparse.Namespace, log: bool = True) -> Any:
     """The switch ``--store`` names, acting on that store alone, with the log the change goes to."""
     from agent_saga.errors import ConfigurationError
-    from agent_saga.gate.switch import KillSwitch, open_switch_store
+    from agent_saga.gate import KillSwitch
+    from agent_saga.gate._switch import open_switch_store
 
     try:
         store = open_switch_store(args.store or os.environ.get("AGENT_SAGA_SWITCH") or None)
@@ -152,7 +153,7 @@ def _log(args: argparse.Namespace) -> Any:
 def _guard(fn: Any, switch: Any) -> Any:
     """Run one switch operation; turn store and input errors into one-line CLI errors."""
     from agent_saga.errors import ConfigurationError, WALError
-    from agent_saga.gate.stores import StoreUnavailable
+    from agent_saga.gate import StoreUnavailable
 
     try:
         return fn()
@@ -172,7 +173,7 @@ def _when(ts: float) -> str:
 
 
 def _run_halt(args: argparse.Namespace) -> int:
-    from agent_saga.gate.switch import DEFAULT_TTL
+    from agent_saga.gate._switch import DEFAULT_TTL
 
     if args.drain == bool(args.scope):
         raise CliError("give exactly one of --scope SCOPE or --drain", EXIT_USAGE)

@@ -38,13 +38,14 @@ def register(verbs: Any) -> None:
 
 def run_viz(args: argparse.Namespace) -> int:
     from agent_saga.cli.logfile import read_log, write_output
-    from agent_saga.viz.theme import THEMES
+    from agent_saga.ui import THEMES
 
     path = log_target(args)
     theme = THEMES[args.theme]
     if args.kind == "chain":
         from agent_saga.cli.options import readable_log
-        from agent_saga.viz.chain import read_entries, render_chain, verify_entries
+        from agent_saga.ui import render_chain
+        from agent_saga.ui._chain_picture import read_entries, verify_entries
 
         # Raw bytes, not decoded records: a line that is not a record is drawn BROKEN, not refused.
         with readable_log(path) as copy:
@@ -62,9 +63,7 @@ def run_viz(args: argparse.Namespace) -> int:
             return EXIT_FINDING
         return EXIT_OK
 
-    from agent_saga.viz.fleet import render_fleet
-    from agent_saga.viz.model import reconstruct
-    from agent_saga.viz.outcomes import render_outcomes
+    from agent_saga.ui import reconstruct, render_fleet, render_outcomes
 
     sagas = reconstruct(read_log(path))
     write_output(args.out, (render_fleet if args.kind == "fleet" else render_outcomes)(sagas, theme))

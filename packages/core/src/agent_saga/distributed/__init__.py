@@ -39,15 +39,15 @@ __all__ = [
 ]
 
 _HOMES = {
-    "HEADER": "header", "SagaContext": "header", "SagaContextRefused": "header", "parse_saga_context": "header",
-    "TOKEN_HEADER": "token", "CompensationToken": "token", "TokenRefused": "token", "sign_token": "token",
-    "verify_token": "token",
-    "Ledger": "ledger",
-    "RemoteService": "services",
-    "RemoteStep": "scope", "remote_step": "scope",
-    "SagaContextMiddleware": "middleware",
-    "compensate_remote": "remote", "forget_services": "remote", "trust_service": "remote",
-    "AsyncSagaTransport": "client", "RemoteStepFailed": "client", "SagaTransport": "client",
+    "HEADER": "_header", "SagaContext": "_header", "SagaContextRefused": "_header", "parse_saga_context": "_header",
+    "TOKEN_HEADER": "_token", "CompensationToken": "_token", "TokenRefused": "_token", "sign_token": "_token",
+    "verify_token": "_token",
+    "Ledger": "_service_ledger",
+    "RemoteService": "_services",
+    "RemoteStep": "_scope", "remote_step": "_scope",
+    "SagaContextMiddleware": "_middleware",
+    "compensate_remote": "_remote", "forget_services": "_remote", "trust_service": "_remote",
+    "AsyncSagaTransport": "_client", "RemoteStepFailed": "_client", "SagaTransport": "_client",
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``requests`` twin of :class:`~agent_saga.distributed.client.SagaTransport`: a transport adapter.
+"""The ``requests`` twin of :class:`~agent_saga.distributed.SagaTransport`: a transport adapter.
 
 ::
 
@@ -24,10 +24,10 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 from agent_saga.context import current_saga
-from agent_saga.distributed.client import StepArgs, answered, read_bounded, service_for, step_context
-from agent_saga.distributed.header import HEADER
-from agent_saga.distributed.token import TOKEN_HEADER
-from agent_saga.engine.reconcile import ReconcilePolicy
+from agent_saga.distributed._client import StepArgs, answered, read_bounded, service_for, step_context
+from agent_saga.distributed._header import HEADER
+from agent_saga.distributed._token import TOKEN_HEADER
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.errors import ConfigurationError, NotApplied
 
 __all__ = ["SagaAdapter"]

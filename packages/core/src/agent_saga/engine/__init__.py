@@ -10,12 +10,12 @@ from agent_saga.engine.observe import (
     add_interceptor,
     remove_interceptor,
 )
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
 from agent_saga.engine.report import RollbackReport, SagaAborted, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga, SagaStatus, Step
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 
 __all__ = [
     "GatePort",

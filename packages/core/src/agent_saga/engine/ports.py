@@ -7,7 +7,7 @@ breaker, kill switch, approvals) grow without touching the state machine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -98,8 +98,12 @@ class SpeculationPort(Protocol):
 
     ``call_sync``/``call_async`` run the call as a step of ``saga``, redeeming a result
     held for exactly this call when there is one. ``spec`` is the tool's ToolSpec (a
-    layer above the engine, hence ``Any`` here).
+    layer above the engine, hence ``Any`` here). ``plan`` is the adapters' hook: the
+    ``(tool, arguments)`` calls of one model response, run ahead where the speculator may;
+    it returns the leases of those that started (the runtime's ``SpeculationLease``).
     """
+
+    def plan(self, calls: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Any]: ...
 
     def call_sync(self, saga: Any, spec: Any, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
 

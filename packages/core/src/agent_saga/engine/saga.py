@@ -61,14 +61,14 @@ from agent_saga.engine.observe import (
     Wrappers,
     interceptors,
 )
-from agent_saga.engine.options import StepKwargs, StepOptions
 from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
-from agent_saga.engine.reconcile import DEFAULT_RECONCILE, ReconcilePolicy
+from agent_saga.engine.reconcile_policy import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
@@ -154,7 +154,7 @@ class Saga:
         # The gate's switch posture as last recorded (see _note_posture); None: not tracked.
         self._posture_since: Callable[[Any], tuple[Any, dict[str, Any] | None]] | None = None
         self._posture_token: Any = None
-        # A Speculator attached for this saga's run (agent_saga.runtime.speculation); None: off,
+        # A Speculator attached for this saga's run (agent_saga.runtime._speculation); None: off,
         # and then a tool call pays one attribute test for it, nothing more.
         self.speculation: SpeculationPort | None = None
 

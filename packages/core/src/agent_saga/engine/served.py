@@ -1,6 +1,6 @@
 """The replay seam: while a recording is current, a step is answered from it and nothing runs.
 
-``agent_saga.learning.replay`` makes a recording current for the length of a
+``agent_saga.learning._replay`` makes a recording current for the length of a
 counterfactual replay; :meth:`Saga._step` asks this variable first and, when it is
 set, hands the whole step (gate, log, forward, undo) to the recording instead. One
 ``ContextVar.get`` is all a step pays when no replay runs.
@@ -16,7 +16,7 @@ import contextvars
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from agent_saga.engine.options import StepOptions
+from agent_saga.engine.step_options import StepOptions
 
 __all__ = ["Recording", "replaying", "use_recording"]
 

@@ -31,8 +31,8 @@ from typing import Protocol as Interface
 
 from agent_saga.credentials import assert_no_secrets
 from agent_saga.engine.invoke import Barrier, Call, Protocol
-from agent_saga.engine.options import StepOptions
 from agent_saga.engine.served import _recording
+from agent_saga.engine.step_options import StepOptions
 from agent_saga.errors import CompensationError, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import compensator, handler_name, resolve
@@ -73,7 +73,7 @@ class SnapshotStore(Interface):
 
     ``put`` returns only once the blob is durable; ``get`` checks the blob against its
     hash (a KeyError when it is missing, a CompensationError when it does not match).
-    ``sagas`` and ``delete_saga`` are for the GC sweep (``agent_saga.snapshots.gc``).
+    ``sagas`` and ``delete_saga`` are for the GC sweep (``agent_saga.snapshots._gc``).
     """
 
     name: str

@@ -1,6 +1,6 @@
 """Values that carry a claim of where they came from, as the engine sees them.
 
-The runtime (``agent_saga.runtime.provenance``) tags an argument -- "this 4200 was
+The runtime (``agent_saga.runtime._provenance``) tags an argument -- "this 4200 was
 read from invoice-17, span 3" -- and the gate checks the claim. The engine's part
 is small and lives here so the engine never imports the runtime: at the step's
 door it takes the tags off. The tool is called with the plain value (it never

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agent_saga.engine.options import StepOptions
+from agent_saga.engine.step_options import StepOptions
 from agent_saga.errors import CompensationError
 from agent_saga.registry import CompensationFactory, inverse_for, resolve
 from agent_saga.registry import recoverable as is_recoverable

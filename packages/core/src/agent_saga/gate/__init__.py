@@ -9,8 +9,8 @@ redis-py only when one is created.
 """
 
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
-from agent_saga.gate.approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
-from agent_saga.gate.breaker import (
+from agent_saga.gate._approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
+from agent_saga.gate._breaker import (
     BreakerPolicy,
     BreakerStore,
     CircuitBreaker,
@@ -18,19 +18,19 @@ from agent_saga.gate.breaker import (
     get_breaker,
     set_breaker,
 )
-from agent_saga.gate.gate import DefaultGate, PreFlightGate, install_default_gate
-from agent_saga.gate.limits import BudgetLimit, Limit, RateLimit
-from agent_saga.gate.redis_store import RedisBreakerStore, RedisLimitStore, RedisSwitchStore
-from agent_saga.gate.rules import Action, Condition, Rule, arg_exceeds, semantics_is, tool_is
-from agent_saga.gate.scopes import by_arg, by_tool, combine, everything
-from agent_saga.gate.stores import (
+from agent_saga.gate._gate import DefaultGate, PreFlightGate, install_default_gate
+from agent_saga.gate._limits import BudgetLimit, Limit, RateLimit
+from agent_saga.gate._redis_store import RedisBreakerStore, RedisLimitStore, RedisSwitchStore
+from agent_saga.gate._rules import Action, Condition, Rule, arg_exceeds, semantics_is, tool_is
+from agent_saga.gate._scopes import by_arg, by_tool, combine, everything
+from agent_saga.gate._stores import (
     LimitStore,
     MemoryLimitStore,
     StoreUnavailable,
     get_limit_store,
     set_limit_store,
 )
-from agent_saga.gate.switch import (
+from agent_saga.gate._switch import (
     FileSwitchStore,
     Halt,
     KillSwitch,

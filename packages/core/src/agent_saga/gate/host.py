@@ -39,7 +39,7 @@ STATE_DIR = Path("/var/lib/agent-saga")
 CONFIG_DIR = Path("/etc/agent-saga")
 #: The trusted approver keys, one per line, in CONFIG_DIR.
 APPROVER_KEYS = "approver-keys"
-#: The registered passkeys (agent_saga.approvals.passkey), one JSON line each, in CONFIG_DIR.
+#: The registered passkeys (agent_saga.approvals._passkey), one JSON line each, in CONFIG_DIR.
 APPROVER_PASSKEYS = "approver-passkeys"
 
 log = logging.getLogger("agent_saga.gate.host")

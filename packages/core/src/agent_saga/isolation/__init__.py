@@ -1,12 +1,12 @@
 """Saga isolation countermeasures: semantic locks and tentative resources (docs/FLEET.md)."""
 
-from agent_saga.isolation.locks import (
+from agent_saga.isolation._locks import (
     LockHeld,
     PostgresSemanticLocks,
     RedisSemanticLocks,
     SemanticLockManager,
 )
-from agent_saga.isolation.tentative import COMMITTED, PENDING, ROLLED_BACK, TentativeResource
+from agent_saga.isolation._tentative import COMMITTED, PENDING, ROLLED_BACK, TentativeResource
 
 __all__ = [
     "COMMITTED",

@@ -8,7 +8,7 @@ attestation it wrote proves nothing. Each one therefore carries an Ed25519
 signature by an *operator* key, and a reader counts it only when that key is in
 the host's trusted operator keys, ``/etc/agent-saga/operator-keys``: a list root
 owns and the agent can read but not change (the approver keys' model, see
-``agent_saga.approvals.authority``; ``AGENT_SAGA_HOST_ROOT`` re-roots it for tests,
+``agent_saga.approvals._authority``; ``AGENT_SAGA_HOST_ROOT`` re-roots it for tests,
 as it does the approver keys).
 
 The signature covers the attestation's type, seq, the ``prev`` hash it continues

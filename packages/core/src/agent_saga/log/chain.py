@@ -1,6 +1,6 @@
 """Check a log's hash chain, streaming, and name the first record that does not add up.
 
-The rule (see ``codec`` for how records are sealed, and ``agent_saga.audit.verify``
+The rule (see ``codec`` for how records are sealed, and ``agent_saga.audit._verify``
 for the same rule in prose):
 
 * a record's ``hash`` is SHA-256 of its canonical header (``digest, prev, saga,

@@ -1,7 +1,7 @@
 """A saga several devices wrote to is one saga: how readers tell its parts apart and when it ends.
 
-In a merged mesh log (``agent_saga.mesh.merge``) each record names its device under
-``"mesh"``. ``recovery.fold`` and ``audit.certify`` keep, per saga, how each
+In a merged mesh log (``agent_saga.mesh._merge``) each record names its device under
+``"mesh"``. ``recovery.fold`` and ``audit._certify`` keep, per saga, how each
 device's part ended, and end the saga by ``spanning_end``; compaction
 (``log.rewrite.settled_sagas``) removes such a saga only once it is settled as a
 whole. Any other log has no parts, and its sagas end as before: at their end

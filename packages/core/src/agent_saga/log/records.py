@@ -73,11 +73,11 @@ class RecordType(enum.StrEnum):
     ESCALATION_RESOLVED = "ESCALATION_RESOLVED"  # a human closed an escalation
     # The accountable agent runtime (agent_saga.runtime), under the saga that asked:
     ANSWER_GROUNDED = "ANSWER_GROUNDED"  # grounding.ground(): each claim's status, reason and receipts
-    # The cascade of model tiers (agent_saga.runtime.cascade): the whole ladder, failures included,
+    # The cascade of model tiers (agent_saga.runtime._cascade): the whole ladder, failures included,
     # as one saga-level record whose body's "verdict" is the line `graph` and `ui` show.
     CASCADE_RESOLVED = "CASCADE_RESOLVED"  # a tier's answer passed verification and was returned
     CASCADE_EXHAUSTED = "CASCADE_EXHAUSTED"  # no tier passed; CascadeExhausted was raised
-    # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime.repair / .thrash):
+    # Issue 26 part 4, repair once and stop the thrash (agent_saga.runtime._repair_turn / .thrash):
     ACTION_REPAIR_REQUESTED = "ACTION_REPAIR_REQUESTED"  # a malformed call refused, the model gets one more try
     THRASH_STOPPED = "THRASH_STOPPED"  # the gate ended the saga on a repeated or oscillating call; names the pattern
     # Issue 28 part 4: an ADVISE gate rule's note on a step (a learned estimate); it refuses nothing.
@@ -90,6 +90,6 @@ class RecordType(enum.StrEnum):
     REPAIR_AMENDED = "REPAIR_AMENDED"  # one field: its old value (and where it was seen) and its new one
     REPAIR_RESUMED = "REPAIR_RESUMED"  # the retained steps, with their undos, now belong to "continued_as"
     REPAIR_ABANDONED = "REPAIR_ABANDONED"  # handed back: the daemon unwinds the saga as usual
-    # Issue 30 part 2 (agent_saga.runtime.speculation): the agent made a call whose result was
+    # Issue 30 part 2 (agent_saga.runtime._speculation): the agent made a call whose result was
     # run ahead of it (REVERSIBLE only) and held behind a lease; the held result was used.
     SPECULATION_REDEEMED = "SPECULATION_REDEEMED"

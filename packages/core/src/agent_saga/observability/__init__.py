@@ -1,12 +1,12 @@
 """Observability: log lines and spans that say which saga and step they belong to.
 
-``correlation`` keeps the saga and step ids in contextvars (an interceptor of the
-engine's chain) and stamps them on the library's log records; ``logs`` holds
-``configure_logging``; ``telemetry`` (imports ``opentelemetry``, so it is imported
+``_correlation`` keeps the saga and step ids in contextvars (an interceptor of the
+engine's chain) and stamps them on the library's log records; ``_logs`` holds
+``configure_logging``; ``_telemetry`` (imports ``opentelemetry``, so it is imported
 only by ``setup_telemetry``) the OpenTelemetry spans.
 """
 
-from agent_saga.observability.correlation import CorrelationFilter, current_ids
-from agent_saga.observability.logs import JsonFormatter, LoggingSetup, TextFormatter, configure_logging
+from agent_saga.observability._correlation import CorrelationFilter, current_ids
+from agent_saga.observability._logs import JsonFormatter, LoggingSetup, TextFormatter, configure_logging
 
 __all__ = ["CorrelationFilter", "JsonFormatter", "LoggingSetup", "TextFormatter", "configure_logging", "current_ids"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, TypeVar, Unpack
 
-from agent_saga.engine.options import StepKwargs, StepOptions
+from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.install import pip_install
 from agent_saga.semantics import ActionSemantics
 

@@ -25,8 +25,8 @@ import pluggy
 
 if TYPE_CHECKING:
     from agent_saga.engine.observe import RollbackEvent, SagaEnd, SagaEvent, StepEnd, StepEvent
-    from agent_saga.engine.options import StepOptions
     from agent_saga.engine.report import StepOutcome
+    from agent_saga.engine.step_options import StepOptions
     from agent_saga.plugins.config import PatchConfig
 
 __all__ = ["OBSERVER_HOOKS", "PROJECT", "AgentSagaHooks", "hookimpl", "hookspec"]

@@ -34,8 +34,8 @@ from agent_saga.engine.observe import (
 from agent_saga.plugins.hookspecs import OBSERVER_HOOKS, PROJECT, AgentSagaHooks, hookimpl
 
 if TYPE_CHECKING:
-    from agent_saga.engine.options import StepOptions
     from agent_saga.engine.saga import Saga
+    from agent_saga.engine.step_options import StepOptions
     from agent_saga.plugins.config import PatchConfig
 
 __all__ = ["CORE_PLUGIN", "Plugins", "active", "plugins", "reset_plugins"]

@@ -2,15 +2,15 @@
 own invariants over every failure shape up to a bound, sibling calls in flight included (their
 orderings forced, not sampled). See docs/PROVING.md."""
 
-from agent_saga.proving.concurrent_verify import ConcurrentReport, verify_concurrent_invariants
-from agent_saga.proving.injection import FailureMode, InjectedFailure
-from agent_saga.proving.invariants import (
+from agent_saga.proving._concurrent_verify import ConcurrentReport, verify_concurrent_invariants
+from agent_saga.proving._injection import FailureMode, InjectedFailure
+from agent_saga.proving._invariants import (
     INVARIANTS,
     Counterexample,
     InvariantReport,
     verify_rollback_invariants,
 )
-from agent_saga.proving.proof import Probe, RollbackProof, Verdict, prove_rollback
+from agent_saga.proving._proof import Probe, RollbackProof, Verdict, prove_rollback
 
 __all__ = [
     "INVARIANTS",

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
-from agent_saga.errors import CompensationRefused
+from agent_saga.errors import CompensationRefused, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKey
@@ -55,18 +55,31 @@ from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
-from agent_saga.recovery.inflight import settle_in_flight
+from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
-from agent_saga.snapshots.gc import GCReport, collect_records
 
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
 
-__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry"]
+__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry", "set_snapshot_sweep"]
+
+#: The snapshot GC the daemon runs over its ``snapshots=`` stores after each sweep:
+#: ``sweep(store, records, verdict)`` -> that store's report (``agent_saga.snapshots.GCReport``).
+#: The snapshots wing installs it when it is imported, as every store it makes imports it;
+#: so the daemon, like the rest of the kernel, imports no wing.
+SnapshotSweep = Callable[["SnapshotStore", list[Record], VerifyReport], Any]
+_snapshot_sweep: SnapshotSweep | None = None
+
+
+def set_snapshot_sweep(sweep: SnapshotSweep) -> None:
+    """Install the GC of snapshot stores the daemon runs after each sweep (``agent_saga.snapshots`` does)."""
+    global _snapshot_sweep
+    _snapshot_sweep = sweep
+
 
 log = logging.getLogger("agent_saga.recovery")
 
@@ -115,7 +128,7 @@ class SweepReport:
     actions: list[Action] = field(default_factory=list)
     new_escalations: list[Escalation] = field(default_factory=list)
     pending_escalations: int = 0
-    snapshots: list[GCReport] = field(default_factory=list)  # one per snapshot store swept
+    snapshots: list[Any] = field(default_factory=list)  # one GCReport per snapshot store swept
 
     @property
     def needs_attention(self) -> bool:
@@ -201,8 +214,13 @@ class RecoveryDaemon:
         self.name = name or f"saga-recoveryd@{socket.gethostname()}:{os.getpid()}"
         self.encryptor = encryptor  # default: the key in $AGENT_SAGA_WAL_KEY, if set
         self.trust_unverified = trust_unverified
-        #: Snapshot stores swept after each sweep (agent_saga.snapshots.gc): their settled sagas' go.
+        #: Snapshot stores swept after each sweep (agent_saga.snapshots._gc): their settled sagas' go.
         self.snapshots = tuple(snapshots)
+        if self.snapshots and _snapshot_sweep is None:
+            raise ConfigurationError(
+                "RecoveryDaemon(snapshots=...) sweeps them with the GC of agent_saga.snapshots, which is "
+                "not loaded: import agent_saga.snapshots (its stores and the SnapshotStore protocol live there)"
+            )
         self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
         self._tail = self.store.tail(encryptor)
         self._wal: WAL | None = None
@@ -266,8 +284,9 @@ class RecoveryDaemon:
             assert self._wal is not None
             records = list(self._wal.records())
         verdict = verify_records(records)
+        assert _snapshot_sweep is not None  # checked when the daemon was made with stores
         for store in self.snapshots:
-            report.snapshots.append(collect_records(store, records, verdict))
+            report.snapshots.append(_snapshot_sweep(store, records, verdict))
 
     def watch(
         self,

@@ -19,7 +19,7 @@ becomes a hole in the guarantee:
 
 While a session is open the daemon leaves the saga alone: it holds the claim, and the
 log says so (a session whose process died is taken over by the next ``open``).
-This is not ``runtime.repair`` (the model's one repair turn on a malformed call).
+This is not ``runtime._repair_turn`` (the model's one repair turn on a malformed call).
 See docs/REPAIR.md.
 """
 
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_saga.approvals.authority import ANONYMOUS, approver_name
 from agent_saga.context import saga_scope
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.saga_options import SagaOptions
@@ -44,6 +43,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.encodable import unencodable
 from agent_saga.log.records import RecordType as R
+from agent_saga.notekeys import ANONYMOUS, approver_name
 from agent_saga.recovery.daemon import owner_expiry
 from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.protocols import ClaimLike, RecoveryStore

@@ -14,7 +14,7 @@ See docs/AGENT_RUNTIME.md.
 
 from __future__ import annotations
 
-from agent_saga.runtime.broker import (
+from agent_saga.runtime._broker import (
     DEFAULT_SPAN_CHARS,
     ContextBroker,
     Receipt,
@@ -23,12 +23,11 @@ from agent_saga.runtime.broker import (
     Summary,
     SummaryRefused,
 )
-from agent_saga.runtime.cascade import Attempt, CascadeExhausted, CascadeResult, cascade
-from agent_saga.runtime.grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
-from agent_saga.runtime.leases import SpeculationLease
-from agent_saga.runtime.matching import numbers_in, quotes_in, value_in_text
-from agent_saga.runtime.predictors import PatternPredictor, Prediction, Predictor
-from agent_saga.runtime.provenance import (
+from agent_saga.runtime._cascade import Attempt, CascadeExhausted, CascadeResult, cascade
+from agent_saga.runtime._grounding import Claim, ClaimStatus, GroundingReport, ground, split_claims
+from agent_saga.runtime._matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._predictors import PatternPredictor, Prediction, Predictor
+from agent_saga.runtime._provenance import (
     ArgumentProvenance,
     Derived,
     Provenance,
@@ -40,12 +39,20 @@ from agent_saga.runtime.provenance import (
     sourced,
     user_value,
 )
-from agent_saga.runtime.repair import RepairPolicy
-from agent_saga.runtime.schema import argument_check
-from agent_saga.runtime.speculation import SpeculationStats, Speculator, planned_calls
-from agent_saga.runtime.thrash import ThrashPolicy, canonical_args
-from agent_saga.runtime.tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
-from agent_saga.runtime.verifiers import Verdict, Verifier, all_of, grounded, matches_schema, tools_must_exist
+from agent_saga.runtime._repair_turn import RepairPolicy
+from agent_saga.runtime._schema import argument_check
+from agent_saga.runtime._speculation import SpeculationStats, Speculator, planned_calls
+from agent_saga.runtime._speculation_leases import SpeculationLease
+from agent_saga.runtime._thrash import ThrashPolicy, canonical_args
+from agent_saga.runtime._tiers import OpenAICompatibleTier, Tier, TierAnswer, ToolCall
+from agent_saga.runtime._verifiers import (
+    Verdict,
+    Verifier,
+    all_of,
+    grounded,
+    matches_schema,
+    tools_must_exist,
+)
 
 __all__ = [
     "DEFAULT_SPAN_CHARS",

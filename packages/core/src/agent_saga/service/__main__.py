@@ -19,7 +19,7 @@ __all__ = ["main"]
 
 
 def _after_shutdown(signum: int, frame: FrameType | None) -> None:
-    from agent_saga.service import lifespan
+    from agent_saga.service import _lifespan as lifespan
 
     left = lifespan.last_drain_left
     sys.exit(1 if left else 0)

@@ -13,10 +13,10 @@ from agent_saga.engine.snapshot import (
     snapshot_store,
     unregister_snapshot_store,
 )
-from agent_saga.snapshots.file import FileSnapshotStore
-from agent_saga.snapshots.gc import GCReport, collect
-from agent_saga.snapshots.postgres import PostgresSnapshotStore
-from agent_saga.snapshots.redis import RedisSnapshotStore
+from agent_saga.snapshots._file import FileSnapshotStore
+from agent_saga.snapshots._gc import GCReport, collect
+from agent_saga.snapshots._postgres import PostgresSnapshotStore
+from agent_saga.snapshots._redis import RedisSnapshotStore
 
 __all__ = [
     "RESTORE_HANDLER",

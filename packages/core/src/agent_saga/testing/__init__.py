@@ -1,16 +1,36 @@
-"""The conformance suite every framework adapter's tests subclass.
+"""The conformance suite every framework adapter's tests subclass, and what those tests share.
 
-``from agent_saga.testing import AdapterConformance`` imports pytest; nothing else in
-agent-saga does.
+``AdapterConformance`` holds the promises every adapter keeps through its framework's real
+loop; ``Desk`` and the checks beside it are the planned-calls scene (one model response's
+calls, run ahead by a Speculator); ``ChatServer`` is a local Chat Completions server that
+answers from a script; ``assert_trip_undone`` runs one of the repository's examples as a user
+does. ``from agent_saga.testing import AdapterConformance`` imports pytest;
+nothing else in agent-saga does.
 """
 
-from agent_saga.testing.conformance import (
+from agent_saga.testing._chat_server import ChatServer, Received, Reply
+from agent_saga.testing._conformance import (
     UNDO_HANDLER,
     AdapterConformance,
     Call,
     ledger,
     root_cause,
 )
-from agent_saga.testing.parallel import AWAITED, CANCELLED, RUN_ON
+from agent_saga.testing._examples import EXAMPLES, assert_trip_undone
+from agent_saga.testing._parallel import AWAITED, CANCELLED, RUN_ON
+from agent_saga.testing._planned import (
+    CALLS,
+    COMPENSABLE_REFUSED,
+    TOUCHES,
+    Desk,
+    check_ran_once,
+    check_redeemed,
+    records,
+    run_ahead,
+)
 
-__all__ = ["AWAITED", "CANCELLED", "RUN_ON", "UNDO_HANDLER", "AdapterConformance", "Call", "ledger", "root_cause"]
+__all__ = [
+    "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "EXAMPLES", "RUN_ON", "TOUCHES", "UNDO_HANDLER",
+    "AdapterConformance", "Call", "ChatServer", "Desk", "Received", "Reply", "assert_trip_undone", "check_ran_once",
+    "check_redeemed", "ledger", "records", "root_cause", "run_ahead",
+]
