@@ -14,6 +14,10 @@ byte:
   *held out*: named (device, seq, why), never merged, and kept verbatim in the
   merged log's MESH_MERGED record, so that a later merge of the merged log reaches
   the same verdict (the set is never shrunk by a merge).
+* **Device keys.** Of that chain, only what the device's own key vouches for is taken
+  (``agent_saga.mesh._keys.signed_prefix``): up to its last signed DEVICE_HEAD, and
+  nothing of a device whose key the hub does not trust. The rest is held out the same
+  way, so it comes in once a later copy brings a head that covers it.
 * **Canonical order.** The accepted records of all devices, merged by
   ``(ts, device, seq)``: each device's records stay in their own order, the rest
   is decided by the clock each record states, then the device id.
@@ -182,7 +186,6 @@ def merge(
             verdicts.append(verdict)
     per_input = [x for taken in inputs for x in taken.excluded]
     return _assemble(chains, keys, held, verdicts, per_input, tuple(t.source for t in inputs))
-
 
 
 def _name(log: Any, i: int) -> str:
