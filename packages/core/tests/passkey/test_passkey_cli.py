@@ -63,6 +63,10 @@ def test_the_cli_refuses_to_approve_a_request_that_needs_a_passkey_and_names_the
         assert out.returncode != 0 and "approved" not in out.stdout, (out.stdout, out.stderr)
         (line,) = out.stderr.strip().splitlines()
         assert "needs a passkey" in line and "agent-saga approvals serve" in line, line
+        # Without a key too: the page is the answer, not keygen.
+        keyless = run_cli("approvals", "break-glass", entry.id[:8], "--approver", "risk@corp", "--note", "urgent",
+                          "--key", str(tmp_path / "none.key"), "--store", str(store.path))
+        assert keyless.returncode == 2 and "needs a passkey" in keyless.stderr, keyless.stderr
         text = told.said[0].text()
         # The notice names the page, and the digest the page shows (the one the passkey signs).
         assert "agent-saga approvals serve" in text and "approvals approve" not in text, text

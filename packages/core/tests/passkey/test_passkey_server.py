@@ -13,7 +13,13 @@ import pytest
 from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ConfigurationError, FileApprovalStore
-from agent_saga.approvals import Status, passkey_challenge, passkey_denial_challenge, trust_passkey
+from agent_saga.approvals import (
+    ApprovalEntry,
+    Status,
+    passkey_challenge,
+    passkey_denial_challenge,
+    trust_passkey,
+)
 from agent_saga.approvals._entry import new_entry
 from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.engine.ports import StepRequest
@@ -151,12 +157,18 @@ def test_an_enrolling_server_takes_a_registration_only_with_its_token(tmp_path: 
         s.server_close()
 
 
-def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: ApprovalsServer) -> None:
-    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": 100}, frozenset())
+def pending_refund(server: ApprovalsServer, amount: int) -> tuple[ApprovalEntry, SoftAuthenticator]:
+    """A refund of ``amount`` waiting in the server's store, and a registered authenticator to decide it."""
+    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": amount}, frozenset())
     asked = new_entry(ApprovalRequest(step, "refunds", "r"), 4_000_000_000.0, 60.0, ((("@o",), 0.0),))
     server.store.create(asked)
     authenticator = SoftAuthenticator(origin=server.origin)
     trust_passkey(authenticator.registered().to_line())
+    return asked, authenticator
+
+
+def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: ApprovalsServer) -> None:
+    asked, authenticator = pending_refund(server, 100)
     origin = {"Origin": server.origin}
     note = "wrong account"
     shown = passkey_digest(asked, asked.deadline)
@@ -185,11 +197,7 @@ def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: Appr
 
 def test_an_action_changed_after_the_page_showed_it_is_refused_with_409(server: ApprovalsServer) -> None:
     """The digest the page showed comes with every passkey request; another digest is a 409, never a challenge."""
-    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": 5}, frozenset())
-    asked = new_entry(ApprovalRequest(step, "refunds", "r"), 4_000_000_000.0, 60.0, ((("@o",), 0.0),))
-    server.store.create(asked)
-    authenticator = SoftAuthenticator(origin=server.origin)
-    trust_passkey(authenticator.registered().to_line())
+    asked, authenticator = pending_refund(server, 5)
     origin = {"Origin": server.origin}
     shown = json.loads(call(server, "GET", f"/api/requests/{asked.id}")[2])["digest"]
     for kind in ("options", "deny-options"):
