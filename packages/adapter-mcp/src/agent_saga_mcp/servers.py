@@ -12,7 +12,7 @@ the process that reads the log (the recovery daemon)::
 It lives beside the trusted approver keys (:func:`agent_saga.gate.host.config_dir`, so
 ``AGENT_SAGA_HOST_ROOT`` re-roots it for tests) and, like them, is configuration only its
 owner changes. Because what it names is run by whoever reads it (often root), it is read
-by the host's one trust-list reader (:func:`agent_saga.notekeys.read_host_list`, the rule
+by the host's one trust-list reader (:func:`agent_saga.gate.host.read_host_list`, the rule
 the approver and operator keys and the passkeys are held to): the file, its directory and
 every directory above owned by root or by the reading user, the file and its directory
 writable by nobody else, a symlink judged by where it leads; otherwise reading it fails with
@@ -30,8 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga import ConfigurationError
-from agent_saga.gate.host import config_dir
-from agent_saga.notekeys import read_host_list
+from agent_saga.gate.host import config_dir, read_host_list
 
 __all__ = ["SERVERS_FILE", "ServerEntry", "load_servers", "name_for", "servers_path", "valid_name"]
 
