@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Protocol
 
 from agent_saga.errors import WALRefused
@@ -58,6 +59,9 @@ def encryption_aad(saga: str, seq: int, rtype: str) -> bytes:
 def _fallback(value: object) -> str:
     # The log must never fail to encode (a failure on the flusher thread would
     # break durability for every saga); callers sanitize, this is the last resort.
+    # A Decimal (an amount) is written by value, as its exact text ("4200.00", "1E+4").
+    if isinstance(value, Decimal):
+        return str(value)
     return f"<{type(value).__name__}>"
 
 
