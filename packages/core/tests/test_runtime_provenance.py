@@ -419,7 +419,7 @@ def test_a_decimal_with_a_positive_exponent_is_refused_and_decimals_are_logged_b
         s.execute(tool="bank.quote", semantics="REVERSIBLE", forward=lambda: None,
                   args={"amount": Decimal("1E+4"), "fee": Decimal("4.20")})
     [committed] = [r["body"] for r in read_records(tmp_path / "agent.wal") if r["type"] == "STEP_COMMITTED"]
-    assert committed["args"] == {"amount": "1E+4", "fee": "4.20"}
+    assert committed["args"] == {"amount": "<Decimal 1E+4>", "fee": "<Decimal 4.20>"}
 
 
 def test_a_document_the_agent_shaped_cannot_source_its_own_payment() -> None:
