@@ -74,6 +74,7 @@ from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
 from agent_saga.errors import (
     CompensationError,
+    ConfigurationError,
     NotApplied,
     RepairRequested,
     SagaClosed,
@@ -83,7 +84,7 @@ from agent_saga.errors import (
 )
 from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
-from agent_saga.log.encodable import encodable, unencodable, utf8_safe
+from agent_saga.log.encodable import encodable, name_problem, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.results import logged_result
 from agent_saga.redaction import redact_args
@@ -129,6 +130,7 @@ class Saga:
         wait_for_commit: bool = False,
         rollback_grace: float = ROLLBACK_GRACE,
     ) -> None:
+        _names_at_door(saga_id, name, tags)
         self.saga_id = saga_id or new_saga_id()
         self.name = name
         self.wal = wal
@@ -699,6 +701,12 @@ class Saga:
                     # refusal records the args with the bad parts replaced by marked text.
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
+            if not tool.isascii():  # O(1); a name is checked in full only when it is not ASCII
+                unfit = name_problem(tool, "the tool's name")
+                if unfit is not None:
+                    # A REVERSIBLE step writes nothing before its call: left to its commit
+                    # record, such a name would surface only after the effect.
+                    raise StepRefused(tool, unfit, "unencodable")
             stopped = self._stopped
             if stopped is not None:
                 # Whatever the framework did with the stopping error, nothing more runs here.
@@ -716,6 +724,7 @@ class Saga:
                 else:
                     pending = Check(gate, request)
         except StepRefused as refused:
+            step.tool = utf8_safe(tool)  # the refusal shows a name the log cannot hold as marked text
             self._refused(step, refused, logged_args, claims)
             raise
         return logged_args, request, pending
@@ -1042,6 +1051,14 @@ class Saga:
         self._finish_observers(SagaStatus.ABANDONED)
 
 _owners: dict[int, str] = {}
+
+
+def _names_at_door(saga_id: str | None, name: str, tags: frozenset[str]) -> None:
+    """Refuse a saga whose id, name or a tag the log cannot hold, before anything is written."""
+    for what, text in (("saga_id", saga_id), ("name=", name), *(("tags=", tag) for tag in tags)):
+        unfit = name_problem(text, what) if isinstance(text, str) else None
+        if unfit is not None:
+            raise ConfigurationError(f"saga {unfit}")
 
 
 def _owner() -> str:

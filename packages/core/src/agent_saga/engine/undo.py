@@ -3,7 +3,10 @@ how the log describes it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from agent_saga.engine.step_options import StepOptions
@@ -12,10 +15,46 @@ from agent_saga.registry import CompensationFactory, inverse_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["build", "describe", "normalize", "prebuild", "undo_for"]
+__all__ = ["as_undo_of", "build", "describe", "normalize", "prebuild", "undo_for", "undo_of", "undoing"]
 
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _COMPENSABLE = ActionSemantics.COMPENSABLE
+
+# The saga whose undo runs now. Set by the code that runs undos (the rollback, the recovery
+# daemon), never from a record: a handler bound to its saga (a snapshot's restore) compares
+# the saga its recorded kwargs name with this one.
+_undoing: ContextVar[str | None] = ContextVar("agent_saga_undoing", default=None)
+
+
+def undoing() -> str | None:
+    """The saga whose undo is running in this context, as its runner says; None outside any undo."""
+    return _undoing.get()
+
+
+@contextmanager
+def undo_of(saga_id: str) -> Iterator[None]:
+    """Run the block as an undo of ``saga_id`` (what :func:`undoing` answers inside it)."""
+    token = _undoing.set(saga_id)
+    try:
+        yield
+    finally:
+        _undoing.reset(token)
+
+
+def as_undo_of(saga_id: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (sync or async) called as an undo of ``saga_id``: what a runner hands its driver."""
+    if inspect.iscoroutinefunction(fn):
+        async def undo_async(**kwargs: Any) -> Any:
+            with undo_of(saga_id):
+                return await fn(**kwargs)
+
+        return undo_async
+
+    def undo(**kwargs: Any) -> Any:
+        with undo_of(saga_id):
+            return fn(**kwargs)
+
+    return undo
 
 
 def describe(comp: Compensation | None) -> dict[str, Any] | None:

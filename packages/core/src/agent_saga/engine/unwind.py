@@ -27,6 +27,7 @@ from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
 from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.state import SagaStatus, Step
+from agent_saga.engine.undo import as_undo_of
 from agent_saga.errors import SagaClosed, StepRefused
 from agent_saga.log.records import RecordType as R
 from agent_saga.registry import resolve
@@ -263,7 +264,7 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
             kwargs, secrets = resolve_credentials(comp.kwargs)
             if accepts_idempotency_key(fn):
                 kwargs["idempotency_key"] = comp.idempotency_key
-            yield Call(fn, kwargs)
+            yield Call(as_undo_of(saga.saga_id, fn), kwargs)
         except Exception as err:  # noqa: BLE001 - every failure of an undo is recorded, none hidden
             if policy.should_retry(err, attempt):
                 yield Sleep(policy.delay(attempt))

@@ -28,6 +28,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Protocol
 
 from agent_saga.errors import WALRefused
@@ -62,6 +63,7 @@ def encryption_aad(saga: str, seq: int, rtype: str) -> bytes:
 _SHOWN: dict[type, Any] = {
     datetime.datetime: datetime.datetime.isoformat, datetime.date: datetime.date.isoformat,
     datetime.time: datetime.time.isoformat, uuid.UUID: uuid.UUID.__str__,
+    Decimal: Decimal.__str__,  # an amount by value, exactly as written: "<Decimal 1E+4>"
 }
 
 

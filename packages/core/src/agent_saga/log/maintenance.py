@@ -12,7 +12,8 @@ checks, under that lock, whether the file it holds open still has a name (its
 link count); once a rewrite replaced it, it reopens the path and continues the
 sequence and chain from the new file's last record. Nothing appended
 concurrently is lost. (A log file with extra hard links is not supported: the old
-inode would keep a name, and a writer would not notice the swap.)
+inode would keep a name, and a writer would break at its next flush, its file no longer
+the one at the path.)
 
 A rewrite refuses a log whose chain is broken: rewriting damaged evidence would
 launder it. Export it with ``allow_broken=True`` first, then investigate.

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.engine.undo import undo_of
 from agent_saga.errors import CompensationRefused, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
@@ -634,7 +635,7 @@ class _Run:
         ledger.attempt(key, saga, step.index, self.d.name)
         self._write(R.COMPENSATION_STARTED, {"key": key, "handler": handler, "attempt": attempt}, step.index)
         try:
-            _call(handler, dict(comp["kwargs"]), key)
+            _call(handler, dict(comp["kwargs"]), key, saga)
         except Exception as err:  # noqa: BLE001 - a failed undo is recorded and retried, never hidden
             error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
@@ -753,7 +754,8 @@ def _text(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
+def _call(handler: str, kwargs: dict[str, Any], key: str, saga: str) -> None:
+    """Run ``handler`` as an undo of ``saga`` (engine.undo.undoing answers ``saga`` inside it)."""
     fn = resolve(handler)
     _fits(handler, fn, {**kwargs, "idempotency_key": key} if accepts_idempotency_key(fn) else kwargs)
     # Credential references become secrets only here, for this call; never logged.
@@ -761,11 +763,12 @@ def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
     if accepts_idempotency_key(fn):
         kwargs["idempotency_key"] = key
     try:
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            async def wait() -> None:
-                await result
+        with undo_of(saga):
+            result = fn(**kwargs)
+            if inspect.isawaitable(result):
+                async def wait() -> None:
+                    await result
 
-            asyncio.run(wait())
+                asyncio.run(wait())
     except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
         raise _HandlerFailed(scrub(_text(err), secrets), isinstance(err, CompensationRefused)) from None
