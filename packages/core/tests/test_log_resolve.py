@@ -109,7 +109,7 @@ def test_the_library_and_the_verbs_open_the_same_file(
     capsys.readouterr()
     assert main(["verify", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == len(list(FileWAL(expected).records()))
-    assert main(["doctor", "--json"]) == (1 if value is None else 0)
+    assert main(["doctor", "--json"]) == 0  # the fallback is a warning here, a blocker only with --deploy
     findings = json.loads(capsys.readouterr().out)["findings"]
     log_findings = [f["message"] for f in findings if f["check"] in ("log", "chain")]
     if value is None:  # doctor alone treats the ./agent-saga.wal fallback as a finding
