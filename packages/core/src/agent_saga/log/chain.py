@@ -589,6 +589,9 @@ def check_record(r: Mapping[str, Any]) -> str:
     except UnicodeEncodeError:
         # The writer encodes strictly as UTF-8, so a lone surrogate was put there by hand.
         return "it holds text that is not valid UTF-8 (a lone surrogate), which no writer produces"
+    except ValueError:
+        # JSON reads 1e999 as infinity, which the canonical form refuses: the writer never wrote it.
+        return "it holds a number out of range (infinite or NaN), which no writer produces"
 
 
 def _check_fields(r: Mapping[str, Any]) -> str:
