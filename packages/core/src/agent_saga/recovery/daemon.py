@@ -65,7 +65,15 @@ from agent_saga.registry import registered, resolve
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
 
-__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry", "set_snapshot_sweep"]
+__all__ = [
+    "REPAIR_STALE_TTLS", "Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry",
+    "set_snapshot_sweep",
+]
+
+#: A signed repair session open longer than this many lease ttls of its saga is escalated
+#: (``repair-stale``), as is one whose claim is free (its process is gone): either way the
+#: daemon keeps off the saga, so a person must finish or abandon the repair.
+REPAIR_STALE_TTLS = 20
 
 #: The snapshot GC the daemon runs over its ``snapshots=`` stores after each sweep:
 #: ``sweep(store, records, verdict)`` -> that store's report (``agent_saga.snapshots.GCReport``).
@@ -261,6 +269,8 @@ class RecoveryDaemon:
             report.open_sagas += 1
             if view.quarantined or view.dead_lettered or view.repairing:
                 report.skipped.append(saga_id)
+                if view.repairing and not dry_run:
+                    self._stale_repair(view, report)
                 continue
             if not self._expired(view):
                 report.live.append(saga_id)
@@ -396,6 +406,37 @@ class RecoveryDaemon:
             self._append(R.ESCALATION_RESOLVED, escalation.saga, {"escalation": escalation.id, "kind": "in-flight"},
                          escalation.step)
             report.actions.append(Action(escalation.saga, escalation.step, "answer", note))
+
+    def _stale_repair(self, view: SagaView, report: SweepReport) -> None:
+        """Escalate, once, a signed repair session left open: its claim is free, or it is too old.
+
+        Only a signed session reaches here (an unsigned one is no repair: ``recovery.fold``).
+        Its ESCALATED record is the daemon's, not a sign of life from the saga's owner.
+        """
+        if "repair-stale" in view.escalated:
+            return
+        ttl = view.lease_ttl or DEFAULT_LEASE_TTL
+        age = self.clock() - view.repair_opened_us / 1e6
+        if age > REPAIR_STALE_TTLS * ttl:
+            why = f"it has been open {age:.0f}s, more than {REPAIR_STALE_TTLS} lease ttls of its saga ({ttl:g}s each)"
+        else:
+            claim = self.store.try_claim(view.saga_id)
+            if claim is None:
+                return  # the operator's session holds it: at work
+            claim.release()
+            why = "its claim is free: the process of that session is gone"
+        detail = (
+            f"the repair opened under {view.repair_signer}'s key is still open and {why}; recovery keeps off the "
+            "saga until it is resumed or abandoned (agent-saga repair SAGA --abandon hands it back)"
+        )
+        escalation, created = self.escalations.add(view.saga_id, None, "repair-stale", detail)
+        if created:
+            report.new_escalations.append(escalation)
+        self._append(R.ESCALATED, view.saga_id, {"kind": "repair-stale", "detail": detail, "escalation": escalation.id})
+        assert self._wal is not None
+        self._wal.barrier()
+        view.escalated.add("repair-stale")
+        report.actions.append(Action(view.saga_id, None, "escalate", f"[repair-stale] {detail}"))
 
     # -- leases and claims -------------------------------------------------------------
 

@@ -45,6 +45,8 @@ KINDS = {
     "rollback-not-clean": "the in-process rollback ended NOT clean for a reason no single step carries",
     "in-flight": "the step was still running when its saga's rollback ended; it is undone if it commits, "
                  "or escalated again if it cannot be",
+    "repair-stale": "an operator's signed repair session is still open, but its claim is free (its process is "
+                    "gone) or it is older than the daemon's limit; recovery keeps off the saga until it ends",
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
 }
