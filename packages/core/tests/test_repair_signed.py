@@ -21,6 +21,7 @@ from operator_support import untrusted_operator_key
 from repair_checks import LATER, OPERATOR, WHY, dead_onboarding, repair_world, signer, types
 
 from agent_saga import FileWAL, RecoveryDaemon, RepairSession
+from agent_saga.audit import verify_records
 from agent_saga.log.attestation import OperatorKey
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL
 from agent_saga.ui import reconstruct
@@ -32,26 +33,24 @@ pytestmark = pytest.mark.usefixtures("repair_world")
 CHARGE, ACCOUNT = "ch-acct-ada@example.com-4200", "acct-ada@example.com"
 
 
-def _forged(form: str, saga_id: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
-    """What the agent writes into its own log, without the operator's key."""
+def _opening(signed_by: str, saga_id: str, tmp_path: Path) -> dict[str, Any]:
+    """The REPAIR_OPENED body the agent writes into its own log, without the operator's key."""
     opened = {"operator": OPERATOR, "reason": WHY, "retained": [1, 2], "session": "f" * 32}
-    if form == "unsigned-open":
-        return "REPAIR_OPENED", opened
-    if form == "own-key-open":  # a key the agent made for itself: the host never trusted it
-        key = OperatorKey.load(untrusted_operator_key(tmp_path, "ops@example.com"))
-        return "REPAIR_OPENED", key.sign_saga("REPAIR_OPENED", saga_id, opened)
-    assert form == "unsigned-resumed"  # "continued elsewhere": would end the saga with nothing undone
-    return "REPAIR_RESUMED", {"operator": OPERATOR, "reason": WHY, "continued_as": "0" * 32, "retained": [],
-                              "session": "f" * 32}
+    if signed_by == "nobody":
+        return opened
+    assert signed_by == "a key of its own"  # one the agent made for itself: the host never trusted it
+    return OperatorKey.load(untrusted_operator_key(tmp_path, "ops@example.com")).sign_saga(
+        "REPAIR_OPENED", saga_id, opened
+    )
 
 
-@pytest.mark.parametrize("form", ["unsigned-open", "own-key-open", "unsigned-resumed"])
-async def test_a_repair_the_agent_wrote_itself_does_not_silence_recovery(
-    wal: FileWAL, tmp_path: Path, form: str
+@pytest.mark.parametrize("signed_by", ["nobody", "a key of its own"])
+async def test_a_repair_the_agent_opened_itself_does_not_silence_recovery(
+    wal: FileWAL, tmp_path: Path, signed_by: str
 ) -> None:
     saga_id = await dead_onboarding(wal)  # the account made, the card charged, then the process died
-    rtype, body = _forged(form, saga_id, tmp_path)
-    wal.barrier(wal.append(rtype, saga_id, body, None))
+    rtype = "REPAIR_OPENED"
+    wal.barrier(wal.append(rtype, saga_id, _opening(signed_by, saga_id, tmp_path), None))  # and left open
     with RecoveryDaemon(wal, clock=LATER) as daemon:
         report = daemon.sweep()
     assert saga_id not in report.skipped, report.summary()
@@ -62,6 +61,30 @@ async def test_a_repair_the_agent_wrote_itself_does_not_silence_recovery(
     (picture,) = [run for run in reconstruct(wal.records()) if run.saga_id == saga_id]
     assert any(v.type == rtype and f"{OPERATOR} (unsigned)" in v.label for v in picture.verdicts)
     assert f"{rtype} by {OPERATOR} (unsigned)" in RepairSession.plan(wal, saga_id, clock=LATER).format_text()
+    verdict = verify_records(list(wal.records()))  # readable and intact: a claim is not a break
+    assert verdict.ok and any(f"{rtype} record at seq" in n and f"{OPERATOR} (unsigned)" in n for n in verdict.notes)
+
+
+async def test_an_end_the_agent_wrote_itself_is_neither_believed_nor_silent(wal: FileWAL) -> None:
+    saga_id = await dead_onboarding(wal)
+    wal.barrier(wal.append("REPAIR_RESUMED", saga_id, {  # "continued elsewhere": the effects kept on purpose
+        "operator": OPERATOR, "reason": WHY, "continued_as": "0" * 32, "retained": [], "session": "f" * 32,
+    }, None))
+    with RecoveryDaemon(wal, clock=LATER) as daemon:
+        first, again = daemon.sweep(), daemon.sweep()
+    # Not over (no key proves it), and not undone blindly (a repair resumed before repairs were
+    # signed reads the same): a person is asked, once.
+    assert [(e.saga, e.kind) for e in first.new_escalations] == [(saga_id, "repair-unsigned")]
+    assert first.compensated == 0 and again.new_escalations == [] and saga_id in again.skipped
+    assert "REPAIR_RESUMED by ops@example.com (unsigned)" in first.new_escalations[0].detail
+    # The operator's signed session decides: abandoned, the daemon unwinds it.
+    RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER).abandon(
+        reason="never resumed by us"
+    )
+    with RecoveryDaemon(wal, clock=LATER) as daemon:
+        report = daemon.sweep()
+    assert report.recovered == [saga_id] and report.compensated == 2
+    assert world.undone("stripe.refund") == [CHARGE]
 
 
 async def test_a_copy_of_a_signed_opening_opens_nothing(wal: FileWAL) -> None:

@@ -275,6 +275,11 @@ class RecoveryDaemon:
             if not self._expired(view):
                 report.live.append(saga_id)
                 continue
+            if view.unsigned_end:
+                report.skipped.append(saga_id)
+                if not dry_run:
+                    self._unsigned_end(view, report)
+                continue
             if dry_run:
                 self._resolve(view, report, dry_run=True)
                 continue
@@ -425,18 +430,35 @@ class RecoveryDaemon:
                 return  # the operator's session holds it: at work
             claim.release()
             why = "its claim is free: the process of that session is gone"
-        detail = (
+        self._ask(view, report, "repair-stale", (
             f"the repair opened under {view.repair_signer}'s key is still open and {why}; recovery keeps off the "
             "saga until it is resumed or abandoned (agent-saga repair SAGA --abandon hands it back)"
-        )
-        escalation, created = self.escalations.add(view.saga_id, None, "repair-stale", detail)
+        ))
+
+    def _unsigned_end(self, view: SagaView, report: SweepReport) -> None:
+        """Escalate, once, a saga an unsigned REPAIR_RESUMED says was continued elsewhere.
+
+        Not believed (no operator key signed it), and not undone either: what it claims is
+        that a person kept these effects on purpose, and a repair resumed before repairs
+        were signed reads exactly so. A signed session on the saga decides (resume or abandon).
+        """
+        if "repair-unsigned" in view.escalated:
+            return
+        self._ask(view, report, "repair-unsigned", (
+            f"{view.unsigned_end}; the daemon neither ends nor unwinds the saga on it: an operator opens a signed "
+            "repair (agent-saga repair SAGA --operator-key FILE) and resumes or abandons it"
+        ))
+
+    def _ask(self, view: SagaView, report: SweepReport, kind: str, detail: str) -> None:
+        """Queue ``kind`` about a saga the daemon keeps off, and say so in its log: a person decides."""
+        escalation, created = self.escalations.add(view.saga_id, None, kind, detail)
         if created:
             report.new_escalations.append(escalation)
-        self._append(R.ESCALATED, view.saga_id, {"kind": "repair-stale", "detail": detail, "escalation": escalation.id})
+        self._append(R.ESCALATED, view.saga_id, {"kind": kind, "detail": detail, "escalation": escalation.id})
         assert self._wal is not None
         self._wal.barrier()
-        view.escalated.add("repair-stale")
-        report.actions.append(Action(view.saga_id, None, "escalate", f"[repair-stale] {detail}"))
+        view.escalated.add(kind)
+        report.actions.append(Action(view.saga_id, None, "escalate", f"[{kind}] {detail}"))
 
     # -- leases and claims -------------------------------------------------------------
 
@@ -457,7 +479,7 @@ class RecoveryDaemon:
             if not view.open:
                 finished = True
                 return
-            if view.repairing:  # an operator opened a repair between our read and our claim
+            if view.repairing or view.unsigned_end:  # written between our read and our claim
                 report.skipped.append(saga_id)
                 return
             if not self._expired(view):

@@ -47,6 +47,8 @@ KINDS = {
                  "or escalated again if it cannot be",
     "repair-stale": "an operator's signed repair session is still open, but its claim is free (its process is "
                     "gone) or it is older than the daemon's limit; recovery keeps off the saga until it ends",
+    "repair-unsigned": "an unsigned REPAIR_RESUMED says the saga was continued elsewhere: not believed, not undone "
+                       "blindly; an operator's signed repair resumes or abandons it",
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
 }

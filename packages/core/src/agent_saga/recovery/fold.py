@@ -173,6 +173,10 @@ class SagaView:
     #: REPAIR_* records that are only claims (unsigned, signed by a key this host does not trust,
     #: replayed or out of their session): one line each, "seq N TYPE by OPERATOR (unsigned): why".
     unsigned_repairs: list[str] = field(default_factory=list)
+    #: An unsigned REPAIR_RESUMED said this saga was continued elsewhere (its effects kept on
+    #: purpose): not believed, so the saga is not over, and not undone blindly either (a repair
+    #: resumed before repairs were signed reads the same): the daemon asks a person. Its line.
+    unsigned_end: str = ""
 
     #: Steps left in flight by its rollback (``StepView.left``).
     left: set[int] = field(default_factory=set)
@@ -239,7 +243,7 @@ class _Folder:
         body: dict[str, Any] = raw
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
         by_owner = not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_") and not (
-            rtype == R.ESCALATED and body.get("kind") == "repair-stale"
+            rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
         )
         if isinstance(ts, int) and by_owner:
             view.owner_ts = max(view.owner_ts, ts)
@@ -307,12 +311,14 @@ class _Folder:
             why = f"session {session} is not the repair open on this saga"
         if why:
             seq = record.get("seq")
-            view.unsigned_repairs.append(
-                f"seq {seq if isinstance(seq, int) else '?'} {rtype} by {body.get('operator', '?')!s} (unsigned): {why}"
-            )
+            line = f"seq {seq if isinstance(seq, int) else '?'} {rtype} by {body.get('operator', '?')!s} (unsigned): {why}"
+            view.unsigned_repairs.append(line)
+            if rtype == R.REPAIR_RESUMED and isinstance(body.get("continued_as"), str) and not view.repairing:
+                view.unsigned_end = line
             return False
         assert isinstance(session, str)
         if rtype == R.REPAIR_OPENED:
+            view.unsigned_end = ""  # an operator's signed session decides now
             signed = body.get(SIGNATURE_FIELD)
             ts = record.get("ts")
             view.repair_sessions.add(session)
