@@ -14,6 +14,11 @@ What blocks (the older steps stay put, the saga stays open): an undo that
 exists but cannot run here (its handler is not imported) or keeps failing.
 LIFO order exists because an older step's undo may depend on the newer one
 having been undone first, so running it early could fail or do harm.
+A halt that names an undo's tool stops it here as in the agent's own rollback (one rule,
+``engine.undo.halt_on_undo``, asked of the daemon's gate: the process's default one, whose
+kill switch is the host's): the undo is not attempted (no attempt counts, nothing is
+dead-lettered), the saga is escalated once (``undo-halted``) and held, and the next sweep
+after the halt is lifted runs it.
 What does not block: a step that has no undo at all (IRREVERSIBLE, an unknown
 outcome with no inverse recorded before the call, a closure). Waiting cannot
 make those undoable; they are escalated and the older steps unwound, exactly as
@@ -39,8 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_saga.context import default_gate
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.engine.ports import GatePort
+from agent_saga.engine.undo import halt_on_undo
 from agent_saga.errors import CompensationRefused, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
@@ -61,6 +69,7 @@ from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
+from agent_saga.semantics import ActionSemantics
 
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
@@ -154,6 +163,10 @@ class SweepReport:
         )
 
 
+#: ``RecoveryDaemon(gate=...)`` not given: the process's default gate, looked up at each sweep.
+_DEFAULT_GATE = object()
+
+
 class _Halt(Exception):
     """Stop unwinding this saga for now (older steps are held)."""
 
@@ -180,6 +193,10 @@ class RecoveryDaemon:
     acts on every record that is sound on its own, never on one that fails its own
     hash check (such a saga is escalated as ``unverified-records``), and each saga
     it takes over says in the log that it was recovered from an unverified log.
+
+    ``gate`` is asked before every undo whether a halt names it (``check_undo``): by
+    default the process's default gate, looked up at each sweep, whose kill switch is the
+    host's (``agent-saga halt --scope tool:NAME``); ``None`` asks nothing.
     """
 
     def __init__(
@@ -196,6 +213,7 @@ class RecoveryDaemon:
         encryptor: BodyCipher | None = None,
         trust_unverified: bool = False,
         snapshots: Sequence[SnapshotStore] = (),
+        gate: GatePort | object | None = _DEFAULT_GATE,
     ) -> None:
         if lease_grace < 0:
             raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
@@ -230,6 +248,8 @@ class RecoveryDaemon:
                 "not loaded: import agent_saga.snapshots (its stores and the SnapshotStore protocol live there)"
             )
         self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
+        self._gate = gate
+        self.gate: object = None  # the gate this sweep asks about undos (see ``gate=``)
         self._tail = self.store.tail(encryptor)
         self._wal: WAL | None = None
 
@@ -257,6 +277,7 @@ class RecoveryDaemon:
         if not dry_run:
             # After the verdict: a refused sweep opens nothing (opening a file log moves a torn tail).
             self._wal = self.store.open_wal()
+        self.gate = default_gate() if self._gate is _DEFAULT_GATE else self._gate
         self.ledger.refresh()
         report = SweepReport(dry_run=dry_run)
         sagas = list(self._tail.sagas)
@@ -655,6 +676,15 @@ class _Run:
             ))
             self._act(step.index, "hold", "older steps wait until this one is undone")
             raise _Halt
+        stop = halt_on_undo(self.d.gate, saga, step.index, handler, _semantics(step))
+        if stop is not None:
+            # Not attempted (no attempt counts toward dead-lettering): it runs once the halt is lifted.
+            self._escalate(step, "undo-halted", (
+                f"the undo {handler} (key {key}) was not run: {stop.reason}; it runs at the first sweep after "
+                "the halt is lifted"
+            ))
+            self._act(step.index, "hold", "halted: older steps wait until this one is undone")
+            raise _Halt
         if state.attempts >= self.d.max_attempts:
             self._dead_letter(step, key, state.attempts, state.last_error)
         if state.failures:
@@ -687,7 +717,8 @@ class _Run:
         self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
         # Restarted with the missing import, or the undo the agent's rollback gave up on
         # worked now, or the step the rollback left in flight is undone: those escalations are answered.
-        for kind in ("handler-missing", "compensation-failing", "in-flight", "unknown-outcome", "late-commit"):
+        for kind in ("handler-missing", "undo-halted", "compensation-failing", "in-flight", "unknown-outcome",
+                     "late-commit"):
             self._resolve_escalation(step, kind, f"compensated by {self.d.name}")
         self.report.compensated += 1
         self._count("compensated")
@@ -756,6 +787,14 @@ def owner_expiry(view: SagaView, lease: Lease | None) -> float:
     if lease is not None:
         expires = max(expires, lease.expires_at)
     return expires
+
+
+def _semantics(step: StepView) -> ActionSemantics:
+    """The step's semantics as the log states them (COMPENSABLE when it states none it can read)."""
+    try:
+        return ActionSemantics(step.semantics or "COMPENSABLE")
+    except ValueError:
+        return ActionSemantics.COMPENSABLE
 
 
 def _args(kwargs: Any) -> str:

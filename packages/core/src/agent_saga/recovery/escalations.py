@@ -37,6 +37,7 @@ KINDS = {
     "no-undo": "a committed step has no undo recorded",
     "handler-missing": "the undo names a handler this daemon has not imported",
     "compensation-failing": "the undo kept failing; the saga is dead-lettered",
+    "undo-halted": "a kill-switch halt names the undo's tool: it was not attempted, and runs once the halt is lifted",
     "undo-refused": "the handler refused the recorded undo (it names something the reader does not trust); "
                     "the saga is dead-lettered",
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
