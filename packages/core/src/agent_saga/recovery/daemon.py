@@ -49,7 +49,7 @@ from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.undo import halt_on_undo
-from agent_saga.errors import CompensationRefused, ConfigurationError
+from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKey
@@ -705,10 +705,12 @@ class _Run:
             error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
             self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
-            if isinstance(err, CompensationRefused) or (isinstance(err, _HandlerFailed) and err.refused):
+            kind = err.kind if isinstance(err, _HandlerFailed) else _kind_of(err)
+            if kind is not None:
                 # The handler will not do what the record asks (a program, a URL, a server it
-                # does not know): asking again gets the same answer, so a person decides now.
-                self._dead_letter(step, key, attempt, error, kind="undo-refused")
+                # does not know), or its system said "done" with no proof: asking again gets the
+                # same answer, so a person decides now.
+                self._dead_letter(step, key, attempt, error, kind=kind)
             if attempt >= self.d.max_attempts:
                 self._dead_letter(step, key, attempt, error)
             self._act(step.index, "retry-later", f"attempt {attempt}/{self.d.max_attempts} failed: {error}")
@@ -727,6 +729,8 @@ class _Run:
                      kind: str = "compensation-failing") -> None:
         if kind == "undo-refused":
             detail = f"the handler refused the recorded undo (key {key}) and was not retried: {error}"
+        elif kind == "compensation-unproven":
+            detail = f"the undo (key {key}) was reported done without a proof, so it is not counted as done: {error}"
         else:
             detail = f"{attempts} attempt(s) with key {key} failed; last error: {error or 'unknown (crashed mid-call?)'}"
         self._escalate(step, kind, detail)
@@ -813,15 +817,24 @@ def _fits(handler: str, fn: Any, kwargs: dict[str, Any]) -> None:
         ) from None
 
 
+def _kind_of(err: BaseException) -> str | None:
+    """The escalation a failed undo gets at once (no retry), or None for an ordinary failure."""
+    if isinstance(err, CompensationRefused):
+        return "undo-refused"  # it will not run what the record asks
+    if isinstance(err, CompensationUnproven):
+        return "compensation-unproven"  # its system said done, with no proof this daemon trusts
+    return None
+
+
 class _HandlerFailed(Exception):
     """A handler's failure, described with the credentials resolved for it scrubbed out.
 
-    ``refused``: the handler raised CompensationRefused (it will not run what the record asks).
+    ``kind``: the escalation it gets at once (``_kind_of``), or None for an ordinary failure.
     """
 
-    def __init__(self, text: str, refused: bool = False) -> None:
+    def __init__(self, text: str, kind: str | None = None) -> None:
         super().__init__(text)
-        self.refused = refused
+        self.kind = kind
 
 
 def _text(err: BaseException) -> str:
@@ -843,4 +856,4 @@ def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
 
             asyncio.run(wait())
     except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
-        raise _HandlerFailed(scrub(_text(err), secrets), isinstance(err, CompensationRefused)) from None
+        raise _HandlerFailed(scrub(_text(err), secrets), _kind_of(err)) from None

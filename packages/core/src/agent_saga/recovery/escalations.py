@@ -40,6 +40,8 @@ KINDS = {
     "undo-halted": "a kill-switch halt names the undo's tool: it was not attempted, and runs once the halt is lifted",
     "undo-refused": "the handler refused the recorded undo (it names something the reader does not trust); "
                     "the saga is dead-lettered",
+    "compensation-unproven": "the undo's system answered that it was done, without a receipt this reader "
+                             "trusts: not counted as done; the saga is dead-lettered",
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
     "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
     "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",
