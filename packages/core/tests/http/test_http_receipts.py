@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from connectors.local_http import JsonHandler, LocalServer
 
 from agent_saga import Compensation, FileWAL, RecoveryDaemon, SagaAborted, saga_scope
 from agent_saga.distributed import (
@@ -45,45 +44,24 @@ SIGNER, VERIFIER = generate_signer("billing.test/tokens", "http")
 HANDLER = "agent_saga.http.compensate"
 
 
-class Liar:
+class Liar(LocalServer):
     """What answers at billing's URL: "compensated" to every request, having undone nothing."""
 
     def __init__(self) -> None:
         self.posts: list[dict[str, Any]] = []
         liar = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
+        class Handler(JsonHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server calls it so
                 liar.posts.append(json.loads(self.rfile.read(int(self.headers["content-length"]))))
-                self._json({"state": "compensated", "first": True})
+                self.reply(200, {"state": "compensated", "first": True})
 
-            def do_GET(self) -> None:
+            def do_GET(self) -> None:  # noqa: N802
                 token = liar.posts[-1]["token"] if liar.posts else None
-                self._json({"state": "compensated", "token": token, "status": 200,
-                            "content_type": "application/json", "body": base64.b64encode(b"{}").decode()})
+                self.reply(200, {"state": "compensated", "token": token, "status": 200,
+                                 "content_type": "application/json", "body": base64.b64encode(b"{}").decode()})
 
-            def _json(self, value: Any) -> None:
-                body = json.dumps(value).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Liar:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
