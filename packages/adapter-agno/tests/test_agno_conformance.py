@@ -56,6 +56,9 @@ class TestAgnoConformance(AdapterConformance):
             return saga_run_sync(agent, "go", wal=wal, **saga)
         return asyncio.run(saga_run(agent, "go", wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(new_agent(tools, [[(c.tool, c.args) for c in calls]]), "go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return run(new_agent(tools, [(c.tool, c.args) for c in calls]), sync=self.sync)
 

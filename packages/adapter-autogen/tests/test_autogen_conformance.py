@@ -45,6 +45,9 @@ class TestAutoGenConformance(AdapterConformance):
         runner = agent(tools, [(c.tool, c.args) for c in calls], together=True)
         return asyncio.run(saga_run(runner, task="go", wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(agent(tools, [(c.tool, c.args) for c in calls], together=True), task="go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(agent(tools, [(c.tool, c.args) for c in calls]).run(task="go"))
 

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agent_saga_crewai import saga_kickoff, saga_kickoff_async, wrap_tool
 from crewai.tools import BaseTool, tool
-from crewai_drive import crew
+from crewai_drive import crew, react_crew
 from pydantic import BaseModel
 
-from agent_saga import Compensation, FileWAL, NotApplied, SagaAborted, StepOptions, compensator
+from agent_saga import (
+    Compensation,
+    FileWAL,
+    NotApplied,
+    SagaAborted,
+    StepOptions,
+    compensator,
+    patch_all,
+    unpatch_all,
+)
 from agent_saga.plugins.manager import plugins
 
 WORLD: list[str] = []
@@ -170,4 +180,51 @@ def test_the_react_text_loop_is_covered_too(tmp_path: Path, how: str) -> None:
     assert retried and all(name == "send_invites" for _, name in intents[1:])
     assert [r["step"] for r in wal.records() if r["type"] == "STEP_NOT_APPLIED"] == retried
     assert caught.value.report.clean
+    wal.close()
+
+
+HOLDING, HELD = threading.Event(), threading.Event()
+
+
+@tool
+def hold_room(room: str) -> dict[str, Any]:
+    """Hold a room until released."""
+    HOLDING.set()
+    HELD.wait(30)
+    WORLD.append(f"hold {room}")
+    return {"ref": f"hold-{room}"}
+
+
+@pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
+def test_a_cancelled_akickoff_follows_a_react_call_until_its_function_returns(tmp_path: Path, via: str) -> None:
+    # akickoff's ReAct loop awaits CrewStructuredTool.ainvoke, which runs a sync function on the
+    # loop's executor: cancelling the run does not stop the function, so its step must wait for it.
+    HOLDING.clear()
+    HELD.clear()
+    undo = {"handler": "crewai_test.cancel", "args": {"ref": "$.ref"}}
+    if via == "patch_all":
+        patch_all({"mode": "enforce", "tools": {"hold_room": {"semantics": "COMPENSABLE", "compensate": undo}}})
+        held = hold_room
+    else:
+        held = wrap_tool(hold_room, semantics="COMPENSABLE", compensate=_undo)
+    wal = FileWAL(tmp_path / "react.wal")
+
+    async def cancelled() -> None:
+        run = asyncio.ensure_future(saga_kickoff_async(react_crew([held], [("hold_room", {"room": "blue"})]), wal=wal))
+        assert await asyncio.to_thread(HOLDING.wait, 30)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        HELD.set()  # the function, on its thread, books after the run was cancelled
+
+    try:
+        asyncio.run(cancelled())
+    finally:
+        unpatch_all()
+    # Its step stayed in flight, so the booking was undone as it landed, on the function's own thread
+    # (which asyncio.run joined before returning).
+    assert WORLD == ["hold blue", "cancel hold-blue"]
+    wal.barrier()
+    types = [r["type"] for r in wal.records()]
+    assert types.index("SAGA_ROLLED_BACK") < types.index("STEP_COMMITTED") < types.index("STEP_COMPENSATED"), types
     wal.close()

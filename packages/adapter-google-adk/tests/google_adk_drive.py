@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -17,7 +18,7 @@ from google.adk.tools import BaseTool, ToolContext
 from google.genai import types
 from pydantic import Field
 
-__all__ = ["POOL", "ScriptedLlm", "answer_errors", "new_runner", "run", "tool_results"]
+__all__ = ["POOL", "POOL_THREADS", "ScriptedLlm", "answer_errors", "new_runner", "run", "tool_results"]
 
 #: ADK's own executor for sync tools: each runs on a worker thread with a copy of the context
 #: (room for the three calls of the conformance suite's parallel response at once).
@@ -83,6 +84,27 @@ def run(runner: InMemoryRunner, *, sync: bool, run_config: RunConfig | None = No
         return [e async for e in runner.run_async(**kwargs)]
 
     return asyncio.run(collect())
+
+
+def _pool_threads() -> bool:
+    """Whether a ``Runner.run_async`` with :data:`POOL` runs a sync tool on a thread of ADK's pool.
+
+    google-adk 2.13 does; 2.10 applies ``tool_thread_pool_config`` to live runs only, and runs a
+    sync tool inline on the loop (seen by running one).
+    """
+    seen: list[str] = []
+
+    def where() -> str:
+        """Say where the tool runs."""
+        seen.append(threading.current_thread().name)
+        return "ok"
+
+    run(new_runner([where], [("where", {})]), sync=False, run_config=POOL)
+    return seen[0] != threading.current_thread().name
+
+
+#: How sync tools run under :data:`POOL` with the installed google-adk (see ``_pool_threads``).
+POOL_THREADS = _pool_threads()
 
 
 def tool_results(events: list[Event]) -> list[str]:

@@ -50,6 +50,10 @@ class TestLangGraphConformance(AdapterConformance):
         graph = self._graph(tools, calls, bool(errors_as_results), together=True)
         return asyncio.run(saga_run(graph, {"messages": [HumanMessage("go")]}, wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(self._graph(tools, calls, False, together=True), {"messages": [HumanMessage("go")]}, wal=wal,
+                        **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(self._graph(tools, calls, False).ainvoke({"messages": [HumanMessage("go")]}))
 

@@ -72,6 +72,9 @@ class TestLlamaIndexConformance(AdapterConformance):
     ) -> Any:
         return asyncio.run(saga_run(self._agent(tools, calls, together=True), user_msg="go", wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(self._agent(tools, calls, together=True), user_msg="go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         async def main() -> Any:
             return await self._agent(tools, calls).run(user_msg="go")

@@ -46,6 +46,11 @@ def test_help_shows_the_observe_and_enforce_command_lines(tmp_path: Path) -> Non
     (["--observe", "--policy", "p.json", "--", "python"], "not allowed with"),
     (["--policy", "p.json", "--boundary", "sometimes", "--", "python"], "invalid choice"),
     (["--policy", "p.json", "--wal-path", " ", "--", "python"], "--wal-path is empty"),
+    (["--policy", "p.json", "--rollback-grace", "-1", "--", "python"],
+     "--rollback-grace takes a number of seconds >= 0 and goes with --policy, got -1.0"),
+    (["--policy", "p.json", "--rollback-grace", "nan", "--", "python"], "got nan"),
+    (["--policy", "p.json", "--rollback-grace", "soon", "--", "python"], "invalid float value: 'soon'"),
+    (["--observe", "--rollback-grace", "1", "--", "python"], "goes with --policy, got 1.0 with --observe"),
 ])
 def test_usage_errors_exit_2_before_anything_runs(args: list[str], message: str, tmp_path: Path) -> None:
     out = agent_saga("mcp", *args, cwd=tmp_path)

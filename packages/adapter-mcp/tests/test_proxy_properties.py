@@ -185,21 +185,35 @@ class Harness:
     """A ProxyCore with a responder in place of the server and the client's view recorded."""
 
     def __init__(self, boundary: BoundaryMode = BoundaryMode.SESSION, answer_calls: bool = True,
-                 answer_pings: bool = False) -> None:
+                 answer_pings: bool = False, rollback_grace: float | None = None) -> None:
         self.answer_calls = answer_calls
         self.answer_pings = answer_pings
         self.to_server: list[bytes] = []
         self.to_client: list[bytes] = []
+        self._told = asyncio.Condition()
         self.sent: list[Any] = []  # the client's lines as a plain JSON reader reads each whole line
         self.notes: list[str] = []
         self.charges = 0
         config = ProxyConfig(server={"command": ["my_mcp_server"], "cwd": "/"}, policy=POLICY,
-                             boundary=boundary, wal=MemoryWAL())
+                             boundary=boundary, wal=MemoryWAL(), rollback_grace=rollback_grace)
         self.core = ProxyCore(config, self._server_receives, self._client_receives, self.notes.append)
 
     async def _client_receives(self, data: bytes) -> None:
         one_clean_line(data)
         self.to_client.append(data[:-1])
+        async with self._told:
+            self._told.notify_all()
+
+    async def answer(self, id_: Any) -> dict[str, Any]:
+        """Wait until the client has been answered under ``id_``; that answer."""
+        def found() -> dict[str, Any] | None:
+            return next((m for m in map(json.loads, self.to_client) if m.get("id") == id_), None)
+
+        async with self._told:
+            await self._told.wait_for(lambda: found() is not None)
+        answer = found()
+        assert answer is not None
+        return answer
 
     async def _server_receives(self, data: bytes) -> None:
         one_clean_line(data)
@@ -428,6 +442,34 @@ def test_concurrent_commits_and_rollbacks_each_get_one_answer() -> None:
     assert "nothing to do" in texts[1] and "nothing to do" in texts[2]
     refunds = [c for line in h.to_server for c in tool_calls_in(line) if c["params"]["name"] == "create_refund"]
     assert refunds[0]["params"]["arguments"] == {"charge": "ch_1"}
+
+
+def test_a_rollback_waits_for_a_call_the_server_has_not_answered_only_within_its_grace() -> None:
+    # A call in flight when saga_rollback arrives is waited for within --rollback-grace (here 0),
+    # then left in flight: the rollback answers at once, not clean, instead of waiting for a
+    # server that may never answer; the call's outcome is settled when its answer arrives.
+    async def scenario() -> tuple[Harness, dict[str, Any]]:
+        h = Harness(BoundaryMode.EXPLICIT, answer_calls=False, rollback_grace=0)
+        await h.core.from_client(call("create_charge", CHARGE, "c"))
+        await h.core.from_client(encode({"jsonrpc": "2.0", "id": "r", "method": "tools/call",
+                                         "params": {"name": "saga_rollback"}}))
+        rolled = await asyncio.wait_for(h.answer("r"), timeout=30)
+        assert not [m for m in map(json.loads, h.to_client) if m.get("id") == "c"]  # still in flight
+        late = {"jsonrpc": "2.0", "id": h.wire_id("create_charge"), "result": {"content": [], "isError": True}}
+        await h.core.from_server(encode(late))
+        await asyncio.wait_for(h.core.close(), timeout=60)
+        return h, rolled
+
+    h, rolled = asyncio.run(scenario())
+    text = rolled["result"]["content"][0]["text"]
+    assert "1 unresolved; clean=False" in text and rolled["result"]["isError"], text
+    (saga,) = h.core.sagas
+    (step,) = saga.steps
+    assert step.state.value == "UNKNOWN"  # the server's late answer said the charge failed
+    wal = h.core.config.wal
+    assert isinstance(wal, MemoryWAL)
+    types = [r["type"] for r in wal.records()]
+    assert types.index("SAGA_ROLLED_BACK") < types.index("STEP_UNKNOWN")
 
 
 def test_a_cancelled_call_is_an_unknown_step_and_gets_no_answer() -> None:

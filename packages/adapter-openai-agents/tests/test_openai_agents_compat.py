@@ -15,7 +15,7 @@ from agent_saga_openai_agents import saga_run, wrap_tool
 from agents import FunctionTool, RunContextWrapper, function_tool
 from test_openai_agents_conformance import agent
 
-from agent_saga import Compensation, FileWAL, SagaAborted, ToolFailed, compensator
+from agent_saga import Compensation, FileWAL, SagaAborted, ToolFailed, compensator, patch_all, unpatch_all
 from agent_saga.testing import Call
 
 DONE: list[str] = []
@@ -67,6 +67,26 @@ def test_the_run_context_reaches_the_function_but_not_the_log(tmp_path: Path) ->
     assert DONE == ["order x with ToolContext", "cancel o-x"]
     intent = next(r["body"] for r in wal.records() if r["type"] == "STEP_INTENT")
     assert (intent["tool"], intent["args"]) == ("order", {"item": "x"})
+    wal.close()
+
+
+def test_under_patch_all_a_sync_function_is_the_step_with_the_sdks_context_and_arguments(tmp_path: Path) -> None:
+    # The step runs the function itself on the SDK's worker thread (so a cancelled call stays in
+    # flight): the run context still reaches it and the log still holds the model's arguments.
+    DONE.clear()
+    patch_all({"mode": "enforce", "tools": {
+        "order": {"semantics": "COMPENSABLE", "compensate": {"handler": "oa_compat.cancel", "args": {"order": "$.order"}}},
+        "ship": {"semantics": "IRREVERSIBLE"}}})
+    wal = FileWAL(tmp_path / "patched.wal")
+    try:
+        with pytest.raises(SagaAborted):
+            asyncio.run(saga_run(agent([order, ship], [Call("order", {"item": "x"}), Call("ship", {"order": "o-x"})]),
+                                 "go", wal=wal))
+    finally:
+        unpatch_all()
+    assert DONE == ["order x with ToolContext", "cancel o-x"]
+    intents = [r["body"] for r in wal.records() if r["type"] == "STEP_INTENT"]
+    assert [(i["tool"], i["args"]) for i in intents] == [("order", {"item": "x"}), ("ship", {"order": "o-x"})]
     wal.close()
 
 

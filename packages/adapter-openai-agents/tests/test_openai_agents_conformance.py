@@ -68,6 +68,9 @@ class TestOpenAIAgentsConformance(AdapterConformance):
         worker = agent(self._tools(tools, errors_as_results), calls, together=True)
         return asyncio.run(saga_run(worker, "go", wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(agent(tools, calls, together=True), "go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         return asyncio.run(Runner.run(agent(tools, calls), "go"))
 

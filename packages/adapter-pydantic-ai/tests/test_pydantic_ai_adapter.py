@@ -315,7 +315,8 @@ def test_an_install_whose_pydantic_ai_moved_fails_at_import_naming_the_supported
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-pydantic-ai supports pydantic-ai-slim<3,>=1.71.0 (installed: pydantic-ai-slim 2.")
-    assert "no longer has Tool.function_schema.function, FunctionSchema.call or FunctionToolset.call_tool" in out
+    assert ("no longer has Tool.function_schema.function, FunctionSchema.call and .is_async, or "
+            "FunctionToolset.call_tool(name, tool_args, ctx, tool)") in out
     assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'" in out
 
 

@@ -77,6 +77,9 @@ class TestPydanticAIConformance(AdapterConformance):
             return saga_run_sync(worker, "go", wal=wal, **saga)
         return asyncio.run(saga_run(worker, "go", wal=wal, **saga))
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(self._agent(tools, calls, together=True), "go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         worker = self._agent(tools, calls)
         return worker.run_sync("go") if self.sync else asyncio.run(worker.run("go"))
@@ -89,3 +92,4 @@ class TestPydanticAISyncConformance(TestPydanticAIConformance):
     """``Agent.run_sync``: the same loop, started from blocking code."""
 
     sync = True
+    run_parallel_async = AdapterConformance.run_parallel_async  # the async class cancels the async run

@@ -57,6 +57,9 @@ class TestStrandsConformance(AdapterConformance):
             return Ran(saga_run_sync(worker, "go", wal=wal, **saga), worker)
         return Ran(asyncio.run(saga_run(worker, "go", wal=wal, **saga)), worker)
 
+    def run_parallel_async(self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any) -> Any:
+        return saga_run(agent(tools, [[(c.tool, c.args) for c in calls]]), "go", wal=wal, **saga)
+
     def run_plain(self, tools: list[Any], calls: list[Call]) -> Any:
         worker = agent(tools, [(c.tool, c.args) for c in calls])
         return Ran(worker("go") if self.sync else asyncio.run(worker.invoke_async("go")), worker)
@@ -69,3 +72,4 @@ class TestStrandsBlockingConformance(TestStrandsConformance):
     """``agent(prompt)``: Strands runs the loop on a thread of its own (with a copied context)."""
 
     sync = True
+    run_parallel_async = AdapterConformance.run_parallel_async  # the async class cancels the async run

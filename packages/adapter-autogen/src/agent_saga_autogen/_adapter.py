@@ -4,11 +4,14 @@
 made of the tool's function, with the original's name, description and strictness, so
 the argument model and schema are computed from the same signature. AutoGen runs a
 sync function with ``loop.run_in_executor(None, ...)``, which does not copy the
-caller's context: the step of a sync function is async, and hands the function to
-that same executor with :func:`~agent_saga.adapter.carry`, so the saga (and whatever
-plugins carry) is there. A custom ``BaseTool`` is copied with its ``run`` made a step.
+caller's context: the step of a sync function is the sync step, handed to that same
+executor with :func:`~agent_saga.adapter.carry`, so the saga (and whatever plugins
+carry) is there, and a cancelled run leaves it in flight until the function returns
+(a thread cannot be cancelled; an async step around the thread would end UNKNOWN while
+the function ran on). A custom ``BaseTool`` is copied with its ``run`` made a step.
 The step sits inside the tool, so it sees the raw exception that AutoGen's workbench
-turns into an ``is_error`` result. ``patch_all()`` patches ``BaseTool.run_json``.
+turns into an ``is_error`` result. ``patch_all()`` patches ``BaseTool.run_json``: a sync
+``FunctionTool``'s step is its function on AutoGen's executor thread, as above.
 When a Speculator is attached to the saga ``saga_run`` starts in and the runner is one agent,
 each model response's tool calls are named to it (:class:`PlannedCalls`) before AutoGen runs them.
 """
@@ -53,7 +56,7 @@ class AutoGen(Adapter):
         if not isinstance(tool, FunctionTool):
             return _compat.with_run(tool, _run_step(spec, tool))
         fn = _compat.function_of(tool)
-        step = self.step(spec, fn if inspect.iscoroutinefunction(fn) else _on_executor(fn))
+        step = self.step(spec, fn) if inspect.iscoroutinefunction(fn) else _on_executor(self.step(spec, fn))
         return FunctionTool(
             _compat.reads_as(step, fn), tool.description, name=tool.name, strict=tool.schema.get("strict", False)
         )
@@ -64,12 +67,20 @@ class AutoGen(Adapter):
     async def _run_json(self, wrapped: Any, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if tool is None:
             return await wrapped(*args, **kwargs)
-        carried = _carried(tool)
-        return await self.patched_async(tool, lambda: wrapped.__func__(carried, *args, **kwargs), _logged(args, kwargs))
+        logged = _logged(args, kwargs)
+        fn = _thread_function(tool)
+        if fn is None:  # an async function or a custom tool: a cancelled coroutine does not run on
+            return await self.patched_async(tool, lambda: wrapped.__func__(tool, *args, **kwargs), logged)
+
+        def step(**fn_kwargs: Any) -> Any:  # AutoGen passes the validated arguments by keyword
+            return self.patched_sync(tool, functools.partial(fn, **fn_kwargs), logged)
+
+        # A per-call copy that runs the step on AutoGen's executor thread, the saga carried there.
+        return await wrapped.__func__(_compat.with_function(tool, carry(step)), *args, **kwargs)
 
 
 def _on_executor(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run where AutoGen runs a sync tool (the loop's default executor), the saga carried there."""
+    """The sync step ``fn`` run where AutoGen runs a sync tool (the loop's default executor), the saga carried there."""
 
     @functools.wraps(fn)
     async def handed_off(*args: Any, **kwargs: Any) -> Any:
@@ -92,13 +103,12 @@ def _run_step(spec: ToolSpec, tool: BaseTool[Any, Any]) -> Callable[..., Any]:
     return stepped
 
 
-def _carried(tool: Any) -> Any:
-    """``tool``, or for a sync ``FunctionTool`` inside a saga a per-call copy whose function carries it."""
+def _thread_function(tool: Any) -> Callable[..., Any] | None:
+    """The sync function a ``FunctionTool`` runs on AutoGen's executor (None: an async one, a custom tool)."""
     if not isinstance(tool, FunctionTool) or type(tool).run is not FunctionTool.run:
-        return tool
+        return None
     fn = _compat.function_of(tool)
-    carried = fn if inspect.iscoroutinefunction(fn) else carry(fn)  # an async function runs on the loop
-    return tool if carried is fn else _compat.with_function(tool, carried)
+    return None if inspect.iscoroutinefunction(fn) else fn
 
 
 def _logged(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

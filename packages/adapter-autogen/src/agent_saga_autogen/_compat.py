@@ -2,8 +2,8 @@
 
 * ``FunctionTool._func`` (private): the function a tool calls. ``wrap_tool`` reads it
   (the public constructor then builds the wrapped tool); ``patch_all()`` runs a sync
-  tool on a per-call copy whose function carries the saga onto AutoGen's executor
-  thread (:func:`with_function`).
+  tool on a per-call copy whose function is the step, carrying the saga onto AutoGen's
+  executor thread (:func:`with_function`).
 * ``FunctionTool(func)`` reads ``func``'s annotations against ``func.__globals__``: a
   wrapper defined here would resolve the user's names in this module, so it carries
   them resolved (:func:`reads_as`).

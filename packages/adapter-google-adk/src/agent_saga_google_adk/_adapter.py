@@ -4,7 +4,8 @@
 of) and returns a ``FunctionTool`` of the same class, name, description and declaration
 whose function is the step. ``patch_all()`` polices ``FunctionTool._invoke_callable``:
 every function tool an agent calls from then on (plain functions in ``tools=[...]``
-included: ADK makes them ``FunctionTool``s) is classified by the tool policy.
+included: ADK makes them ``FunctionTool``s) is classified by the tool policy; a sync
+function's step is the function, where ADK runs it; an async one's is the whole call.
 When a Speculator is attached to the saga a run helper starts in, the runner's plugin
 :class:`PlannedCalls` names each model response's function calls to it before ADK runs them.
 """
@@ -78,7 +79,18 @@ class GoogleADK(Adapter):
                 return await original(tool, target, args_to_call)
             hidden = _compat.context_params(tool.func)
             logged = {k: v for k, v in args_to_call.items() if k not in hidden}
-            return await self.patched_async(tool, lambda: original(tool, target, args_to_call), logged)
+            if not _compat.runs_sync(tool):  # a coroutine (a cancelled one does not run on), a generator
+                return await self.patched_async(tool, lambda: original(tool, target, args_to_call), logged)
+
+            # A sync function may run on ADK's tool pool, whose thread a cancelled call does not
+            # stop: the step is the function itself, where ADK runs it, so it stays in flight
+            # until the function returns (as under wrap_tool) instead of ending UNKNOWN.
+            @functools.wraps(target)
+            def step(*args: Any, **kwargs: Any) -> Any:
+                return self.patched_sync(tool, functools.partial(target, *args, **kwargs), logged)
+
+            stepped = _compat.with_function(tool, step)
+            return await original(stepped, stepped.func, args_to_call)
 
         return _invoke_callable
 

@@ -10,7 +10,10 @@
   never the model's arguments, never logged. Read from a ``FunctionTool`` built over the
   function, so ADK's own rule decides.
 * ``FunctionTool._invoke_callable(target, args)``: where ADK calls a tool's function with
-  the prepared arguments (after its own validation); ``patch_all()`` polices it there.
+  the prepared arguments (after its own validation); ``patch_all()`` polices it there. For a
+  sync function (which ADK runs inline or on its tool pool's thread) it calls the method on a
+  per-call copy whose function is the step (:func:`with_function`), so ADK's own dispatch
+  stays around it.
 * ``Runner.plugin_manager.plugins`` (the registered plugins, in order): the run helpers register
   ``PlannedCalls`` with the public ``register_plugin`` and take it off this list when the run
   ends (:func:`unregister_plugin`; ADK has no public way to).
@@ -30,7 +33,7 @@ from google.adk.tools.function_tool import FunctionTool
 
 from agent_saga.adapter import check_compat
 
-__all__ = ["context_params", "unregister_plugin", "with_function"]
+__all__ = ["context_params", "runs_sync", "unregister_plugin", "with_function"]
 
 _CACHES: dict[str, Callable[[], Any]] = {"_declaration_cache": dict, "_compatible_func_cache": lambda: None, "_generator_node_cache": lambda: None}
 
@@ -47,6 +50,19 @@ def context_params(fn: Callable[..., Any]) -> tuple[str, ...]:
     except (TypeError, ValueError):
         return ()
     return tuple(p for p in FunctionTool(fn)._ignore_params if p in names)
+
+
+def runs_sync(tool: FunctionTool) -> bool:
+    """Whether ADK calls ``tool``'s function as a plain sync call (inline, or on its tool pool's thread).
+
+    ADK's rule: a coroutine function, or an object whose ``__call__`` is one, is awaited; a
+    generator (an async one included) is a streaming tool, whose effect happens as it is read.
+    """
+    fn: Any = tool.func
+    return not any(
+        check(f) for f in (fn, fn.__call__) if callable(f)
+        for check in (inspect.iscoroutinefunction, inspect.isasyncgenfunction, inspect.isgeneratorfunction)
+    )
 
 
 def with_function(tool: FunctionTool, fn: Callable[..., Any]) -> FunctionTool:

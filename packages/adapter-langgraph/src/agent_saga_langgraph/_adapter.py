@@ -4,7 +4,9 @@
 with its ``func`` / ``coroutine`` made a step, so the copy is the same class with the
 same name, description and ``args_schema``, and the step sees the function's own
 exception even when a ToolNode turns it into an error message. ``patch_all()``
-patches ``_run`` / ``_arun`` of those classes. When a Speculator is attached to the saga a
+patches ``_run`` / ``_arun`` of those classes; ``_arun`` of a tool with no ``coroutine``
+runs ``_run`` on an executor thread, whose step is then the one (a cancelled ``arun``
+leaves it in flight until the function returns). When a Speculator is attached to the saga a
 run helper starts in, the run's callbacks name each model response's tool calls to it
 (:class:`PlannedCalls`) before a ToolNode runs them.
 """
@@ -57,7 +59,9 @@ class LangGraph(Adapter):
         return self.patched_sync(instance, lambda: wrapped(*args, **kwargs), _logged(args, kwargs))
 
     async def _arun(self, wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if instance is None:
+        if instance is None or not instance.coroutine:
+            # A sync function: LangChain runs _run on an executor thread, which a cancellation
+            # does not stop; the patched _run is the step there, and stays in flight until it returns.
             return await wrapped(*args, **kwargs)
         return await self.patched_async(instance, lambda: wrapped(*args, **kwargs), _logged(args, kwargs))
 

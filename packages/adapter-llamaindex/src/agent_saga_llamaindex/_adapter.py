@@ -5,13 +5,16 @@ function, with the original metadata (name, description, ``fn_schema``), callbac
 partial parameters. The step sits inside the tool, so it sees the raw exception that
 LlamaIndex's agents turn into an ``is_error`` output for the model. ``patch_all()``
 patches ``FunctionTool.call`` / ``acall``, where agents call a tool; the undo reads the
-function's own result from ``ToolOutput.raw_output``. When a Speculator is attached to the
+function's own result from ``ToolOutput.raw_output``. ``acall`` of a sync function runs it on
+the loop's executor: there the step is the function itself, on that thread, so a cancelled
+run leaves it in flight until the function returns. When a Speculator is attached to the
 saga a run helper starts in, an instrumentation span handler names each model response's
 tool calls to it (:class:`PlannedCalls`) before the agent sends them to its tools.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Collection, Iterator
@@ -67,7 +70,17 @@ class LlamaIndex(Adapter):
     async def _acall(self, wrapped: Any, tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if tool is None:
             return await wrapped(*args, **kwargs)
-        return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), _logged(tool, args, kwargs), raw=_raw)
+        logged = _logged(tool, args, kwargs)
+        fn = _compat.thread_function(tool)
+        if fn is None:  # an async function: a cancelled coroutine does not run on
+            return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), logged, raw=_raw)
+
+        # A sync function runs on the loop's executor, which a cancelled run does not stop: the
+        # step is the function itself, there (as under wrap_tool), instead of ending UNKNOWN.
+        def step(*fn_args: Any, **fn_kwargs: Any) -> Any:
+            return self.patched_sync(tool, functools.partial(fn, *fn_args, **fn_kwargs), logged)
+
+        return await wrapped.__func__(_compat.calling(tool, step), *args, **kwargs)
 
 
 def _logged(tool: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:

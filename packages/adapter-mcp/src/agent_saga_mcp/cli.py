@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -57,6 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boundary", choices=("session", "explicit", "none"), default="session",
                    help="where a transaction ends: the connection (session), saga_commit/saga_rollback "
                    "tools (explicit), or nowhere: gate and audit only (none). Default: %(default)s")
+    p.add_argument("--rollback-grace", metavar="SECONDS", type=float, default=None,
+                   help="how long a transaction's end (saga_rollback, saga_commit, EOF) waits for its calls still "
+                   "in flight; one still running then is left in flight and settled (undone, for a rollback) "
+                   "when its answer arrives. Default: the saga option's (30)")
     add_log_option(p, "the log to write")
     p.add_argument("--gate", metavar="MODULE:ATTR", default=None,
                    help="a gate object (or a zero-argument factory) to check each call, e.g. myapp.gates:payments "
@@ -99,6 +104,10 @@ def _checked(args: argparse.Namespace) -> list[str]:
         raise CliError("say --observe (learn the tools) or --policy FILE (enforce one)", EXIT_USAGE)
     if args.emit_policy and not args.observe:
         raise CliError("--emit-policy goes with --observe", EXIT_USAGE)
+    grace = args.rollback_grace
+    if grace is not None and (args.observe or not math.isfinite(grace) or grace < 0):
+        raise CliError(f"--rollback-grace takes a number of seconds >= 0 and goes with --policy, got {grace!r}"
+                       f"{' with --observe' if args.observe else ''}", EXIT_USAGE)
     if not given_log(args).strip():
         raise CliError(f"--wal-path is empty: give the log file's path (or set ${LOG_ENV})", EXIT_USAGE)
     return command
@@ -164,7 +173,7 @@ def _configure(args: argparse.Namespace) -> tuple[list[str], ProxyConfig]:
     return command, ProxyConfig(
         server=server, server_name=name, policy=policy, boundary=BoundaryMode(args.boundary),
         name=args.name, wal=open_log_to_write(given_log(args)),
-        gate=load_gate(args.gate) if args.gate else None,
+        gate=load_gate(args.gate) if args.gate else None, rollback_grace=args.rollback_grace,
     )
 
 

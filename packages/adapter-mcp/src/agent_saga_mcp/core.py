@@ -25,6 +25,11 @@ Transactions are the core's :class:`~agent_saga.Boundary` (see
 :mod:`agent_saga_mcp.transaction`): with ``--boundary session`` or ``explicit`` one boundary
 is entered when the first call needs it and left at EOF (commit) or by ``saga_rollback``;
 with ``none`` every call has a boundary of its own, left (committed) once the call settles.
+A call belongs to the transaction current when it was received; ``saga_commit`` and
+``saga_rollback`` end the transaction current when they are received, once its calls have
+reached its saga, and the saga's end waits for the calls still in flight within its
+``rollback_grace`` (``--rollback-grace``): one still running then is left in flight, and
+settled (undone, for a rollback) as its answer arrives.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_saga import WAL, Boundary, GatePort, NotApplied, Saga, StepRefused, default_wal
+from agent_saga import WAL, Boundary, GatePort, NotApplied, Saga, SagaClosed, StepRefused, default_wal
+from agent_saga.adapter import SagaKwargs
 from agent_saga.plugins import PolicyError, ToolNotClassified, ToolPolicy
 from agent_saga.plugins.policy import ToolRule
 from agent_saga_mcp.compat import ToolInfo, call_params, is_error_result, list_tools_result, validate_message
@@ -168,6 +174,8 @@ class ProxyConfig:
     gate: GatePort | None = None
     name: str = "mcp"
     tags: frozenset[str] = field(default_factory=frozenset)
+    #: How long a transaction's end waits for its calls in flight (None: the saga option's default).
+    rollback_grace: float | None = None
 
 
 class ProxyCore:
@@ -200,7 +208,6 @@ class ProxyCore:
         self._own: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._own_seq = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._step_tasks: set[asyncio.Task[None]] = set()
         self._boundary_lock = asyncio.Lock()
         self._saga_lock = asyncio.Lock()
         self._surface_lock = asyncio.Lock()
@@ -241,13 +248,10 @@ class ProxyCore:
             self.fatal = message
             self._note(message)
 
-    def _spawn(self, coro: Awaitable[None], *, step: bool = False) -> None:
+    def _spawn(self, coro: Awaitable[None]) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if step:
-            self._step_tasks.add(task)
-            task.add_done_callback(self._step_tasks.discard)
 
     async def drain(self) -> None:
         """Wait for every tool call in flight to settle."""
@@ -331,7 +335,9 @@ class ProxyCore:
         policy = self.config.policy
         assert policy is not None
         if self.config.boundary is BoundaryMode.EXPLICIT and name in (COMMIT_TOOL, ROLLBACK_TOOL):
-            self._spawn(self._explicit(id_, name, arguments))
+            # It ends the transaction current now: a call received after it belongs to the next one.
+            ending, self._session = self._session, None
+            self._spawn(self._explicit(id_, name, arguments, ending))
             return
         rule = policy.rule_for(name)
         if rule is None:
@@ -350,7 +356,9 @@ class ProxyCore:
         wire_id = self._own_id()
         wire = self._call_ids[key] = _id_key(wire_id)
         self._calls[wire] = asyncio.get_running_loop().create_future()
-        self._spawn(self._step(id_, key, {**message, "id": wire_id}, name, arguments, rule), step=True)
+        transaction = self._current()  # the call's, whichever task runs it and whatever is received next
+        arrival = transaction.expect() if transaction is not None else None
+        self._spawn(self._step(id_, key, {**message, "id": wire_id}, name, arguments, rule, transaction, arrival))
 
     def _taken(self, message: Mapping[str, Any]) -> bool:
         """Whether ``message`` is a request whose id a request in flight holds, or the proxy reserves.
@@ -400,8 +408,10 @@ class ProxyCore:
             self._note(f"could not record the refused call of {refused.tool!r}: {type(err).__name__}: {err}")
 
     async def _step(
-        self, id_: Any, key: str, message: dict[str, Any], name: str, arguments: dict[str, Any], rule: ToolRule
+        self, id_: Any, key: str, message: dict[str, Any], name: str, arguments: dict[str, Any], rule: ToolRule,
+        transaction: Transaction | None, arrival: asyncio.Future[None] | None,
     ) -> None:
+        """One declared call, in ``transaction`` (the one current when it was received; None: its own)."""
         policy = self.config.policy
         assert policy is not None
         wire = self._call_ids[key]
@@ -430,14 +440,22 @@ class ProxyCore:
             except StepRefused as refused:  # its undo could not be built: never made, and on record
                 await self._refuse(refused, arguments)
                 raise
-            saga, single = await self._saga_for_call()
+            saga, single = await self._saga_for_call(transaction)
             try:
+                # Its step opens in this same run of the task (before anything else runs on the
+                # loop), so the transaction's end, woken by the arrival, finds it in the saga.
+                _arrive(arrival)
                 await saga.execute(tool=name, forward=forward, args=arguments, options=policy.step_options(rule, undo))
             finally:
                 if single is not None:
                     await single.commit()
         except StepRefused as refused:
             await self._reply_error(id_, ErrorCode.STEP_REFUSED, str(refused), {"tool": name, "rule": refused.rule})
+            return
+        except SagaClosed as closed:
+            # The transaction ended while the call was in flight, and its outcome was settled as it
+            # landed (a booking undone): the server's answer would tell of an effect that is gone.
+            await self._reply_error(id_, ErrorCode.PROXY_ERROR, f"{name}: {closed}", {"tool": name})
             return
         except Exception as err:  # noqa: BLE001 - answered to the client below, never swallowed silently
             if isinstance(err, CallCancelled):
@@ -449,6 +467,7 @@ class ProxyCore:
             if not isinstance(err, ToolCallFailed):
                 self._note(f"{name}: {type(err).__name__}: {err}")
         finally:
+            _arrive(arrival)
             self._calls.pop(wire, None)
             self._call_ids.pop(key, None)
             if not future.done():
@@ -463,22 +482,38 @@ class ProxyCore:
                 self._note(f"{name}: the log could not confirm the step's outcome: {type(err).__name__}: {err}")
             await self._send_client({**response, "id": id_})  # the client's id back on the server's answer
 
-    async def _saga_for_call(self) -> tuple[Saga, Transaction | None]:
-        """The saga a call runs in, and the transaction to commit once it settles (``none``: its own)."""
+    def _current(self) -> Transaction | None:
+        """The transaction a call received now belongs to (``none``: each call has its own, None here)."""
+        if self.config.boundary is BoundaryMode.NONE:
+            return None
+        if self._session is None or (self._session.saga is not None and not self._session.is_open):
+            self._session = self._transaction()
+        return self._session
+
+    async def _saga_for_call(
+        self, transaction: Transaction | None = None
+    ) -> tuple[Saga, Transaction | None]:
+        """The saga a call runs in, and the transaction to commit once it settles (``none``: its own).
+
+        ``transaction``: the one the call was received in (default: the current one).
+        """
         if self.config.boundary is BoundaryMode.NONE:
             single = self._transaction()
             return await self._open(single), single
         async with self._saga_lock:
-            if self._session is None or not self._session.is_open:
-                session = self._transaction()
+            session = transaction or self._current()
+            assert session is not None
+            if session.saga is None:
                 await self._open(session)
-                self._session = session
-            assert self._session.saga is not None
-            return self._session.saga, None
+            assert session.saga is not None
+            return session.saga, None
 
     def _transaction(self) -> Transaction:
         config = self.config
-        return Transaction(Boundary(self._wal(), name=config.name, gate=config.gate, tags=config.tags))
+        options: SagaKwargs = {"name": config.name, "gate": config.gate, "tags": config.tags}
+        if config.rollback_grace is not None:
+            options["rollback_grace"] = config.rollback_grace
+        return Transaction(Boundary(self._wal(), **options))
 
     async def _open(self, transaction: Transaction) -> Saga:
         saga = await transaction.open()
@@ -490,14 +525,14 @@ class ProxyCore:
             self.config.wal = default_wal()
         return self.config.wal
 
-    async def _explicit(self, id_: Any, name: str, arguments: dict[str, Any]) -> None:
-        # One commit/rollback at a time; each waits for the tool calls already in flight
-        # (never for another commit/rollback, which could wait for it in turn).
+    async def _explicit(self, id_: Any, name: str, arguments: dict[str, Any], session: Transaction | None) -> None:
+        """``saga_commit`` / ``saga_rollback`` of ``session``, the transaction current when it was received."""
+        # One end at a time, in the order received. Each waits until the calls of its transaction
+        # have reached the saga; the saga's end then waits for those in flight within its grace
+        # (never for another end, which could wait for it in turn).
         async with self._boundary_lock:
-            while self._step_tasks:
-                await asyncio.gather(*list(self._step_tasks), return_exceptions=True)
-            async with self._saga_lock:
-                session, self._session = self._session, None
+            if session is not None:
+                await session.arrived()
             if session is None or session.saga is None or not session.is_open:
                 await self._reply_result(id_, _text_result("no open transaction: nothing to do"))
                 return
@@ -707,6 +742,12 @@ class ProxyCore:
 
 class RollbackRequested(Exception):
     """The cause recorded when the client calls ``saga_rollback``."""
+
+
+def _arrive(arrival: asyncio.Future[None] | None) -> None:
+    """A call has reached its transaction's saga, or ended before it (see ``Transaction.expect``)."""
+    if arrival is not None and not arrival.done():
+        arrival.set_result(None)
 
 
 def _answered(future: asyncio.Future[Any]) -> bool:

@@ -8,6 +8,11 @@ happen in the same context: a :class:`Transaction` enters and leaves its boundar
 context of its own. Leaving it is the boundary's own commit or rollback. Not leaving it
 at all (the server went away, the proxy was killed) leaves the saga open, for the
 recovery daemon.
+
+A call belongs to the transaction that was current when the client sent it, whatever task
+runs it: :meth:`Transaction.expect` notes it then, and its end (:meth:`Transaction.arrived`)
+waits until every such call has reached the saga (its step opened, so the saga's own end
+waits for it within ``rollback_grace``), or ended before it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,17 @@ class Transaction:
         self._boundary = boundary
         self._context = contextvars.copy_context()
         self.saga: Saga | None = None
+        self._expected: list[asyncio.Future[None]] = []
+
+    def expect(self) -> asyncio.Future[None]:
+        """A call of this transaction was received: set the future once its step is in the saga (or it ended)."""
+        arrival: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._expected.append(arrival)
+        return arrival
+
+    async def arrived(self) -> None:
+        """Wait until every call :meth:`expect` noted has reached the saga or ended."""
+        await asyncio.gather(*self._expected)
 
     @property
     def is_open(self) -> bool:

@@ -6,7 +6,8 @@ copy of the tool: the step runs *inside* the SDK's failure handling (which still
 the exception into a message for the model), and name, description, JSON schema,
 guardrails, timeouts and the failure function are the original's. A hand-built
 ``FunctionTool`` (no Python function behind it) gets its ``on_invoke_tool`` made a step
-instead. ``patch_all()`` patches the SDK's failure-handling invoker (see ``_compat``).
+instead. ``patch_all()`` patches the SDK's failure-handling invoker (see ``_compat``): a sync
+function's step is the function, on the SDK's worker thread; an async one's is the whole call.
 When a Speculator is attached to the saga a run helper starts in, the run's hooks name each
 model response's function calls to it (:class:`PlannedCalls`) before the Runner runs them.
 """
@@ -88,9 +89,20 @@ class OpenAIAgents(Adapter):
         if tool is None:
             return await wrapped(*args, **kwargs)
         impl = _compat.implementation(invoker)
+        fn = _compat.thread_function(impl)
 
         async def stepped(ctx: Any, raw: str) -> Any:
-            return await self.patched_async(tool, lambda: impl(ctx, raw), tool_args(raw))
+            logged = tool_args(raw)
+            if fn is None:  # an async function (a cancelled coroutine does not run on), or a hand-built tool
+                return await self.patched_async(tool, lambda: impl(ctx, raw), logged)
+
+            # A sync function runs on the SDK's worker thread, which a cancelled call does not
+            # stop: the step is the function itself, there, so it stays in flight until the
+            # function returns (as under wrap_tool) instead of ending UNKNOWN while it runs on.
+            def step(*args: Any, **kwargs: Any) -> Any:
+                return self.patched_sync(tool, functools.partial(fn, *args, **kwargs), logged)
+
+            return await _compat.calling(impl, step)(ctx, raw)
 
         # The SDK's own failure handling runs around the step, on a copy for this call.
         return await original(_compat.with_implementation(invoker, stepped), *args, **kwargs)

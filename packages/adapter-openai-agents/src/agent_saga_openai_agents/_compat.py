@@ -6,14 +6,19 @@
 message for the model inside the invoker every ``@function_tool`` runs through
 (``agents.tool._FailureHandlingFunctionToolInvoker``): the patch replaces that
 invoker's ``__call__`` and runs its implementation (``_invoke_tool_impl``) for its
-tool (``_function_tool``) as a step, on a per-call copy. If the installed SDK no
-longer looks like this, importing the adapter fails here, naming the supported range.
+tool (``_function_tool``) on a per-call copy. For a sync function the step is the
+function itself: the implementation ``@function_tool`` builds is a closure over
+``the_func`` (run with ``asyncio.to_thread`` when ``is_sync_function_tool``), and the
+per-call copy is the same code over the same cells but that one (:func:`calling`), so
+the SDK's parsing, context, thread and output check stay its own. If the installed SDK
+no longer looks like this, importing the adapter fails here, naming the supported range.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import types
 import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,7 +28,10 @@ from agents import tool as _sdk_tool
 
 from agent_saga.adapter import check_compat
 
-__all__ = ["INVOKER", "context_params", "function_of", "implementation", "tool_of", "with_implementation"]
+__all__ = [
+    "INVOKER", "calling", "context_params", "function_of", "implementation", "thread_function", "tool_of",
+    "with_implementation",
+]
 
 #: The failure-handling invoker every ``@function_tool`` tool runs through (NoneType when the
 #: SDK no longer has it: then ``_fits`` below fails the import).
@@ -69,21 +77,76 @@ def with_implementation(invoker: Any, impl: Implementation) -> Any:
     return per_call
 
 
-def _fits() -> bool:
-    def probe(x: int) -> int:
-        """Probe."""
-        return x
+def _probe(x: int) -> int:
+    """Probe."""
+    return x
 
-    tool = function_tool(probe)
+
+async def _aprobe(x: int) -> int:
+    """Probe."""
+    return x
+
+
+def _built_code() -> types.CodeType | None:
+    try:
+        code: types.CodeType = implementation(function_tool(_probe).on_invoke_tool).__code__
+    except AttributeError:  # the SDK moved: _fits fails the import with the supported range
+        return None
+    return code
+
+
+#: The code of the implementation ``@function_tool`` builds (each tool's is a closure over it).
+_IMPL_CODE = _built_code()
+
+
+def _cells(impl: Any) -> dict[str, types.CellType] | None:
+    """The closure of an implementation ``@function_tool`` built, by name; None for any other."""
+    if _IMPL_CODE is None or getattr(impl, "__code__", None) is not _IMPL_CODE:
+        return None
+    return dict(zip(impl.__code__.co_freevars, impl.__closure__, strict=True))
+
+
+def thread_function(impl: Any) -> Callable[..., Any] | None:
+    """The sync function ``impl`` runs on a worker thread; None for an async function or a hand-built tool."""
+    cells = _cells(impl)
+    if cells is None or not cells["is_sync_function_tool"].cell_contents:
+        return None
+    fn: Callable[..., Any] = cells["the_func"].cell_contents
+    return fn
+
+
+def calling(impl: Any, fn: Callable[..., Any]) -> Implementation:
+    """A copy of ``impl`` (one :func:`thread_function` gave a function for) that runs ``fn`` in its place.
+
+    Same code, same cells but ``the_func``: ``fn`` is called on the SDK's worker thread with
+    the arguments (and run context) the SDK prepared, and its result is checked as the SDK
+    checks the function's.
+    """
+    cells = _cells(impl)
+    assert cells is not None
+    closure = tuple(types.CellType(fn) if name == "the_func" else cell for name, cell in cells.items())
+    copied = types.FunctionType(impl.__code__, impl.__globals__, impl.__name__, impl.__defaults__, closure)
+    copied.__kwdefaults__ = impl.__kwdefaults__
+    copied.__dict__.update(impl.__dict__)  # the SDK's markers (its argument preparation, the wrapped callable)
+    return copied
+
+
+def _fits() -> bool:
+    tool = function_tool(_probe)
     invoker = tool.on_invoke_tool
+    cells = _cells(implementation(invoker))
     return (
-        isinstance(invoker, INVOKER) and "__call__" in vars(INVOKER) and function_of(tool) is probe
+        isinstance(invoker, INVOKER) and "__call__" in vars(INVOKER) and function_of(tool) is _probe
         and tool_of(invoker) is tool and callable(implementation(invoker))
+        and cells is not None and {"the_func", "is_sync_function_tool"} <= set(cells)
+        and thread_function(implementation(invoker)) is _probe
+        and thread_function(implementation(function_tool(_aprobe).on_invoke_tool)) is None
     )
 
 
 check_compat(
     "agent-saga-openai-agents", "openai_agents", _fits,
     "the installed openai-agents no longer runs a @function_tool through "
-    "agents.tool._FailureHandlingFunctionToolInvoker(_invoke_tool_impl, _function_tool)",
+    "agents.tool._FailureHandlingFunctionToolInvoker(_invoke_tool_impl, _function_tool), or no longer "
+    "builds that implementation as a closure over the_func and is_sync_function_tool",
 )

@@ -5,7 +5,8 @@ description, JSON schema and validator; the ``RunContext`` reaches the function 
 log). :func:`wrap_tools` does the same, in place, for tools already inside a
 ``FunctionToolset``, or an ``Agent``'s own ``@agent.tool`` / ``@agent.tool_plain`` functions.
 ``patch_all()`` patches ``FunctionToolset.call_tool``, where every function tool of every
-agent is called.
+agent is called: a sync function's step is the function, on Pydantic AI's worker thread; an
+async one's is the whole call.
 
 A gate's :class:`~agent_saga.RepairRequested` (the call's arguments do not fit: nothing ran)
 reaches the model as Pydantic AI's own ``ModelRetry``, so the model gets one turn to correct
@@ -87,16 +88,26 @@ class PydanticAI(Adapter):
         self.patches.apply(FunctionToolset, "call_tool", lambda original: wrapt.FunctionWrapper(original, self._call_tool))
 
     async def _call_tool(self, wrapped: Any, toolset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        tool, tool_args = _call_of(*args, **kwargs)
+        name, tool_args, ctx, tool = _call_of(*args, **kwargs)
+        fn = _compat.thread_function(tool)
         try:
-            return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), tool_args)
+            if fn is None:  # an async function: a cancelled coroutine does not run on
+                return await self.patched_async(tool, lambda: wrapped(*args, **kwargs), tool_args)
+
+            # A sync function runs on a worker thread, which a cancelled run does not stop: the
+            # step is the function itself, there, so it stays in flight until the function
+            # returns (as under wrap_tool) instead of ending UNKNOWN while it runs on.
+            def step(*fn_args: Any, **fn_kwargs: Any) -> Any:
+                return self.patched_sync(tool, functools.partial(fn, *fn_args, **fn_kwargs), tool_args)
+
+            return await wrapped(name, tool_args, ctx, _compat.calling(tool, step))
         except RepairRequested as err:
             raise ModelRetry(str(err)) from err
 
 
-def _call_of(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> tuple[Any, dict[str, Any]]:
-    """The tool and the model's (validated) arguments of a ``FunctionToolset.call_tool`` call."""
-    return tool, tool_args
+def _call_of(name: str, tool_args: dict[str, Any], ctx: Any, tool: Any) -> tuple[str, dict[str, Any], Any, Any]:
+    """The parts of a ``FunctionToolset.call_tool`` call: the name, the model's (validated) arguments, context, tool."""
+    return name, tool_args, ctx, tool
 
 
 adapter = PydanticAI()

@@ -6,7 +6,10 @@
   the original function (building them again from the step would lose docstring parameter
   descriptions and a custom ``function_schema``).
 * ``FunctionToolsetTool.call_func``: the bound ``FunctionSchema.call`` of the tool a run is
-  about to call; ``patch_all()`` reads the function behind it to tell a wrapped tool apart.
+  about to call; ``patch_all()`` reads the function behind it to tell a wrapped tool apart,
+  and for a sync function (``FunctionSchema.is_async`` false: Pydantic AI runs it on a worker
+  thread) calls a per-call copy of the tool whose schema holds the step instead
+  (:func:`calling`), so Pydantic AI's own argument handling and thread stay around it.
 * ``Agent.run``'s ``capabilities=`` (documented, but not in every supported release): whether a
   run helper can add :class:`~agent_saga_pydantic_ai.PlannedCalls` to one run
   (:data:`RUN_TAKES_CAPABILITIES`); a release without it takes capabilities on the ``Agent`` only.
@@ -23,11 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 from pydantic_ai import Agent, RunContext, Tool
+from pydantic_ai._function_schema import FunctionSchema
 from pydantic_ai.toolsets import FunctionToolset
 
 from agent_saga.adapter import check_compat
 
-__all__ = ["RUN_TAKES_CAPABILITIES", "context_params", "function_of", "function_of_call", "has_capability", "with_function"]
+__all__ = [
+    "RUN_TAKES_CAPABILITIES", "calling", "context_params", "function_of", "function_of_call", "has_capability",
+    "thread_function", "with_function",
+]
 
 #: Whether one run takes capabilities of its own (``agent.run(..., capabilities=[...])``):
 #: pydantic-ai-slim 2.x does, 1.71 takes them on the ``Agent`` only.
@@ -63,6 +70,24 @@ def function_of_call(toolset_tool: Any) -> Callable[..., Any] | None:
     schema = getattr(getattr(toolset_tool, "call_func", None), "__self__", None)
     fn = getattr(schema, "function", None)
     return fn if callable(fn) else None
+
+
+def thread_function(toolset_tool: Any) -> Callable[..., Any] | None:
+    """The sync function a function toolset's tool runs on a worker thread; None for an async one or another toolset's."""
+    schema = getattr(getattr(toolset_tool, "call_func", None), "__self__", None)
+    if not isinstance(schema, FunctionSchema) or schema.is_async:
+        return None
+    return schema.function
+
+
+def calling(toolset_tool: Any, fn: Callable[..., Any]) -> Any:
+    """A copy of ``toolset_tool`` (one :func:`thread_function` gave a function for) that runs ``fn`` in its place.
+
+    ``fn`` gets the arguments Pydantic AI makes of the validated ones (the ``RunContext``
+    first when the function takes it), on the thread it would run the function on.
+    """
+    schema = dataclasses.replace(toolset_tool.call_func.__self__, function=fn)
+    return dataclasses.replace(toolset_tool, call_func=schema.call)
 
 
 def context_params(fn: Callable[..., Any]) -> tuple[str, ...]:
@@ -101,11 +126,13 @@ def _fits() -> bool:
         and copied.function_schema.json_schema == tool.function_schema.json_schema
         and callable(getattr(tool.function_schema, "call", None))
         and callable(vars(FunctionToolset).get("call_tool"))
+        and list(inspect.signature(FunctionToolset.call_tool).parameters) == ["self", "name", "tool_args", "ctx", "tool"]
+        and dataclasses.is_dataclass(FunctionSchema) and "is_async" in {f.name for f in dataclasses.fields(FunctionSchema)}
     )
 
 
 check_compat(
     "agent-saga-pydantic-ai", "pydantic_ai", _fits,
     "the installed pydantic-ai no longer has Tool.function_schema.function, FunctionSchema.call "
-    "or FunctionToolset.call_tool",
+    "and .is_async, or FunctionToolset.call_tool(name, tool_args, ctx, tool)",
 )

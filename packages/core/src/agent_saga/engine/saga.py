@@ -104,6 +104,11 @@ _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 
 
+def _did_nothing(err: BaseException, opts: StepOptions) -> bool:
+    """Whether ``err`` says the call had no effect: ``NotApplied``, or a class the step declared so."""
+    return isinstance(err, NotApplied) or (bool(opts.not_applied_on) and isinstance(err, opts.not_applied_on))
+
+
 class Saga:
     """One transaction. Thread-safe; use it from the boundary that created it.
 
@@ -790,7 +795,7 @@ class Saga:
     ) -> Callable[..., Any] | None:
         """Record a call that failed (NOT_APPLIED or UNKNOWN); the fallback to run next, if one may."""
         halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
-        if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
+        if halted == "before" or (_did_nothing(err, opts) and halted != "between"):
             step.state = StepState.NOT_APPLIED
             not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
             if step.reconciled is not None:
@@ -960,7 +965,7 @@ class Saga:
                 try:
                     return (yield from self._settle_failure(step, err, logged_args, opts))
                 except Exception as settled:
-                    if failed is None and not isinstance(settled, NotApplied):
+                    if failed is None and not _did_nothing(settled, opts):
                         failed = settled
                     if not policy.should_retry(err, attempt):  # decided on what the tool raised
                         raise
@@ -974,7 +979,7 @@ class Saga:
         Raises ``NotApplied`` (caused by ``err``) when a reconciler says the effect
         certainly did not happen, and ``err`` itself when nobody can tell.
         """
-        if isinstance(err, NotApplied) or opts.reconcile is False:
+        if _did_nothing(err, opts) or opts.reconcile is False:
             raise err
         reconciler = reconciler_for(step.tool)
         if reconciler is None:

@@ -47,6 +47,7 @@ __all__ = [
     "SIGNATURE_FIELD",
     "OperatorKey",
     "OperatorKeys",
+    "host_list_path",
     "operator_keys_path",
     "unsigned_body",
 ]
@@ -67,11 +68,16 @@ HOW_TO_SIGN = (
 )
 
 
-def operator_keys_path() -> Path:
-    """The host's trusted operator keys: ``/etc/agent-saga/operator-keys`` (under ``$AGENT_SAGA_HOST_ROOT`` if set)."""
+def host_list_path(name: str) -> Path:
+    """A trust list in the host's config directory: ``/etc/agent-saga/<name>`` (under ``$AGENT_SAGA_HOST_ROOT`` if set)."""
     root = os.environ.get(_HOST_ROOT_ENV)
     base = Path(root) / _CONFIG_DIR.relative_to("/") if root else _CONFIG_DIR
-    return base / OPERATOR_KEYS
+    return base / name
+
+
+def operator_keys_path() -> Path:
+    """The host's trusted operator keys: ``/etc/agent-saga/operator-keys`` (under ``$AGENT_SAGA_HOST_ROOT`` if set)."""
+    return host_list_path(OPERATOR_KEYS)
 
 
 def _ed25519() -> Any:
@@ -112,15 +118,22 @@ class OperatorKey:
         self.public = f"{self.key_id}+{base64.b64encode(ED25519 + public).decode()}"
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> OperatorKey:
-        """The key stored at ``path`` (as ``agent-saga approvals keygen --key`` wrote it)."""
+    def load(cls, path: str | os.PathLike[str], role: str = "operator key", how: str = HOW_TO_SIGN) -> OperatorKey:
+        """The key stored at ``path`` (as ``agent-saga approvals keygen --key`` wrote it).
+
+        ``role`` and ``how`` (what to do instead) word the one-line error: the same key signs a mesh
+        device's heads.
+        """
         try:
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ConfigurationError(f"no operator key at {path}: {HOW_TO_SIGN}") from None
+            raise ConfigurationError(f"no {role} at {path}: {how}") from None
         except (OSError, UnicodeDecodeError) as err:
-            raise ConfigurationError(f"cannot read the operator key {path}: {err}") from None
-        return cls(text)
+            raise ConfigurationError(f"cannot read the {role} {path}: {err}") from None
+        try:
+            return cls(text)
+        except ConfigurationError:
+            raise ConfigurationError(f"{path} holds no {role} (a key file reads PRIVATE+KEY+<name>+<id>+<key>): {how}") from None
 
     @classmethod
     def of(cls, signer: object, what: str = "a compaction or redaction") -> OperatorKey:
@@ -155,27 +168,31 @@ class OperatorKey:
 
 
 class OperatorKeys:
-    """The public keys whose signatures make an attestation count, by ``<name>+<id>``."""
+    """The public keys whose signatures make an attestation count, by ``<name>+<id>``.
 
-    def __init__(self, keys: Mapping[str, bytes], location: str, error: str = "") -> None:
+    ``role`` names the keys in every refusal: the same check serves the mesh's device keys.
+    """
+
+    def __init__(self, keys: Mapping[str, bytes], location: str, error: str = "", role: str = "operator key") -> None:
         self.keys = dict(keys)
         self.location = location
         self.error = error  # why the list could not be read ('' when it could)
+        self.role = role
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str] | None = None) -> OperatorKeys:
+    def load(cls, path: str | os.PathLike[str] | None = None, role: str = "operator key") -> OperatorKeys:
         """The keys listed at ``path`` (default: the host's). Never raises: a bad list trusts no key, and says why."""
         file = Path(path) if path is not None else operator_keys_path()
         try:
-            text = read_host_list(file, "the trusted operator keys")
+            text = read_host_list(file, f"the trusted {role}s")
         except ValueError as err:
-            return cls({}, str(file), str(err))
+            return cls({}, str(file), str(err), role)
         if text is None:
-            return cls({}, str(file))
+            return cls({}, str(file), role=role)
         try:
-            return cls(verifier_keys(text.splitlines(), str(file)), str(file))
+            return cls(verifier_keys(text.splitlines(), str(file)), str(file), role=role)
         except ValueError as err:
-            return cls({}, str(file), str(err))
+            return cls({}, str(file), str(err), role)
 
     def problem(self, record: Mapping[str, Any]) -> str:
         """Why ``record`` (an attestation) is not signed by a trusted operator key ('' when it is)."""
@@ -194,8 +211,8 @@ class OperatorKeys:
         signed = body.get(SIGNATURE_FIELD) if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(signed, dict):
             return (
-                "it carries no operator signature: anyone who can write the log could have written it "
-                f"(attestations are signed by a key listed in {self.location})"
+                f"it carries no {self.role.split()[0]} signature: anyone who can write the log could have written it "
+                f"(it must be signed by a key listed in {self.location})"
             )
         signer, stamp = signed.get("key"), signed.get("ed25519")
         if not isinstance(signer, str) or not isinstance(stamp, str):
@@ -205,7 +222,7 @@ class OperatorKeys:
         public = self.keys.get(signer)
         if public is None:
             listed = f"{len(self.keys)} key(s)" if self.keys else "no keys"
-            return f"it is signed by {signer}, which is not a trusted operator key ({self.location}: {listed})"
+            return f"it is signed by {signer}, which is not a trusted {self.role} ({self.location}: {listed})"
         try:
             signature = base64.b64decode(stamp, validate=True)
         except (binascii.Error, ValueError):

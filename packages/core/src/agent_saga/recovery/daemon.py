@@ -66,6 +66,7 @@ from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import Lease
 from agent_saga.recovery.ledger import Ledger
+from agent_saga.recovery.mesh_register import recovered_elsewhere
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
@@ -301,6 +302,8 @@ class RecoveryDaemon:
                 if not dry_run:
                     self._unsigned_end(view, report)
                 continue
+            if self._recovered_elsewhere(view, report, claim=not dry_run):
+                continue
             if dry_run:
                 self._resolve(view, report, dry_run=True)
                 continue
@@ -482,6 +485,30 @@ class RecoveryDaemon:
         report.actions.append(Action(view.saga_id, None, "escalate", f"[{kind}] {detail}"))
 
     # -- leases and claims -------------------------------------------------------------
+
+    def _recovered_elsewhere(self, view: SagaView, report: SweepReport, *, claim: bool) -> bool:
+        """True (and escalated, nothing written to this log) when another merged log recovers this saga.
+
+        A merged mesh log is one view of the devices' logs; the ledger beside it knows only its own
+        undos, so each device's part of a saga is recovered from one merged log per host
+        (``recovery.mesh_register``).
+        """
+        devices = [part for part in view.parts if part]
+        if not devices or self.wal_path is None:
+            return False
+        holder = recovered_elsewhere(self.wal_path, view.saga_id, devices, claim=claim)
+        if not holder:
+            return False
+        detail = (f"{inert(holder)} already recovers this saga's device parts (its ledger is beside it): recover "
+                  "that log, the log of record; this merged view is for reading, and recovering it would run "
+                  "the same undos again")
+        report.actions.append(Action(view.saga_id, None, "escalate", f"[mesh-recovered-elsewhere] {detail}"))
+        report.skipped.append(view.saga_id)
+        if claim:
+            escalation, created = self.escalations.add(view.saga_id, None, "mesh-recovered-elsewhere", detail)
+            if created:
+                report.new_escalations.append(escalation)
+        return True
 
     def _expired(self, view: SagaView) -> bool:
         return self.clock() > owner_expiry(view, self.store.read_lease(view.saga_id)) + self.lease_grace

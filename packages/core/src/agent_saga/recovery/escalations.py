@@ -54,6 +54,7 @@ KINDS = {
                        "blindly; an operator's signed repair resumes or abandons it",
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
+    "mesh-recovered-elsewhere": "another merged mesh log of the same devices recovers this saga; recover that one",
 }
 
 

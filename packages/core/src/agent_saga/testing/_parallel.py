@@ -15,6 +15,12 @@ reported) instead of hanging. Each run then checks the world (every ``do`` has i
 the report (``clean`` only when nothing stands), the log (every commit followed by its
 compensation) and that a recovery sweep has nothing left to do.
 
+One more case cancels the run itself (a timeout around it, Ctrl-C under ``asyncio.run``) while
+the sibling calls run on the framework's threads, where a framework runs sync tools so. A
+cancelled run waits for no sibling: its rollback leaves them in flight (the report not clean),
+and a thread cannot be cancelled, so each must still be followed until its function returns and
+what it booked undone as it lands.
+
 ``AGENT_SAGA_PARALLEL_RUNS=N`` turns on the stress lane: every case of the adapter N times,
 counting the runs that left an effect standing and those that claimed a false "clean".
 """
@@ -27,7 +33,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -51,7 +57,10 @@ from agent_saga.testing._shared import (
     wait_balanced,
 )
 
-__all__ = ["AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "ParallelCases", "SignallingWAL"]
+__all__ = [
+    "AWAITED", "BOUND", "CANCELLED", "RUNS_VARIABLE", "RUN_ON", "ParallelCases", "SignallingWAL", "Verdict",
+    "log_problems", "position", "settled_as_they_landed", "stress",
+]
 
 #: The longest any forced ordering may take (seconds). Reached only when something is wrong:
 #: a framework that does not run the calls together, or an effect that is never undone.
@@ -119,14 +128,18 @@ class _Scene:
                 self.left += 1
                 self._changed.notify_all()
 
-    def after_siblings(self, name: str) -> None:
-        """The failing call: wait until every sibling is inside its body (so they are in flight)."""
+    def wait_entered(self, name: str) -> None:
+        """Wait until every sibling is inside its body (a stall is noted if they do not all get there)."""
         with self._changed:
             if not self._changed.wait_for(lambda: self.entered >= self.siblings, BOUND):
                 self.stalls.append(
                     f"{name} waited {BOUND:.0f}s for its {self.siblings} sibling calls to start; "
                     f"{self.entered} did: the framework did not run the calls of one response together"
                 )
+
+    def after_siblings(self, name: str) -> None:
+        """The failing call: wait until every sibling is inside its body (so they are in flight)."""
+        self.wait_entered(name)
 
     def _stall(self, what: str) -> None:
         with self._changed:
@@ -192,6 +205,20 @@ async def aconfirm(channel: str) -> dict[str, Any]:
     raise NotApplied("confirmation service unreachable")
 
 
+async def _cancel_when_in_flight(run: Coroutine[Any, Any, Any]) -> str | None:
+    """Run ``run`` as a task, cancel it once every sibling is inside its body; how it ended if not cancelled."""
+    task = asyncio.ensure_future(run)
+    await _waited(_scene.wait_entered, "the canceller")
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return None
+    except Exception as err:  # noqa: BLE001 - a broken promise is a finding, not a crash
+        return f"raised {type(err).__name__}: {err}"
+    return "returned"
+
+
 SEATS = ("a", "b")
 _BOOKED = {"semantics": "COMPENSABLE", "compensate": {"handler": UNDO_HANDLER, "args": {"ref": "$.ref"}}}
 _POLICY = {"mode": "observe", "tools": {
@@ -220,6 +247,9 @@ AFTER_FAILURE = Scenario("after-failure", R.STEP_NOT_APPLIED)
 CANCELLED_BY_FRAMEWORK = Scenario("cancelled", R.ROLLBACK_STARTED)
 #: A framework that runs one response's calls one after another.
 IN_ORDER = Scenario("in-order", None)
+#: The run is cancelled while the siblings (sync tools on the framework's threads) are inside
+#: their bodies; its rollback waits for none of them, and they commit once it has ended.
+RUN_CANCELLED = Scenario("run-cancelled", R.SAGA_ROLLED_BACK)
 
 # What a framework does with the other calls of a response when one of them fails.
 RUN_ON, CANCELLED, AWAITED = "run on", "cancelled", "awaited"
@@ -241,6 +271,39 @@ class Verdict:
         return self.claimed_clean and bool(self.standing)
 
 
+def stress(
+    label: str, cases: list[tuple[str, Callable[[int], Verdict]]], record_property: Callable[[str, Any], None],
+) -> None:
+    """The stress lane: each case's ``run(n)`` ``$AGENT_SAGA_PARALLEL_RUNS`` times, then one verdict over all.
+
+    Skipped when the variable is not set. A case stops after a few failing runs (each may wait
+    :data:`BOUND`). The summary (runs, runs that left an effect standing, false "clean") is
+    printed and recorded as the test's ``parallel_stress`` property (the junit report keeps it).
+    """
+    runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
+    if runs <= 0:
+        pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini sets it in each framework env, mcp1 and mcp2)")
+    total = standing = false_clean = 0
+    problems: Counter[str] = Counter()
+    for name, run in cases:
+        failing = 0
+        for n in range(runs):
+            verdict = run(n)
+            total += 1
+            standing += bool(verdict.standing)
+            false_clean += verdict.false_clean
+            problems.update(f"{name}: {p.splitlines()[0]}" for p in verdict.problems)
+            failing += bool(verdict.problems)
+            if failing == _STRESS_GIVE_UP:  # a broken promise costs BOUND a run: enough evidence
+                problems[f"{name}: stopped after {n + 1} of {runs} runs"] += 1
+                break
+    summary = (f"parallel stress, {label}: {total} runs, {standing} left an effect standing, "
+               f"{false_clean} claimed a false clean, {sum(problems.values())} problems")
+    print(summary)
+    record_property("parallel_stress", summary)
+    assert not problems, summary + "\n" + "\n".join(f"{n} x {p}" for p, n in problems.most_common())
+
+
 def _records(wal: FileWAL) -> list[dict[str, Any]]:
     wal.barrier()  # records() reads what is on disk: the queued ones too
     return list(wal.records())
@@ -250,12 +313,58 @@ def _steps_of(records: list[dict[str, Any]], tools: tuple[str, ...]) -> list[int
     return sorted(r["step"] for r in records if r["type"] == R.STEP_INTENT and r["body"]["tool"] in tools)
 
 
-def _position(records: list[dict[str, Any]], rtype: str, step: int | None = None) -> int:
+def position(records: list[dict[str, Any]], rtype: str, step: int | None = None) -> int:
     """Where the first record of ``rtype`` (of ``step``, if given) is in the log; -1 if nowhere."""
     for i, r in enumerate(records):
         if r["type"] == rtype and (step is None or r.get("step") == step):
             return i
     return -1
+
+
+def settled_as_they_landed(records: list[dict[str, Any]], steps: list[int]) -> list[str]:
+    """What is wrong with ``steps`` if each was left in flight by the rollback and undone once it landed.
+
+    Left: a ``STEP_UNRESOLVED`` marked ``in_flight`` before ``SAGA_ROLLED_BACK``; after it, its
+    commit, then its undo (escalations about it may come in between).
+    """
+    problems = []
+    ended = position(records, R.SAGA_ROLLED_BACK)
+    for step in steps:
+        left = position(records, R.STEP_UNRESOLVED, step)
+        if not (0 <= left < ended and records[left]["body"].get("in_flight")):
+            problems.append(f"step {step} was not left in flight by the rollback")
+        undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)
+        late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
+        if late != list(undo):
+            problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
+    return problems
+
+
+def log_problems(wal: FileWAL, records: list[dict[str, Any]]) -> list[str]:
+    """A commit never compensated, and anything a recovery sweep (an hour later) would still do."""
+    problems = [
+        f"step {r['step']} committed and was never compensated" for i, r in enumerate(records)
+        if r["type"] == R.STEP_COMMITTED and position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0
+    ]
+    wal.barrier()
+    swept = RecoveryDaemon(wal, clock=lambda: time.time() + 3600).sweep()
+    if swept.open_sagas or swept.compensated or swept.actions:
+        problems.append(f"the recovery daemon still had work: {swept.summary()}")
+    return problems
+
+
+def _settled(wal: SignallingWAL, verdict: Verdict) -> list[dict[str, Any]]:
+    """Once the siblings are out of their tools and every effect undone (bounded): the log's records."""
+    if not _scene.wait_left():
+        verdict.problems.append(f"a sibling call was still inside its tool {BOUND:.0f}s after the run")
+    verdict.problems += _scene.stalls
+    # Every effect must be undone, the late ones as they arrive: wait for that, bounded.
+    verdict.standing = wait_balanced(BOUND)
+    if verdict.standing:
+        verdict.problems.append(f"left standing: {verdict.standing}")
+    else:
+        wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))  # the undo's record follows the undo
+    return _records(wal)
 
 
 def _in_flight(report: RollbackReport) -> list[int] | str:
@@ -291,6 +400,16 @@ class ParallelCases:
         **saga: Any,
     ) -> Any:
         """As ``run``, but the scripted model makes every one of ``calls`` in ONE response, then says "done"."""
+        raise NotImplementedError
+
+    def run_parallel_async(
+        self, tools: list[Any], calls: list[Call], *, wal: FileWAL, **saga: Any,
+    ) -> Coroutine[Any, Any, Any]:
+        """``run_parallel``'s run through the adapter's async run helper, not started: the coroutine.
+
+        The cancelled-run case cancels it. Left unimplemented where the framework has no async
+        run (or this class drives its sync face): the case is then skipped.
+        """
         raise NotImplementedError
 
     # -- one run ------------------------------------------------------------------------
@@ -346,16 +465,7 @@ class ParallelCases:
                 problems.append(f"the saga was aborted by {root_cause(aborted)!r}, not by the failing call")
         except Exception as err:  # noqa: BLE001 - a broken promise is a finding, not a crash
             problems.append(f"the run raised {type(err).__name__}: {err}")
-        if not _scene.wait_left():
-            problems.append(f"a sibling call was still inside its tool {BOUND:.0f}s after the run")
-        problems += _scene.stalls
-        # Every effect must be undone, the late ones as they arrive: wait for that, bounded.
-        verdict.standing = wait_balanced(BOUND)
-        if verdict.standing:
-            problems.append(f"left standing: {verdict.standing}")
-        else:
-            wal.wait_for(R.STEP_COMPENSATED, wal.count(R.STEP_COMMITTED))  # the undo's record follows the undo
-        records = _records(wal)
+        records = _settled(wal, verdict)
         siblings = _steps_of(records, ("book", "abook"))
         failing = _steps_of(records, ("confirm", "aconfirm"))
         if len(siblings) != len(SEATS) or len(failing) != 1:
@@ -363,13 +473,7 @@ class ParallelCases:
         elif report is not None:
             verdict.claimed_clean = report.clean
             self._parallel_report(report, records, siblings, failing[0], scenario, verdict)
-        for i, r in enumerate(records):
-            if r["type"] == R.STEP_COMMITTED and _position(records[i:], R.STEP_COMPENSATED, r["step"]) < 0:
-                problems.append(f"step {r['step']} committed and was never compensated")
-        wal.barrier()
-        swept = RecoveryDaemon(wal, clock=lambda: time.time() + 3600).sweep()
-        if swept.open_sagas or swept.compensated or swept.actions:
-            problems.append(f"the recovery daemon still had work: {swept.summary()}")
+        problems += log_problems(wal, records)
 
     def _parallel_report(
         self, report: RollbackReport, records: list[dict[str, Any]], siblings: list[int], failing: int,
@@ -377,10 +481,10 @@ class ParallelCases:
     ) -> None:
         """What the report and the log's order must say in ``scenario``."""
         problems = verdict.problems
-        if _position(records, R.STEP_NOT_APPLIED, failing) < 0:
+        if position(records, R.STEP_NOT_APPLIED, failing) < 0:
             problems.append(f"the failing call (step {failing}) has no STEP_NOT_APPLIED")
         compensated = [r["step"] for r in records if r["type"] == R.STEP_COMPENSATED]
-        ended = _position(records, R.SAGA_ROLLED_BACK)
+        ended = position(records, R.SAGA_ROLLED_BACK)
         if scenario is AFTER_ROLLBACK:
             if report.clean:
                 problems.append("the report says clean although siblings were still running when it was made")
@@ -390,18 +494,15 @@ class ParallelCases:
                 outcome = next((s for s in report.steps if s.step == step), None)
                 if outcome is None or (outcome.outcome, outcome.state) != (Outcome.UNRESOLVED, StepState.PENDING):
                     problems.append(f"step {step} in the report: {outcome}, expected UNRESOLVED and PENDING")
-                undo = (R.STEP_COMMITTED, R.COMPENSATION_STARTED, R.STEP_COMPENSATED)  # escalations may interleave
-                late = [r["type"] for r in records[ended + 1:] if r.get("step") == step and r["type"] in undo]
-                if late != list(undo):
-                    problems.append(f"step {step} after SAGA_ROLLED_BACK: {late}, expected its commit then its undo")
+            problems += settled_as_they_landed(records, siblings)
             return
         if scenario is CANCELLED_BY_FRAMEWORK:
             if report.clean:
                 problems.append("the report says clean over steps whose calls were cancelled mid-flight")
             for step in siblings:
-                if _position(records, R.STEP_COMMITTED, step) >= 0:
+                if position(records, R.STEP_COMMITTED, step) >= 0:
                     problems.append(f"step {step} committed, though the framework cancelled its call")
-                if not 0 <= _position(records, R.STEP_UNKNOWN, step) < _position(records, R.ROLLBACK_STARTED):
+                if not 0 <= position(records, R.STEP_UNKNOWN, step) < position(records, R.ROLLBACK_STARTED):
                     problems.append(f"step {step} was not recorded UNKNOWN (cancelled) before the rollback")
             return
         if not report.clean:
@@ -410,14 +511,53 @@ class ParallelCases:
             problems.append(f"compensated {[s.step for s in report.compensated]}, expected the siblings {siblings}")
         if compensated != sorted(siblings, reverse=True):
             problems.append(f"undone in the order {compensated}, expected newest first {sorted(siblings, reverse=True)}")
-        rollback = _position(records, R.ROLLBACK_STARTED)
-        commits = [_position(records, R.STEP_COMMITTED, step) for step in siblings]
+        rollback = position(records, R.ROLLBACK_STARTED)
+        commits = [position(records, R.STEP_COMMITTED, step) for step in siblings]
         if scenario is INSIDE_GRACE and not (rollback < min(commits) and max(commits) < ended):
             problems.append("the siblings did not commit between ROLLBACK_STARTED and SAGA_ROLLED_BACK")
-        if scenario is AFTER_FAILURE and not (_position(records, R.STEP_NOT_APPLIED) < min(commits) < rollback):
+        if scenario is AFTER_FAILURE and not (position(records, R.STEP_NOT_APPLIED) < min(commits) < rollback):
             problems.append("the siblings did not commit after the failure and before the rollback")
         if scenario is IN_ORDER and [*siblings, failing] != [1, 2, 3]:
             problems.append(f"steps numbered {[*siblings, failing]}, expected the calls' order")
+
+    def _cancellable(self) -> bool:
+        """Whether the cancelled-run case applies: sync tools on threads, and an async run to cancel."""
+        return self.parallel == "threads" and type(self).run_parallel_async is not ParallelCases.run_parallel_async
+
+    def cancelled_run(self, path: Path, via: str) -> Verdict:
+        """One run of the sibling calls alone, cancelled once both are inside their bodies."""
+        clear_ledger()
+        clear_unclassified_calls()
+        sibling = self._parallel_tools(via)[0]
+        wal = SignallingWAL(path)
+        _scene.reset(wal, RUN_CANCELLED.release, len(SEATS))
+        verdict = Verdict()
+        try:
+            run = self.run_parallel_async([sibling], [Call("book", {"seat": seat}) for seat in SEATS], wal=wal)
+            ended = asyncio.run(_cancel_when_in_flight(run))
+            if ended is not None:
+                verdict.problems.append(f"the cancelled run {ended}, expected the cancellation itself")
+            self._cancelled_check(wal, verdict)
+        finally:
+            _scene.reset(wal, None, 0)
+            wal.close()
+        return verdict
+
+    def _cancelled_check(self, wal: SignallingWAL, verdict: Verdict) -> None:
+        problems = verdict.problems
+        records = _settled(wal, verdict)
+        siblings = _steps_of(records, ("book",))
+        if len(siblings) != len(SEATS):
+            problems.append(f"expected {len(SEATS)} booking steps, got {siblings}")
+        ended = position(records, R.SAGA_ROLLED_BACK)
+        if ended < 0:
+            problems.append("the cancelled run's saga was not rolled back")
+        else:
+            verdict.claimed_clean = bool(records[ended]["body"].get("clean"))
+            if verdict.claimed_clean:
+                problems.append("the rollback says clean although the siblings were still running when it ended")
+            problems += settled_as_they_landed(records, siblings)
+        problems += log_problems(wal, records)
 
     def _assert_parallel(self, tmp_path: Path, via: str, *scenarios: Scenario) -> None:
         cases = self._parallel_cases(*scenarios)
@@ -460,27 +600,23 @@ class ParallelCases:
         self._assert_parallel(tmp_path, via, IN_ORDER)
 
     @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
+    def test_parallel_a_run_cancelled_while_sync_calls_run_on_threads_leaves_nothing_standing(
+        self, tmp_path: Path, via: str
+    ) -> None:
+        if not self._cancellable():
+            pytest.skip(f"{self.framework}: sync tools do not run on threads here (parallel={self.parallel!r}), "
+                        "or this class has no async run to cancel (run_parallel_async)")
+        verdict = self.cancelled_run(tmp_path / "cancelled.wal", via)
+        assert not verdict.problems, f"{RUN_CANCELLED.name}, {via}:\n" + "\n".join(verdict.problems)
+
+    @pytest.mark.parametrize("via", ["wrap_tool", "patch_all"])
     def test_parallel_stress(self, tmp_path: Path, via: str, record_property: Callable[[str, Any], None]) -> None:
-        runs = int(os.environ.get(RUNS_VARIABLE, "0") or 0)
-        if runs <= 0:
-            pytest.skip(f"the stress lane: set {RUNS_VARIABLE}=N (tox.ini does in each framework's env)")
-        cases = self._parallel_cases(INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, CANCELLED_BY_FRAMEWORK, IN_ORDER)
-        total = standing = false_clean = 0
-        problems: Counter[str] = Counter()
-        for scenario, mode in cases:
-            failing = 0
-            for n in range(runs):
-                verdict = self.parallel_run(tmp_path / f"{scenario.name}-{mode}-{n}.wal", scenario, mode, via)
-                total += 1
-                standing += bool(verdict.standing)
-                false_clean += verdict.false_clean
-                problems.update(f"{scenario.name}: {p.splitlines()[0]}" for p in verdict.problems)
-                failing += bool(verdict.problems)
-                if failing == _STRESS_GIVE_UP:  # a broken promise costs BOUND a run: enough evidence
-                    problems[f"{scenario.name}: stopped after {n + 1} of {runs} runs"] += 1
-                    break
-        summary = (f"parallel stress, {self.framework} via {via}: {total} runs, {standing} left an effect "
-                   f"standing, {false_clean} claimed a false clean, {sum(problems.values())} problems")
-        print(summary)
-        record_property("parallel_stress", summary)
-        assert not problems, summary + "\n" + "\n".join(f"{n} x {p}" for p, n in problems.most_common())
+        def case(scenario: Scenario, mode: bool) -> tuple[str, Callable[[int], Verdict]]:
+            return scenario.name, lambda n: self.parallel_run(
+                tmp_path / f"{scenario.name}-{mode}-{n}.wal", scenario, mode, via)
+
+        cases = [case(scenario, mode) for scenario, mode in self._parallel_cases(
+            INSIDE_GRACE, AFTER_ROLLBACK, AFTER_FAILURE, CANCELLED_BY_FRAMEWORK, IN_ORDER)]
+        if self._cancellable():
+            cases.append((RUN_CANCELLED.name, lambda n: self.cancelled_run(tmp_path / f"cancelled-{n}.wal", via)))
+        stress(f"{self.framework} via {via}", cases, record_property)

@@ -19,8 +19,8 @@ from agent_saga.registry import compensator
 from agent_saga.semantics import Compensation
 
 __all__ = [
-    "UNDO_HANDLER", "Call", "clear_ledger", "ledger", "note", "root_cause", "standing", "undo", "undo_of",
-    "wait_balanced",
+    "UNDO_HANDLER", "Call", "clear_ledger", "ledger", "left_standing", "note", "root_cause", "standing", "undo",
+    "undo_of", "wait_balanced",
 ]
 
 UNDO_HANDLER = "agent_saga.testing.undo"
@@ -46,7 +46,8 @@ def clear_ledger() -> None:
         _ledger.clear()
 
 
-def _standing(entries: list[str]) -> list[str]:
+def left_standing(entries: list[str]) -> list[str]:
+    """The refs of ``entries`` (``do:<ref>`` / ``undo:<ref>``) with an effect no undo reversed, once per effect."""
     done = Counter(e[3:] for e in entries if e.startswith("do:"))
     done.subtract(e[5:] for e in entries if e.startswith("undo:"))
     return sorted(ref for ref, left in done.items() for _ in range(max(left, 0)))
@@ -55,14 +56,14 @@ def _standing(entries: list[str]) -> list[str]:
 def standing() -> list[str]:
     """The effects no undo has reversed (a ref once per effect left standing)."""
     with _changed:
-        return _standing(_ledger)
+        return left_standing(_ledger)
 
 
 def wait_balanced(timeout: float) -> list[str]:
     """Wait until every effect has its undo, at most ``timeout`` seconds; what still stands then."""
     with _changed:
-        _changed.wait_for(lambda: not _standing(_ledger), timeout)
-        return _standing(_ledger)
+        _changed.wait_for(lambda: not left_standing(_ledger), timeout)
+        return left_standing(_ledger)
 
 
 @compensator(UNDO_HANDLER)
