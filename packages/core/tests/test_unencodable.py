@@ -6,8 +6,10 @@ record (the flush that sealed it failed for every saga in the batch).
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,24 @@ def test_a_nan_argument_is_refused_at_the_door_and_the_log_serves_the_next_saga(
     wal.barrier()
     assert wal.broken is None
     assert verify_log(wal.path).ok
+
+
+def test_dates_times_and_uuids_are_logged_as_their_text_and_other_objects_by_type(wal: FileWAL) -> None:
+    class Stamp(datetime.datetime):
+        def isoformat(self, *_: object, **__: object) -> str:
+            raise AssertionError("the agent's code ran while the log was written")
+
+    when = datetime.datetime(2026, 12, 6, 10, 0, tzinfo=datetime.UTC)
+    with saga_scope(wal) as s:
+        s.execute(tool="book", forward=lambda: None, semantics="REVERSIBLE", args={
+            "when": when, "day": when.date(), "at": when.timetz(), "ref": uuid.UUID(int=5),
+            "client": object(), "stamp": Stamp(2026, 1, 1),
+        })
+    wal.barrier()
+    assert _body(wal, "STEP_COMMITTED")[0]["args"] == {
+        "when": "<datetime 2026-12-06T10:00:00+00:00>", "day": "<date 2026-12-06>", "at": "<time 10:00:00+00:00>",
+        "ref": "<UUID 00000000-0000-0000-0000-000000000005>", "client": "<object>", "stamp": "<Stamp>",
+    }
 
 
 @pytest.mark.parametrize(("args", "named"), [
