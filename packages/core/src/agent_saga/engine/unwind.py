@@ -24,14 +24,13 @@ from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.error_text import describe_error
 from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key
 from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
-from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.undo import as_undo_of
-from agent_saga.errors import SagaClosed, StepRefused
+from agent_saga.engine.undo import as_undo_of, halt_on_undo, undo_name
+from agent_saga.errors import SagaClosed
 from agent_saga.log.records import RecordType as R
 from agent_saga.registry import resolve
-from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 if TYPE_CHECKING:
     from agent_saga.engine.saga import Saga
@@ -240,23 +239,20 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
         # this one undo unrecorded, the only one the daemon repeats (same key).
         yield Barrier(saga.wal, ticket)
     policy = saga.compensation_retry
-    # Undos run under a halt unless it names them: asked before every attempt.
-    check_undo = getattr(saga.gate, "check_undo", None) if saga.gate is not None else None
     attempt = 0
     secrets: list[str] = []
     while True:
         attempt += 1
-        if check_undo is not None:
-            try:
-                check_undo(StepRequest(saga.saga_id, step.index, _undo_tool(comp), step.semantics, {}, saga.tags))
-            except StepRefused as stop:
-                attempt -= 1  # the attempts that ran
-                detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
-                saga._append(R.STEP_UNRESOLVED, {
-                    "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
-                }, step.index)
-                outcome = Outcome.UNRESOLVED
-                break
+        # Undos run under a halt unless it names them: asked before every attempt.
+        stop = halt_on_undo(saga.gate, saga.saga_id, step.index, undo_name(comp), step.semantics, saga.tags)
+        if stop is not None:
+            attempt -= 1  # the attempts that ran
+            detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
+            saga._append(R.STEP_UNRESOLVED, {
+                "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
+            }, step.index)
+            outcome = Outcome.UNRESOLVED
+            break
         try:
             # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
             fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
@@ -285,8 +281,3 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
     if observed is not None:
         observed.end(result)
     return result
-
-
-def _undo_tool(comp: Compensation) -> str:
-    """The name a halt uses for an undo: its registered handler, else its function's name."""
-    return comp.handler or str(getattr(comp.fn, "__qualname__", "") or comp.label)

@@ -13,7 +13,14 @@ as it does the approver keys).
 
 The signature covers the attestation's type, seq, the ``prev`` hash it continues
 from and its whole body except the signature itself, so it cannot be moved to
-another place in the log or to another log. Keys are the approvers' format
+another place in the log or to another log.
+
+An operator's act on one saga (a repair session's ``REPAIR_*`` records,
+``agent_saga.recovery.repair``) is appended by the log's writer, which numbers it,
+so it cannot be signed over its seq: :meth:`OperatorKey.sign_saga` signs its type,
+its saga's id and its whole body (which names the session it belongs to) under a
+domain of its own, and :meth:`OperatorKeys.saga_problem` checks it. Such a
+signature cannot be moved to another saga, nor read as a compaction's. Keys are the approvers' format
 (``agent_saga.notekeys``): ``agent-saga approvals keygen --approver ops@corp --key
 FILE`` makes one and ``agent-saga approvals trust KEY --trusted-keys
 /etc/agent-saga/operator-keys`` (as root) trusts it. Checking a signature needs
@@ -26,7 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,7 @@ OPERATOR_KEYS = "operator-keys"
 #: The body field holding ``{"key": "<name>+<id>", "ed25519": "<base64 signature>"}``.
 SIGNATURE_FIELD = "signature"
 _DOMAIN = "agent-saga log attestation v1\n"
+_SAGA_DOMAIN = "agent-saga saga attestation v1\n"
 _HOST_ROOT_ENV = "AGENT_SAGA_HOST_ROOT"
 # gate.host names the same directory; it sits above the log layer, which may not import it.
 _CONFIG_DIR = Path("/etc/agent-saga")
@@ -88,6 +96,10 @@ def _payload(rtype: str, seq: int, prev: str | None, body: Mapping[str, Any]) ->
     return (_DOMAIN + canonical({"type": rtype, "seq": seq, "prev": prev, "body": unsigned_body(body)})).encode()
 
 
+def _saga_payload(rtype: str, saga: str, body: Mapping[str, Any]) -> bytes:
+    return (_SAGA_DOMAIN + canonical({"type": rtype, "saga": saga, "body": unsigned_body(body)})).encode()
+
+
 class OperatorKey:
     """An operator's private key: it signs attestations. Keep it where the agent cannot read it."""
 
@@ -124,13 +136,13 @@ class OperatorKey:
             raise ConfigurationError(f"{path} holds no {role} (a key file reads PRIVATE+KEY+<name>+<id>+<key>): {how}") from None
 
     @classmethod
-    def of(cls, signer: object) -> OperatorKey:
+    def of(cls, signer: object, what: str = "a compaction or redaction") -> OperatorKey:
         """``signer`` as a key: an OperatorKey, or the path of its file; a one-line error otherwise."""
         if isinstance(signer, OperatorKey):
             return signer
         if signer is None:
             raise ConfigurationError(
-                f"a compaction or redaction changes what the log means, so it must be signed by an "
+                f"{what} changes what the log means, so it must be signed by an "
                 f"operator key the agent does not hold: {HOW_TO_SIGN}"
             )
         if isinstance(signer, (str, os.PathLike)):
@@ -140,6 +152,13 @@ class OperatorKey:
     def sign(self, rtype: str, seq: int, prev: str | None, body: Mapping[str, Any]) -> dict[str, Any]:
         """``body`` with this key's signature over it, for a record of ``rtype`` at ``seq`` after ``prev``."""
         signature = self._private.sign(_payload(rtype, seq, prev, body))
+        return {**unsigned_body(body), SIGNATURE_FIELD: {
+            "key": self.key_id, "ed25519": base64.b64encode(signature).decode(),
+        }}
+
+    def sign_saga(self, rtype: str, saga: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``body`` with this key's signature over it, for a record of ``rtype`` about ``saga``."""
+        signature = self._private.sign(_saga_payload(rtype, saga, body))
         return {**unsigned_body(body), SIGNATURE_FIELD: {
             "key": self.key_id, "ed25519": base64.b64encode(signature).decode(),
         }}
@@ -177,6 +196,17 @@ class OperatorKeys:
 
     def problem(self, record: Mapping[str, Any]) -> str:
         """Why ``record`` (an attestation) is not signed by a trusted operator key ('' when it is)."""
+        seq, prev = record.get("seq"), record.get("prev")
+        return self._check(record, lambda body: _payload(
+            str(record.get("type")), int(seq) if isinstance(seq, int) else -1, prev if isinstance(prev, str) else None,
+            body,
+        ))
+
+    def saga_problem(self, record: Mapping[str, Any]) -> str:
+        """Why ``record`` (an operator's act on its saga) is not signed by a trusted operator key ('' when it is)."""
+        return self._check(record, lambda body: _saga_payload(str(record.get("type")), str(record.get("saga")), body))
+
+    def _check(self, record: Mapping[str, Any], payload: Callable[[Mapping[str, Any]], bytes]) -> str:
         body = record.get("body")
         signed = body.get(SIGNATURE_FIELD) if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(signed, dict):
@@ -203,12 +233,8 @@ class OperatorKeys:
             return f"its signature by {signer} cannot be checked: {err}"
         from cryptography.exceptions import InvalidSignature
 
-        seq, prev = record.get("seq"), record.get("prev")
         try:
-            module.Ed25519PublicKey.from_public_bytes(public).verify(
-                signature, _payload(str(record.get("type")), int(seq) if isinstance(seq, int) else -1,
-                                    prev if isinstance(prev, str) else None, body),
-            )
+            module.Ed25519PublicKey.from_public_bytes(public).verify(signature, payload(body))
         except InvalidSignature:
             return f"the signature by {signer} does not cover this body at this place in the log"
         return ""
