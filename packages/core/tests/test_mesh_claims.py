@@ -37,6 +37,9 @@ from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
 from agent_saga.recovery.mesh_register import register_dir
 
+# Each device runs the real CLI (enrol, sign, merge) in a process of its own.
+pytestmark = pytest.mark.slow
+
 C = ActionSemantics.COMPENSABLE
 CANCELLED: list[tuple[str, str | None]] = []
 
