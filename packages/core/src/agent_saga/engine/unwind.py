@@ -18,11 +18,13 @@ the two).
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.error_text import describe_error
-from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key
+from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key, still_running
 from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.state import SagaStatus, Step
@@ -36,6 +38,8 @@ if TYPE_CHECKING:
     from agent_saga.engine.saga import Saga
 
 __all__ = ["unwind"]
+
+log = logging.getLogger(__name__)
 
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
@@ -227,6 +231,35 @@ def _observe_rollback(saga: Saga, step: Step) -> Wrappers | None:
     ))
 
 
+def _follow_undo(
+    saga: Saga, step: Step, attempt: int, secrets: list[str], call: concurrent.futures.Future[Any] | None,
+) -> None:
+    """Record the outcome of an undo whose task was cancelled while its thread ran on, when it ends.
+
+    A thread cannot be stopped: without this its COMPENSATION_STARTED would stay without an
+    outcome, and the recovery daemon would run the undo again. As ``Saga._straggled`` follows a
+    forward call. Runs on the undo's thread: it never raises.
+    """
+    if call is None:
+        return  # an async undo, cancelled with its task: it did not finish, and recovery runs it
+    key = step.compensation.idempotency_key if step.compensation is not None else None
+
+    def landed(done: concurrent.futures.Future[Any]) -> None:
+        try:
+            error = None if done.cancelled() else done.exception()
+            if error is None and not done.cancelled():
+                saga._append(R.STEP_COMPENSATED, {"key": key, "attempts": attempt, "late": True}, step.index)
+            else:
+                detail = scrub(describe_error(error) if error is not None else "cancelled before it ran", secrets)
+                saga._append(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": detail, "late": True},
+                             step.index)
+        except Exception:  # on a finished undo's thread: logged, never raised
+            log.exception("saga %s: could not record the undo of step %d after its task was cancelled",
+                          saga.saga_id, step.index)
+
+    call.add_done_callback(landed)
+
+
 def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
     comp = step.compensation
     assert comp is not None
@@ -261,7 +294,10 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
             if accepts_idempotency_key(fn):
                 kwargs["idempotency_key"] = comp.idempotency_key
             yield Call(as_undo_of(saga.saga_id, fn), kwargs)
-        except Exception as err:  # noqa: BLE001 - every failure of an undo is recorded, none hidden
+        except BaseException as err:  # every failure of an undo is recorded, none hidden
+            if not isinstance(err, Exception):  # cancelled (a loop shutting down): its thread may run on
+                _follow_undo(saga, step, attempt, secrets, still_running(err))
+                raise
             if policy.should_retry(err, attempt):
                 yield Sleep(policy.delay(attempt))
                 continue
