@@ -150,6 +150,8 @@ def main() -> None:
                 run_point(point)
             except BaseException:
                 traceback.print_exc()
+                # Kept beside the point's log, so the matrix can say why a crash point never fired.
+                Path(point["dir"], "worker-error.txt").write_text(traceback.format_exc())
                 os._exit(1)
             os._exit(0)
         _, status = os.waitpid(pid, 0)

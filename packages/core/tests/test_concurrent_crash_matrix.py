@@ -112,7 +112,9 @@ def test_concurrent_crash_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     problems: list[str] = []
     for (label, shape, directory), code in zip(where, codes, strict=True):
         if code != 137:
-            problems.append(f"[{label}] the worker was not killed (exit {code}): the crash point never fired")
+            error = directory / "worker-error.txt"
+            why = error.read_text().strip().splitlines()[-1] if error.exists() else "no traceback"
+            problems.append(f"[{label}] the worker was not killed (exit {code}): the crash point never fired ({why})")
             continue
         problems.extend(_check_point(label, shape, directory, monkeypatch))
     elapsed = time.monotonic() - started
