@@ -150,12 +150,33 @@ async def test_blank_operator_or_reason_is_refused(wal: FileWAL, blank: Any) -> 
     session.close()
 
 
+async def test_records_as_the_seed_passes_them_repair_the_default_log(
+    wal: FileWAL, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    saga_id = await dead_onboarding(wal)
+    records = list(wal.records())
+    # Bare records do not say which log they came from: without wal= it is the default log, which
+    # must hold the saga (here another, empty log: refused, naming it).
+    monkeypatch.setenv("AGENT_SAGA_WAL", str(tmp_path / "elsewhere.wal"))
+    FileWAL(tmp_path / "elsewhere.wal").close()
+    with pytest.raises(RepairRefused, match=f"no saga {saga_id} in .*elsewhere.wal"):
+        RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    monkeypatch.setenv("AGENT_SAGA_WAL", str(wal.path))
+    with RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER) as session:
+        assert "kept (2)" in session.format_text()
+        session.abandon(reason="seen")
+    assert [r["type"] for r in FileWAL(wal.path).records() if r["type"].startswith("REPAIR_")] == [
+        "REPAIR_OPENED", "REPAIR_ABANDONED"]
+
+
 async def test_bad_input_is_refused_in_one_line(wal: FileWAL) -> None:
     saga_id = await dead_onboarding(wal)
     with pytest.raises(RepairRefused, match="no saga nope in"):
         RepairSession.open(wal, "nope", signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
-    with pytest.raises(TypeError, match="is records, not a log"):
-        RepairSession.open(list(wal.records()), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(TypeError, match=r"records must be a log \(its path, URL or WAL\) or its records"):
+        RepairSession.open([1, 2], saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    with pytest.raises(RepairRefused, match="no saga nope in the records given"):
+        RepairSession.open(list(wal.records()), "nope", signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with pytest.raises(ValueError, match="keeps no recovery state"):
         RepairSession.open(MemoryWAL(), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with RepairSession.open(list(wal.records()), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, wal=wal,

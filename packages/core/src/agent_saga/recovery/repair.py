@@ -52,6 +52,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.encodable import unencodable
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.resolve import default_target
 from agent_saga.log.rewrite import operator_signer
 from agent_saga.notekeys import ANONYMOUS, approver_name
 from agent_saga.recovery.daemon import owner_expiry
@@ -234,14 +235,26 @@ def plan_of(view: SagaView, location: str, *, live_until: float | None, now: flo
                       tuple(blockers), unsigned=tuple(view.unsigned_repairs))
 
 
-def _log_of(records: Any, wal: WAL | None) -> str | os.PathLike[str] | WAL:
+def _log_of(records: Any, saga_id: str, wal: WAL | None) -> str | os.PathLike[str] | WAL:
+    """The log a repair reads and writes: ``wal=``, the log ``records`` is, or, for bare records, the default log.
+
+    Bare records (``list(read_records(path))``, as the seed passes them) do not say which log they
+    came from, and the claim and the REPAIR_* records must live with that log: without ``wal=``
+    they go to the default log (``$AGENT_SAGA_WAL``, else ./agent-saga.wal), which must hold the saga.
+    """
     target = wal if wal is not None else records
     if isinstance(target, (str, os.PathLike, WAL)):
         return target
-    raise TypeError(
-        f"RepairSession.open: {type(records).__name__} is records, not a log: give the log itself (its path, "
-        "URL or WAL), or pass wal=, since the repair's claim and records live beside the log"
-    )
+    try:
+        sagas = {record["saga"] for record in records}
+    except (TypeError, KeyError):
+        raise TypeError(
+            f"RepairSession: records must be a log (its path, URL or WAL) or its records (dicts as read_records "
+            f"gives them), got {type(records).__name__}"
+        ) from None
+    if saga_id not in sagas:
+        raise RepairRefused(f"no saga {saga_id} in the records given: give its full id (agent-saga graph lists them)")
+    return default_target()
 
 
 class RepairSession:
@@ -290,8 +303,8 @@ class RepairSession:
     ) -> RepairSession:
         """Claim ``saga_id`` for repair and record REPAIR_OPENED, or raise RepairRefused saying why.
 
-        ``records`` is the log (a path, a URL, a WAL); bare records need ``wal=`` too,
-        since the claim and the session's records live with the log. ``signer`` is the
+        ``records`` is the log (a path, a URL, a WAL) or its records; for bare records the
+        claim and the session's records go to ``wal=``, else to the default log (see ``_log_of``). ``signer`` is the
         operator's key (its file's path) that signs every record of the session; it must
         be one the host trusts (``/etc/agent-saga/operator-keys``), or nothing is
         opened. ``lease_grace`` is the daemon's: a lease counts as held until
@@ -302,7 +315,7 @@ class RepairSession:
         key = operator_signer(signer, "a repair")
         if not isinstance(saga_id, str) or not saga_id.strip():
             raise ConfigurationError(f"RepairSession.open: saga_id must be a saga's id, got {saga_id!r}")
-        store = recovery_store(_log_of(records, wal), encryptor)
+        store = recovery_store(_log_of(records, saga_id, wal), encryptor)
         try:
             claim = store.try_claim(saga_id)
         except BaseException:
@@ -340,7 +353,7 @@ class RepairSession:
         clock: Callable[[], float] = time.time, encryptor: BodyCipher | None = None,
     ) -> RepairPlan:
         """What a repair of ``saga_id`` would keep and what blocks it; claims and records nothing."""
-        store = recovery_store(_log_of(records, wal), encryptor)
+        store = recovery_store(_log_of(records, saga_id, wal), encryptor)
         try:
             return _read(store, saga_id, encryptor, lease_grace, clock)[1]
         finally:
