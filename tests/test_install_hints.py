@@ -3,7 +3,7 @@
 ``agent-saga`` on the package index is an unrelated project (0.x-2.x); an unpinned
 ``pip install 'agent-saga[encryption]'`` in a fresh venv installs its 2.3.11. So a hint
 names a path in the checkout (``-e ./packages/core``) or pins the 3.x line
-(``>=3.0.0.dev0``; an exact ``==`` pin is a deliberate choice and passes too), and an
+(``>=3.0.0``; an exact ``==`` pin is a deliberate choice and passes too), and an
 extra is spelled as the metadata spells it (PEP 685), because the pip that
 ``python3 -m venv`` brings (23.2.1 on Python 3.11) installs nothing for ``[openai_agents]``.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = "3.0.0.dev0"
+FLOOR = "3.0.0"
 #: The one module that spells the rule out (its own template and its docstring's counter-example).
 EXEMPT = {ROOT / "packages/core/src/agent_saga/install.py"}
 
@@ -84,13 +84,13 @@ def test_no_install_hint_can_reach_the_other_agent_saga() -> None:
     ("pip install agent-saga-mcp", True),
     ("`pip install\n'agent-saga-temporal[model]'`", True),  # wrapped across two lines of Markdown
     ("pip install 'agent-saga[encryption]>=2'", True),
-    ("pip install 'agent-saga-openai-agents[openai_agents]>=3.0.0.dev0'", True),  # pip 23 installs no extra
+    ("pip install 'agent-saga-openai-agents[openai_agents]>=3.0.0'", True),  # pip 23 installs no extra
     ("pip install -e ./packages/core -e './packages/adapter-semantic-kernel[semantic_kernel]'", True),
-    ("pip install 'agent-saga[encryption]>=3.0.0.dev0'", False),
+    ("pip install 'agent-saga[encryption]>=3.0.0'", False),
     ("pip install -e ./packages/core -e './packages/adapter-<name>[<extra>]'", False),
     ("uv pip install -p .tox/peer 'agent-saga==2.3.11'", False),  # a deliberate pin of the other line
     ("`pip install pyautogen` now installs Microsoft's line, which `agent-saga-autogen` covers", False),
-    ("install it with: pip install 'agent-saga-mcp>=3.0.0.dev0' uvicorn", False),
+    ("install it with: pip install 'agent-saga-mcp>=3.0.0' uvicorn", False),
 ])
 def test_the_scan_tells_a_hint_that_reaches_the_index_from_one_that_cannot(text: str, wrong: bool) -> None:
     assert bool(problems_in(text)) is wrong, problems_in(text)
@@ -111,9 +111,9 @@ def test_the_hints_errors_print_are_pinned_and_normalized() -> None:
     from agent_saga.install import pip_install
     from agent_saga.plugins.discovery import FrameworkUnsupported
 
-    assert pip_install("agent-saga", "encryption") == "pip install 'agent-saga[encryption]>=3.0.0.dev0'"
+    assert pip_install("agent-saga", "encryption") == "pip install 'agent-saga[encryption]>=3.0.0'"
     message = str(FrameworkUnsupported("agent-saga-openai-agents", "openai_agents", "openai-agents is not installed"))
-    assert message.endswith("pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0.dev0'")
+    assert message.endswith("pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0'")
     assert problems_in(message) == []
 
 

@@ -49,7 +49,7 @@ VERSION = re.search(r'__version__ = "(.+)"', (ROOT / "packages/core/src/agent_sa
 OURS = tuple(sorted(p.parent.name for p in (ROOT / "packages").glob("*/pyproject.toml") if p.parent.name != "core"))
 ADAPTERS = tuple(folder for folder in DISTRIBUTIONS if folder != "core")
 # The 3.x line is ours; the index's 0.x-2.x line of the same name is not (see docs/ADAPTERS.md).
-CORE_PIN = "agent-saga>=3.0.0.dev0,<4"
+CORE_PIN = "agent-saga>=3.0.0,<4"
 # Adapters whose framework is an extra, and so is absent after a plain install.
 WITH_EXTRA = ("langgraph", "openai_agents", "llamaindex", "crewai", "autogen", "semantic_kernel", "ag2",
               "google_adk", "agno", "pydantic_ai", "strands", "vertex")
@@ -76,15 +76,25 @@ def _sh(*cmd: str, cwd: Path | None = None) -> str:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    uv = _uv()
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """What ``scripts/wheelhouse`` builds (every distribution, checked), as the README has a user run it."""
     wheels = tmp_path_factory.mktemp("wheels")
-    for folder in DISTRIBUTIONS:
-        _sh(uv, "build", "--wheel", "--out-dir", str(wheels), str(ROOT / "packages" / folder))
+    built = subprocess.run([sys.executable, str(ROOT / "scripts" / "wheelhouse"), str(wheels)], capture_output=True,
+                           text=True, env={**_env(), "PATH": f"{Path(_uv()).parent}:{os.environ['PATH']}"},
+                           timeout=1200, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return wheels, built.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory, wheelhouse: tuple[Path, str]) -> tuple[Path, Path]:
+    uv = _uv()
+    wheels, _ = wheelhouse
     env = tmp_path_factory.mktemp("venv") / "env"
     _sh(uv, "venv", "--python", f"{sys.version_info.major}.{sys.version_info.minor}", str(env))
     python = env / "bin" / "python"
-    built = sorted(str(w) for w in wheels.glob("*.whl"))
+    names = {module.replace("_", "-") for module in DISTRIBUTIONS.values()}
+    built = sorted(str(w) for w in wheels.glob("*.whl") if w.name.split("-")[0].replace("_", "-") in names)
     assert len(built) == len(DISTRIBUTIONS), built
     _sh(uv, "pip", "install", "--python", str(python), "--find-links", str(wheels), *built)
     return python, wheels
@@ -146,19 +156,19 @@ def test_wheels_without_frameworks_patch_nothing_and_import_no_adapter(venv: tup
     assert out["schema"] == "agent-saga tool policy"  # the JSON Schema ships in the core wheel
     errors = out["errors"]
     assert isinstance(errors, dict)
-    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0.dev0'" in errors["langgraph"]
-    assert "pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0.dev0'" in errors["openai_agents"]
-    assert "pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0.dev0'" in errors["llamaindex"]
-    assert "pip install 'agent-saga-crewai[crewai]>=3.0.0.dev0'" in errors["crewai"]
-    assert "pip install 'agent-saga-autogen[autogen]>=3.0.0.dev0'" in errors["autogen"]
-    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0.dev0'" in errors["semantic_kernel"]
-    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0.dev0'" in errors["ag2"]
-    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0.dev0'" in errors["google_adk"]
-    assert "pip install 'agent-saga-agno[agno]>=3.0.0.dev0'" in errors["agno"]
-    assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'" in errors["pydantic_ai"]
-    assert "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'" in errors["strands"]
-    assert "pip install 'agent-saga-vertex[vertex]>=3.0.0.dev0'" in errors["vertex"]
-    assert "pip install 'agent-saga-camunda>=3.0.0.dev0'" in errors["camunda"]  # no such distribution installed
+    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0'" in errors["langgraph"]
+    assert "pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0'" in errors["openai_agents"]
+    assert "pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0'" in errors["llamaindex"]
+    assert "pip install 'agent-saga-crewai[crewai]>=3.0.0'" in errors["crewai"]
+    assert "pip install 'agent-saga-autogen[autogen]>=3.0.0'" in errors["autogen"]
+    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0'" in errors["semantic_kernel"]
+    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0'" in errors["ag2"]
+    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0'" in errors["google_adk"]
+    assert "pip install 'agent-saga-agno[agno]>=3.0.0'" in errors["agno"]
+    assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0'" in errors["pydantic_ai"]
+    assert "pip install 'agent-saga-strands[strands]>=3.0.0'" in errors["strands"]
+    assert "pip install 'agent-saga-vertex[vertex]>=3.0.0'" in errors["vertex"]
+    assert "pip install 'agent-saga-camunda>=3.0.0'" in errors["camunda"]  # no such distribution installed
 
 
 def test_with_langgraph_installed_both_import_paths_work_and_only_it_is_patched(venv: tuple[Path, Path]) -> None:
@@ -213,7 +223,7 @@ def test_the_core_wheel_alone_says_what_to_install_for_mcp(
     out = subprocess.run([str(env / "bin" / "agent-saga"), "mcp", "--policy", "p.json", "--", "python", "-m", "s"],
                          capture_output=True, text=True, timeout=60, check=False, cwd=env)
     assert out.returncode == 3, out.stdout + out.stderr
-    assert "pip install 'agent-saga-mcp>=3.0.0.dev0'" in out.stderr and "Traceback" not in out.stderr
+    assert "pip install 'agent-saga-mcp>=3.0.0'" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +258,7 @@ def test_pips_resolver_never_installs_the_unrelated_2x_core_with_one_of_ours_alo
     refused = re.search(r"requirement (agent-saga[<>=!~.,\w]*) (?:\(from [^)]*\) )?\(from versions: ([^)]*)\)",
                         out.stderr)
     assert refused, f"pip did not report asking the index for agent-saga (is the index reachable?):\n{out.stderr}"
-    assert sorted(refused[1].removeprefix("agent-saga").split(",")) == ["<4", ">=3.0.0.dev0"]
+    assert sorted(refused[1].removeprefix("agent-saga").split(",")) == ["<4", ">=3.0.0"]
     assert any(v.startswith("2.") for v in refused[2].split(", ")), refused[0]  # the index was reached
 
 
@@ -263,6 +273,25 @@ def test_pips_resolver_prefers_our_core_wheel_to_the_indexs_2x(
     assert out.returncode == 0, out.stdout + out.stderr
     chosen = _chosen(tmp_path / "report.json")
     assert {name: chosen.get(name) for name in ["agent-saga", *names]} == dict.fromkeys(["agent-saga", *names], VERSION)
+
+
+def test_the_core_asked_for_by_name_beside_the_index_is_ours(
+    pip: list[str], venv: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # `pip install --find-links DIR agent-saga`: a release, not a pre-release, so pip takes ours over
+    # the index's unrelated 2.3.11 (as 3.0.0.dev0 it took 2.3.11, the newest final release it saw).
+    _, wheels = venv
+    out = _resolve(pip, tmp_path / "report.json", "--find-links", str(wheels), "agent-saga")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert _chosen(tmp_path / "report.json")["agent-saga"] == VERSION
+    assert re.fullmatch(r"3\.\d+\.\d+", VERSION)  # a release: no .devN, aN, bN or rcN
+
+
+def test_the_wheelhouse_builds_and_checks_every_distribution(wheelhouse: tuple[Path, str]) -> None:
+    wheels, said = wheelhouse
+    assert said.startswith(f"wheelhouse: {len(OURS) + 1} wheels and sdists in ")
+    assert len(list(wheels.glob("*.whl"))) == len(OURS) + 1
+    assert len(list(wheels.glob("*.tar.gz"))) == len(OURS)  # all but speedups, which builds from a checkout
 
 
 def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None:
@@ -282,7 +311,7 @@ def test_every_wheel_carries_the_license_and_the_notice(venv: tuple[Path, Path])
             assert (ROOT / "packages" / folder / name).read_bytes() == (ROOT / name).read_bytes(), (folder, name)
     _, wheels = venv
     built = sorted(wheels.glob("*.whl"))
-    assert len(built) == len(DISTRIBUTIONS)
+    assert len(built) == len(OURS) + 1
     for wheel in built:
         with zipfile.ZipFile(wheel) as archive:
             licenses = sorted(Path(n).name for n in archive.namelist() if ".dist-info/licenses/" in n)
@@ -330,6 +359,6 @@ def test_the_core_wheel_without_its_extras_says_what_to_install_for_a_tier_or_a_
                           "errors": errors}))
     """)
     assert out == {"openai": False, "jsonschema": False, "errors": [
-        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0.dev0'",
-        "matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0.dev0'",
+        "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0'",
+        "matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0'",
     ]}

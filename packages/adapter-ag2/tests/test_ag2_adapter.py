@@ -95,7 +95,7 @@ def test_both_import_paths_and_the_framework_module_name_the_right_adapter() -> 
         agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
     # Microsoft's line keeps its own adapter (not installed here).
     Microsoft = type("FunctionTool", (), {"__module__": "autogen_core.tools"})
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-autogen\[autogen\]>=3\.0\.0\.dev0'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-autogen\[autogen\]>=3\.0\.0'"):
         agent_saga.wrap_tool(Microsoft(), semantics="REVERSIBLE")
 
 
@@ -111,4 +111,4 @@ def test_an_install_whose_ag2_moved_fails_at_import_naming_the_supported_range()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-ag2 supports ag2<0.15,>=0.12.0 (installed: ag2 0.14.")
     assert "no longer has Tool._func, Tool._chat_context_param_names or ConversableAgent._run_async_in_thread" in out
-    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0'" in out

@@ -25,4 +25,4 @@ def test_an_install_whose_ag2_moved_fails_at_import_naming_the_supported_range()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-ag2 supports ag2<0.15,>=0.12.0 (installed: ag2 0.1")
     assert "no longer has Tool._func, Tool._chat_context_param_names or ConversableAgent._run_async_in_thread" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-ag2[ag2]>=3.0.0.dev0'")
+    assert out.rstrip().endswith("pip install 'agent-saga-ag2[ag2]>=3.0.0'")

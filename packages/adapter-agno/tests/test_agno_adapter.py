@@ -269,7 +269,7 @@ def test_an_install_whose_agno_moved_fails_at_import_naming_the_supported_range(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-agno supports agno<3.2,>=2.9.0 (installed: agno 3.1.")
     assert "no longer has Function.entrypoint, Function._framework_params, Function.process_entrypoint" in out
-    assert "pip install 'agent-saga-agno[agno]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-agno[agno]>=3.0.0'" in out
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

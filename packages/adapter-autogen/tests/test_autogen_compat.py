@@ -28,4 +28,4 @@ def test_an_install_whose_autogen_moved_fails_at_import_naming_the_supported_ran
     assert "autogen-core<0.8,>=0.6.2" in supported and "autogen-agentchat<0.8,>=0.6.2" in supported
     assert "autogen-core 0.7" in installed.split(")")[0]
     assert "no longer calls a FunctionTool's function as _func" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-autogen[autogen]>=3.0.0.dev0'")
+    assert out.rstrip().endswith("pip install 'agent-saga-autogen[autogen]>=3.0.0'")

@@ -27,4 +27,4 @@ def test_an_install_whose_crewai_moved_fails_at_import_naming_the_supported_rang
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.startswith("agent-saga-crewai supports crewai<1.16,>=1.15.9 (installed: crewai 1.15")
     assert "no longer calls a tool's own _run from run() and from the CrewStructuredTool" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-crewai[crewai]>=3.0.0.dev0'")
+    assert out.rstrip().endswith("pip install 'agent-saga-crewai[crewai]>=3.0.0'")

@@ -228,7 +228,7 @@ def test_an_install_whose_adk_moved_fails_at_import_naming_the_supported_range()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-google-adk supports google-adk<2.14,>=2.10.0 (installed: google-adk 2.13.")
     assert "no longer has FunctionTool.func, FunctionTool._ignore_params or FunctionTool._invoke_callable" in out
-    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-google-adk[google-adk]>=3.0.0'" in out
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

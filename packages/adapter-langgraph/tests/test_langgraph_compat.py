@@ -109,4 +109,4 @@ def test_an_install_whose_langchain_moved_fails_at_import_naming_the_supported_r
     assert out.startswith("agent-saga-langgraph supports ")
     assert "langgraph<1.3,>=1.1.5" in out and "langchain-core<1.9,>=1.2.5" in out and "(installed: langchain-core 1." in out
     assert "StructuredTool / Tool no longer have func/coroutine fields, or their own _run / _arun(*args, " in out
-    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0'" in out

@@ -107,4 +107,4 @@ def test_an_install_whose_llamaindex_moved_fails_at_import_naming_the_supported_
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-llamaindex supports llama-index-core<0.15,>=0.14.22 (installed: llama-index-core 0.14")
     assert "no longer keeps a FunctionTool's callbacks in _callback/_async_callback" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0.dev0'")
+    assert out.rstrip().endswith("pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0'")

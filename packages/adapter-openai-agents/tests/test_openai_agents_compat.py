@@ -125,4 +125,4 @@ def test_an_install_whose_sdk_moved_fails_at_import_naming_the_supported_range()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-openai-agents supports openai-agents<0.25,>=0.21.0 (installed: openai-agents 0.24")
     assert "no longer runs a @function_tool through agents.tool._FailureHandlingFunctionToolInvoker" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0.dev0'")
+    assert out.rstrip().endswith("pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0'")

@@ -317,7 +317,7 @@ def test_an_install_whose_pydantic_ai_moved_fails_at_import_naming_the_supported
     assert out.startswith("agent-saga-pydantic-ai supports pydantic-ai-slim<3,>=1.71.0 (installed: pydantic-ai-slim 2.")
     assert ("no longer has Tool.function_schema.function, FunctionSchema.call and .is_async, or "
             "FunctionToolset.call_tool(name, tool_args, ctx, tool)") in out
-    assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0'" in out
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

@@ -196,4 +196,4 @@ def test_an_install_whose_semantic_kernel_moved_fails_at_import_naming_the_suppo
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-semantic-kernel supports semantic-kernel<1.46,>=1.26.1 (installed: semantic-kernel 1.45")
     assert "Kernel.construct_call_stack(filter_type, inner_function) has changed" in out
-    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-semantic-kernel[semantic-kernel]>=3.0.0'" in out

@@ -289,7 +289,7 @@ def test_an_install_whose_strands_moved_fails_at_import_naming_the_supported_ran
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-strands supports strands-agents<2,>=1.21.0 (installed: strands-agents 1.")
     assert "no longer has DecoratedFunctionTool._tool_func" in out
-    assert "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-strands[strands]>=3.0.0'" in out
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_an_install_whose_google_genai_moved_fails_at_import_naming_the_supporte
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("agent-saga-vertex supports google-genai<4,>=2.34.0 (installed: google-genai ")
     assert "no longer calls a tool through _extra_utils.invoke_function_from_dict_args" in out
-    assert "pip install 'agent-saga-vertex[vertex]>=3.0.0.dev0'" in out
+    assert "pip install 'agent-saga-vertex[vertex]>=3.0.0'" in out
 
 
 def test_the_example_books_the_trip_and_undoes_it_each_time_it_runs(tmp_path: Path) -> None:

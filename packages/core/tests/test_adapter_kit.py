@@ -395,7 +395,7 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
     # name the ADK adapter, and nothing else under `google` does.
     Adk = type("FunctionTool", (), {"__module__": "google.adk.tools.function_tool"})
     with pytest.raises(TypeError, match=r"google\.adk\.tools\.function_tool\.FunctionTool is a google\.adk tool: "
-                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google-adk\]>=3\.0\.0\.dev0'"):
+                                        r"install its adapter with: pip install 'agent-saga-google-adk\[google-adk\]>=3\.0\.0'"):
         agent_saga.wrap_tool(Adk(), semantics="REVERSIBLE")
     Proto = type("Message", (), {"__module__": "google.protobuf.message"})
     with pytest.raises(TypeError, match=r"^no installed adapter recognises google\.protobuf\.message\.Message"):
@@ -405,16 +405,16 @@ def test_a_namespace_package_framework_is_named_by_its_first_two_module_parts() 
 def test_an_agno_tool_without_its_adapter_names_agent_saga_agno() -> None:
     Function = type("Function", (), {"__module__": "agno.tools.function"})
     with pytest.raises(TypeError, match=r"agno\.tools\.function\.Function is a agno tool: "
-                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]>=3\.0\.0\.dev0'"):
+                                        r"install its adapter with: pip install 'agent-saga-agno\[agno\]>=3\.0\.0'"):
         agent_saga.wrap_tool(Function(), semantics="REVERSIBLE")
 
 
 def test_a_tool_of_a_known_framework_without_its_adapter_names_the_distribution_to_install() -> None:
     Foreign = type("StructuredTool", (), {"__module__": "langchain_core.tools.structured"})
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0'"):
         agent_saga.wrap_tool(Foreign(), semantics="REVERSIBLE")
     Sub = type("MyTool", (Foreign,), {"__module__": "myapp.tools"})  # a user's subclass: its base decides
-    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0\.dev0'"):
+    with pytest.raises(TypeError, match=r"pip install 'agent-saga-langgraph\[langgraph\]>=3\.0\.0'"):
         agent_saga.wrap_tool(Sub(), semantics="REVERSIBLE")
     with pytest.raises(TypeError, match=r"plain function.*@agent_saga.tool\(semantics=...\)"):
         agent_saga.wrap_tool(charge, semantics="REVERSIBLE")
@@ -430,7 +430,7 @@ def test_require_framework_reads_the_range_from_metadata(site: Path, monkeypatch
     message = str(caught.value)
     assert message.startswith("agent-saga-toonew supports pluggy>=99 (installed: pluggy ")
     assert "is outside the supported range pluggy>=99" in message
-    assert message.endswith("pip install 'agent-saga-toonew[toonew]>=3.0.0.dev0'")
+    assert message.endswith("pip install 'agent-saga-toonew[toonew]>=3.0.0'")
     assert isinstance(caught.value, ImportError) and caught.value.name == "agent_saga_toonew"
     with pytest.raises(FrameworkUnsupported, match="agent-saga-nothing itself is not installed"):
         require_framework("agent-saga-nothing", "nothing")
@@ -448,7 +448,7 @@ def test_check_compat_raises_naming_what_moved_when_the_probe_says_no_or_fails(
             check_compat("agent-saga-gadgets", "gadgets", fits, "Runner.call_tool is gone")
         message = str(caught.value)
         assert message.startswith("agent-saga-gadgets supports pluggy")
-        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]>=3.0.0.dev0'" in message
+        assert "; Runner.call_tool is gone. Install a supported version with: pip install 'agent-saga-gadgets[gadgets]>=3.0.0'" in message
     with pytest.raises(ZeroDivisionError):  # anything else is a bug in the probe, not a moved framework
         check_compat("agent-saga-gadgets", "gadgets", lambda: bool(1 / 0), "moved")
 
@@ -464,8 +464,8 @@ def test_the_kit_is_one_pinned_public_module() -> None:
 
 
 @pytest.mark.parametrize(("module", "install"), [
-    ("pydantic_ai.tools", "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0.dev0'"),
-    ("strands.tools.decorator", "pip install 'agent-saga-strands[strands]>=3.0.0.dev0'"),
+    ("pydantic_ai.tools", "pip install 'agent-saga-pydantic-ai[pydantic-ai]>=3.0.0'"),
+    ("strands.tools.decorator", "pip install 'agent-saga-strands[strands]>=3.0.0'"),
 ])
 def test_a_pydantic_ai_or_strands_tool_without_its_adapter_names_the_distribution(module: str, install: str) -> None:
     Foreign = type("Tool", (), {"__module__": module})

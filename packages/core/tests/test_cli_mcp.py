@@ -41,5 +41,5 @@ def test_without_agent_saga_mcp_the_verb_exits_3_naming_the_distribution(args: l
     out = subprocess.run([sys.executable, "-m", "agent_saga", *args], capture_output=True, text=True,
                          timeout=60, check=False, cwd=tmp_path)
     assert out.returncode == 3, out.stdout + out.stderr
-    assert "pip install 'agent-saga-mcp>=3.0.0.dev0'" in out.stderr and "Traceback" not in out.stderr
+    assert "pip install 'agent-saga-mcp>=3.0.0'" in out.stderr and "Traceback" not in out.stderr
     assert out.stdout == ""

@@ -23,5 +23,5 @@ def test_the_seed_import_works_without_any_extra() -> None:
 ])
 def test_a_connector_without_its_library_names_the_extra(connector: str, library: str, extra: str) -> None:
     assert importlib.util.find_spec(library) is None, f"{library} is installed in this env; this test needs it absent"
-    with pytest.raises(ImportError, match=rf"pip install 'agent-saga\[{extra}\]>=3\.0\.0\.dev0'"):
+    with pytest.raises(ImportError, match=rf"pip install 'agent-saga\[{extra}\]>=3\.0\.0'"):
         importlib.import_module(f"agent_saga.connectors.{connector}")

@@ -179,7 +179,7 @@ def test_without_cryptography_the_error_names_the_extra(tmp_path: Path) -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "pip install 'agent-saga[encryption]>=3.0.0.dev0'" in out.stdout
+    assert "pip install 'agent-saga[encryption]>=3.0.0'" in out.stdout
 
 
 def test_an_altered_ciphertext_breaks_the_chain_for_a_verifier_without_the_key(

@@ -17,7 +17,7 @@ import agent_saga
 from agent_saga._migrating import GONE
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "MIGRATING.md").read_text(encoding="utf-8")
-TABLE = DOC[DOC.index("| 2.x name | 2.x module | in 3.0.0.dev0 |"):]
+TABLE = DOC[DOC.index("| 2.x name | 2.x module | in 3.0.0 |"):]
 ROWS = [line for line in TABLE.splitlines()[2:] if line.startswith("| `")]
 
 

@@ -191,7 +191,7 @@ def test_importing_agent_saga_imports_neither_pluggy_nor_pytest() -> None:
 
 
 def test_a_missing_adapter_names_the_distribution_to_install() -> None:
-    with pytest.raises(ModuleNotFoundError, match=re.escape("pip install 'agent-saga-no-such-fw>=3.0.0.dev0'")):
+    with pytest.raises(ModuleNotFoundError, match=re.escape("pip install 'agent-saga-no-such-fw>=3.0.0'")):
         __import__("agent_saga.adapters.no_such_fw")
 
 

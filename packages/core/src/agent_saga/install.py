@@ -1,4 +1,4 @@
-"""Install hints that can only install this project: ``pip install 'agent-saga[encryption]>=3.0.0.dev0'``.
+"""Install hints that can only install this project: ``pip install 'agent-saga[encryption]>=3.0.0'``.
 
 ``agent-saga`` on the package index is an unrelated project (0.x-2.x, the same import
 name), and this project's distributions are not published there yet: an unpinned
@@ -20,7 +20,7 @@ import re
 __all__ = ["FLOOR", "normalize_extra", "pip_install"]
 
 #: The lowest version of the 3.x line: every hint pins ``>=FLOOR``.
-FLOOR = "3.0.0.dev0"
+FLOOR = "3.0.0"
 
 
 def normalize_extra(name: str) -> str:

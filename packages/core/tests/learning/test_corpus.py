@@ -316,10 +316,10 @@ def test_parquet_without_the_extra_names_the_install(tmp_path: Path) -> None:
     wal.close()
     corpus = Corpus(())
     with pytest.raises(ImportError, match=r"^Parquet and dataset export need pyarrow: pip install "
-                                          r"'agent-saga\[corpus\]>=3.0.0.dev0'$"):
+                                          r"'agent-saga\[corpus\]>=3.0.0'$"):
         corpus.to_parquet(tmp_path / "c.parquet")
     ran = run_cli("corpus", "--wal-path", str(tmp_path / "a.wal"), "--out", str(tmp_path / "c.parquet"))
-    assert ran.returncode == 3 and "pip install 'agent-saga[corpus]>=3.0.0.dev0'" in ran.stderr
+    assert ran.returncode == 3 and "pip install 'agent-saga[corpus]>=3.0.0'" in ran.stderr
 
 
 def test_a_call_whose_arguments_the_log_does_not_hold_is_never_paired(tmp_path: Path) -> None:

@@ -7,5 +7,5 @@ try:
 except ImportError as err:  # a missing prerequisite is a failure that says how to fix it
     raise ImportError(
         "py_webauthn is not installed: run these tests with `python3 -m tox run -e passkey` "
-        "(or pip install 'agent-saga[passkey]>=3.0.0.dev0')"
+        "(or pip install 'agent-saga[passkey]>=3.0.0')"
     ) from err

@@ -157,7 +157,7 @@ def test_bad_arguments_are_refused_when_the_app_is_built(tmp_path: Path, kwargs:
 @pytest.mark.parametrize(("target", "message"), [
     (MemoryWAL(), "is not durable"),
     ("ftp://localhost/agents", "unknown log URL scheme"),
-    ("postgresql://localhost/agents", r"pip install 'agent-saga\[postgres\]>=3\.0\.0\.dev0'"),  # the service env has no psycopg
+    ("postgresql://localhost/agents", r"pip install 'agent-saga\[postgres\]>=3\.0\.0'"),  # the service env has no psycopg
 ])
 def test_a_log_that_cannot_hold_the_undo_is_refused_at_startup(target: object, message: str) -> None:
     app = FastAPI(lifespan=saga_lifespan(target))  # type: ignore[arg-type]

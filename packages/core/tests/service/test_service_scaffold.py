@@ -51,7 +51,7 @@ def test_the_scaffold_is_small_and_decides_nothing_it_cannot(project: Path) -> N
     for path in project.rglob("*.py"):
         compile(path.read_text(), str(path), "exec")
     assert "ENV AGENT_SAGA_WAL" not in (project / "Dockerfile").read_text()  # no default log
-    assert '"agent-saga[fastapi]>=3.0.0.dev0,<4"' in (project / "pyproject.toml").read_text()
+    assert '"agent-saga[fastapi]>=3.0.0,<4"' in (project / "pyproject.toml").read_text()
 
 
 def test_doctor_with_three_replicas_exits_1_and_names_each_blocker(project: Path) -> None:

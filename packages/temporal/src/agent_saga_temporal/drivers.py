@@ -88,7 +88,7 @@ _INSTRUCTIONS = (
 
 
 class ModelDriver:
-    """Asks a chat model: a cascade tier, or an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]>=3.0.0.dev0'``).
+    """Asks a chat model: a cascade tier, or an OpenAI-compatible client (``pip install 'agent-saga-temporal[model]>=3.0.0'``).
 
     ``ModelDriver(tier=OpenAICompatibleTier("local", "qwen", base_url=...))`` takes any tier of
     :func:`agent_saga.cascade` (an object with ``name`` and ``async complete(request, feedback)``);
@@ -119,7 +119,7 @@ class ModelDriver:
                 from openai import AsyncOpenAI
             except ImportError as err:
                 raise ImportError(
-                    "ModelDriver needs an OpenAI-compatible client: pip install 'agent-saga-temporal[model]>=3.0.0.dev0' "
+                    "ModelDriver needs an OpenAI-compatible client: pip install 'agent-saga-temporal[model]>=3.0.0' "
                     "or pass client="
                 ) from err
             made: Any = AsyncOpenAI()  # reads OPENAI_API_KEY and OPENAI_BASE_URL
@@ -137,7 +137,7 @@ class ModelDriver:
 
         The key is ``api_key`` or ``$OPENROUTER_API_KEY``; ``app_url`` and ``app_title`` are sent
         as OpenRouter's optional ``HTTP-Referer`` and ``X-Title`` headers. Needs the openai SDK
-        (``pip install 'agent-saga-temporal[model]>=3.0.0.dev0'``).
+        (``pip install 'agent-saga-temporal[model]>=3.0.0'``).
         """
         key = api_key if api_key is not None else os.environ.get(OPENROUTER_KEY_ENV)
         if not key:
@@ -148,7 +148,7 @@ class ModelDriver:
             from openai import AsyncOpenAI
         except ImportError as err:
             raise ImportError(
-                "ModelDriver.openrouter needs the openai SDK: pip install 'agent-saga-temporal[model]>=3.0.0.dev0'"
+                "ModelDriver.openrouter needs the openai SDK: pip install 'agent-saga-temporal[model]>=3.0.0'"
             ) from err
         headers = {name: value for name, value in (("HTTP-Referer", app_url), ("X-Title", app_title)) if value}
         client: Any = AsyncOpenAI(base_url=base_url, api_key=key, default_headers=headers or None)
@@ -197,7 +197,7 @@ class Pick:
 
 
 class PydanticAIDriver:
-    """Asks a `Pydantic AI <https://ai.pydantic.dev>`_ agent (``pip install 'agent-saga-temporal[pydantic-ai]>=3.0.0.dev0'``).
+    """Asks a `Pydantic AI <https://ai.pydantic.dev>`_ agent (``pip install 'agent-saga-temporal[pydantic-ai]>=3.0.0'``).
 
     ``model`` is anything ``pydantic_ai.Agent`` takes: a model name such as
     ``"openrouter:openai/gpt-4.1-mini"`` (Pydantic AI's OpenRouter provider, which reads
@@ -216,7 +216,7 @@ class PydanticAIDriver:
             from pydantic_ai import Agent
         except ImportError as err:
             raise ImportError(
-                "PydanticAIDriver needs Pydantic AI: pip install 'agent-saga-temporal[pydantic-ai]>=3.0.0.dev0'"
+                "PydanticAIDriver needs Pydantic AI: pip install 'agent-saga-temporal[pydantic-ai]>=3.0.0'"
             ) from err
         if model is None:
             raise ConfigurationError("PydanticAIDriver needs a model: a Pydantic AI model name or Model object")

@@ -8,7 +8,7 @@ arguments and the time -- in the hash-chained log. A grant counts only when it i
 signed by a key the host trusts (``SigningKey``, ``TrustedKeys``): the agent can
 write the store, not sign. A policy can require a passkey instead (``require_passkey``): a
 WebAuthn assertion over the action, checked against the host's registered passkeys
-(``PasskeyCredentials``; needs ``pip install 'agent-saga[passkey]>=3.0.0.dev0'``). Every failure denies.
+(``PasskeyCredentials``; needs ``pip install 'agent-saga[passkey]>=3.0.0'``). Every failure denies.
 ``RedisApprovalStore`` imports redis-py only when created.
 """
 

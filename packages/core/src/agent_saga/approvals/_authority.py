@@ -16,7 +16,7 @@ alone (0600).
 Keys are strings in the signed-note format of :mod:`agent_saga.audit.signing`:
 ``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` signs, ``<name>+<id>+<base64(0x01
 || public key)>`` verifies; ``<name>+<id>`` names the key in records. Needs
-``cryptography`` (``pip install 'agent-saga[approvals]>=3.0.0.dev0'``).
+``cryptography`` (``pip install 'agent-saga[approvals]>=3.0.0'``).
 """
 
 from __future__ import annotations

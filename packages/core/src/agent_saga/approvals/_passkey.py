@@ -5,7 +5,7 @@ id, saga, step, tool, the step's arguments, rule and deadline (:func:`passkey_ch
 ``agent-saga approvals serve`` shows that action and its digest and asks the browser for
 an assertion with the digest as its challenge; the gateway computes the digest again from
 its own copy of the request (the arguments the step will run with, the deadline its log
-states) and believes the grant only if py_webauthn (``pip install 'agent-saga[passkey]>=3.0.0.dev0'``)
+states) and believes the grant only if py_webauthn (``pip install 'agent-saga[passkey]>=3.0.0'``)
 verifies the assertion against a registered credential with that challenge, the user
 verified (UV) and the sign count moved forward.
 

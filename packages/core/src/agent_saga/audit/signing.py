@@ -8,7 +8,7 @@ first 4 bytes of SHA-256(name || 0x0A || 0x01 || public key). Keys travel as
 strings: ``PRIVATE+KEY+<name>+<id>+<base64(0x01 || seed)>`` to sign and
 ``<name>+<id>+<base64(0x01 || public key)>`` to verify.
 
-Needs ``cryptography`` (``pip install 'agent-saga[encryption]>=3.0.0.dev0'``), imported on use.
+Needs ``cryptography`` (``pip install 'agent-saga[encryption]>=3.0.0'``), imported on use.
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def register(verbs: Any) -> None:
         description="Serve a page that lists the pending requests and, for one, the exact action (tool, every "
         "argument as inert text, the action digest), and approves it with a passkey (WebAuthn; the challenge "
         "is the action digest) or denies it with one, with an optional note (the denial's own digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
-        "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0.dev0'.",
+        "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0'.",
         epilog="examples:\n  agent-saga approvals serve --port 8765\n"
         "  ssh -L 8765:127.0.0.1:8765 agent-host   # then open http://localhost:8765 on your machine",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -273,7 +273,7 @@ class _Doctor:
                     assert_no_secrets(scrubbed(record.get("body")), where=f"record seq {record.get('seq')} body")
                 except CredentialError as err:
                     self.add("secrets", BLOCKER, f"{path}: {str(err).split(';')[0]}, stored in clear",
-                             "encrypt the log (AGENT_SAGA_WAL_KEY, pip install 'agent-saga[encryption]>=3.0.0.dev0'), pass "
+                             "encrypt the log (AGENT_SAGA_WAL_KEY, pip install 'agent-saga[encryption]>=3.0.0'), pass "
                              "credentials as credential_ref(...), and redact the record (agent_saga.log.redact_where)")
                     return
 
@@ -286,7 +286,7 @@ class _Doctor:
             where = f"the file {switch}" if switch else "each host's /var/lib/agent-saga/switch.json"
             self.add("kill_switch", BLOCKER, f"the kill switch is {where}: `agent-saga halt` stops the "
                      f"replicas of one host, not all {n}",
-                     "set AGENT_SAGA_SWITCH=redis://... on every replica (pip install 'agent-saga[redis]>=3.0.0.dev0')")
+                     "set AGENT_SAGA_SWITCH=redis://... on every replica (pip install 'agent-saga[redis]>=3.0.0')")
         for module, call in self.source.calls("FileSwitchStore"):
             self.add("kill_switch", BLOCKER, f"{self.where(module, call)} builds a FileSwitchStore: a halt "
                      f"through it reaches one host of {n} replicas", "use RedisSwitchStore")

@@ -1,12 +1,12 @@
 """Reference connectors: each registers its compensator *and* its reconciler on import.
 
-* ``agent_saga.connectors.stripe`` — a charge, its refund (``pip install 'agent-saga[stripe]>=3.0.0.dev0'``)
+* ``agent_saga.connectors.stripe`` — a charge, its refund (``pip install 'agent-saga[stripe]>=3.0.0'``)
 * ``agent_saga.connectors.postgres`` — update / insert / delete by (compound) primary key,
-  each undone from a snapshot of the touched columns (``pip install 'agent-saga[postgres]>=3.0.0.dev0'``)
+  each undone from a snapshot of the touched columns (``pip install 'agent-saga[postgres]>=3.0.0'``)
 * ``agent_saga.connectors.salesforce`` — a record update, reverted field by field
-  (``pip install 'agent-saga[salesforce]>=3.0.0.dev0'``)
+  (``pip install 'agent-saga[salesforce]>=3.0.0'``)
 * ``agent_saga.connectors.sqlalchemy`` — the postgres connector's three steps on any database
-  SQLAlchemy 2.x speaks, guarded by a hash of the row (``pip install 'agent-saga[sqlalchemy]>=3.0.0.dev0'``)
+  SQLAlchemy 2.x speaks, guarded by a hash of the row (``pip install 'agent-saga[sqlalchemy]>=3.0.0'``)
 
 Each is imported on its own, lazily: importing one never needs another's client
 library. Credentials travel as names (``credential_ref="stripe_prod"``), logged as

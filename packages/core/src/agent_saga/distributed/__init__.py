@@ -3,7 +3,7 @@
 Caller: :func:`trust_service` (a service's name, URL and verifier keys) and an httpx client
 with :class:`SagaTransport` / :class:`AsyncSagaTransport`. Service:
 :class:`SagaContextMiddleware` in front of the app and, in a route, :func:`remote_step`
-to declare the undo. Needs ``pip install 'agent-saga[http]>=3.0.0.dev0'`` (httpx and
+to declare the undo. Needs ``pip install 'agent-saga[http]>=3.0.0'`` (httpx and
 cryptography; ``requests`` users mount
 :class:`~agent_saga.distributed.requests_adapter.SagaAdapter`, which needs requests too); the
 service side needs only cryptography. Names are resolved on use, so ``import

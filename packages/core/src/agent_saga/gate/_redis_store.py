@@ -40,7 +40,7 @@ def connect(url: str | None = None, client: Any = None, timeout: float = 1.0) ->
         import redis
     except ImportError:  # pragma: no cover - depends on the environment
         raise ConfigurationError(
-            "the Redis gate stores need redis-py: pip install 'agent-saga[redis]>=3.0.0.dev0'"
+            "the Redis gate stores need redis-py: pip install 'agent-saga[redis]>=3.0.0'"
         ) from None
     target = url or os.environ.get("REDIS_URL") or DEFAULT_URL
     # Short timeouts: a gate blocked on a dead socket stalls every agent step.

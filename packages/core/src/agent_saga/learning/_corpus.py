@@ -51,7 +51,7 @@ from agent_saga.recovery.fold import SagaView, StepView, fold
 
 __all__ = ["Corpus", "Example", "Label", "PreferencePair", "build_corpus"]
 
-_INSTALL = "pip install 'agent-saga[corpus]>=3.0.0.dev0'"
+_INSTALL = "pip install 'agent-saga[corpus]>=3.0.0'"
 
 
 class Label(enum.StrEnum):

@@ -24,7 +24,7 @@ signature cannot be moved to another saga, nor read as a compaction's. Keys are 
 (``agent_saga.notekeys``): ``agent-saga approvals keygen --approver ops@corp --key
 FILE`` makes one and ``agent-saga approvals trust KEY --trusted-keys
 /etc/agent-saga/operator-keys`` (as root) trusts it. Checking a signature needs
-``cryptography`` (``pip install 'agent-saga[approvals]>=3.0.0.dev0'``); without it no
+``cryptography`` (``pip install 'agent-saga[approvals]>=3.0.0'``); without it no
 attestation can be checked, and every one is a break.
 """
 

@@ -1,4 +1,4 @@
-"""Encryption at rest for the write-ahead log (``pip install 'agent-saga[encryption]>=3.0.0.dev0'``).
+"""Encryption at rest for the write-ahead log (``pip install 'agent-saga[encryption]>=3.0.0'``).
 
 Bring your own key: 16, 24 or 32 random bytes, base64-encoded in
 ``$AGENT_SAGA_WAL_KEY`` or handed to :class:`AESGCMEncryptor`. Each body is
@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 KEY_ENV = "AGENT_SAGA_WAL_KEY"
-_INSTALL = "pip install 'agent-saga[encryption]>=3.0.0.dev0'"
+_INSTALL = "pip install 'agent-saga[encryption]>=3.0.0'"
 
 
 class EncryptionError(WALError):

@@ -25,7 +25,7 @@ records the writer's last committed ticket (``<table>_writers``); the retry read
 it back, inside its own transaction after taking the head row's lock, and skips a
 batch that did land, so neither a restart of the server nor a commit the server
 finished only after the client gave up writes a record twice. Needs
-``pip install 'agent-saga[postgres]>=3.0.0.dev0'`` (psycopg 3).
+``pip install 'agent-saga[postgres]>=3.0.0'`` (psycopg 3).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def import_psycopg() -> Any:
         import psycopg
     except ImportError:
         raise ConfigurationError(
-            "the Postgres backend needs psycopg 3: pip install 'agent-saga[postgres]>=3.0.0.dev0'"
+            "the Postgres backend needs psycopg 3: pip install 'agent-saga[postgres]>=3.0.0'"
         ) from None
     return psycopg
 

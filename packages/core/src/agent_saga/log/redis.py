@@ -31,7 +31,7 @@ never a second history or a gap under the same name.
 A commit whose connection broke may or may not have landed; the script also
 records the writer's last committed ticket and reads it first, in the same atomic
 call, so a retry whose earlier attempt landed (even one the server read only after
-the client gave up) writes nothing. Needs ``pip install 'agent-saga[redis]>=3.0.0.dev0'``.
+the client gave up) writes nothing. Needs ``pip install 'agent-saga[redis]>=3.0.0'``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def import_redis() -> Any:
     try:
         import redis
     except ImportError:
-        raise ConfigurationError("the Redis backend needs redis-py: pip install 'agent-saga[redis]>=3.0.0.dev0'") from None
+        raise ConfigurationError("the Redis backend needs redis-py: pip install 'agent-saga[redis]>=3.0.0'") from None
     return redis
 
 

@@ -1,4 +1,4 @@
-"""OpenTelemetry spans for sagas, steps and rollbacks (``pip install 'agent-saga[opentelemetry]>=3.0.0.dev0'``).
+"""OpenTelemetry spans for sagas, steps and rollbacks (``pip install 'agent-saga[opentelemetry]>=3.0.0'``).
 
 ``setup_telemetry()`` adds one interceptor to the engine's chain, so every front door
 (``saga.execute``, ``@tool``, the adapters, the MCP proxy) is traced the same way:
@@ -33,7 +33,7 @@ try:
     from opentelemetry import trace
 except ImportError as missing:  # pragma: no cover - exercised in an env without the extra
     raise ImportError(
-        "setup_telemetry() needs OpenTelemetry's API: pip install 'agent-saga[opentelemetry]>=3.0.0.dev0'"
+        "setup_telemetry() needs OpenTelemetry's API: pip install 'agent-saga[opentelemetry]>=3.0.0'"
     ) from missing
 
 from agent_saga._version import __version__

@@ -13,7 +13,7 @@ caller asks, in one of three shapes every tier should accept:
 previous tier's answer was rejected, so the next model does not repeat the mistake.
 
 :class:`OpenAICompatibleTier` speaks the Chat Completions API through the official
-``openai`` SDK (``pip install 'agent-saga[openai]>=3.0.0.dev0'``), so a local server (llama.cpp,
+``openai`` SDK (``pip install 'agent-saga[openai]>=3.0.0'``), so a local server (llama.cpp,
 vLLM, Ollama) and a hosted one are both one line.
 """
 
@@ -152,7 +152,7 @@ class OpenAICompatibleTier:
             import openai  # noqa: F401 - only to fail here, at construction, when it is missing
         except ImportError as err:
             raise ConfigurationError(
-                "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0.dev0'"
+                "OpenAICompatibleTier needs the openai SDK: pip install 'agent-saga[openai]>=3.0.0'"
             ) from err
         self.name = name
         self.model = model

@@ -81,7 +81,7 @@ def tools_must_exist(names: Iterable[str]) -> Verifier:
 def matches_schema(schema: Mapping[str, Any]) -> Verifier:
     """Reject an answer whose text is not JSON valid against ``schema`` (JSON Schema).
 
-    Uses ``jsonschema`` (``pip install 'agent-saga[schema]>=3.0.0.dev0'``); the schema itself is
+    Uses ``jsonschema`` (``pip install 'agent-saga[schema]>=3.0.0'``); the schema itself is
     checked here, so a broken schema fails at start-up rather than rejecting every tier.
     """
     # Not runtime/_schema.py's subset: a cascade's answer schema is the user's full JSON Schema
@@ -90,7 +90,7 @@ def matches_schema(schema: Mapping[str, Any]) -> Verifier:
         import jsonschema
         from jsonschema.validators import validator_for
     except ImportError as err:
-        raise ConfigurationError("matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0.dev0'") from err
+        raise ConfigurationError("matches_schema needs jsonschema: pip install 'agent-saga[schema]>=3.0.0'") from err
     if not isinstance(schema, Mapping):
         raise ConfigurationError(f"matches_schema takes a JSON Schema (a mapping), got {type(schema).__name__}")
     schema = dict(schema)

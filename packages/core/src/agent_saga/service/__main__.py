@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvicorn
     except ImportError:
-        sys.exit("python -m agent_saga.service needs uvicorn: pip install 'agent-saga[fastapi]>=3.0.0.dev0' uvicorn")
+        sys.exit("python -m agent_saga.service needs uvicorn: pip install 'agent-saga[fastapi]>=3.0.0' uvicorn")
     # Installed before uvicorn starts, so it is the handler uvicorn puts back and re-raises to.
     signal.signal(signal.SIGTERM, _after_shutdown)
     uvicorn.main.main(args=sys.argv[1:] if argv is None else argv, prog_name="python -m agent_saga.service")

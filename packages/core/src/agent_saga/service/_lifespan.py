@@ -1,4 +1,4 @@
-"""``saga_lifespan``: agent-saga's part of a FastAPI app's life (``pip install 'agent-saga[fastapi]>=3.0.0.dev0'``).
+"""``saga_lifespan``: agent-saga's part of a FastAPI app's life (``pip install 'agent-saga[fastapi]>=3.0.0'``).
 
 ::
 
@@ -27,7 +27,7 @@ try:
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 except ImportError as missing:  # pragma: no cover - exercised in an env without the extra
-    raise ImportError("saga_lifespan needs FastAPI: pip install 'agent-saga[fastapi]>=3.0.0.dev0'") from missing
+    raise ImportError("saga_lifespan needs FastAPI: pip install 'agent-saga[fastapi]>=3.0.0'") from missing
 
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
