@@ -16,7 +16,7 @@ from pathlib import Path
 from agent_saga.log.base import WAL
 from agent_saga.log.resolve import backend_of, default_target, open_log
 
-__all__ = ["default_wal", "set_default_wal"]
+__all__ = ["default_wal", "set_default_wal", "shared_wal"]
 
 _lock = threading.Lock()
 _explicit: WAL | None = None
@@ -39,6 +39,16 @@ def default_wal() -> WAL:
         if _explicit is not None:
             return _explicit
         return _open(default_target())
+
+
+def shared_wal(target: WAL | str | os.PathLike[str] | None) -> WAL:
+    """The log ``target`` names (None: the default), opened once per process and shared like the default."""
+    if target is None:
+        return default_wal()
+    if isinstance(target, WAL):
+        return target
+    with _lock:
+        return _open(target)
 
 
 def _open(target: str | os.PathLike[str]) -> WAL:
