@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
 import logging
 import os
@@ -36,7 +37,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Unpack
+from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
@@ -64,6 +65,7 @@ from agent_saga.engine.observe import (
 from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
 from agent_saga.engine.reconcile_policy import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.engine.resumed import DurableRun, RecordedStep, Replay
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
@@ -85,7 +87,7 @@ from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
-from agent_saga.log.results import logged_result
+from agent_saga.log.results import DURABLE_RESULT_BYTES, MAX_RESULT_BYTES, logged_result
 from agent_saga.redaction import redact_args
 from agent_saga.registry import CompensationFactory, reconciler_for
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -102,6 +104,8 @@ _UNWOUND = frozenset({SagaStatus.ROLLING_BACK, SagaStatus.ROLLED_BACK, SagaStatu
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
 _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
+#: What ``Saga._resumed`` returns for a call the log does not answer: it runs as a live step.
+_LIVE: Any = object()
 
 
 class Saga:
@@ -123,6 +127,7 @@ class Saga:
         compensation_retry: RetryPolicy = COMPENSATION_RETRY,
         wait_for_commit: bool = False,
         rollback_grace: float = ROLLBACK_GRACE,
+        durable: DurableRun | None = None,
     ) -> None:
         self.saga_id = saga_id or new_saga_id()
         self.name = name
@@ -157,6 +162,14 @@ class Saga:
         # A Speculator attached for this saga's run (agent_saga.runtime._speculation); None: off,
         # and then a tool call pays one attribute test for it, nothing more.
         self.speculation: SpeculationPort | None = None
+        #: A ``@durable`` run (engine/resumed.py): its entry and inputs are in the start record, its
+        #: steps' results recorded with the larger bound, and when it is resumed, ``_replay`` answers
+        #: the calls the log recorded (one attribute test per step otherwise).
+        self.durable = durable
+        self._replay: Replay | None = durable.replay if durable is not None else None
+        self._result_limit = MAX_RESULT_BYTES if durable is None else DURABLE_RESULT_BYTES
+        # The highest step number given so far: a resumed run's live steps come after the recorded ones.
+        self._last = self._replay.last_index if self._replay is not None else 0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -209,9 +222,16 @@ class Saga:
             "durable_log": self.wal.durable,
             "gate": _posture(self.gate),
         }
+        rtype = R.SAGA_STARTED
+        replay = self._replay
+        if replay is not None:  # the saga started before: this process takes it over (and its lease)
+            rtype = R.SAGA_RESUMED
+            body.update(by=replay.by, recorded_steps=replay.recorded)
+        elif self.durable is not None:
+            body["durable"] = self.durable.started()
         for hook in lifecycles():  # recovery's lease, installed from above this layer
             body.update(hook.started(self.saga_id, self.wal) or {})
-        self._append(R.SAGA_STARTED, body)
+        self._append(rtype, body)
         if interceptors():
             self._observed = Wrappers.start("saga", SagaEvent(self.saga_id, self.name, self.tags))
 
@@ -284,6 +304,9 @@ class Saga:
             if out:
                 # Still running after the grace: each records its own outcome when it lands.
                 body["in_flight"] = [s.index for s in out]
+            durable = self.durable
+            if durable is not None and durable.returned:  # what the entry point returned, as a step's result
+                body["result"] = logged_result(durable.result, "value", (), self._result_limit)[1]
             yield from self._end(R.SAGA_COMPLETED, body, SagaStatus.COMPLETED)
         except BaseException:
             # The commit is not durable: it did not happen. Hand the saga to the daemon
@@ -302,6 +325,7 @@ class Saga:
             if self._steps:
                 raise SagaClosed(f"saga {self.saga_id} already has steps; preload before the first one")
             self._steps.extend(steps)
+            self._last = max((s.index for s in self._steps), default=0)
 
     def freeze(self) -> None:
         """Stop without unwinding (quarantine): the saga stays open for a human."""
@@ -442,6 +466,10 @@ class Saga:
         recording = _recording.get()
         if recording is not None:
             return self._served(recording, tool, args, opts)
+        if self._replay is not None:  # a resumed durable run: the log may answer this call
+            served = self._resumed(self._replay, tool, forward, args, opts)
+            if served is not _LIVE:
+                return served
         compensate = undo_for(tool, forward, opts)
         step = self._open(tool, opts.semantics, compensate is not None, via_fallback)
         plain_args, tagged = untag_args(args) if args else (args, None)
@@ -524,6 +552,96 @@ class Saga:
             self._failed(tool, err)  # a boundary sees a served failure as it saw the recorded one
             raise
 
+    # -- a resumed durable run (engine/resumed.py) -------------------------------------------
+
+    def _resumed(
+        self, replay: Replay, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None,
+        opts: StepOptions,
+    ) -> Any:
+        """The recorded result of this call, served; ``_LIVE`` when it is to run; raises when it diverged.
+
+        A served step joins the stack under its recorded number, COMMITTED, with its undo built from
+        the recorded result exactly as ``_commit`` builds it, so a later failure unwinds it too.
+        """
+        try:
+            plain = untag_args(args)[0] if args else args
+            logged = self._policed(tool, plain, opts) if (args or opts.policy_args) else {}
+        except StepRefused:
+            logged = {}  # its admission refused it then as now: the refusal recorded no arguments
+        position, recorded = replay.take()
+        if recorded is None:
+            self._replay = None  # the log is spent: from here the run is live
+            return _LIVE
+        if not replay.matches(recorded, tool, logged):
+            self._diverge(position, recorded, tool, logged, "another call than the one recorded at this position")
+        if recorded.outcome != "committed":
+            return _LIVE  # refused or not applied: nothing landed, so it is asked again
+        compensate = undo_for(tool, forward, opts)
+        if not recorded.replayable:
+            if opts.semantics is not _REVERSIBLE:
+                self._diverge(position, recorded, tool, logged,
+                              "its result was recorded only as a shape or redacted, and it is not REVERSIBLE")
+            self._keep_recorded(recorded, opts)  # its effect stands; the call runs again
+            return _LIVE
+        result = copy.deepcopy(recorded.result)
+        step = Step(self.saga_id, recorded.index, tool, opts.semantics, undo_declared=compensate is not None)
+        comp, _, problem = self._undo_from(step, compensate, result)
+        step.compensation, step.problem, step.state = comp, str(problem or ""), StepState.COMMITTED
+        with self._lock:
+            if self.status is not _OPEN:
+                self._check_open()
+            self._steps.append(step)
+        replay.served += 1
+        if problem is not None:
+            self._failed(tool, problem)
+            raise problem
+        return result
+
+    def _keep_recorded(self, recorded: RecordedStep, opts: StepOptions) -> None:
+        """Put a recorded REVERSIBLE step that runs again on the stack, with the undo its log names."""
+        desc = recorded.compensation
+        comp = None
+        if desc is not None and desc.get("recoverable") is True and isinstance(desc.get("kwargs"), dict):
+            comp = Compensation(handler=str(desc["handler"]), kwargs=dict(desc["kwargs"]),
+                                description=str(desc.get("description") or ""), idempotency_key=desc.get("key"))
+        step = Step(self.saga_id, recorded.index, recorded.tool, opts.semantics, StepState.COMMITTED, comp,
+                    undo_declared=comp is not None)
+        with self._lock:
+            self._steps.append(step)
+
+    def _diverge(
+        self, position: int, recorded: RecordedStep | None, tool: str | None, logged: Mapping[str, Any] | None,
+        why: str,
+    ) -> NoReturn:
+        """Record SAGA_DIVERGED and stop the saga: its boundary unwinds it, replayed steps included."""
+        self._replay = None
+        got = None if tool is None else {"tool": tool, "args": encodable(dict(logged or {}))}
+        self._append(R.SAGA_DIVERGED, {
+            "position": position, "expected": recorded.called() if recorded is not None else None,
+            "got": got, "detail": why,
+        })
+        expected = f"step {recorded.index} {recorded.tool!r}" if recorded is not None else "no more steps"
+        asked = f"{tool!r}" if tool is not None else "nothing more (it returned)"
+        stopped = SagaStopped(
+            tool or (recorded.tool if recorded is not None else "?"),
+            f"the resumed run diverged at recorded position {position}: the log has {expected}, the code now "
+            f"asks for {asked} ({why}); it is unwound",
+            "resume", "diverged",
+        )
+        with self._lock:
+            self._stopped = self._stopped or stopped
+        self._failed(stopped.tool, stopped)
+        raise stopped
+
+    def end_replay(self) -> None:
+        """The resumed entry point returned: refuse (diverge) if recorded steps were never asked for."""
+        replay, self._replay = self._replay, None
+        left = replay.remaining() if replay is not None else []
+        if left:
+            assert replay is not None
+            self._diverge(replay.recorded - len(left) + 1, left[0], None, None,
+                          f"it returned with {len(left)} recorded step(s) not asked for")
+
     def _settle_landing(self, step: Step) -> Protocol[None]:
         """Take ``step`` out of flight; settle it now if a rollback left it (``engine.unwind.settle_late``)."""
         if self._land(step):
@@ -602,7 +720,7 @@ class Saga:
         if problem is not None:
             body["problem"] = str(problem)
         if opts.record_result != "none":
-            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
+            body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         with self._lock:
             if step.state is not StepState.UNKNOWN:
                 return
@@ -663,7 +781,7 @@ class Saga:
         with self._lock:
             if self.status is not SagaStatus.OPEN or not self._started:
                 self._check_open()
-            index = len(self._steps) + 1  # steps are numbered from 1, as people count them
+            index = self._last = self._last + 1  # steps are numbered from 1, as people count them
             step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback,
                         flying=True)
             self._steps.append(step)
@@ -851,7 +969,7 @@ class Saga:
         if problem is not None:
             body["problem"] = str(problem)
         if opts.record_result != "none":  # what it returned, bounded and redacted (log/results.py)
-            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
+            body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         try:
             ticket = self._append(R.STEP_COMMITTED, body, step.index)
         except BaseException:
