@@ -47,6 +47,10 @@ KINDS = {
                  "or escalated again if it cannot be",
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
+    "resume-unknown": "a durable run's step was in flight when its process died and nobody can tell whether "
+                      "it landed; the run is not resumed on a guess",
+    "resume-unavailable": "a durable run asks to be resumed, but its @durable entry point is not registered in "
+                          "the recovering process; it is left open, never unwound behind its owner's back",
 }
 
 

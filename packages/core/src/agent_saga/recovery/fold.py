@@ -159,6 +159,11 @@ class SagaView:
     repairing: bool = False  # an operator's repair session is open on it (REPAIR_OPENED, not yet ended)
     continued_as: str = ""  # the saga a resumed repair moved its retained steps to (REPAIR_RESUMED)
     repair_of: str = ""  # the saga this one continues (it holds that saga's retained steps)
+    #: A ``@durable`` run (agent_saga.durable_run): its entry, inputs and on_crash, as SAGA_STARTED holds them.
+    durable: dict[str, Any] | None = None
+    resumed_by: list[str] = field(default_factory=list)  # each SAGA_RESUMED's resumer, oldest first
+    diverged: bool = False  # a resume found the code asking for other calls (SAGA_DIVERGED)
+    result: Any = None  # what a durable run's entry returned, as SAGA_COMPLETED records it
 
     #: Steps left in flight by its rollback (``StepView.left``).
     left: set[int] = field(default_factory=set)
@@ -228,12 +233,18 @@ class _Folder:
         if rtype == R.SAGA_STARTED:
             view.started = True
             view.name = str(body.get("name", ""))
-            view.owner = str(body.get("owner", ""))
-            ttl = body.get("lease_ttl")
-            if isinstance(ttl, (int, float)) and ttl > 0:
-                view.lease_ttl = float(ttl)
+            durable = body.get("durable")
+            view.durable = durable if isinstance(durable, dict) else None
+            self._owned(view, body)
+        elif rtype == R.SAGA_RESUMED:
+            # Another process took the saga over: its owner and lease are the resumer's from here.
+            view.resumed_by.append(str(body.get("by", "")))
+            self._owned(view, body)
+        elif rtype == R.SAGA_DIVERGED:
+            view.diverged = True
         elif rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
             view.ended = rtype
+            view.result = body.get("result")
             if view.parts:
                 view.parts[part] = rtype
         elif rtype == R.ROLLBACK_STARTED:
@@ -262,6 +273,14 @@ class _Folder:
                 view.left.add(step.index)
         if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
+
+    @staticmethod
+    def _owned(view: SagaView, body: dict[str, Any]) -> None:
+        """Who owns the saga and for how long its lease holds, as a start (or resume) record says."""
+        view.owner = str(body.get("owner", ""))
+        ttl = body.get("lease_ttl")
+        if isinstance(ttl, (int, float)) and ttl > 0:
+            view.lease_ttl = float(ttl)
 
     def _repair(self, view: SagaView, rtype: str, body: dict[str, Any]) -> None:
         """An operator's repair session (``recovery.repair``) on this saga."""

@@ -93,6 +93,19 @@ def _repair_abandoned(body: Mapping[str, Any]) -> tuple[str, Kind]:
     return f"repair ABANDONED by {body.get('operator', '?')}: {body.get('reason', '')}; recovery unwinds it", "bad"
 
 
+def _saga_resumed(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return (f"RESUMED by {body.get('by', '?')}: {body.get('recorded_steps', '?')} recorded step(s) served from "
+            "the log, the rest live"), "ok"
+
+
+def _saga_diverged(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    expected = body.get("expected") if isinstance(body.get("expected"), Mapping) else {}
+    got = body.get("got") if isinstance(body.get("got"), Mapping) else None
+    asked = f"asked for {got.get('tool', '?')}" if got else "returned"
+    return (f"DIVERGED at recorded position {body.get('position', '?')}: the log has "
+            f"{expected.get('tool', 'no more steps') if expected else 'no more steps'}, the code {asked}; unwound"), "bad"
+
+
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
 LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.ANSWER_GROUNDED.value: _answer_grounded,
@@ -104,6 +117,9 @@ LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.REPAIR_AMENDED.value: _repair_amended,
     R.REPAIR_RESUMED.value: _repair_resumed,
     R.REPAIR_ABANDONED.value: _repair_abandoned,
+    # a durable run resumed forward after a crash (recovery.resume), and a resume that diverged
+    R.SAGA_RESUMED.value: _saga_resumed,
+    R.SAGA_DIVERGED.value: _saga_diverged,
 }
 
 
