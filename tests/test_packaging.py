@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -272,6 +273,20 @@ def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None
         assert project["version"] == VERSION, folder
         ours = [d for d in project["dependencies"] if re.match(r"agent-saga(?![-\w])", d)]
         assert ours == [CORE_PIN], (folder, project["dependencies"])
+
+
+def test_every_wheel_carries_the_license_and_the_notice(venv: tuple[Path, Path]) -> None:
+    # Apache-2.0 practice: each distribution ships both; each folder holds a copy of the root's.
+    for folder in ("core", *OURS):
+        for name in ("LICENSE", "NOTICE"):
+            assert (ROOT / "packages" / folder / name).read_bytes() == (ROOT / name).read_bytes(), (folder, name)
+    _, wheels = venv
+    built = sorted(wheels.glob("*.whl"))
+    assert len(built) == len(DISTRIBUTIONS)
+    for wheel in built:
+        with zipfile.ZipFile(wheel) as archive:
+            licenses = sorted(Path(n).name for n in archive.namelist() if ".dist-info/licenses/" in n)
+        assert licenses == ["LICENSE", "NOTICE"], wheel.name
 
 
 def test_the_readmes_first_lines_run_the_demo_in_a_new_virtual_environment(tmp_path: Path) -> None:

@@ -11,7 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import agent_saga
+from agent_saga._migrating import GONE
 
 DOC = (Path(__file__).resolve().parents[3] / "docs" / "MIGRATING.md").read_text(encoding="utf-8")
 TABLE = DOC[DOC.index("| 2.x name | 2.x module | in 3.0.0.dev0 |"):]
@@ -71,3 +74,32 @@ def test_what_the_page_calls_removed_is_not_exported() -> None:
                    "agent_saga.runtime"):
         exported |= set(importlib.import_module(module).__all__)
     assert not [name for name in removed if name in exported and name != "Verdict"]
+
+
+def test_every_name_2x_exported_and_3x_lacks_answers_in_one_line_with_what_the_page_says() -> None:
+    answered = 0
+    for row in ROWS:
+        name, module, now = (cell.strip().strip("`") for cell in row.strip("|").split(" | "))
+        if name in dir(agent_saga):
+            continue
+        try:
+            getattr(agent_saga, name)
+        except AttributeError as missing:
+            text = str(missing)
+            assert ("\n" not in text and "docs/MIGRATING.md" in text) or "lives in" in text, text
+            if "lives in" not in text:  # _MOVED's answer names the new home itself
+                assert text == f"agent_saga.{name} was exported by agent-saga 2.x ({module}); " \
+                               f"in 3.x: {now.replace('`', '')} (docs/MIGRATING.md)"
+                answered += 1
+    assert answered == len(GONE) > 100  # every row the table gives has its answer, and no more
+
+
+def test_the_seeds_names_without_a_behaviour_get_one_line_and_nothing_invented() -> None:
+    import agent_saga as saga
+
+    for name in ("omni", "learn", "create_future_agent"):
+        with pytest.raises(AttributeError, match=rf"^agent_saga\.{name} was named by the agent-saga 2\.x README but "
+                                                 r"never had a defined behaviour; 3\.x has no counterpart"):
+            getattr(saga, name)
+    with pytest.raises(AttributeError, match=r"^module 'agent_saga' has no attribute 'no_such_name'$"):
+        saga.no_such_name  # noqa: B018 - an unknown name stays Python's plain error

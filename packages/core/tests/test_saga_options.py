@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from agent_saga import (
     AgentKit,
     Boundary,
     ConfigurationError,
+    FileWAL,
     MemoryWAL,
     PreFlightGate,
     RetryPolicy,
@@ -228,7 +230,8 @@ def test_a_guarded_function_names_its_saga_unless_told_otherwise() -> None:
         ({"wait_for_commit": 1}, "wait_for_commit= must be True or False"),
         ({"halt_on_compensation_failure": None}, "halt_on_compensation_failure= must be True or False"),
         ({"compensation_retry": 3}, "compensation_retry= must be a RetryPolicy"),
-        ({"wal": "agent-saga.wal"}, "wal= must be a WAL"),
+        ({"wal": 3}, "wal= must be a log (FileWAL, MemoryWAL, ...), a file path or a log URL"),
+        ({"wal": ""}, "wal= must be a log"),
         ({"gate": object()}, "gate= must be a gate"),
         ({"name": 7}, "name= must be a string"),
     ],
@@ -238,6 +241,18 @@ def test_a_bad_value_is_refused_in_one_line_naming_the_option(given: dict[str, A
         with pytest.raises(ConfigurationError) as caught:
             make()
         assert str(caught.value).startswith(says) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("door", sorted(_doors()))
+def test_every_door_takes_a_log_by_path_as_the_cli_does(door: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = _doors()[door]({"wal": "trip.wal"}, True)
+    again = _doors()[door]({"wal": tmp_path / "trip.wal"}, False)  # a PathLike, absolute: the same file
+    assert isinstance(first.wal, FileWAL) and first.wal is again.wal  # one writer for the file, shared
+    assert first.saga_id != again.saga_id
+    first.wal.barrier()
+    started = [r["saga"] for r in first.wal.records() if r["type"] == "SAGA_STARTED"]
+    assert started == [first.saga_id, again.saga_id]
 
 
 def test_options_that_are_not_saga_options_are_refused() -> None:

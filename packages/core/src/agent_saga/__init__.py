@@ -348,7 +348,9 @@ def __getattr__(name: str) -> object:
         except ModuleNotFoundError as missing:
             if missing.name != f"{__name__}.{name}":
                 raise
-    raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
+    from agent_saga._migrating import answer
+
+    raise AttributeError(answer(name) or f"module 'agent_saga' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

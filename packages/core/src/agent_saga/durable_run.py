@@ -30,10 +30,10 @@ from agent_saga.context import Boundary
 from agent_saga.engine.resumed import ON_CRASH, DurableRun, Replay
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
-from agent_saga.log.default import shared_wal
+from agent_saga.log.default import default_wal, shared_log
 from agent_saga.log.encodable import plain_json, unencodable
 
-__all__ = ["Entry", "durable", "entry", "run_async", "run_sync"]
+__all__ = ["Entry", "durable", "entry", "log_of", "run_async", "run_sync"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 LogTarget = WAL | str | os.PathLike[str] | None
@@ -122,6 +122,13 @@ def _wrapper(registered: Entry) -> Callable[..., Any]:
     return wrapper
 
 
+def log_of(target: LogTarget) -> WAL:
+    """The log a durable run writes to: a WAL as given, the process's one writer for a path or URL, or the default."""
+    if target is None:
+        return default_wal()
+    return target if isinstance(target, WAL) else shared_log(target)
+
+
 def entry(name: str) -> Entry | None:
     """The entry point registered under ``name`` in this process, or None."""
     return _entries.get(name)
@@ -147,7 +154,7 @@ def _boundary(registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any],
     if replay is None:
         _inputs(registered, args, kwargs)
     run = DurableRun(registered.name, list(args), dict(kwargs), registered.on_crash, replay)
-    log = shared_wal(wal if wal is not None else registered.wal)
+    log = log_of(wal if wal is not None else registered.wal)
     return Boundary(log, saga_id=saga_id, name=registered.name, durable=run), run
 
 

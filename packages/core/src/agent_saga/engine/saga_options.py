@@ -15,6 +15,7 @@ arguments (for ``**options`` signatures); a test keeps the two in step.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict
@@ -24,6 +25,7 @@ from agent_saga.engine.ports import GatePort
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
+from agent_saga.log.default import shared_log
 
 __all__ = ["SagaKwargs", "SagaOptions", "positional_wal", "saga_option_names", "split_saga_options"]
 
@@ -34,7 +36,7 @@ class SagaKwargs(TypedDict, total=False):
     name: str | None
     tags: Iterable[str]
     gate: GatePort | None
-    wal: WAL | None
+    wal: WAL | str | os.PathLike[str] | None
     wait_for_commit: bool
     compensation_retry: RetryPolicy
     halt_on_compensation_failure: bool
@@ -49,7 +51,8 @@ class SagaOptions:
       function's name, the kit's, the fleet's, the framework's).
     * ``tags`` — labels recorded with the saga (any collection of strings).
     * ``gate`` — the pre-flight gate (None: the door's, else the default gate).
-    * ``wal`` — the log (None: the door's, else the default log).
+    * ``wal`` — the log (None: the door's, else the default log): a WAL, or a file path or log
+      URL as ``--wal-path`` takes it (the process's one writer for it: ``log.default.shared_log``).
     * ``wait_for_commit`` — every durable step waits until its commit record is durable.
     * ``compensation_retry`` — how each undo is retried before it counts as failed.
     * ``halt_on_compensation_failure`` — stop the unwind at the first undo that fails
@@ -83,8 +86,14 @@ class SagaOptions:
         # Not isinstance(gate, GatePort): the structural check is too slow for every saga.
         if self.gate is not None and not callable(getattr(self.gate, "check", None)):
             raise ConfigurationError(f"gate= must be a gate (GatePort: check, check_async, observe), got {self.gate!r}")
-        if self.wal is not None and not isinstance(self.wal, WAL):
-            raise ConfigurationError(f"wal= must be a WAL (FileWAL, MemoryWAL, ...; see open_log), got {self.wal!r}")
+        wal: Any = self.wal  # a door may pass what SagaKwargs allows: a path or URL too
+        if wal is not None and not isinstance(wal, WAL):
+            if not isinstance(wal, str | os.PathLike) or not os.fspath(wal):
+                raise ConfigurationError(
+                    f"wal= must be a log (FileWAL, MemoryWAL, ...), a file path or a log URL, got {wal!r}"
+                )
+            # A path or URL, as --wal-path takes it: the process's one writer for it (log.default).
+            object.__setattr__(self, "wal", shared_log(wal))
         for flag in ("wait_for_commit", "halt_on_compensation_failure"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag}= must be True or False, got {getattr(self, flag)!r}")

@@ -16,7 +16,7 @@ from pathlib import Path
 from agent_saga.log.base import WAL
 from agent_saga.log.resolve import backend_of, default_target, open_log
 
-__all__ = ["default_wal", "set_default_wal", "shared_wal"]
+__all__ = ["default_wal", "set_default_wal", "shared_log"]
 
 _lock = threading.Lock()
 _explicit: WAL | None = None
@@ -41,12 +41,12 @@ def default_wal() -> WAL:
         return _open(default_target())
 
 
-def shared_wal(target: WAL | str | os.PathLike[str] | None) -> WAL:
-    """The log ``target`` names (None: the default), opened once per process and shared like the default."""
-    if target is None:
-        return default_wal()
-    if isinstance(target, WAL):
-        return target
+def shared_log(target: str | os.PathLike[str]) -> WAL:
+    """The process's one open log at ``target`` (a file path or a log URL), opened on first use.
+
+    What ``wal="trip.wal"`` means on every door: the sagas naming one target share one writer
+    and its group commit, as sagas on the default log do, and none of them closes it.
+    """
     with _lock:
         return _open(target)
 

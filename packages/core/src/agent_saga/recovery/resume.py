@@ -26,13 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent_saga.durable_run import Entry, entry, run_async, run_sync
+from agent_saga.durable_run import Entry, entry, log_of, run_async, run_sync
 from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.resumed import RecordedStep, Replay, replayable
 from agent_saga.errors import ResumeRefused
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
-from agent_saga.log.default import shared_wal
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import default_target
 from agent_saga.recovery.escalations import Escalation
@@ -177,7 +176,7 @@ def resume(
                 f"{store.location} is held); nothing ran here"
             )
         ended = False
-        log = shared_wal(wal)
+        log = log_of(wal)
         try:
             log.barrier()  # what this process queued to the log is on disk before the log is read
             registered, view = _check(store, saga_id, lease_grace, clock)
