@@ -50,13 +50,15 @@ class RecordedStep:
 
     ``outcome`` is ``"committed"`` (served when ``result`` is replayable) or ``"failed"``
     (nothing landed: refused, or not applied; it runs again). ``compensation`` is the undo as
-    the log describes it, for a committed step whose result cannot be served.
+    the log describes it: what undoes a committed step no resumed call was matched with (the run
+    diverged first), or whose result cannot be served.
     """
 
     index: int
     tool: str
     args: Mapping[str, Any]
     outcome: str
+    semantics: str = "REVERSIBLE"
     result: Any = None
     replayable: bool = False
     compensation: Mapping[str, Any] | None = None

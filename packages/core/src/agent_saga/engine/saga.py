@@ -581,7 +581,7 @@ class Saga:
             if opts.semantics is not _REVERSIBLE:
                 self._diverge(position, recorded, tool, logged,
                               "its result was recorded only as a shape or redacted, and it is not REVERSIBLE")
-            self._keep_recorded(recorded, opts)  # its effect stands; the call runs again
+            self._keep_recorded([recorded])  # its effect stands; the call runs again
             return _LIVE
         result = copy.deepcopy(recorded.result)
         step = Step(self.saga_id, recorded.index, tool, opts.semantics, undo_declared=compensate is not None)
@@ -597,24 +597,40 @@ class Saga:
             raise problem
         return result
 
-    def _keep_recorded(self, recorded: RecordedStep, opts: StepOptions) -> None:
-        """Put a recorded REVERSIBLE step that runs again on the stack, with the undo its log names."""
-        desc = recorded.compensation
-        comp = None
-        if desc is not None and desc.get("recoverable") is True and isinstance(desc.get("kwargs"), dict):
-            comp = Compensation(handler=str(desc["handler"]), kwargs=dict(desc["kwargs"]),
-                                description=str(desc.get("description") or ""), idempotency_key=desc.get("key"))
-        step = Step(self.saga_id, recorded.index, recorded.tool, opts.semantics, StepState.COMMITTED, comp,
-                    undo_declared=comp is not None)
+    def _keep_recorded(self, recorded: Iterable[RecordedStep]) -> None:
+        """Put recorded committed steps no call was served from on the stack, with the undo the log names.
+
+        A REVERSIBLE step that runs again (its result cannot be served), or the steps a diverged run
+        never reached: their effects stand, so the rollback must undo them too. An undo the log
+        holds only as a closure died with its process: the step goes on the stack without one,
+        and the rollback reports it (orphaned), as the daemon would.
+        """
+        kept = []
+        for step in recorded:
+            if step.outcome != "committed":
+                continue
+            desc = step.compensation
+            comp = None
+            if desc is not None and desc.get("recoverable") is True and isinstance(desc.get("kwargs"), dict):
+                comp = Compensation(handler=str(desc["handler"]), kwargs=dict(desc["kwargs"]),
+                                    description=str(desc.get("description") or ""), idempotency_key=desc.get("key"))
+            kept.append(Step(self.saga_id, step.index, step.tool, ActionSemantics(step.semantics),
+                             StepState.COMMITTED, comp, undo_declared=comp is not None))
         with self._lock:
-            self._steps.append(step)
+            self._steps.extend(kept)
 
     def _diverge(
         self, position: int, recorded: RecordedStep | None, tool: str | None, logged: Mapping[str, Any] | None,
         why: str,
     ) -> NoReturn:
-        """Record SAGA_DIVERGED and stop the saga: its boundary unwinds it, replayed steps included."""
-        self._replay = None
+        """Record SAGA_DIVERGED and stop the saga: its boundary unwinds it, replayed steps included.
+
+        The recorded steps not served (this one and those after it) go on the stack too: their
+        effects stand whether or not the code asks for them again.
+        """
+        replay, self._replay = self._replay, None
+        if replay is not None:
+            self._keep_recorded([*([recorded] if recorded is not None else []), *replay.remaining()])
         got = None if tool is None else {"tool": tool, "args": encodable(dict(logged or {}))}
         self._append(R.SAGA_DIVERGED, {
             "position": position, "expected": recorded.called() if recorded is not None else None,
@@ -635,12 +651,13 @@ class Saga:
 
     def end_replay(self) -> None:
         """The resumed entry point returned: refuse (diverge) if recorded steps were never asked for."""
-        replay, self._replay = self._replay, None
+        replay = self._replay
         left = replay.remaining() if replay is not None else []
-        if left:
-            assert replay is not None
+        if replay is not None and left:
+            replay.take()  # the first of them is the one _diverge names
             self._diverge(replay.recorded - len(left) + 1, left[0], None, None,
                           f"it returned with {len(left)} recorded step(s) not asked for")
+        self._replay = None
 
     def _settle_landing(self, step: Step) -> Protocol[None]:
         """Take ``step`` out of flight; settle it now if a rollback left it (``engine.unwind.settle_late``)."""

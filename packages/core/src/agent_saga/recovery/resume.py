@@ -98,7 +98,8 @@ def _recorded(step: StepView) -> RecordedStep | None:
         return None
     outcome = "committed" if step.committed else "failed"
     result_ok = step.committed and step.has_result and replayable(step.result)
-    return RecordedStep(step.index, step.tool, step.args or {}, outcome, step.result, result_ok, step.compensation)
+    return RecordedStep(step.index, step.tool, step.args or {}, outcome, step.semantics or "REVERSIBLE", step.result,
+                        result_ok, step.compensation)
 
 
 def _in_doubt(view: SagaView) -> list[StepView]:
