@@ -35,7 +35,7 @@ from agent_saga.log.encodable import plain_json, unencodable
 
 __all__ = ["Entry", "durable", "entry", "log_of", "run_async", "run_sync"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 LogTarget = WAL | str | os.PathLike[str] | None
 #: The keywords a call of a durable entry point takes for itself (not passed to the function).
 _OWN = ("saga_id", "wal")
@@ -62,20 +62,23 @@ def _identity(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
 
-def durable(name: str, *, on_crash: str = "resume", wal: LogTarget = None) -> Callable[[F], F]:
+def durable(
+    name: str, *, on_crash: str = "resume", wal: LogTarget = None
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Register the decorated function as the durable entry point called ``name``.
 
     ``on_crash``: ``"resume"`` (recovery continues the run forward) or ``"unwind"`` (it undoes it,
     as for any saga). ``wal``: the log its runs write to unless a call names one (a WAL, a path or
     a URL); default the default log (``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``). A name
-    already registered to another function is refused.
+    already registered to another function is refused. The decorated function is typed as taking
+    any arguments (its own, plus ``saga_id=`` and ``wal=``), returning what the function returns.
     """
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError(f"@durable needs a non-empty name, got {name!r}")
     if on_crash not in ON_CRASH:
         raise ConfigurationError(f"@durable({name!r}): on_crash must be 'resume' or 'unwind', got {on_crash!r}")
 
-    def register(fn: F) -> F:
+    def register(fn: Callable[..., R]) -> Callable[..., R]:
         if not callable(fn):
             raise ConfigurationError(f"@durable({name!r}) must decorate a function, got {fn!r}")
         taken = [p for p in _OWN if p in _parameters(fn)]
@@ -92,7 +95,7 @@ def durable(name: str, *, on_crash: str = "resume", wal: LogTarget = None) -> Ca
                     f"{_identity(fn)} cannot reuse it (a resume would run whichever was imported last)"
                 )
             registered = _entries[name] = Entry(name, fn, on_crash, wal)
-        return _wrapper(registered)  # type: ignore[return-value]  # the same call, plus saga_id= and wal=
+        return _wrapper(registered)
 
     return register
 
