@@ -465,6 +465,10 @@ class RecoveryDaemon:
             report.actions.append(Action(view.saga_id, None, "resume", f"resumed, then unwound: {aborted.cause}"))
             report.recovered.append(view.saga_id)
             return True
+        except Exception as err:  # noqa: BLE001 - refused before it began (a drain, a closed gate): tried again next sweep
+            report.actions.append(Action(view.saga_id, None, "resume", f"could not resume it now: {_text(err)}"))
+            report.held.append(view.saga_id)
+            return False
         report.actions.append(Action(view.saga_id, None, "resume", outcome.detail))
         if outcome.escalation is not None:
             report.new_escalations.append(outcome.escalation)
