@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import resume_trip as trip
+from cli_support import run_cli
 
 from agent_saga import (
     ConfigurationError,
@@ -31,6 +32,7 @@ from agent_saga import (
 )
 from agent_saga.context import Boundary
 from agent_saga.engine.resumed import DurableRun
+from agent_saga.log.default import shared_log
 from agent_saga.log.file import read_records
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.escalations import queue_of
@@ -145,6 +147,8 @@ def test_resume_serves_the_recorded_steps_and_runs_the_rest(tmp_path: Path, worl
     types = [r["type"] for r in _records(wal)]
     assert types[types.index("SAGA_RESUMED"):] == ["SAGA_RESUMED", "STEP_COMMITTED", "STEP_INTENT",
                                                      "STEP_COMMITTED", "SAGA_COMPLETED"]
+    graph = run_cli("graph", "--wal", str(wal)).stdout  # the picture says it was resumed, and by whom
+    assert "RESUMED by resume@" in graph and "after 4 recorded step(s)" in graph
 
 
 def test_a_failure_after_the_resume_undoes_the_served_steps_too_newest_first(tmp_path: Path, world: Path) -> None:
@@ -169,6 +173,8 @@ def test_returning_with_recorded_steps_not_asked_for_diverges_and_unwinds_them(t
     assert diverged["expected"] == {"step": 3, "tool": "think", "args": {"prompt": "rome"}}
     assert [e["ref"] for e in trip.effects(world) if e["ev"] == "cancel"] == ["R-rome", "R-paris"]
     assert _seen(world, "book") == {"paris": 1, "rome": 1}
+    assert "DIVERGED at recorded position 3: the log has think, the code returned" in run_cli(
+        "graph", "--wal", str(wal)).stdout
 
 
 def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, world: Path) -> None:
@@ -185,6 +191,7 @@ def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, wo
         assert "being resumed or recovered by another process" in _one_line(busy.value)
         with RecoveryDaemon(wal, lease_grace=0, clock=later) as daemon:
             assert daemon.sweep().busy == ["t-7"]  # nor does a daemon unwind it meanwhile
+        shared_log(wal).barrier()  # SAGA_RESUMED waits for the next intent's barrier, like any record
         view = fold(_records(wal))["t-7"]
         assert view.owner == f"{socket.gethostname()}:{os.getpid()}"  # the resumer's, as its lease says
         assert view.resumed_by and view.lease_ttl is not None
@@ -219,13 +226,21 @@ def test_each_refusal_of_resume_is_one_line_and_runs_nothing(tmp_path: Path, wor
     _stopped(wal, "t-7")
     with saga_scope(wal=wal, saga_id="plain"), pytest.raises(SagaQuarantined):
         raise SagaQuarantined("stopped")
+    run = DurableRun("trip.plan_async", ["a-1", ["rome"]], {}, "resume")
+    with pytest.raises(SagaQuarantined), Boundary(wal, saga_id="a-1", name="trip.plan_async", durable=run):
+        raise SagaQuarantined("stopped")
+    shared_log(wal).barrier()  # the stopped runs' last records are on disk before counting them
     before, effects = len(_records(wal)), trip.effects(world)
+
+    async def in_a_loop() -> Any:
+        return resume("a-1", wal=wal, clock=later)
 
     refusals = {
         "already ended": lambda: resume("done", wal=wal, clock=later),
         "is live": lambda: resume("t-7", wal=wal),  # its owner's lease has not run out
         "no saga nobody": lambda: resume("nobody", wal=wal, clock=later),
         "not started by a @durable entry point": lambda: resume("plain", wal=wal, clock=later),
+        "cannot run inside this running event loop": lambda: asyncio.run(in_a_loop()),
     }
     for expected, attempt in refusals.items():
         with pytest.raises(ResumeRefused) as refused:

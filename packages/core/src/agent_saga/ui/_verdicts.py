@@ -94,8 +94,8 @@ def _repair_abandoned(body: Mapping[str, Any]) -> tuple[str, Kind]:
 
 
 def _saga_resumed(body: Mapping[str, Any]) -> tuple[str, Kind]:
-    return (f"RESUMED by {body.get('by', '?')}: {body.get('recorded_steps', '?')} recorded step(s) served from "
-            "the log, the rest live"), "ok"
+    return (f"RESUMED by {body.get('by', '?')} after {body.get('recorded_steps', '?')} recorded step(s): "
+            "those asked again are served from the log, the rest run live"), "ok"
 
 
 def _saga_diverged(body: Mapping[str, Any]) -> tuple[str, Kind]:
