@@ -58,13 +58,20 @@ HOOK: dict[str, Any] = {}  # stop: the city where the run stops; short: visit on
 @durable("test.trip")
 def trip_until(cities: list[Any]) -> list[Any]:
     refs = []
-    for city in cities[:1] if HOOK.get("short") else cities:
+    visits = cities[:1] if HOOK.get("short") else cities
+    for city in reversed(visits) if HOOK.get("reverse") else visits:
         if HOOK.get("stop") == city:
             raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
         if HOOK.get("wait") == city:
             HOOK["entered"].set()
             assert HOOK["release"].wait(60)
-        if trip.think(city):
+        try:
+            thought = trip.think(city)
+        except Exception:
+            if not HOOK.get("swallow"):  # a framework that turns a tool's error into a message
+                raise
+            continue
+        if thought:
             refs.append(trip.book(city)["ref"])
     if HOOK.get("fail"):
         raise RuntimeError("the agent gave up after booking")
@@ -175,6 +182,20 @@ def test_returning_with_recorded_steps_not_asked_for_diverges_and_unwinds_them(t
     assert _seen(world, "book") == {"paris": 1, "rome": 1}
     assert "DIVERGED at recorded position 3: the log has think, the code returned" in run_cli(
         "graph", "--wal", str(wal)).stdout
+
+
+def test_a_divergence_the_code_swallows_still_unwinds_and_nothing_more_runs(tmp_path: Path, world: Path) -> None:
+    wal = tmp_path / "t.wal"
+    _stopped(wal)
+    HOOK.update(reverse=True, swallow=True)  # edited code, and it carries on past the refusal
+    with pytest.raises(SagaAborted):
+        resume("t-7", wal=wal, clock=later)
+    records = _records(wal)
+    (diverged,) = [r["body"] for r in records if r["type"] == "SAGA_DIVERGED"]
+    assert diverged["got"] == {"tool": "think", "args": {"prompt": "oslo"}}
+    assert [r["body"]["rule"] for r in records if r["type"] == "STEP_REFUSED"] == ["stopped", "stopped"]
+    assert _seen(world, "think") == {"paris": 1, "rome": 1} and _seen(world, "book") == {"paris": 1, "rome": 1}
+    assert [e["ref"] for e in trip.effects(world) if e["ev"] == "cancel"] == ["R-rome", "R-paris"]
 
 
 def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, world: Path) -> None:
