@@ -39,7 +39,7 @@ from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import owner_expiry
 from agent_saga.recovery.protocols import EscalationsLike, RecoveryStore
-from agent_saga.recovery.stores import recovery_store
+from agent_saga.recovery.stores import recovery_store, verified_tail
 
 __all__ = ["Resumed", "blocker", "resumable", "resume", "resume_claimed"]
 
@@ -213,16 +213,7 @@ def _loop_running() -> bool:
 
 def _check(store: RecoveryStore, saga_id: str, lease_grace: float, clock: Callable[[], float]) -> tuple[Entry, SagaView]:
     """The saga's entry point and view, read under the claim, or ResumeRefused saying why not."""
-    if not store.exists():
-        raise ResumeRefused(f"no log at {store.location}")
-    tail = store.tail(None)
-    tail.refresh()
-    if not tail.verdict.ok:
-        raise ResumeRefused(
-            f"the log {store.location} does not verify ({tail.verdict.label}); a resume acts only on a log that does: "
-            f"run 'agent-saga verify --wal-path {store.location}'"
-        )
-    view = tail.sagas.get(saga_id)
+    view = verified_tail(store, None, "a resume", ResumeRefused).sagas.get(saga_id)
     why = blocker(view, saga_id, store.location)
     if why is not None:
         raise ResumeRefused(why)
