@@ -22,6 +22,7 @@ from cli_support import run_cli
 
 from agent_saga import (
     ConfigurationError,
+    NotApplied,
     ResumeRefused,
     SagaAborted,
     SagaQuarantined,
@@ -75,6 +76,27 @@ def trip_until(cities: list[Any]) -> list[Any]:
             refs.append(trip.book(city)["ref"])
     if HOOK.get("fail"):
         raise RuntimeError("the agent gave up after booking")
+    return refs
+
+
+@tool(semantics="REVERSIBLE")
+def ask(prompt: str) -> str:  # a model call that may be refused before it is taken
+    if HOOK.get("refuse") == prompt:
+        raise NotApplied("the model endpoint answered 503 before taking the request")
+    return f"ok {prompt}"
+
+
+@durable("test.ask")
+def ask_and_book(cities: list[Any]) -> list[Any]:
+    refs = []
+    for city in cities:
+        if HOOK.get("stop") == city:
+            raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+        try:
+            ask(city)
+        except NotApplied:
+            continue  # the agent skips the city the model could not answer for
+        refs.append(trip.book(city)["ref"])
     return refs
 
 
@@ -196,6 +218,26 @@ def test_a_divergence_the_code_swallows_still_unwinds_and_nothing_more_runs(tmp_
     assert [r["body"]["rule"] for r in records if r["type"] == "STEP_REFUSED"] == ["stopped", "stopped"]
     assert _seen(world, "think") == {"paris": 1, "rome": 1} and _seen(world, "book") == {"paris": 1, "rome": 1}
     assert [e["ref"] for e in trip.effects(world) if e["ev"] == "cancel"] == ["R-rome", "R-paris"]
+
+
+def test_a_recorded_call_that_failed_fails_again_from_the_log_so_the_run_takes_the_same_path(
+    tmp_path: Path, world: Path
+) -> None:
+    wal = tmp_path / "t.wal"
+    HOOK.update(stop="bergen", refuse="rome")
+    with pytest.raises(SagaQuarantined):  # paris and oslo booked, rome skipped: its model call failed
+        ask_and_book([*CITIES, "bergen"], saga_id="t-9", wal=wal)
+    HOOK.clear()  # the endpoint would answer now, but the run already took the path without rome
+    assert resume("t-9", wal=wal, clock=later) == ["R-paris", "R-oslo", "R-bergen"]
+    records = _records(wal)
+    (failed,) = [r for r in records if r["type"] == "STEP_NOT_APPLIED"]
+    assert (failed["step"], failed["body"]["tool"], failed["body"]["args"]) == (3, "ask", {"prompt": "rome"})
+    asked = [(r["step"], r["body"]["args"]["prompt"]) for r in records if r["type"] == "STEP_COMMITTED"
+             and r["body"].get("tool") == "ask"]
+    # Rome's failed call was matched at its position and failed again from the log (no new record),
+    # oslo's recorded steps after it were served, and bergen ran live, numbered after the log's steps.
+    assert asked == [(1, "paris"), (4, "oslo"), (6, "bergen")]
+    assert _seen(world, "book") == {"paris": 1, "oslo": 1, "bergen": 1}
 
 
 def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, world: Path) -> None:

@@ -5,8 +5,9 @@ result in its commit record. Resumed after a crash, the entry point is called ag
 same saga id with a :class:`Replay` of what the log recorded: each call is matched against the
 next recorded step, by position and by (tool, logged arguments). A committed step is served:
 its recorded result is returned, nothing runs, and it joins the saga's stack with the undo
-built from that result, so a later failure undoes it too. A recorded step that failed runs
-again. Any other call has diverged (``Saga`` records SAGA_DIVERGED and stops the saga).
+built from that result, so a later failure undoes it too. A recorded step that failed (refused,
+or not applied) fails again the same way, from the log: the code takes the path it took then. Any
+other call has diverged (``Saga`` records SAGA_DIVERGED and stops the saga).
 
 The matching lives here; ``Saga._resumed`` (engine/saga.py) builds the served step, because it
 is the same step ``_commit`` would build.
@@ -48,8 +49,11 @@ def replayable(value: Any) -> bool:
 class RecordedStep:
     """One step the log recorded for a durable run, as a resume needs it.
 
-    ``outcome`` is ``"committed"`` (served when ``result`` is replayable) or ``"failed"``
-    (nothing landed: refused, or not applied; it runs again). ``compensation`` is the undo as
+    ``outcome`` is ``"committed"`` (served when ``result`` is replayable), ``"not-applied"`` or
+    ``"refused"`` (nothing landed; ``error`` is what the log says went wrong, served again as
+    ``NotApplied`` or ``StepRefused``), or ``"unseen"`` (in flight at the crash, and found after it
+    not to have landed: the code never saw an outcome, so the call runs again live).
+    ``compensation`` is the undo as
     the log describes it: what undoes a committed step no resumed call was matched with (the run
     diverged first), or whose result cannot be served.
     """
@@ -62,6 +66,7 @@ class RecordedStep:
     result: Any = None
     replayable: bool = False
     compensation: Mapping[str, Any] | None = None
+    error: str = ""
 
     def called(self) -> dict[str, Any]:
         """The call as SAGA_DIVERGED shows it."""

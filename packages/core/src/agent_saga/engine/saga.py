@@ -524,7 +524,8 @@ class Saga:
                     forward, step, logged_args, opts, recheck, request, durable or waits
                 )
         except BaseException as err:  # noqa: BLE001 - recorded, then re-raised (or its fallback run) there
-            return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request))
+            return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request,
+                                                   logged_args))
         self._observe(request, None)
         # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
         ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
@@ -574,8 +575,15 @@ class Saga:
             return _LIVE
         if not replay.matches(recorded, tool, logged):
             self._diverge(position, recorded, tool, logged, "another call than the one recorded at this position")
+        if recorded.outcome == "unseen":
+            return _LIVE  # it died in flight and never landed: the code never saw it end, so it runs
         if recorded.outcome != "committed":
-            return _LIVE  # refused or not applied: nothing landed, so it is asked again
+            # Nothing landed then: it fails the same way now, so the code takes the path it took
+            # (a retry loop retries, a skipped item is skipped) instead of a new one that diverges.
+            failed: NotApplied = StepRefused(tool, f"{recorded.error} (recorded; served from the log)", "resume") if (
+                recorded.outcome == "refused") else NotApplied(f"{tool}: {recorded.error} (recorded; served from the log)")
+            self._failed(tool, failed)
+            raise failed
         compensate = undo_for(tool, forward, opts)
         if not recorded.replayable:
             if opts.semantics is not _REVERSIBLE:
@@ -679,7 +687,7 @@ class Saga:
     def _after_failure(
         self, step: Step, err: BaseException, args: Mapping[str, Any] | None, opts: StepOptions,
         compensate: CompensationFactory | Compensation | None, prebuilt: Compensation | None,
-        observed: Wrappers | None, request: StepRequest | None,
+        observed: Wrappers | None, request: StepRequest | None, logged_args: dict[str, Any],
     ) -> Protocol[Any]:
         """A call (or its intent) failed: record it, settle or follow it, then raise ``err`` or run the fallback."""
         fallback = None
@@ -687,7 +695,7 @@ class Saga:
         recorded = step.state is not StepState.PENDING  # a failed intent recorded its own outcome
         try:
             if not recorded:
-                fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+                fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts, logged_args)
                 if step.state is StepState.UNKNOWN:
                     running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
         finally:
@@ -922,12 +930,17 @@ class Saga:
         observed: Wrappers | None,
         request: StepRequest | None,
         opts: StepOptions,
+        logged_args: dict[str, Any],
     ) -> Callable[..., Any] | None:
         """Record a call that failed (NOT_APPLIED or UNKNOWN); the fallback to run next, if one may."""
         halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
+        # A REVERSIBLE step has no intent record: its outcome record says what was called (a resume
+        # matches a recorded call by tool and arguments, a reconciler is asked with them).
+        called = {"tool": step.tool, "semantics": step.semantics, "args": logged_args} if (
+            step.semantics is _REVERSIBLE) else {}
         if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
             step.state = StepState.NOT_APPLIED
-            not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
+            not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err), **called}
             if step.reconciled is not None:
                 not_applied["reconciled"] = step.reconciled
             self._append(R.STEP_NOT_APPLIED, not_applied, step.index)
@@ -940,7 +953,7 @@ class Saga:
             step.compensation = prebuilt
             self._append(R.STEP_UNKNOWN, {
                 "tool": step.tool, "semantics": step.semantics, "op": step.operation_id,
-                "error": _describe_error(err), "compensation": describe(prebuilt),
+                "error": _describe_error(err), "compensation": describe(prebuilt), **called,
             }, step.index)
         self._failed(step.tool, err)
         if observed is not None:

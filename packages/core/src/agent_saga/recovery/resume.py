@@ -96,10 +96,15 @@ def _recorded(step: StepView) -> RecordedStep | None:
     """A step as the replay serves it; None for one without a tool name (nothing the code called)."""
     if step.tool is None:
         return None
-    outcome = "committed" if step.committed else "failed"
+    if step.committed:
+        outcome = "committed"
+    elif step.not_applied and step.asked_in_recovery:
+        outcome = "unseen"  # settled after its process died: the code never saw its call end
+    else:
+        outcome = "refused" if step.refused and not step.not_applied else "not-applied"
     result_ok = step.committed and step.has_result and replayable(step.result)
     return RecordedStep(step.index, step.tool, step.args or {}, outcome, step.semantics or "REVERSIBLE", step.result,
-                        result_ok, step.compensation)
+                        result_ok, step.compensation, step.refusal if outcome == "refused" else step.error)
 
 
 def _in_doubt(view: SagaView) -> list[StepView]:
