@@ -140,7 +140,7 @@ class Corpus:
     """The labelled examples of a log, in log order (saga, then step)."""
 
     examples: tuple[Example, ...]
-    skipped: int = 0  # executed steps the log names no tool for (a failed REVERSIBLE call's record)
+    skipped: int = 0  # executed steps the log names no tool for (a failed REVERSIBLE call, in an older log)
 
     def __len__(self) -> int:
         return len(self.examples)
