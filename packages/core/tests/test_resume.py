@@ -21,11 +21,13 @@ import resume_trip as trip
 from cli_support import run_cli
 
 from agent_saga import (
+    Compensation,
     ConfigurationError,
     NotApplied,
     ResumeRefused,
     SagaAborted,
     SagaQuarantined,
+    compensator,
     durable,
     resume,
     saga_scope,
@@ -238,6 +240,62 @@ def test_a_recorded_call_that_failed_fails_again_from_the_log_so_the_run_takes_t
     # oslo's recorded steps after it were served, and bergen ran live, numbered after the log's steps.
     assert asked == [(1, "paris"), (4, "oslo"), (6, "bergen")]
     assert _seen(world, "book") == {"paris": 1, "oslo": 1, "bergen": 1}
+
+
+CALLS: Counter[str] = Counter()
+
+
+@tool(semantics="REVERSIBLE")
+def fetch_token() -> dict[str, str]:  # its result is hidden by the redaction rules: never served
+    CALLS["fetch_token"] += 1
+    return {"api_key": f"k-{CALLS['fetch_token']}"}
+
+
+@compensator("test.close_account")
+def close_account(account: str, idempotency_key: str = "") -> None:
+    CALLS[f"close {account}"] += 1
+
+
+@tool(semantics="COMPENSABLE", compensate=lambda r: Compensation(handler="test.close_account",
+                                                                 kwargs={"account": r["id"]}))
+def open_account(owner: str) -> dict[str, str]:
+    CALLS["open_account"] += 1
+    return {"id": f"acct-{owner}", "password": "initial"}
+
+
+@durable("test.secrets")
+def with_secrets(owner: str, needs_account: bool) -> str:
+    key = fetch_token()["api_key"]
+    account = open_account(owner)["id"] if needs_account else "-"
+    trip.book("paris")
+    if HOOK.get("stop"):
+        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    return f"{key} {account}"
+
+
+@pytest.mark.parametrize("needs_account", [False, True], ids=["reversible-runs-again", "compensable-diverges"])
+def test_a_result_the_redaction_rules_hid_is_never_served(tmp_path: Path, world: Path, needs_account: bool) -> None:
+    wal = tmp_path / "t.wal"
+    CALLS.clear()
+    HOOK["stop"] = True
+    with pytest.raises(SagaQuarantined):
+        with_secrets("ann", needs_account, saga_id="s-1", wal=wal)
+    HOOK.clear()
+    results = [r["body"]["result"] for r in _records(wal) if r["type"] == "STEP_COMMITTED"]
+    assert results[0] == {"api_key": "<redacted: secret>"}
+    if not needs_account:
+        # The REVERSIBLE call runs again (its real value reaches the code); the booking is served.
+        assert resume("s-1", wal=wal, clock=later) == "k-2 -"
+        assert CALLS["fetch_token"] == 2 and _seen(world, "book") == {"paris": 1}
+        return
+    # The account cannot be served with a hidden password, nor opened twice: the run diverges, and
+    # the account and the booking are undone through the undos their commit records name.
+    with pytest.raises(SagaAborted):
+        resume("s-1", wal=wal, clock=later)
+    (diverged,) = [r["body"] for r in _records(wal) if r["type"] == "SAGA_DIVERGED"]
+    assert diverged["expected"]["tool"] == "open_account" and "redacted" in diverged["detail"]
+    assert (CALLS["open_account"], CALLS["close acct-ann"]) == (1, 1)
+    assert [e["ref"] for e in trip.effects(world) if e["ev"] == "cancel"] == ["R-paris"]
 
 
 def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, world: Path) -> None:
