@@ -324,6 +324,32 @@ def test_of_two_resumers_exactly_one_runs_and_takes_the_lease(tmp_path: Path, wo
     assert [r["type"] for r in _records(wal)].count("SAGA_RESUMED") == 1
 
 
+def test_of_two_daemons_sweeping_one_crashed_run_exactly_one_resumes_it(tmp_path: Path, world: Path) -> None:
+    wal = tmp_path / "t.wal"
+    _stopped(wal)
+    HOOK.update(wait="oslo", entered=threading.Event(), release=threading.Event())
+    reports: list[Any] = []
+
+    def sweep() -> None:
+        with RecoveryDaemon(wal, lease_grace=0, clock=later, name="daemon-a") as daemon:
+            reports.append(daemon.sweep())
+
+    first = threading.Thread(target=sweep)
+    first.start()
+    try:
+        assert HOOK["entered"].wait(60)  # daemon A is inside the resumed run
+        with RecoveryDaemon(wal, lease_grace=0, clock=later, name="daemon-b") as other:
+            second = other.sweep()
+        assert second.busy == ["t-7"] and not second.actions
+    finally:
+        HOOK["release"].set()
+        first.join(60)
+    assert reports[0].resumed == ["t-7"]
+    assert _seen(world, "book") == {"paris": 1, "rome": 1, "oslo": 1}
+    resumed = [r["body"]["by"] for r in _records(wal) if r["type"] == "SAGA_RESUMED"]
+    assert resumed == ["daemon-a"]
+
+
 def test_a_name_registered_twice_is_refused_in_one_line() -> None:
     def other(cities: list[Any]) -> list[Any]:
         return cities
