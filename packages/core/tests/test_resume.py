@@ -107,6 +107,9 @@ def _stopped(wal: Path, saga_id: str = "t-7", at: str = "oslo") -> None:
     with pytest.raises(SagaQuarantined):
         trip_until(CITIES, saga_id=saga_id, wal=wal)
     HOOK.pop("stop")
+    # Its records are on disk, as a dead process's flushed ones are: a daemon reads the file, and a
+    # commit still queued would read as a step in flight (escalated, not resumed).
+    shared_log(wal).barrier()
 
 
 def _records(wal: Path) -> list[dict[str, Any]]:
@@ -402,6 +405,7 @@ def _ghost(wal: Path) -> None:
     with pytest.raises(SagaQuarantined), Boundary(wal, saga_id="g-1", name="test.ghost", durable=run):
         trip.book("paris")
         raise SagaQuarantined("stopped")
+    shared_log(wal).barrier()
 
 
 def test_an_entry_not_imported_is_refused_by_resume_and_left_open_by_the_daemon(tmp_path: Path, world: Path) -> None:

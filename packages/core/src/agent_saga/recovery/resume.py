@@ -33,7 +33,6 @@ from agent_saga.errors import ResumeRefused
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.log.resolve import default_target
 from agent_saga.recovery.escalations import Escalation
 from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
@@ -173,7 +172,8 @@ def resume(
     """
     if not isinstance(saga_id, str) or not saga_id.strip():
         raise ResumeRefused(f"resume: saga_id must be a saga's id, got {saga_id!r}")
-    store = recovery_store(wal if wal is not None else default_target())
+    log = log_of(wal)  # the default log when none is named, as the run itself used
+    store = recovery_store(log if wal is None else wal)
     try:
         claim = store.try_claim(saga_id)
         if claim is None:
@@ -182,7 +182,6 @@ def resume(
                 f"{store.location} is held); nothing ran here"
             )
         ended = False
-        log = log_of(wal)
         try:
             log.barrier()  # what this process queued to the log is on disk before the log is read
             registered, view = _check(store, saga_id, lease_grace, clock)
