@@ -98,12 +98,16 @@ def _saga_resumed(body: Mapping[str, Any]) -> tuple[str, Kind]:
             "those asked again are served from the log, the rest run live"), "ok"
 
 
+def _call(call: Any) -> str:
+    """A call as SAGA_DIVERGED records it: its tool and logged arguments."""
+    return f"{call.get('tool', '?')} {_value(call.get('args'))}" if isinstance(call, Mapping) else "no more steps"
+
+
 def _saga_diverged(body: Mapping[str, Any]) -> tuple[str, Kind]:
-    expected = body.get("expected") if isinstance(body.get("expected"), Mapping) else {}
-    got = body.get("got") if isinstance(body.get("got"), Mapping) else None
-    asked = f"asked for {got.get('tool', '?')}" if got else "returned"
-    return (f"DIVERGED at recorded position {body.get('position', '?')}: the log has "
-            f"{expected.get('tool', 'no more steps') if expected else 'no more steps'}, the code {asked}; unwound"), "bad"
+    got = body.get("got")
+    asked = f"asked for {_call(got)}" if isinstance(got, Mapping) else "returned"
+    return (f"DIVERGED at recorded position {body.get('position', '?')}: the log has {_call(body.get('expected'))}, "
+            f"the code {asked}; unwound"), "bad"
 
 
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
