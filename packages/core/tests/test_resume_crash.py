@@ -9,7 +9,6 @@ effects file) says what happened across both processes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -17,39 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recovery_checks import HERE, chain_ok, read_log, wait_until_expired
+from recovery_checks import chain_ok, read_log
+from resume_checks import AFTER_OSLO_THOUGHT, ROME_IN_FLIGHT, crash, env_for
 from resume_trip import effects
 
 from agent_saga.recovery.escalations import queue_of
 
 pytestmark = pytest.mark.slow  # a worker process is killed
 
-CITIES = ["paris", "rome", "oslo"]
-LEASE_TTL = "0.3"  # recovery_checks.wait_until_expired waits this out
-
-
-def _env(world: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RESUME_")}
-    env.update(RESUME_WORLD=str(world), AGENT_SAGA_LEASE_TTL=LEASE_TTL,
-               PYTHONPATH=os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")]).rstrip(os.pathsep))
-    env.update(extra)
-    return env
-
-
-def _crash(wal: Path, world: Path, entry: str, after: int) -> None:
-    """Run the trip in a worker that dies once its ``after``-th record is on disk."""
-    done = subprocess.run([sys.executable, str(HERE / "resume_trip.py"), str(wal), entry, "t-42", *CITIES],
-                          env=_env(world, RESUME_CRASH_AT=f"after:{after}"), capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 137, done.stderr
-    wait_until_expired()
-
 
 def _recover(wal: Path, world: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "agent_saga", "recover", "--wal-path", str(wal), "--import", "resume_trip",
          "--lease-grace", "0"],
-        env=_env(world, **extra), capture_output=True, text=True, timeout=120, check=False,
+        env=env_for(world, **extra), capture_output=True, text=True, timeout=120, check=False,
     )
 
 
@@ -67,17 +47,10 @@ def _body(wal: Path, rtype: str) -> dict[str, Any]:
     return body
 
 
-# Records of the worker: 1 SAGA_STARTED, then per city think COMMITTED, book INTENT, book COMMITTED.
-# Each crash point leaves nothing running unrecorded: the worker is waiting for the next intent's
-# barrier. (A REVERSIBLE call whose commit record never reached the disk runs again on resume.)
-AFTER_OSLO_THOUGHT = 8  # paris and rome booked, oslo thought about, its booking not begun
-ROME_IN_FLIGHT = 6  # rome's booking intent on disk, no outcome
-
-
 @pytest.mark.parametrize("entry", ["trip.plan", "trip.plan_async"])
 def test_a_killed_run_resumes_forward_each_booking_once_each_model_call_once(tmp_path: Path, entry: str) -> None:
     wal = tmp_path / "trip.wal"
-    _crash(wal, tmp_path, entry, AFTER_OSLO_THOUGHT)
+    crash(wal, tmp_path, entry, AFTER_OSLO_THOUGHT)
     assert _seen(tmp_path, "book") == {"paris": 1, "rome": 1}
     worker = {e["pid"] for e in effects(tmp_path)}
 
@@ -108,7 +81,7 @@ def test_a_killed_run_resumes_forward_each_booking_once_each_model_call_once(tmp
 
 def test_code_edited_between_crash_and_resume_diverges_and_unwinds_the_replayed_steps(tmp_path: Path) -> None:
     wal = tmp_path / "trip.wal"
-    _crash(wal, tmp_path, "trip.plan", AFTER_OSLO_THOUGHT)
+    crash(wal, tmp_path, "trip.plan", AFTER_OSLO_THOUGHT)
 
     done = _recover(wal, tmp_path, RESUME_EDIT="1")  # the resumed code visits oslo first
     assert done.returncode == 0, done.stdout + done.stderr
@@ -126,7 +99,7 @@ def test_code_edited_between_crash_and_resume_diverges_and_unwinds_the_replayed_
 
 def test_a_booking_in_flight_at_the_crash_is_escalated_not_guessed(tmp_path: Path) -> None:
     wal = tmp_path / "trip.wal"
-    _crash(wal, tmp_path, "trip.plan", ROME_IN_FLIGHT)
+    crash(wal, tmp_path, "trip.plan", ROME_IN_FLIGHT)
 
     done = _recover(wal, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # a person has something to decide
@@ -142,7 +115,7 @@ def test_a_booking_in_flight_at_the_crash_is_escalated_not_guessed(tmp_path: Pat
 
 def test_a_booking_in_flight_that_its_reconciler_says_never_landed_runs_again_once(tmp_path: Path) -> None:
     wal = tmp_path / "trip.wal"
-    _crash(wal, tmp_path, "trip.plan", ROME_IN_FLIGHT)
+    crash(wal, tmp_path, "trip.plan", ROME_IN_FLIGHT)
     booked_before = _seen(tmp_path, "book")["rome"]
 
     done = _recover(wal, tmp_path, RESUME_RECONCILER="no")
