@@ -10,7 +10,8 @@ A block that cannot run on its own says so where the reader sees it, on its firs
 
     # fragment: needs a Redis server (REDIS_URL)
 
-The reason is required; a fragment is still compiled, so it is at least valid Python.
+The reason is required; a fragment is still compiled as a file is (no top-level ``await``)
+and its ``agent_saga`` imports must resolve, so what a reader copies is at least valid Python.
 Mark a block a fragment only when it needs something the docs env does not have (an
 outside service, a framework, a placeholder the reader fills in); anything else runs.
 New documents in docs/ are covered without edits here.
@@ -19,9 +20,7 @@ New documents in docs/ are covered without edits here.
 from __future__ import annotations
 
 import ast
-import asyncio
 import contextlib
-import inspect
 import io
 import json
 import os
@@ -79,6 +78,55 @@ def documents() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+def _unresolved_imports(tree: ast.Module) -> list[str]:
+    """The ``agent_saga`` imports of a block that do not resolve: a module that does not exist, a name it lacks.
+
+    Fragments too: a reader copies their imports. Other packages (a framework, an extra the docs
+    env lacks) are not checked, nor an agent-saga module that exists but needs such an extra.
+    """
+    import importlib
+
+    def exists(module: str) -> bool:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            if "install it with" in str(err):  # agent_saga.adapters.<fw>: a distribution the docs env lacks
+                return True
+            return not (err.name and module.startswith(err.name))  # the module itself (or its package) is absent
+        except ImportError:
+            pass  # it exists and says which extra it needs
+        return True
+
+    missing = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            module, names = node.module, [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            missing += [alias.name for alias in node.names
+                        if alias.name.split(".")[0] == "agent_saga" and not exists(alias.name)]
+            continue
+        else:
+            continue
+        if module.split(".")[0] != "agent_saga":
+            continue
+        if not exists(module):
+            missing.append(module)
+            continue
+        try:
+            found = importlib.import_module(module)
+        except ImportError:
+            continue
+        for name in names:
+            try:
+                getattr(found, name)
+            except AttributeError:
+                if not exists(f"{module}.{name}"):
+                    missing.append(f"{module}.{name}")
+            except ImportError:
+                pass  # resolves, to an extra the docs env lacks
+    return missing
+
+
 def _run_document(path: Path) -> list[dict[str, object]]:
     """In this (fresh) interpreter: each Python block of ``path``, run in order; one result each."""
     from sybil import Document
@@ -97,17 +145,17 @@ def _run_document(path: Path) -> list[dict[str, object]]:
                          run=not fragment)
                 results.append({"line": line, **({"fragment": fragment["why"]} if fragment else {"ran": True})})
                 return
-            # Top-level `await` is allowed, as in `python -m asyncio`: a block shown inside a coroutine.
-            code = compile(source, f"{path.name}, block at line {line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            # A reader pastes the block into a file: top-level `await` would be a SyntaxError there.
+            code = compile(source, f"{path.name}, block at line {line}", "exec")
+            unresolved = _unresolved_imports(ast.parse(source))
+            if unresolved:
+                raise ImportError(f"the block imports what agent-saga does not have: {', '.join(unresolved)}")
             if fragment:
                 results.append({"line": line, "fragment": fragment["why"]})
                 return
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                if code.co_flags & inspect.CO_COROUTINE:
-                    asyncio.run(eval(code, example.namespace))  # type: ignore[attr-defined]
-                else:
-                    exec(code, example.namespace)  # type: ignore[attr-defined]
+                exec(code, example.namespace)  # type: ignore[attr-defined]
             sys.stderr.write(printed.getvalue())
             for said in shown_output(source):
                 if said not in printed.getvalue():
@@ -169,6 +217,23 @@ def test_the_runner_reports_a_failing_block_checks_what_it_says_it_prints_and_co
     assert run_blocks(doc, tmp_path)[0]["error"].startswith("SyntaxError")  # type: ignore[union-attr]
     doc.write_text("```python\nprint(2)  # 3\n```\n")
     assert "the block says it prints '3'" in run_blocks(doc, tmp_path)[0]["error"]  # type: ignore[operator]
+
+
+def test_a_fragment_is_valid_python_in_a_file_and_its_agent_saga_imports_resolve(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "```python\n# fragment: needs a graph\nresult = await run(graph)\n```\n\n"
+        "```python\n# fragment: needs a server\nfrom agent_saga.no_such import thing\n```\n\n"
+        "```python\n# fragment: needs a server\nfrom agent_saga import saga_scope, no_such_name\n```\n\n"
+        "```python\n# fragment: needs Stripe\nfrom agent_saga.connectors import stripe\nimport some_framework\n```\n")
+    env = {**os.environ, "DOCS_BLOCKS_GO_ON": "1"}
+    run = subprocess.run([sys.executable, __file__, str(doc)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, env=env, check=False)
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    assert results[0]["error"].startswith("SyntaxError: 'await' outside function")  # as in a file a reader runs
+    assert results[1]["error"].endswith("does not have: agent_saga.no_such")
+    assert results[2]["error"].endswith("does not have: agent_saga.no_such_name")
+    assert results[3] == {"line": 16, "fragment": "needs Stripe"}  # an extra or a framework the env lacks is fine
 
 
 def test_a_fragment_says_why_on_its_first_line() -> None:

@@ -208,6 +208,7 @@ OPTIONS: dict[str, Any] = {
     "origin": "probe",
     "reconcile": ReconcilePolicy(delay=0, attempts=1),
     "record_result": "shape",
+    "not_applied_on": (LookupError,),
 }
 
 

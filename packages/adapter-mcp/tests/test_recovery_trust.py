@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -129,6 +130,38 @@ def test_a_server_list_someone_else_may_write_is_not_trusted(world: World, monke
                 asyncio.run(call_tool("payments", "create_refund", {"charge": "ch_1"}))
         finally:
             target.chmod(original)
+    assert not (world.root / "pwned").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user (os.chown)")
+def test_the_server_list_is_held_to_the_host_lists_one_rule(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule of the approver and operator keys: a root link into the agent's directory, a sticky directory.
+
+    The agent (``nobody``) keeps the list in its own directory and root links to it: the file
+    itself is root's and 0644, but the agent can replace it, so it chooses what the daemon runs.
+    """
+    monkeypatch.setenv("AGENT_SAGA_HOST_ROOT", world.env["AGENT_SAGA_HOST_ROOT"])
+    file = world.configure_server("payments", ["/bin/sh", "-c", f"touch {world.root / 'pwned'}"])
+    agent = world.root / "agent-owned"
+    agent.mkdir(mode=0o755)
+    kept = agent / "mcp-servers.json"
+    kept.write_bytes(file.read_bytes())
+    kept.chmod(0o644)
+    file.unlink()
+    file.symlink_to(kept)
+    assert set(load_servers()) == {"payments"}  # all root's: a link is no reason to refuse
+    os.chown(agent, 65534, -1)
+    with pytest.raises(ConfigurationError, match=rf"{agent} is owned by uid 65534.*where {file} leads.*chown root"):
+        load_servers()
+    with pytest.raises(CompensationRefused, match="cannot be trusted"):
+        asyncio.run(call_tool("payments", "create_refund", {"charge": "ch_1"}))
+    os.chown(agent, 0, -1)
+    file.unlink()
+    file.write_bytes(kept.read_bytes())
+    file.chmod(0o644)
+    file.parent.chmod(0o1777)  # sticky: the agent could have created the list while it was absent
+    with pytest.raises(ConfigurationError, match=r"writable by group or others \(mode 1777\).*chmod go-w"):
+        load_servers()
     assert not (world.root / "pwned").exists()
 
 

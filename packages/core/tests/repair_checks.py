@@ -8,6 +8,7 @@ the recovery daemon's own way of telling live from dead.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,13 @@ from typing import Any
 
 import pytest
 import repair_world as world
+from operator_support import trusted_operator_key
 
 from agent_saga import RecoveryDaemon, RepairRefused, RepairSession, Saga, SagaAborted, saga_scope
 from agent_saga.audit import certify, verify_records
 from agent_saga.log.base import WAL
 
-__all__ = ["LATER", "dead_onboarding", "later", "repair_world"]
+__all__ = ["LATER", "dead_onboarding", "later", "repair_world", "signer"]
 
 
 def later() -> float:
@@ -31,10 +33,20 @@ LATER = later
 OPERATOR, WHY = "ops@example.com", "malformed postcode from the model"
 
 
+OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"  # where `agent-saga repair` reads its key
+
+
+def signer() -> Path:
+    """The operator key of this test's host (``repair_world`` makes it and the host trusts it)."""
+    return Path(os.environ[OPERATOR_KEY_ENV])
+
+
 @pytest.fixture
 def repair_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     where = tmp_path / "world"
     monkeypatch.setenv("REPAIR_WORLD", str(where))
+    # A repair is signed by an operator key the host trusts; the CLI reads it from the environment.
+    monkeypatch.setenv(OPERATOR_KEY_ENV, str(trusted_operator_key(tmp_path)))
     world.register()
     try:
         yield where
@@ -64,7 +76,7 @@ async def check_the_seed_snippet(wal: WAL, records: Any) -> None:
     saga_id = await dead_onboarding(wal)
     continuation = world.onboard
 
-    session = RepairSession.open(records, saga_id, operator="ops@example.com",
+    session = RepairSession.open(records, saga_id, signer=signer(), operator="ops@example.com",
                                  reason="malformed postcode from the model", clock=LATER)
     print(session.format_text())          # what is kept, what failed, any blockers
     session.amend(postcode="SW1A 1AA")    # recorded, with the old value
@@ -102,7 +114,7 @@ async def check_the_seed_snippet(wal: WAL, records: Any) -> None:
 async def check_a_failed_continuation_unwinds_everything_once(wal: WAL, records: Any) -> None:
     """The resumed step fails: the whole transaction unwinds, retained steps included, newest first, once."""
     saga_id = await dead_onboarding(wal)
-    session = RepairSession.open(records, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     session.amend(postcode="SW1A 1AA")
 
     async def continuation(saga: Saga, amendments: dict[str, Any]) -> None:
@@ -137,10 +149,10 @@ async def check_a_failed_continuation_unwinds_everything_once(wal: WAL, records:
 async def check_a_second_open_is_refused(wal: WAL, records: Any, second: Any = None) -> None:
     """``second``: how the other operator names the log (default: as the first one does)."""
     saga_id = await dead_onboarding(wal)
-    first = RepairSession.open(records, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    first = RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     try:
         with pytest.raises(RepairRefused, match=f"saga {saga_id} is being repaired or recovered by another process"):
-            RepairSession.open(second or records, saga_id, operator="other@example.com", reason="me too",
+            RepairSession.open(second or records, saga_id, signer=signer(), operator="other@example.com", reason="me too",
                                clock=LATER)
         # ... and the daemon leaves it alone while the session is open.
         with RecoveryDaemon(wal, clock=LATER) as daemon:
@@ -153,7 +165,7 @@ async def check_a_second_open_is_refused(wal: WAL, records: Any, second: Any = N
 
 async def check_an_abandoned_repair_is_finished_by_the_daemon(wal: WAL, records: Any) -> None:
     saga_id = await dead_onboarding(wal)
-    session = RepairSession.open(records, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with RecoveryDaemon(wal, clock=LATER) as daemon:
         held = daemon.sweep()
         assert saga_id in held.skipped and held.compensated == 0

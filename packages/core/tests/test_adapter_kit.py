@@ -179,6 +179,7 @@ def test_wrap_tool_takes_every_step_option_and_a_name(adapter: Gadgets) -> None:
         "timeout": 5.0, "fallback_action": charge, "inline": True, "require_boundary": True,
         "policy_args": {"spend": "$.amount"}, "reveal": frozenset({"token"}), "wait_for_commit": True,
         "origin": "probe", "reconcile": ReconcilePolicy(delay=0, attempts=1), "record_result": "none",
+        "not_applied_on": (LookupError,),
     }
     assert set(values) == option_names()
     safe = adapter.wrap_tool(Gadget("charge", "Charge.", charge), semantics="COMPENSABLE", name="billing.charge", **values)

@@ -181,6 +181,19 @@ def test_an_intact_log_reports_its_head_and_range(wal_path: Path) -> None:
     assert "chain: intact" in report.format_text()
 
 
+@pytest.mark.parametrize("number", [b"1e999", b"-1e999", b"NaN", b"Infinity"])
+def test_a_number_out_of_range_is_a_broken_record_not_a_crash(wal_path: Path, number: bytes) -> None:
+    # Python's JSON reads these as infinities or NaN, which the canonical form refuses to encode:
+    # the check of the body's digest raised ValueError out of verify (found by the mutation test).
+    write_log(wal_path, [("SAGA_STARTED", "a", None, {"n": 15}), ("SAGA_COMPLETED", "a", None, {})], 1)
+    lines = wal_path.read_bytes().splitlines(keepends=True)
+    lines[0] = lines[0].replace(b'"n":15', b'"n":' + number, 1)
+    wal_path.write_bytes(b"".join(lines))
+    report = verify_log(wal_path)
+    assert not report.ok and report.bad_seq == 1
+    assert "a number out of range (infinite or NaN), which no writer produces" in report.format_text()
+
+
 def test_an_unchained_log_is_never_reported_intact(wal_path: Path) -> None:
     with FileWAL(wal_path, chain=False) as wal:
         wal.append("SAGA_STARTED", "a", {})

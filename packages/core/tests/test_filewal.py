@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, WALFull, WALStalled, saga_scope
-from agent_saga.errors import WALClosed, WALCorrupt
+from agent_saga.errors import WALClosed, WALCorrupt, WALError
 from agent_saga.log import read_records, set_default_wal
 from agent_saga.log.codec import chain_hash, content_digest
 from agent_saga.log.default import default_wal
@@ -338,3 +338,40 @@ def test_rollback_records_reach_the_disk(wal: FileWAL) -> None:
         raise RuntimeError
     types = [r["type"] for r in read_records(wal.path)]
     assert types[-4:] == ["ROLLBACK_STARTED", "COMPENSATION_STARTED", "STEP_COMPENSATED", "SAGA_ROLLED_BACK"]
+
+
+# -- issue 40 item 12: a log deleted or renamed under a live writer ----------------------------------
+
+
+def _charge_saga(wal: FileWAL, charges: list[str], name: str) -> None:
+    with saga_scope(wal) as s:
+        s.execute(tool="charge", semantics=ActionSemantics.COMPENSABLE, forward=lambda: charges.append(name),
+                  compensate=lambda r: Compensation(fn=lambda: None))
+
+
+@pytest.mark.parametrize(("how", "says"), [
+    ("delete", "was deleted while this writer appended to it (no file is at that path now)"),
+    ("rename", "was moved to another name while this writer appended to it (no file is at that path now)"),
+    ("replace", "was moved to another name while this writer appended to it (another file is at that path now)"),
+])
+def test_a_log_deleted_or_renamed_under_a_live_writer_breaks_it_loudly(tmp_path: Path, how: str, says: str) -> None:
+    path = tmp_path / "agent.wal"
+    wal = FileWAL(path)
+    charges: list[str] = []
+    _charge_saga(wal, charges, "before")
+    # The agent removes its log while its writer is open.
+    if how == "delete":
+        path.unlink()
+    else:
+        path.rename(tmp_path / "moved.wal")
+        if how == "replace":
+            path.write_bytes(b"")
+    with pytest.raises(SagaAborted):  # never told "completed"
+        _charge_saga(wal, charges, "after")
+    assert charges == ["before"]  # its intent was not durable at the path, so the charge never ran
+    assert isinstance(wal.broken, WALError) and says in str(wal.broken), wal.broken
+    assert "\n" not in str(wal.broken)
+    with pytest.raises(WALError, match=r"was (deleted|moved)"):
+        wal.append("T", "s", {})
+    wal.close()
+

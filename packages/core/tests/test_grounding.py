@@ -22,7 +22,7 @@ from agent_saga import FileWAL, MemoryWAL, ground, saga_scope
 from agent_saga.audit import certify_log
 from agent_saga.log import read_records
 from agent_saga.recovery.fold import fold
-from agent_saga.runtime import ClaimStatus, ContextBroker, GroundingReport, split_claims
+from agent_saga.runtime import ClaimStatus, ContextBroker, GroundingReport, SummaryRefused, split_claims
 from agent_saga.ui import reconstruct, to_dot, to_mermaid
 
 RUNBOOK = (
@@ -134,6 +134,35 @@ def test_a_number_the_cited_sources_do_not_hold_is_unsupported() -> None:
     assert ground(f"The limit is 42000 kPa [{sid}].", broker).claims[0].status == "UNSUPPORTED"
     # a number the model computed itself may be let through, deliberately
     assert ground(f"Twice the limit is 8400 kPa [{sid}].", broker, check_numbers=False).fully_grounded
+
+
+@pytest.mark.parametrize("claim", [
+    "The limit is 4200 MPa", "The limit is forty thousand kPa", "The limit is 4200e3 kPa",
+    "The limit is 4.2 thousand kPa", "The limit is 4200 thousand kPa",
+])
+def test_another_unit_a_scale_or_words_is_another_quantity(claim: str) -> None:
+    # Issue 40 item 5: "4200 MPa" and "forty thousand kPa" were VERIFIED against "4200 kPa".
+    broker, sid = broker_with_summary()
+    [judged] = ground(f"{claim} [{sid}].", broker).claims
+    assert judged.status == "UNSUPPORTED", judged
+
+
+@pytest.mark.parametrize("claim", [
+    "The limit is 4200 kPa", "The limit is 4,200 kPa", "The limit is 4200", "Pump B runs at 1,450 rpm",
+])
+def test_the_same_quantity_is_verified(claim: str) -> None:
+    broker = ContextBroker()
+    spans = broker.add_document("runbook", RUNBOOK)
+    sid = broker.admit_summary("the pressure limit is 4200 kPa; pump B runs at 1,450 rpm", spans)
+    [judged] = ground(f"{claim} [{sid}].", broker).claims
+    assert judged.status == "VERIFIED", judged
+
+
+def test_a_summary_cannot_change_a_quantitys_unit() -> None:
+    broker = ContextBroker()
+    spans = broker.add_document("runbook", RUNBOOK)
+    with pytest.raises(SummaryRefused, match="4200 MPa"):
+        broker.admit_summary("the pressure limit is 4200 MPa", spans)
 
 
 def test_bad_input_is_a_one_line_error() -> None:

@@ -26,8 +26,8 @@ TESTS = Path(__file__).resolve().parent
 # The faces test_public_api.py does not pin already (it pins gate, approvals, runtime, audit, ...).
 FACES = {
     "agent_saga.connectors": {"assert_no_secrets", "credential_ref", "resolve_credential", "set_credential_resolver"},
-    "agent_saga.mesh": {"FORMAT", "MESH_FIELD", "DeviceHead", "Exclusion", "MeshError", "MeshResult", "merge", "part_of",
-                        "short", "spanning_end"},
+    "agent_saga.mesh": {"DEVICE_KEYS", "FORMAT", "MESH_FIELD", "DeviceHead", "Exclusion", "MeshError", "MeshResult",
+                        "device_keys_path", "enrol", "merge", "part_of", "short", "sign_head", "spanning_end"},
     "agent_saga.observability": {"CorrelationFilter", "JsonFormatter", "LoggingSetup", "TextFormatter",
                                  "configure_logging", "current_ids"},
     "agent_saga.reconciliation": {"Finding", "ReconciliationReport", "reconcile"},

@@ -1,8 +1,10 @@
 """Offline mesh sagas (issue 29 part 2): merging devices' own logs as a G-Set CRDT.
 
 The device logs are real: written by FileWAL through the engine, one file per
-device. The properties are checked on records held in memory (merging a merged
-result's records is what syncing a merged file does), and the consumers on files.
+device, each enrolled with its own key and signed at each barrier (issue 40: a hub
+takes a device's records only up to its last signed head; test_mesh_claims.py).
+The properties are checked on records held in memory (merging a merged result's
+records is what syncing a merged file does), and the consumers on files.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from agent_saga import ActionSemantics, FileWAL, call_with, compensator
 from agent_saga.audit import certify_log
 from agent_saga.engine.saga import Saga
 from agent_saga.learning import build_corpus
+from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.chain import verify_file
 from agent_saga.log.codec import canonical, chain_hash
 from agent_saga.log.file import read_records
 from agent_saga.log.maintenance import settled_sagas
-from agent_saga.mesh import MeshError, merge
+from agent_saga.mesh import MeshError, device_keys_path, enrol, merge, sign_head
+from agent_saga.notekeys import generate_signer
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
 from agent_saga.ui import FileSource, RunStore, reconstruct, to_mermaid
@@ -41,6 +45,11 @@ def cancel(n: int, idempotency_key: str | None = None) -> None:
     UNDONE.append(n)
 
 
+# One key per device name, made once: the module-scoped fleet is written before any test's host exists.
+_PAIRS = {name: generate_signer(f"{name}-device") for name in ("phone", "laptop", "watch", "same")}
+KEYS = {name: OperatorKey(private) for name, (private, _) in _PAIRS.items()}
+
+
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     UNDONE.clear()
@@ -48,23 +57,38 @@ def _clean() -> Iterator[None]:
     UNDONE.clear()
 
 
+@pytest.fixture(autouse=True)
+def _hub_trusts_the_devices() -> None:
+    # The hub's list, in this test's host (conftest moves the host under tmp_path).
+    keys = device_keys_path()
+    keys.parent.mkdir(parents=True, exist_ok=True)
+    keys.write_text("".join(public + "\n" for _, public in _PAIRS.values()))
+
+
 def _device(path: Path, saga_id: str, bookings: list[int], *, end: str | None) -> Path:
     """One device's own log: a saga (``saga_id``) booking each n, then ended as ``end`` says (None: it died).
 
     Each device books through its own tool (``<device>.book``): step keys derive from (saga, step,
-    tool), and two devices' step 1 of one saga must not share a key (docs/MESH.md).
+    tool), and two devices' step 1 of one saga must not share a key (docs/MESH.md). The device is
+    enrolled with its key and signs its head after each step and at the end, as a device that signs
+    at each sync would, so that a prefix of its log is signed up to its last head.
     """
+    key = KEYS[path.stem]
+    enrol(path, key)
     wal = FileWAL(path)
     saga = Saga(wal, name="trip", saga_id=saga_id)
     saga.start()
     for n in bookings:
         saga.execute_sync(tool=f"{path.stem}.book", semantics=C, forward=lambda n=n: {"booked": n},
                           compensate=call_with(cancel, n=n))
+        wal.barrier()  # the head is signed at a barrier: everything before it is on disk
+        sign_head(path, key)
     if end == "completed":
         saga.complete_sync()
     wal.barrier()
     lease_keeper().release(wal.path, saga.saga_id)
     wal.close()
+    sign_head(path, key)
     return path
 
 
@@ -202,7 +226,8 @@ def test_a_tampered_record_is_always_caught_and_never_merged(
     others = [log for n, log in fleet.items() if n != name]
     result = merge([tampered, *others, *([genuine] if with_genuine else [])])
     device = genuine[0]["hash"]
-    named = [x for x in result.excluded if x.device == device]
+    # Named where the tampered input breaks (the rest of the device's chain then waits for a signed head).
+    named = [x for x in result.excluded if x.device == device and x.source]
     assert named, f"{kind} at seq {k + 1} was not caught"
     assert all(x.seq is not None and k + 1 <= x.seq <= k + 2 and x.why for x in named)
     genuine_hashes = {r["hash"] for r in genuine}
@@ -212,31 +237,37 @@ def test_a_tampered_record_is_always_caught_and_never_merged(
         assert len(taken) == len(genuine)  # the genuine copy's records are all there
     elif kind == "forge":
         # Re-hashed, the record checks on its own; the next record's link breaks, and neither it nor
-        # the one before it is merged.
-        assert max(r["mesh"]["seq"] for r in taken) == k
+        # the one before it is merged (nor what no signed head before them covers).
+        assert max(r["mesh"]["seq"] for r in taken) <= k
 
 
 def test_a_fork_is_held_out_and_a_later_merge_of_the_merged_log_reaches_the_same_verdict(
     fleet: dict[str, list[dict[str, Any]]]
 ) -> None:
     genuine = fleet["watch"]
-    forged = _tamper(genuine, "forge", len(genuine) - 1)  # the last record re-hashed: links fine
+    # The log cloned onto a second device that holds the same key: the clone signs its own last head.
+    last = genuine[-1]
+    body = KEYS["watch"].sign("DEVICE_HEAD", last["seq"], last["prev"], {"device": genuine[0]["hash"], "clone": 2})
+    forged = [*genuine[:-1], _rehash({**last, "body": body})]
     first = merge([forged, fleet["phone"]])
-    assert first.ok  # alone, a re-hashed last record cannot be told from a real one
+    assert first.ok  # alone, a clone's signed head cannot be told from the real one
+    # Re-hashed by anyone without the key, the last head is refused on its own.
+    assert "not signed by the device's own key" in merge([_tamper(genuine, "forge", len(genuine) - 1)]).excluded[0].why
     later = merge([list(first.records), genuine])
-    (fork,) = later.excluded
+    waits, fork = later.excluded  # the record before the fork, which no signed head covers now, and the fork
     assert fork.device == genuine[0]["hash"] and fork.seq == len(genuine) and "forked" in fork.why
+    assert waits.seq == len(genuine) - 1 and "beyond the device's last signed head" in waits.why
     assert merge([genuine, fleet["phone"], forged]).data == later.data  # associativity, with the fork
     assert merge([list(later.records)]).data == later.data
     held = later.records[0]["body"]["held"]
-    assert sorted(h["record"]["hash"] for h in held) == sorted([genuine[-1]["hash"], forged[-1]["hash"]])
+    assert sorted(h["record"]["hash"] for h in held) == sorted([genuine[-2]["hash"], genuine[-1]["hash"], forged[-1]["hash"]])
 
 
 def test_an_edited_origin_in_a_merged_log_is_caught(fleet: dict[str, list[dict[str, Any]]]) -> None:
     merged = [dict(r) for r in merge([fleet["watch"]]).records]
     merged[3] = {**merged[3], "mesh": {**merged[3]["mesh"], "seq": 9}}
     result = merge([merged])
-    assert [(x.seq, x.held) for x in result.excluded] == [(9, len(fleet["watch"]) - 2)]
+    assert [(x.seq, x.held) for x in result.excluded if x.source] == [(9, len(fleet["watch"]) - 2)]
     assert "does not match its hash" in result.excluded[0].why
 
 
@@ -364,7 +395,7 @@ def test_cli_merge_writes_the_log_and_exits_by_what_it_left_out(tmp_path: Path, 
     evil.write_text("\n".join(lines) + "\n")
     bad = run_cli("mesh", "merge", str(phone), str(evil), "--out", str(tmp_path / "m2.wal"))
     assert bad.returncode == 1
-    assert f"EXCLUDED device {json.loads(lines[0])['hash'][:16]} seq 3 in {evil}" in bad.stdout
+    assert f"EXCLUDED device {json.loads(lines[0])['hash'][:16]} seq 3..{len(lines)} in {evil}" in bad.stdout
     assert "\x1b" not in bad.stdout
     assert verify_file(tmp_path / "m2.wal").status == "intact"
     as_json = run_cli("mesh", "merge", str(phone), str(evil), "--out", str(tmp_path / "m3.wal"), "--json")

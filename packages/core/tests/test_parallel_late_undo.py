@@ -33,10 +33,6 @@ def log(tmp_path: Path) -> Iterator[SignalWAL]:
     wal.close()
 
 
-@pytest.mark.slow  # broken, it waits BOUND seconds for the record that never comes
-@pytest.mark.xfail(strict=True, reason=(
-    "engine: an undo that settle_late runs on the tool pool is not followed when its task is "
-    "cancelled (a forward call is: _straggled), so it stays unrecorded and recovery runs it again"))
 def test_a_late_undo_whose_task_is_cancelled_is_recorded_when_it_returns_and_never_run_again(
     log: SignalWAL,
 ) -> None:

@@ -120,6 +120,38 @@ def test_patched_calls_follow_the_policy_and_unpatch_restores_the_original(site:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["enforce", "observe"])
+def test_an_enforced_policy_says_once_that_a_call_outside_every_saga_is_unprotected(
+    site: Path, tmp_path: Path, mode: str,
+) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"mode": mode, "tools": {"read": {"semantics": "REVERSIBLE"}}}))
+    out = run_with(site, """
+        import json, warnings
+        import agent_saga
+        from agent_saga import MemoryWAL, saga_scope
+        import demo_inrange
+        agent_saga.patch_all(only=["inrange"])
+        rt = demo_inrange.Runtime()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ran = [rt.call_tool("write", lambda: "w"), rt.call_tool("read", lambda: "r")]
+            with saga_scope(MemoryWAL()):
+                rt.call_tool("read", lambda: "r")
+        print(json.dumps({"ran": ran, "said": [str(w.message) for w in caught if w.category is RuntimeWarning]}))
+    """, {"AGENT_SAGA_POLICY": str(policy)})
+    assert out["ran"] == ["w", "r"]  # outside a saga the calls still run: nothing to roll them into
+    if mode == "observe":
+        assert out["said"] == []  # observe mode promises nothing outside a saga either
+        return
+    assert out["said"] == [  # once, for the first call, with the run helper named
+        "agent-saga: patch_all() enforces its policy inside a saga only; inrange ran 'write' outside every saga, "
+        "unprotected. Run the agent through its run helper (saga_run from agent_saga.adapters.inrange) or inside "
+        "saga_scope() (said once per process)"
+    ]
+
+
+@pytest.mark.slow
 def test_a_patched_call_is_undone_with_its_own_arguments(site: Path, tmp_path: Path) -> None:
     # The tool answers with a sentence: only its arguments say what to undo.
     policy = tmp_path / "policy.json"

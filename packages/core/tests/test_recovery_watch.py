@@ -7,6 +7,7 @@ tests/fleet/test_watch_outages.py; here the loop is driven by a scripted sweep.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agent_saga import FileWAL, RecoveryDaemon
 from agent_saga.errors import WALError
 from agent_saga.log.server import LogNotFound
 from agent_saga.recovery.watch import Backoff, Watch, is_outage
@@ -101,3 +103,33 @@ def test_a_log_not_there_yet_is_one_line_then_a_wait() -> None:
     Watch(open_daemon, interval=0.01, say=lines.append, on_error=lambda d, e: None,
           sweep=lambda d: SimpleNamespace(), close=False).run(stop)
     assert len(opened) == 4 and len(lines) == 1 and lines[0].endswith("yet: waiting for it to appear"), lines
+
+
+@pytest.mark.parametrize("how", ["rename", "delete"])
+def test_a_log_moved_or_deleted_after_a_sweep_is_named_as_such(tmp_path: Path, how: str) -> None:
+    # Issue 40 item 12: the watcher of a renamed log said only "waiting for it to appear".
+    path = tmp_path / "agent.wal"
+    with FileWAL(path) as wal:
+        wal.append("SAGA_STARTED", "s1", {})
+    lines: list[str] = []
+    stop = threading.Event()
+    sweeps: list[int] = []
+
+    def sweep(daemon: RecoveryDaemon) -> Any:
+        report = daemon.sweep()
+        sweeps.append(1)
+        if how == "rename":
+            path.rename(tmp_path / "elsewhere.wal")
+        else:
+            path.unlink()
+        return report
+
+    def say(line: str) -> None:
+        lines.append(line)
+        stop.set()
+
+    Watch(lambda: RecoveryDaemon(path), interval=0.01, say=say, on_error=lambda d, e: stop.set(),
+          sweep=sweep).run(stop)
+    assert sweeps == [1] and len(lines) == 1, lines
+    assert lines[0].startswith(f"the log this daemon swept at {path} was moved or deleted: "), lines
+    assert "waiting for it to appear" not in lines[0]

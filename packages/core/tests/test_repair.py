@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import repair_world as world
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
+from operator_support import untrusted_operator_key
 from repair_checks import (
     LATER,
     OPERATOR,
@@ -30,6 +32,7 @@ from repair_checks import (
     check_the_seed_snippet,
     dead_onboarding,
     repair_world,
+    signer,
     types,
 )
 
@@ -79,7 +82,7 @@ async def test_an_abandoned_repair_is_unwound_by_the_daemon(wal: FileWAL) -> Non
 async def test_a_live_saga_is_refused(wal: FileWAL) -> None:
     saga_id = await dead_onboarding(wal)  # this process still renews its lease: judged now, it is live
     with pytest.raises(RepairRefused, match=r"the saga is live: its owner \S+ holds its lease"):
-        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY)
+        RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY)
     assert "REPAIR_OPENED" not in types(wal, saga_id)
 
 
@@ -87,14 +90,14 @@ async def test_a_finished_saga_is_refused(wal: FileWAL) -> None:
     async with saga_scope(wal) as saga:
         await world.account_and_charge(saga)
     with pytest.raises(RepairRefused, match="the saga is finished: it ended with SAGA_COMPLETED"):
-        RepairSession.open(wal, saga.saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(wal, saga.saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     # ... and so is one an earlier repair continued.
     saga_id = await dead_onboarding(wal)
-    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     session.amend(postcode="SW1A 1AA")
     await session.resume(world.onboard, wal=wal)
     with pytest.raises(RepairRefused, match=f"continued as saga {session.continued_as} by an earlier repair"):
-        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with pytest.raises(RepairClosed, match="is resumed"):
         session.amend(postcode="E1 6AN")
 
@@ -108,7 +111,7 @@ async def test_closure_compensations_are_refused_naming_each_step(wal: FileWAL) 
     await world.account_and_charge(saga)  # steps 3 and 4: registry-backed, fine
     wal.barrier()
     with pytest.raises(RepairRefused) as refused:
-        RepairSession.open(wal, saga.saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(wal, saga.saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     blockers = refused.value.blockers
     assert len(blockers) == 2
     assert blockers[0].startswith("step 1 'crm.tag_1' is COMPENSABLE but its undo 'untag in memory' is a closure")
@@ -122,7 +125,7 @@ async def test_closure_compensations_are_refused_naming_each_step(wal: FileWAL) 
 
 async def test_a_saga_whose_owner_writes_after_open_is_not_resumed(wal: FileWAL) -> None:
     saga_id = await dead_onboarding(wal)
-    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     # Its owner was only stalled: it wakes up and starts another step.
     wal.barrier(wal.append("STEP_INTENT", saga_id, {"tool": "crm.welcome", "semantics": "IRREVERSIBLE"}, 4))
     with pytest.raises(RepairRefused, match="changed since this session opened"):
@@ -136,12 +139,12 @@ async def test_a_saga_whose_owner_writes_after_open_is_not_resumed(wal: FileWAL)
 async def test_blank_operator_or_reason_is_refused(wal: FileWAL, blank: Any) -> None:
     saga_id = await dead_onboarding(wal)
     with pytest.raises(ConfigurationError, match="operator= is required and must not be blank"):
-        RepairSession.open(wal, saga_id, operator=blank, reason=WHY, clock=LATER)
+        RepairSession.open(wal, saga_id, signer=signer(), operator=blank, reason=WHY, clock=LATER)
     with pytest.raises(ConfigurationError, match="reason= is required and must not be blank"):
-        RepairSession.open(wal, saga_id, operator=OPERATOR, reason=blank, clock=LATER)
+        RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=blank, clock=LATER)
     with pytest.raises(ConfigurationError, match=r"operator= 'ops\\u200b@x' contains invisible"):
-        RepairSession.open(wal, saga_id, operator="ops\u200b@x", reason=WHY, clock=LATER)
-    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(wal, saga_id, signer=signer(), operator="ops\u200b@x", reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with pytest.raises(ConfigurationError, match="reason= is required"):
         session.abandon(reason=blank)
     session.close()
@@ -150,20 +153,21 @@ async def test_blank_operator_or_reason_is_refused(wal: FileWAL, blank: Any) -> 
 async def test_bad_input_is_refused_in_one_line(wal: FileWAL) -> None:
     saga_id = await dead_onboarding(wal)
     with pytest.raises(RepairRefused, match="no saga nope in"):
-        RepairSession.open(wal, "nope", operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(wal, "nope", signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with pytest.raises(TypeError, match="is records, not a log"):
-        RepairSession.open(list(wal.records()), saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+        RepairSession.open(list(wal.records()), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     with pytest.raises(ValueError, match="keeps no recovery state"):
-        RepairSession.open(MemoryWAL(), saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
-    with RepairSession.open(list(wal.records()), saga_id, operator=OPERATOR, reason=WHY, wal=wal,
+        RepairSession.open(MemoryWAL(), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    with RepairSession.open(list(wal.records()), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, wal=wal,
                             clock=LATER) as session:
         with pytest.raises(ConfigurationError, match="amend with JSON values only"):
             session.amend(postcode=float("nan"))
         with pytest.raises(ConfigurationError, match="the continuation must write to the same log"):
             await session.resume(world.onboard, wal=FileWAL(Path(str(wal.path) + ".other")))
     # Closed without an end: the log still says a session is open; the next one takes it over.
-    session = RepairSession.open(wal, saga_id, operator="second@example.com", reason=WHY, clock=LATER)
-    assert "takes over an earlier session whose process is gone" in session.format_text()
+    session = RepairSession.open(wal, saga_id, signer=signer(), operator="second@example.com", reason=WHY, clock=LATER)
+    assert re.search(r"takes over an earlier session signed by ops@example\+\S+ whose process is gone",
+                     session.format_text())
     session.abandon(reason="done")
 
 
@@ -181,10 +185,10 @@ async def test_a_quarantined_saga_is_repaired_and_an_abandoned_one_handed_back(w
     kept, dropped = ids
     daemon = RecoveryDaemon(wal, clock=LATER)
     assert set(daemon.sweep().skipped) == {kept, dropped}  # frozen: nobody touches them
-    session = RepairSession.open(wal, kept, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, kept, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     session.amend(postcode="SW1A 1AA")
     assert await session.resume(world.onboard, wal=wal) == "onboarded"
-    RepairSession.open(wal, dropped, operator=OPERATOR, reason=WHY, clock=LATER).abandon(reason="give it back")
+    RepairSession.open(wal, dropped, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER).abandon(reason="give it back")
     report = daemon.sweep()
     assert report.recovered == [dropped] and report.compensated == 2  # both effects of the dropped one
     assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]  # once, not for the repaired one
@@ -223,7 +227,7 @@ async def test_a_saga_killed_mid_run_is_repaired(tmp_path: Path, repair_world: P
         worker.wait()
     assert worker.returncode == -signal.SIGKILL
     saga_id = ready.read_text()
-    session = RepairSession.open(log, saga_id, operator=OPERATOR, reason="the worker was OOM-killed", clock=LATER)
+    session = RepairSession.open(log, saga_id, signer=signer(), operator=OPERATOR, reason="the worker was OOM-killed", clock=LATER)
     await _amend_and_resume(session, log)
     assert world.undone("crm.set_address") == ["acct-ada@example.com"]
     assert not world.undone("stripe.refund")
@@ -259,7 +263,7 @@ async def test_a_quarantined_saga_is_repaired_while_its_process_lives_on(tmp_pat
             assert [b.split(":")[0] for b in blockers] == ["the saga is live"]  # renewed, it stays so
             assert time.monotonic() < deadline, f"still refused after 30 s: {blockers}"
             await asyncio.sleep(0.1)
-        session = RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0.0)
+        session = RepairSession.open(log, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, lease_grace=0.0)
         assert worker.poll() is None  # repaired while its owner still runs
         await _amend_and_resume(session, log)
     finally:
@@ -331,6 +335,24 @@ def test_cli_abandon_hands_the_saga_back(gone: tuple[Path, str], capsys: pytest.
     assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
 
 
+def test_cli_signs_the_repair_and_opens_none_without_a_trusted_key(
+    gone: tuple[Path, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    log, saga_id = gone
+    key = str(signer())
+    monkeypatch.delenv("AGENT_SAGA_OPERATOR_KEY")
+    words = (saga_id, "--operator", OPERATOR, "--reason", WHY, "--abandon")
+    code, _, err = _repair(capsys, log, *words)
+    assert code == 2 and "--operator-key FILE" in err and len(err.strip().splitlines()) == 1
+    code, _, err = _repair(capsys, log, *words, "--operator-key", str(untrusted_operator_key(tmp_path)))
+    assert code == 2 and "is not trusted on this host" in err
+    assert not [r for r in read_records(log) if r["type"].startswith("REPAIR_")]
+    assert _repair(capsys, log, *words, "--operator-key", key)[0] == 0
+    opened, abandoned = (r for r in read_records(log) if r["type"].startswith("REPAIR_"))
+    assert opened["body"]["signature"]["key"].startswith("ops@example+")
+    assert abandoned["body"]["session"] == opened["body"]["session"]
+
+
 @pytest.mark.parametrize(("words", "code", "message"), [
     (["--operator", " ", "--reason", WHY, "--abandon"], 2, "operator= is required and must not be blank"),
     (["--operator", OPERATOR, "--reason", WHY, "--amend", "postcode", "--resume", "x:y"], 2,
@@ -352,7 +374,7 @@ def test_cli_bad_input_is_one_line(
 
 def test_cli_refusal_is_a_finding(gone: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     log, saga_id = gone
-    with RepairSession.open(log, saga_id, operator=OPERATOR, reason=WHY, lease_grace=0):
+    with RepairSession.open(log, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, lease_grace=0):
         code, _, err = _repair(capsys, log, saga_id, "--operator", "b@example.com", "--reason", WHY, "--abandon")
     assert code == 1 and "is being repaired or recovered by another process" in err
     missing = log.with_name("missing.wal")
@@ -369,7 +391,7 @@ async def test_graph_viz_and_ui_draw_the_repair_inert(wal: FileWAL) -> None:
     from agent_saga.ui import FileSource, reconstruct, to_dot, to_mermaid
 
     saga_id = await dead_onboarding(wal)
-    session = RepairSession.open(wal, saga_id, operator=OPERATOR, reason=WHY, clock=LATER)
+    session = RepairSession.open(wal, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     session.amend(postcode="SW1A 1AA", note="sly\x1b[2J\u202e")
     await session.resume(world.onboard, wal=wal)
     new_id = session.continued_as

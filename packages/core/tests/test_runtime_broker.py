@@ -96,7 +96,7 @@ def test_a_summary_is_admitted_only_on_what_its_spans_say() -> None:
     sid = broker.admit_summary('ACME bills 4200 EUR, "net 30, no discount"', [spans[3], spans[4]])
     assert sid == "s1"
     assert broker.summary(sid).receipts == (spans[3].receipt, spans[4].receipt)
-    with pytest.raises(SummaryRefused, match="the number 4300 is not in the summary's spans"):
+    with pytest.raises(SummaryRefused, match="the number 4300 EUR is not in the summary's spans"):
         broker.admit_summary("ACME bills 4300 EUR", [spans[3]])
     with pytest.raises(SummaryRefused, match="the quote 'net thirty' is not"):
         broker.admit_summary('terms are "net thirty"', [spans[4]])

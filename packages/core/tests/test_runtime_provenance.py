@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis_profiles import examples
 
 from agent_saga import (
     ContextBroker,
+    FileWAL,
     MemoryWAL,
     PreFlightGate,
     Provenance,
@@ -26,6 +29,7 @@ from agent_saga import (
     user_value,
 )
 from agent_saga.gate import Rule, tool_is
+from agent_saga.log import read_records
 from agent_saga.runtime import ProvenanceVerdict
 
 INVOICE = (
@@ -356,3 +360,96 @@ def test_the_engine_unwraps_tags_only_where_it_can_see_them() -> None:
         _ = Tagged().plain
     with pytest.raises(NotImplementedError):
         Tagged().claim()
+
+
+# -- issue 40 item 5: provenance matches on token boundaries, quantities whole, documents by origin ----------
+
+
+PAYEE = (
+    "Pay to account acct_97 at ACME Bank.\n\n"
+    "IBAN DE89 3704 0044 0532 0130 00, or DE89370400440532013000 written without spaces.\n\n"
+    "Total due: 4,200.00 EUR."
+)
+
+
+def _payee_check(value: Any, arg: str = "to") -> Any:
+    broker = ContextBroker()
+    spans = broker.add_document("payee", PAYEE)
+    policy = ProvenancePolicy().require("bank.pay", arg, Provenance.SOURCED)
+    span = next(s for s in spans if (str(value) if not isinstance(value, str) else value)[:4] in s.text)
+    return policy.check("bank.pay", {arg: sourced(value, span)}, broker=broker).arguments[arg]
+
+
+@pytest.mark.parametrize("forged", ["acct_9", "DE8937040044053201300", "DE89 3704 0044 0532 0130 0", "ACME Ban"])
+def test_an_identifier_is_not_sourced_from_a_longer_one(forged: str) -> None:
+    got = _payee_check(forged)
+    assert got.verified is Provenance.MODEL and "is not in the span" in got.reason
+
+
+@pytest.mark.parametrize("genuine", ["acct_97", "DE89370400440532013000", "DE89 3704 0044 0532 0130 00", "ACME Bank"])
+def test_an_identifier_is_sourced_from_itself(genuine: str) -> None:
+    assert _payee_check(genuine).verified is Provenance.SOURCED
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (4200, "x = 4200e-3 units"), (4200, "revenue: 4200 thousand EUR"), (4200, "revenue: 4200k EUR"),
+    (4200, "see invoice-4200"), (4200, "ref INV4200"), (4200, "order #4200"), (4.2, "Gesamt: 4.200 EUR"),
+    (4200, "Gesamt: 4.200 EUR"), (4200, "4.2E3 EUR"), (4200, "4200 million"),
+])
+def test_a_number_beside_an_exponent_a_scale_or_inside_an_identifier_is_another_quantity(
+    value: Any, text: str,
+) -> None:
+    broker = ContextBroker()
+    [span] = broker.add_document("doc", text)
+    policy = ProvenancePolicy().require("bank.pay", "amount", Provenance.SOURCED)
+    got = policy.check("bank.pay", {"amount": sourced(value, span)}, broker=broker).arguments["amount"]
+    assert got.verified is Provenance.MODEL, text
+
+
+def test_a_decimal_with_a_positive_exponent_is_refused_and_decimals_are_logged_by_value(tmp_path: Path) -> None:
+    broker = ContextBroker()
+    policy = ProvenancePolicy().require("bank.pay", "amount", Provenance.DERIVED)
+    rid = broker.add_request("refund the 5000 you charged")
+    forged = derived(Decimal("1E+4"), [user_value(5000, rid)], "round")  # the tool would get 10000
+    got = policy.check("bank.pay", {"amount": forged}, broker=broker).arguments["amount"]
+    assert got.verified is Provenance.MODEL and "positive exponent" in got.reason and "Decimal('1E+4')" in got.reason
+    honest = derived(Decimal("5000"), [user_value(5000, rid)], "round")
+    assert policy.check("bank.pay", {"amount": honest}, broker=broker).allowed
+    with FileWAL(tmp_path / "agent.wal") as wal, saga_scope(wal) as s:
+        s.execute(tool="bank.quote", semantics="REVERSIBLE", forward=lambda: None,
+                  args={"amount": Decimal("1E+4"), "fee": Decimal("4.20")})
+    [committed] = [r["body"] for r in read_records(tmp_path / "agent.wal") if r["type"] == "STEP_COMMITTED"]
+    assert committed["args"] == {"amount": "<Decimal 1E+4>", "fee": "<Decimal 4.20>"}
+
+
+def test_a_document_the_agent_shaped_cannot_source_its_own_payment() -> None:
+    broker = ContextBroker()
+    [invoice] = broker.add_document("erp-17", "Total due: 4,200.00 EUR.", origin="erp")
+    # The agent wrote a note through a tool; the tool's answer comes back as a document.
+    [echo] = broker.add_document("note-1", "Total due: 9,999.00 EUR.", origin="tool:crm.note")
+    policy = ProvenancePolicy().require("bank.pay", "amount", Provenance.SOURCED, from_origins={"erp"})
+    refused = policy.check("bank.pay", {"amount": sourced(9999, echo)}, broker=broker)
+    assert not refused.allowed
+    assert "document 'note-1' is from origin 'tool:crm.note', not from erp" in refused.reason
+    assert policy.check("bank.pay", {"amount": sourced(4200, invoice)}, broker=broker).allowed
+    # Derived from it: the same rule for its inputs.
+    rounded = derived(10000, [sourced(9999, echo)], "round")
+    assert not policy.check("bank.pay", {"amount": rounded}, broker=broker).allowed
+    # A policy that names no origin takes any document, as before.
+    assert ProvenancePolicy().require("bank.pay", "amount", Provenance.SOURCED).check(
+        "bank.pay", {"amount": sourced(9999, echo)}, broker=broker).allowed
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    token=st.from_regex(r"[A-Za-z][A-Za-z0-9_]{1,12}", fullmatch=True),
+    more=st.from_regex(r"[A-Za-z0-9_]{1,4}", fullmatch=True),
+    before=st.sampled_from(["", "to ", "(", "account: "]),
+    after=st.sampled_from(["", ".", " now", ")", ", then"]),
+)
+def test_an_identifier_is_sourced_only_whole(token: str, more: str, before: str, after: str) -> None:
+    broker = ContextBroker()
+    [span] = broker.add_document("doc", f"{before}{token}{more}{after}")
+    policy = ProvenancePolicy().require("bank.pay", "to", Provenance.SOURCED)
+    assert not policy.check("bank.pay", {"to": sourced(token, span)}, broker=broker).allowed
+    assert policy.check("bank.pay", {"to": sourced(token + more, span)}, broker=broker).allowed

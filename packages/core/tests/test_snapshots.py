@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from agent_saga import (
     ActionSemantics,
     Compensation,
     CompensationError,
+    CompensationRefused,
     ConfigurationError,
     FileWAL,
     MemoryWAL,
@@ -25,6 +27,7 @@ from agent_saga import (
 )
 from agent_saga.credentials import CredentialError
 from agent_saga.engine.snapshot import RESTORE_HANDLER, restore_snapshot
+from agent_saga.engine.undo import undo_of
 from agent_saga.log import read_records
 from agent_saga.snapshots import FileSnapshotStore, register_snapshot_store, unregister_snapshot_store
 
@@ -35,6 +38,11 @@ STATE: dict[str, Any] = {}
 def restore_state(captured: Any) -> None:
     STATE.clear()
     STATE.update(captured)
+
+
+@compensator("test_snapshots.other")
+def other_handler(captured: Any) -> None:
+    STATE["other_handler_got"] = captured
 
 
 @pytest.fixture
@@ -144,7 +152,7 @@ def test_the_restore_handler_treats_what_the_log_says_as_data(
     register_snapshot_store(store)
     digest = store.put("s1", b'{"a":1}')
     args = {"store": "file", "saga": "s1", "digest": digest, "restore": "test_snapshots.restore", **kwargs}
-    with pytest.raises(error, match=says.replace("(", r"\(")):
+    with pytest.raises(error, match=says.replace("(", r"\(")), undo_of("s1"):
         restore_snapshot(**args)
 
 
@@ -152,7 +160,7 @@ def test_a_tampered_blob_is_not_restored(store: FileSnapshotStore) -> None:
     register_snapshot_store(store)
     digest = store.put("s1", b'{"a":1}')
     (store.root / "s1" / digest).write_bytes(b'{"a":2}')
-    with pytest.raises(CompensationError, match="does not match its hash"):
+    with pytest.raises(CompensationError, match="does not match its hash"), undo_of("s1"):
         restore_snapshot(store="file", saga="s1", digest=digest, restore="test_snapshots.restore")
 
 
@@ -267,3 +275,86 @@ def test_a_stored_blob_that_no_longer_matches_its_hash_is_written_again(store: F
     (store.root / "s1" / digest).write_bytes(b'{"a":2}')
     assert store.put("s1", b'{"a":1}') == digest
     assert store.get("s1", digest) == b'{"a":1}'
+
+
+# -- issue 40 item 7: a snapshot is restored only for the saga (and the handler) it was taken for --------
+
+
+def _account_of_saga_a(wal: FileWAL, store: FileSnapshotStore) -> str:
+    """Saga A snapshots the account, then moves its balance to 0 and commits: that change stands."""
+    STATE.clear()
+    STATE.update({"balance": 100})
+    with saga_scope(wal, saga_id="saga-a") as a:
+        digest = a.snapshot("account", capture=lambda: dict(STATE), restore=restore_state, store=store)
+        STATE["balance"] = 0
+    return str(digest)
+
+
+def _forged(digest: str, saga: str = "saga-a", restore: str = "test_snapshots.restore") -> dict[str, Any]:
+    return {"handler": RESTORE_HANDLER,
+            "kwargs": {"store": "file", "saga": saga, "digest": digest, "restore": restore}}
+
+
+def test_a_forged_undo_in_another_saga_does_not_restore_its_snapshot(tmp_path: Path, store: FileSnapshotStore) -> None:
+    log = tmp_path / "saga.wal"
+    with FileWAL(log) as wal:
+        digest = _account_of_saga_a(wal, store)
+        # Saga B, the agent: a step whose undo names saga A's snapshot.
+        with pytest.raises(SagaAborted) as aborted, saga_scope(wal, saga_id="saga-b") as b:
+            b.execute(tool="note", semantics=ActionSemantics.COMPENSABLE, forward=lambda: "n1",
+                      compensate=lambda r: _forged(digest))
+            raise RuntimeError("the agent failed")
+    assert STATE == {"balance": 0}  # A's committed change stands
+    assert aborted.value.report is not None and not aborted.value.report.clean
+    records = [r for r in read_records(log) if r["saga"] == "saga-b"]
+    [failed] = [r["body"] for r in records if r["type"] == "COMPENSATION_FAILED"]  # refused once, not retried
+    assert "snapshot of saga 'saga-a' is not restored while saga 'saga-b' is compensated" in failed["error"]
+    assert failed["attempts"] == 1
+    assert [r["body"]["kind"] for r in records if r["type"] == "ESCALATED"] == ["compensation-failing"]
+
+
+def test_the_daemon_refuses_a_forged_restore_in_a_dead_saga(tmp_path: Path, store: FileSnapshotStore) -> None:
+    log = tmp_path / "saga.wal"
+    with FileWAL(log) as wal:
+        digest = _account_of_saga_a(wal, store)
+        # The agent writes its own log: saga B, dead, with one committed step whose undo is A's snapshot.
+        wal.append("SAGA_STARTED", "saga-b", {"name": "agent", "lease_ttl": 1.0})
+        wal.append("STEP_INTENT", "saga-b", {"tool": "note", "semantics": "COMPENSABLE", "op": "o1",
+                                             "args": {}, "compensation": None}, 1)
+        wal.append("STEP_COMMITTED", "saga-b", {"op": "o1", "compensation": {
+            **_forged(digest), "key": "key-1", "recoverable": True}}, 1)
+    with RecoveryDaemon(log, clock=lambda: time.time() + 3600) as daemon:
+        report = daemon.sweep()
+    assert STATE == {"balance": 0}
+    assert [(e.saga, e.kind) for e in report.new_escalations] == [("saga-b", "undo-refused")]
+    assert "is not restored while saga 'saga-b' is compensated" in report.new_escalations[0].detail
+
+
+def test_a_snapshot_is_restored_only_by_the_handler_it_was_taken_for(tmp_path: Path, store: FileSnapshotStore) -> None:
+    log = tmp_path / "saga.wal"
+    with FileWAL(log) as wal, pytest.raises(SagaAborted), saga_scope(wal, saga_id="saga-b") as b:
+        STATE.clear()
+        STATE.update({"balance": 100})
+        digest = b.snapshot("account", capture=lambda: dict(STATE), restore=restore_state, store=store)
+        STATE["balance"] = 0
+        # Its own snapshot, handed by a forged undo to another registered handler.
+        b.execute(tool="note", semantics=ActionSemantics.COMPENSABLE, forward=lambda: "n1",
+                  compensate=lambda r: _forged(digest, "saga-b", "test_snapshots.other"))
+        raise RuntimeError("the agent failed")
+    assert "other_handler_got" not in STATE
+    assert STATE == {"balance": 0}  # the rollback halted at the refused undo: a person decides the rest
+    [failed] = [r["body"] for r in read_records(log) if r["type"] == "COMPENSATION_FAILED"]
+    assert "was taken for restore handler 'test_snapshots.restore', not 'test_snapshots.other'" in failed["error"]
+    with undo_of("saga-b"):  # the undo its own step recorded still restores it
+        restore_snapshot(store="file", saga="saga-b", digest=digest, restore="test_snapshots.restore")
+    assert STATE == {"balance": 100}
+
+
+def test_a_snapshot_is_not_restored_outside_an_undo(store: FileSnapshotStore) -> None:
+    register_snapshot_store(store)
+    digest = store.put("s1", b'{"a":1}')  # a blob as written before the handler was stored with it
+    with pytest.raises(CompensationRefused, match="is not restored outside any undo"):
+        restore_snapshot(store="file", saga="s1", digest=digest, restore="test_snapshots.restore")
+    with undo_of("s1"):  # its own saga's undo: restored, by the handler its record names
+        restore_snapshot(store="file", saga="s1", digest=digest, restore="test_snapshots.restore")
+    assert STATE == {"a": 1}

@@ -53,6 +53,7 @@ VALUES: dict[str, Any] = {
     "origin": "probe",
     "reconcile": ReconcilePolicy(delay=0, attempts=1),
     "record_result": "shape",
+    "not_applied_on": (LookupError,),
 }
 
 

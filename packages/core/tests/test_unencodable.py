@@ -6,8 +6,10 @@ record (the flush that sealed it failed for every saga in the batch).
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
+import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
-from agent_saga import Compensation, FileWAL, SagaAborted, StepRefused, WALRefused, compensator, saga_scope
+from agent_saga import (
+    Compensation,
+    CompensationError,
+    ConfigurationError,
+    FileWAL,
+    SagaAborted,
+    StepRefused,
+    WALRefused,
+    compensator,
+    saga_scope,
+    tool,
+)
 from agent_saga.audit import verify_log
 from agent_saga.log.codec import seal
 from agent_saga.log.encodable import encodable, unencodable
@@ -54,6 +67,24 @@ def test_a_nan_argument_is_refused_at_the_door_and_the_log_serves_the_next_saga(
     assert verify_log(wal.path).ok
 
 
+def test_dates_times_and_uuids_are_logged_as_their_text_and_other_objects_by_type(wal: FileWAL) -> None:
+    class Stamp(datetime.datetime):
+        def isoformat(self, *_: object, **__: object) -> str:
+            raise AssertionError("the agent's code ran while the log was written")
+
+    when = datetime.datetime(2026, 12, 6, 10, 0, tzinfo=datetime.UTC)
+    with saga_scope(wal) as s:
+        s.execute(tool="book", forward=lambda: None, semantics="REVERSIBLE", args={
+            "when": when, "day": when.date(), "at": when.timetz(), "ref": uuid.UUID(int=5),
+            "client": object(), "stamp": Stamp(2026, 1, 1),
+        })
+    wal.barrier()
+    assert _body(wal, "STEP_COMMITTED")[0]["args"] == {
+        "when": "<datetime 2026-12-06T10:00:00+00:00>", "day": "<date 2026-12-06>", "at": "<time 10:00:00+00:00>",
+        "ref": "<UUID 00000000-0000-0000-0000-000000000005>", "client": "<object>", "stamp": "<Stamp>",
+    }
+
+
 @pytest.mark.parametrize(("args", "named"), [
     ({"a": [1, {"b": float("inf")}]}, "args.a[1].b is infinite"),
     ({"n": 10**5000}, "args.n is an int of"),
@@ -77,6 +108,53 @@ def test_a_container_holding_itself_is_refused() -> None:
         "args.self[0] contains itself: the log cannot hold a circular structure; pass a copy without the cycle"
     )
     assert encodable(looped) == {"x": 1, "self": ["<unencodable: circular>"]}
+
+
+def test_a_reversible_tool_named_with_a_lone_surrogate_is_refused_before_its_effect(wal: FileWAL) -> None:
+    # Issue 40 item 8: the name is checked at the door like the arguments. A REVERSIBLE step
+    # writes nothing before its call, so a name the log cannot hold used to surface only at
+    # the commit record: the effect ran and left no step record.
+    ran: list[str] = []
+    with pytest.raises(SagaAborted) as aborted:
+        with saga_scope(wal) as s:
+            s.execute(tool="pay\ud800", forward=lambda: ran.append("pay"), semantics="REVERSIBLE")
+    assert ran == []
+    cause = aborted.value.cause
+    assert isinstance(cause, StepRefused) and cause.rule == "unencodable"
+    assert "the tool's name holds a lone surrogate ('\\ud800' at index 3)" in str(cause)
+    assert "\n" not in str(cause)
+    assert aborted.value.report.clean
+    saga = aborted.value.report.saga_id
+    wal.barrier()
+    assert [r["type"] for r in wal.records() if r["saga"] == saga and r.get("step") == 1] == ["STEP_REFUSED"]
+    assert _body(wal, "STEP_REFUSED", saga)[0]["tool"] == "pay\\ud800"  # shown as marked text
+    assert wal.broken is None and verify_log(wal.path).ok
+
+
+def test_a_tool_declared_with_a_name_the_log_cannot_hold_is_refused_when_declared() -> None:
+    # Checked once, at decoration: the wrapped tool's calls never reach the door with it.
+    with pytest.raises(CompensationError, match=r"name holds a lone surrogate .* pass valid Unicode text"):
+        @tool(name="pay\udc80", semantics="REVERSIBLE")
+        def pay() -> None: ...
+
+
+@pytest.mark.parametrize(("scope", "named"), [
+    ({"saga_id": "trip\udc80"}, "saga_id holds a lone surrogate"),
+    ({"name": "trip\udc80"}, "name= holds a lone surrogate"),
+    ({"tags": {"ok", "bill\udc80"}}, "tags= holds a lone surrogate"),
+])
+def test_a_saga_named_with_a_lone_surrogate_is_refused_before_it_starts(
+    wal: FileWAL, scope: dict[str, Any], named: str
+) -> None:
+    ran: list[str] = []
+    with pytest.raises(ConfigurationError) as refused:
+        with saga_scope(wal, **scope) as s:
+            s.execute(tool="pay", forward=lambda: ran.append("pay"), semantics="REVERSIBLE")
+    assert named in str(refused.value) and "pass valid Unicode text" in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert ran == []
+    wal.barrier()
+    assert list(wal.records()) == [] and wal.broken is None
 
 
 @pytest.fixture

@@ -11,9 +11,12 @@ the process that reads the log (the recovery daemon)::
 
 It lives beside the trusted approver keys (:func:`agent_saga.gate.host.config_dir`, so
 ``AGENT_SAGA_HOST_ROOT`` re-roots it for tests) and, like them, is configuration only its
-owner changes. Because what it names is run by whoever reads it (often root), it is
-trusted only when the file and its directory are owned by root or by the reading user and
-writable by nobody else; otherwise reading it fails with the one-line fix.
+owner changes. Because what it names is run by whoever reads it (often root), it is read
+by the host's one trust-list reader (:func:`agent_saga.gate.host.read_host_list`, the rule
+the approver and operator keys and the passkeys are held to): the file, its directory and
+every directory above owned by root or by the reading user, the file and its directory
+writable by nobody else, a symlink judged by where it leads; otherwise reading it fails with
+the one-line fix.
 """
 
 from __future__ import annotations
@@ -21,14 +24,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent_saga import ConfigurationError
-from agent_saga.gate.host import config_dir
+from agent_saga.gate.host import config_dir, read_host_list
 
 __all__ = ["SERVERS_FILE", "ServerEntry", "load_servers", "name_for", "servers_path", "valid_name"]
 
@@ -58,22 +60,6 @@ def valid_name(value: object) -> bool:
     return isinstance(value, str) and _NAME.match(value) is not None
 
 
-def _check_owner(path: Path, what: str) -> None:
-    """Refuse ``path`` unless root or this user owns it and nobody else may write it."""
-    info = path.stat()
-    me = os.geteuid()
-    if info.st_uid not in (0, me):
-        raise ConfigurationError(
-            f"{what} {path} is owned by uid {info.st_uid}, not by root or by this user (uid {me}): whoever owns "
-            f"it chooses the programs this process starts; chown root {path}"
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigurationError(
-            f"{what} {path} is writable by group or others (mode {stat.S_IMODE(info.st_mode):o}): anyone who can "
-            f"write it chooses the programs this process starts; chmod go-w {path}"
-        )
-
-
 def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, ServerEntry]:
     """The configured servers by name (default file: :func:`servers_path`); none if the file does not exist.
 
@@ -82,13 +68,11 @@ def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, Server
     """
     file = Path(path) if path is not None else servers_path()
     try:
-        _check_owner(file.parent, "the directory of")
-        _check_owner(file, "the MCP server list")
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        text = read_host_list(file, "the MCP servers listed in")
+    except ValueError as err:
+        raise ConfigurationError(str(err)) from None
+    if text is None:
         return {}
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigurationError(f"cannot read the MCP server list {file}: {err}") from None
     try:
         data = json.loads(text)
     except ValueError as err:

@@ -56,6 +56,16 @@ class CompensationRefused(CompensationError):
     """
 
 
+class CompensationUnproven(CompensationError):
+    """The undo's system answered that it was done, without a proof this reader trusts.
+
+    A remote service's "compensated" counts only with a receipt signed by its token key
+    (``agent_saga.distributed``); a bare answer is reported-but-unproven: the undo is not
+    counted as done, and a person is asked (the recovery daemon escalates it as
+    ``compensation-unproven`` and dead-letters its saga at once).
+    """
+
+
 class NotApplied(SagaError):
     """Raise from a tool to state that its effect certainly did not happen.
 

@@ -5,7 +5,8 @@ public key)>`` verifies; the id is the first 4 bytes of SHA-256(name || 0x0A || 
 public key). Signed checkpoints (``audit.signing``) and signed approval decisions
 (``approvals._authority``) both use these keys, so the format lives here, once, below both;
 so does :func:`read_host_list`, the one reader of the host's trust lists (approver keys,
-operator keys, passkeys), which the log's attestation check needs as much as approvals do;
+operator keys, passkeys, the MCP servers) with their one rule, which the log's attestation
+check needs as much as approvals do;
 and :func:`approver_name`, the rule for the name a key is held by, which an operator's repair
 (``recovery``) applies as much as an approval does.
 Needs ``cryptography``, imported on use.
@@ -95,25 +96,83 @@ def verifier_keys(lines: Iterable[str], location: str) -> dict[str, bytes]:
 
 
 def read_host_list(file: Path, what: str) -> str | None:
-    """The text of one of the host's trust lists (approver keys, operator keys, passkeys); None if absent.
+    """The text of one of the host's trust lists (approver keys, operator keys, passkeys, MCP servers); None if absent.
 
-    ValueError when the list cannot be read, or when group or others may write it or its
-    directory (a sticky directory excepted): whoever can add a line to it is trusted.
+    One rule for every list, whoever reads it: the list, its directory and every directory
+    above are owned by root or by the reading user; the list and its directory are writable
+    by nobody else, a sticky directory included (there anyone may create the list while it
+    is absent). A symlink counts as the file it leads to: that file and the directories of
+    every link on the way are held to the same rule. ValueError naming the place and the fix
+    otherwise, or when the list cannot be read: whoever can change a list is trusted by it.
     """
+    me = os.geteuid()
     try:
-        text = file.read_text(encoding="utf-8")
-        modes = [(place, place.stat().st_mode) for place in (file, file.parent)]
+        target, holders = _followed(file)
+        own = {holders[0], *holders[0].parents}
+        linked = f" (where {file} leads)"
+        for holder in holders:
+            for place in (holder, *holder.parents):
+                _kept(place, os.stat(place), file, what, me, strict=place == holder,
+                      via="" if place in own else linked)
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as err:
+    except OSError as err:
         raise ValueError(f"cannot read {what} {file}: {err}") from None
-    for place, mode in modes:
-        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not (place.is_dir() and mode & stat.S_ISVTX):
-            raise ValueError(
-                f"{what} {file} are refused: {place} is writable by group or others "
-                f"(mode {stat.S_IMODE(mode):o}), so anyone could add to them; chmod go-w {place}"
-            )
-    return text
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{what} {file} are refused: {target} is not a regular file")
+        _kept(target, info, file, what, me, strict=True, via=linked if len(holders) > 1 else "")
+        with os.fdopen(fd, "rb", closefd=False) as stream:
+            data = stream.read()
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {file}: {err}") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"cannot read {what} {file}: {err}") from None
+
+
+_MAX_LINKS = 40  # as the kernel's own limit on a path's symlinks (ELOOP)
+
+
+def _followed(file: Path) -> tuple[Path, list[Path]]:
+    """Where ``file`` leads after every symlink, and each directory holding a link on the way or the file.
+
+    FileNotFoundError when the file (or a link's target) does not exist.
+    """
+    path = Path(os.path.abspath(file))
+    holders: list[Path] = []
+    for _ in range(_MAX_LINKS):
+        parent = Path(os.path.realpath(path.parent))
+        path = parent / path.name
+        holders.append(parent)
+        if not stat.S_ISLNK(os.lstat(path).st_mode):
+            return path, holders
+        path = parent / os.readlink(path)
+    raise OSError(f"more than {_MAX_LINKS} symlinks")
+
+
+def _kept(place: Path, info: os.stat_result, file: Path, what: str, me: int, *, strict: bool, via: str) -> None:
+    """Refuse ``place`` unless root or ``me`` owns it and nobody else may write it.
+
+    A directory above the list's own may be sticky (like /tmp): there nobody but its owner and
+    root can move an entry owned by root or by the reader, and that entry is checked too.
+    """
+    if info.st_uid not in (0, me):
+        raise ValueError(
+            f"{what} {file} are refused: {place} is owned by uid {info.st_uid}, not by root or by this user "
+            f"(uid {me}), so its owner could change them{via}; chown root {place}"
+        )
+    mode = info.st_mode
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and (strict or not mode & stat.S_ISVTX):
+        raise ValueError(
+            f"{what} {file} are refused: {place} is writable by group or others "
+            f"(mode {stat.S_IMODE(mode):o}), so anyone could add to them{via}; chmod go-w {place}"
+        )
 
 
 ANONYMOUS = (

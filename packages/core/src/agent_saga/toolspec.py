@@ -24,6 +24,7 @@ from agent_saga.engine.saga import Saga
 from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.engine.tagged import untag
 from agent_saga.errors import BoundaryRequired, CompensationError
+from agent_saga.log.encodable import name_problem
 from agent_saga.semantics import ActionSemantics
 
 __all__ = ["SPEC_ATTR", "ToolSpec", "awaited_by_caller", "hold_back", "signature_of"]
@@ -131,6 +132,10 @@ class ToolSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise CompensationError(f"a tool needs a non-empty name, got {self.name!r}")
+        # Checked once here, not per call: every step of this tool is recorded under the name.
+        unfit = name_problem(self.name, "a tool's name")
+        if unfit is not None:
+            raise CompensationError(unfit)
         if not isinstance(self.options, StepOptions):
             raise TypeError(f"ToolSpec.options must be StepOptions, got {type(self.options).__name__}")
 

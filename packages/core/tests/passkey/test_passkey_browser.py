@@ -104,15 +104,17 @@ class World:
             # Chrome's authenticator takes the first algorithm offered (Ed25519 here): offer only
             # ``algorithm`` by editing the options on their way to the page; the server still checks.
             def only(route: Route) -> None:
-                options = route.fetch().json()
-                options["pubKeyCredParams"] = [{"type": "public-key", "alg": algorithm}]
-                route.fulfill(json=options)
+                issued = route.fetch().json()
+                issued["options"]["pubKeyCredParams"] = [{"type": "public-key", "alg": algorithm}]
+                route.fulfill(json=issued)
 
             self.page.route("**/api/register/options", only)
         self.page.goto(self.server.url)
         self.page.fill("#approver", approver)
         self.page.click("#register")
-        self.page.wait_for_selector("#enrol:not([hidden])")
+        self.page.wait_for_selector("#enrol:not([hidden]), #error:not([hidden])")
+        error = self.page.locator("#error")
+        assert error.is_hidden(), error.inner_text()
         assert "registered on this host" in self.page.inner_text("#enrol")
 
     def approve(self, saga: str) -> str:
@@ -280,3 +282,68 @@ def test_deny_with_passkey_refuses_the_step_and_the_log_says_who(world: World) -
     assert not world.records("APPROVAL_GRANTED", "saga-no")
     stored = world.store.get(entry.id)
     assert stored is not None and stored.status is Status.DENIED
+
+
+def test_an_action_changed_while_the_person_reads_is_refused_not_signed(world: World) -> None:
+    """The agent shows the person amount 5, then puts back the 5000 its step sends before the click.
+
+    The page sends the digest it showed; the server refuses (409, "changed while you were
+    reading") instead of asking the passkey to sign the store's action of the moment.
+    """
+    world.register()
+    agent = Agent(world, "saga-swap", 5000)
+    entry = world.pending("saga-swap")
+    world.store.update(entry.id, lambda e: e.replace(args={**e.args, "amount": 5}))
+    page = world.page
+    page.goto(world.page_url)
+    page.click("#pending button:has-text('saga saga-swap,')")
+    page.wait_for_selector("#action:not([hidden])")
+    assert page.locator("#a-args td").all_inner_texts()[:2] == ["amount", "5"]
+    shown = page.inner_text("#a-digest")
+    # The page is loaded and read; the agent puts back the amount its step will send.
+    world.store.update(entry.id, lambda e: e.replace(args={**e.args, "amount": 5000}))
+    answers: list[int] = []
+    page.on("response", lambda r: answers.append(r.status) if "/api/requests/" in r.url else None)
+    page.click("#approve")
+    page.wait_for_selector("#status:not(:empty), #error:not([hidden])")
+    assert page.locator("#error").is_visible(), f"signed and {page.inner_text('#status')}"
+    assert "changed while you were reading: look again" in page.inner_text("#error")
+    assert 409 in answers
+    # The page shows the action again, as it is now: the amount the step sends, another digest.
+    assert page.locator("#a-args td").all_inner_texts()[:2] == ["amount", "5000"]
+    assert page.inner_text("#a-digest") != shown
+    stored = world.store.get(entry.id)
+    assert stored is not None and stored.status is Status.PENDING and stored.passkey is None
+    # Having looked again, the person denies it.
+    assert "denied by risk@corp" in world.deny("saga-swap", "not 5000")
+    assert agent.finish() == "refused"
+    assert world.effects_of("saga-swap") == 0
+    assert not world.records("APPROVAL_GRANTED", "saga-swap")
+
+
+def test_a_registration_asked_for_under_the_same_name_does_not_void_the_first(world: World) -> None:
+    """Any local process can ask for registration options under a person's name, with the page's Origin.
+
+    Between the person's options and their answer, a process asks under ``risk@corp`` too; the
+    person's registration still completes, since each challenge is held under the page's own session.
+    """
+    import http.client
+    import json
+
+    intruded: list[int] = []
+
+    def intrude(route: Route) -> None:
+        port = world.server.server_address[1]
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/api/register/options", body=json.dumps({"approver": "risk@corp"}),
+                     headers={"Host": f"localhost:{port}", "Origin": world.server.origin,
+                              "Content-Type": "application/json"})
+        intruded.append(conn.getresponse().status)
+        conn.close()
+        route.continue_()
+
+    world.page.route("**/api/register", intrude)
+    world.register()
+    assert intruded == [200]
+    (registered,) = PasskeyCredentials.load().credentials.values()
+    assert registered.approver == "risk@corp"

@@ -13,7 +13,13 @@ import pytest
 from soft_authenticator import SoftAuthenticator
 
 from agent_saga import ConfigurationError, FileApprovalStore
-from agent_saga.approvals import Status, passkey_challenge, passkey_denial_challenge, trust_passkey
+from agent_saga.approvals import (
+    ApprovalEntry,
+    Status,
+    passkey_challenge,
+    passkey_denial_challenge,
+    trust_passkey,
+)
 from agent_saga.approvals._entry import new_entry
 from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.engine.ports import StepRequest
@@ -82,7 +88,7 @@ def test_a_post_from_another_origin_or_not_json_is_refused(server: ApprovalsServ
                 {"Origin": server.origin, "Content-Type": "text/plain"})[0] == 415
     status, _, options = call(server, "POST", "/api/register/options", body, {"Origin": server.origin})
     assert status == 200
-    created = json.loads(options)
+    created = json.loads(options)["options"]
     # UV required; only Ed25519 (-8) and ES256 (-7) offered.
     assert created["authenticatorSelection"]["userVerification"] == "required"
     assert sorted(p["alg"] for p in created["pubKeyCredParams"]) == [-8, -7]
@@ -100,7 +106,8 @@ def test_the_action_is_served_inert_with_the_digest_the_passkey_signs(server: Ap
     action = json.loads(raw)
     assert action["args"] == [["amount", "100"], ["memo", "pay \\u202eevil"]]
     assert action["digest"] == passkey_digest(asked, asked.deadline)
-    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/options", {}, {"Origin": server.origin})
+    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/options", {"digest": action["digest"]},
+                              {"Origin": server.origin})
     requested = json.loads(options)
     assert status == 200 and requested["userVerification"] == "required"
     assert base64.urlsafe_b64decode(requested["challenge"] + "==").hex() == action["digest"]
@@ -150,31 +157,64 @@ def test_an_enrolling_server_takes_a_registration_only_with_its_token(tmp_path: 
         s.server_close()
 
 
-def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: ApprovalsServer) -> None:
-    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": 100}, frozenset())
+def pending_refund(server: ApprovalsServer, amount: int) -> tuple[ApprovalEntry, SoftAuthenticator]:
+    """A refund of ``amount`` waiting in the server's store, and a registered authenticator to decide it."""
+    step = StepRequest("saga-1", 1, "refund", ActionSemantics.IRREVERSIBLE, {"amount": amount}, frozenset())
     asked = new_entry(ApprovalRequest(step, "refunds", "r"), 4_000_000_000.0, 60.0, ((("@o",), 0.0),))
     server.store.create(asked)
     authenticator = SoftAuthenticator(origin=server.origin)
     trust_passkey(authenticator.registered().to_line())
+    return asked, authenticator
+
+
+def test_a_denial_is_signed_over_its_own_digest_with_a_bounded_note(server: ApprovalsServer) -> None:
+    asked, authenticator = pending_refund(server, 100)
     origin = {"Origin": server.origin}
     note = "wrong account"
-    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/deny-options", {"note": note}, origin)
+    shown = passkey_digest(asked, asked.deadline)
+    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/deny-options",
+                              {"note": note, "digest": shown}, origin)
     challenge = base64.urlsafe_b64decode(json.loads(options)["challenge"] + "==")
     assert status == 200 and challenge == passkey_denial_challenge(asked, asked.deadline, note)
     # A note past the bound: one line saying what to do, and nothing decided.
-    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": "x" * 501, "credential": {}},
-                           origin)
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny",
+                           {"note": "x" * 501, "credential": {}, "digest": shown}, origin)
     assert status == 400 and b"at most 500 characters" in body
     # An approval's assertion posted as a denial is refused here already; the request stays pending.
     grant = authenticator.assertion(passkey_challenge(asked, asked.deadline))
-    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": "", "credential": grant},
-                           origin)
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny",
+                           {"note": "", "credential": grant, "digest": shown}, origin)
     assert status == 403 and b"not made to deny" in body
     assert server.store.get(asked.id).status is Status.PENDING  # type: ignore[union-attr]
     denial = authenticator.assertion(challenge)
-    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny", {"note": note, "credential": denial},
-                           origin)
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/deny",
+                           {"note": note, "credential": denial, "digest": shown}, origin)
     assert status == 200 and json.loads(body)["approver"] == "risk@corp"
     stored = server.store.get(asked.id)
     assert stored is not None and stored.status is Status.DENIED and stored.note == note
     assert stored.passkey == denial
+
+
+def test_an_action_changed_after_the_page_showed_it_is_refused_with_409(server: ApprovalsServer) -> None:
+    """The digest the page showed comes with every passkey request; another digest is a 409, never a challenge."""
+    asked, authenticator = pending_refund(server, 5)
+    origin = {"Origin": server.origin}
+    shown = json.loads(call(server, "GET", f"/api/requests/{asked.id}")[2])["digest"]
+    for kind in ("options", "deny-options"):
+        status, _, body = call(server, "POST", f"/api/requests/{asked.id}/{kind}", {}, origin)
+        assert status == 400 and b"send the digest the page showed" in body
+    # The agent edits its entry after the page loaded: the digest shown is no longer the entry's.
+    server.store.update(asked.id, lambda e: e.replace(args={"amount": 5000}))
+    for kind in ("options", "deny-options"):
+        status, _, body = call(server, "POST", f"/api/requests/{asked.id}/{kind}", {"digest": shown}, origin)
+        assert status == 409 and b"changed while you were reading: look again" in body and b"challenge" not in body
+    # An assertion the agent made the person sign for 5000 (say, through an old page) is refused too.
+    now = passkey_digest(server.store.get(asked.id), asked.deadline)  # type: ignore[arg-type]
+    edited = authenticator.assertion(bytes.fromhex(now))
+    status, _, body = call(server, "POST", f"/api/requests/{asked.id}/approve",
+                           {"credential": edited, "digest": shown}, origin)
+    assert status == 409 and b"changed while you were reading" in body
+    assert server.store.get(asked.id).status is Status.PENDING  # type: ignore[union-attr]
+    # Looked at again, the new digest is asked to sign exactly what is shown.
+    status, _, options = call(server, "POST", f"/api/requests/{asked.id}/options", {"digest": now}, origin)
+    assert status == 200 and base64.urlsafe_b64decode(json.loads(options)["challenge"] + "==").hex() == now

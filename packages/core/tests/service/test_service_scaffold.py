@@ -206,3 +206,19 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "cannot name a Python package" in err and "would shadow the module 'json'" in err
     assert "already exists and is not an empty directory" in err
     assert (tmp_path / "taken" / "notes.txt").read_text() == "mine"
+
+
+def test_doctor_after_the_demo_warns_on_this_machine_and_blocks_a_deployment(tmp_path: Path) -> None:
+    demo = subprocess.run([*CLI, "demo"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, check=False)
+    assert demo.returncode == 0, demo.stderr
+    here = subprocess.run([*CLI, "doctor", "--json"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+                          check=False)
+    assert here.returncode == 0, here.stdout  # a warning, not a blocker, where the demo just ran
+    (log,) = [f for f in json.loads(here.stdout)["findings"] if f["check"] == "log"]
+    assert log["level"] == "WARNING" and "agent-saga doctor --deploy" in log["fix"]
+    for flags in (["--deploy"], ["--replicas", "2"]):
+        deploy = subprocess.run([*CLI, "doctor", "--json", *flags], cwd=tmp_path, env=clean_env(),
+                                capture_output=True, text=True, check=False)
+        assert deploy.returncode == 1, flags
+        (log,) = [f for f in json.loads(deploy.stdout)["findings"] if f["check"] == "log"]
+        assert log["level"] == BLOCKER and log["message"].startswith("no saga log is chosen"), flags

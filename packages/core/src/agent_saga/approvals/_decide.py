@@ -17,8 +17,9 @@ from typing import Literal
 
 from agent_saga.approvals._authority import SigningKey, approver_name
 from agent_saga.approvals._entry import SHORT_ID, ApprovalEntry, Status
-from agent_saga.approvals._errors import ApprovalNotPending
+from agent_saga.approvals._errors import ApprovalNeedsPasskey, ApprovalNotPending
 from agent_saga.approvals._evidence import decision_body, decision_type, iso, log_key, mark_logged
+from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.approvals._store import ApprovalStore, find
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
@@ -44,7 +45,8 @@ def decide(
     """Approve, deny or break-glass the request ``ref`` (its id or a unique prefix); return it decided.
 
     ``key`` signs the decision; a grant (approve, break-glass) without one is
-    refused, since no gateway would act on it. Raises ConfigurationError for a
+    refused, since no gateway would act on it, and so is any grant of a request that needs
+    a passkey (ApprovalNeedsPasskey, a ConfigurationError naming the page). Raises ConfigurationError for a
     missing, blank or invisible approver name, a grant without a key or a
     break-glass without a note; ApprovalNotFound for an unknown or ambiguous id;
     ApprovalNotPending when it was already decided or has expired;
@@ -53,6 +55,14 @@ def decide(
     if verdict not in _STATUS:
         raise ConfigurationError(f"verdict must be one of {sorted(_STATUS)}, got {verdict!r}")
     approver = approver_name(approver)
+    entry = find(store, ref)
+    if entry.passkey_required and verdict != "deny":
+        # Before any key matters: no key-signed grant counts here, so none is asked for.
+        raise ApprovalNeedsPasskey(
+            f"request {entry.id[:SHORT_ID]} needs a passkey (rule {entry.rule}): {verdict} it on the page "
+            f"`agent-saga approvals serve` opens, where it signs action sha256:{passkey_digest(entry, entry.deadline)}; "
+            "a key-signed grant is refused by the waiting gateway (deny works here)"
+        )
     if key is None and verdict != "deny":
         raise ConfigurationError(
             f"a grant must be signed with the approver's key (key=SigningKey.load(...)): an unsigned "
@@ -63,7 +73,6 @@ def decide(
             "break-glass needs --note saying why the normal approval could not wait: it is reviewed afterwards"
         )
     status = _STATUS[verdict]
-    entry = find(store, ref)
     now = clock()
     logged_as = log_key("decided", wal) if wal is not None else None
 

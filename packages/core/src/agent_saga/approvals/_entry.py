@@ -86,6 +86,10 @@ class ApprovalEntry:
     #: A passkey grant's or denial's WebAuthn assertion (``PublicKeyCredential.toJSON()``), checked
     #: by the gateway (agent_saga.approvals._passkey); None for every other decision.
     passkey: dict[str, Any] | None = None
+    #: Whether the gateway that asked requires a passkey grant (its policy). A hint for the people
+    #: and tools reading the store (the notice, ``approvals approve``), never a check: the store is
+    #: the agent's to write, and the gateway decides from its own policy.
+    passkey_required: bool = False
 
     @property
     def decided(self) -> bool:
@@ -103,8 +107,10 @@ class ApprovalEntry:
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        # "passkey" only when there is one: a store entry without it reads as it always did.
-        passkey = {} if self.passkey is None else {"passkey": self.passkey}
+        # "passkey" (and "passkey_required") only when there is one: an entry without reads as it always did.
+        passkey: dict[str, Any] = {} if self.passkey is None else {"passkey": self.passkey}
+        if self.passkey_required:
+            passkey["passkey_required"] = True
         return {
             "version": _VERSION,
             "id": self.id, "saga_id": self.saga_id, "step": self.step, "tool": self.tool,
@@ -144,6 +150,7 @@ class ApprovalEntry:
                 signer=None if data.get("signer") is None else str(data["signer"]),
                 signature=None if data.get("signature") is None else str(data["signature"]),
                 passkey=None if data.get("passkey") is None else dict(data["passkey"]),
+                passkey_required=data.get("passkey_required") is True,
             )
         except (KeyError, TypeError) as err:
             raise ValueError(f"malformed approval request: {err!r}") from err

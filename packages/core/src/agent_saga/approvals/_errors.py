@@ -6,11 +6,12 @@ into a refusal): an approval path that broke must never let the action through.
 
 from __future__ import annotations
 
-from agent_saga.errors import SagaError
+from agent_saga.errors import ConfigurationError, SagaError
 
 __all__ = [
     "ApprovalError",
     "ApprovalExpired",
+    "ApprovalNeedsPasskey",
     "ApprovalNotAuthenticated",
     "ApprovalNotFound",
     "ApprovalNotPending",
@@ -44,6 +45,10 @@ class NotificationFailed(ApprovalError):
 
 class ApprovalNotFound(ApprovalError, LookupError):
     """No request matches the id or prefix given, or the prefix matches several."""
+
+
+class ApprovalNeedsPasskey(ApprovalError, ConfigurationError):
+    """A grant asked for where the request needs a passkey: only the passkey page can give it."""
 
 
 class ApprovalNotPending(ApprovalError):

@@ -163,6 +163,8 @@ class ApprovalGateway:
         wal = self.wal if self.wal is not None else default_wal()
         store = self.store
         fresh = new_entry(request, self.clock(), self.policy.timeout, self._levels)
+        if self.policy.needs_passkey(fresh.rule):
+            fresh = fresh.replace(passkey_required=True)  # what the notice and `approvals approve` go by
         entry = fresh
         # What the log already says about this request; the store is the agent's to edit.
         past: Remembered = yield Call(partial(_read_log, wal, fresh.saga_id, fresh.id), {})

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TextIO, runtime_checkable
 from agent_saga.approvals._authority import action_digest
 from agent_saga.approvals._entry import SHORT_ID, ApprovalEntry
 from agent_saga.approvals._errors import NotificationFailed
+from agent_saga.approvals._passkey import passkey_digest
 from agent_saga.errors import ConfigurationError
 from agent_saga.inert import inert, inert_value
 from agent_saga.redaction import remember_secret, scrub_text
@@ -53,12 +54,26 @@ class Notification:
         head = inert(" ".join(self.targets))
         again = f" (escalated, level {self.level + 1})" if self.level else ""
         short = inert(e.id[:SHORT_ID])
+        if e.passkey_required:
+            how = (f"approving needs a passkey and signs action sha256:{self.digest} (this request, its arguments, "
+                   "rule and deadline)\n"
+                   f"approve on the page `agent-saga approvals serve` opens   (or: agent-saga approvals deny {short} "
+                   "--approver WHO --note WHY)")
+        else:
+            how = (f"approving signs action sha256:{self.digest} (this request, its reason and arguments)\n"
+                   f"agent-saga approvals approve {short} --approver WHO --note WHY   (or: deny {short} ...)")
         return (
             f"{head} approval needed{again}: {inert(e.tool)} -- {inert(e.reason)} (rule {inert(e.rule)})\n"
             f"saga {inert(e.saga_id)} step {e.step}; {args}; expires in {left:.0f}s, then it is denied\n"
-            f"approving signs action sha256:{action_digest(e)} (this request, its reason and arguments)\n"
-            f"agent-saga approvals approve {short} --approver WHO --note WHY   (or: deny {short} ...)"
+            + how
         )
+
+    @property
+    def digest(self) -> str:
+        """The action digest an approval signs: the passkey's challenge where one is required (the page
+        shows the same), else the one a key signs (``approvals list`` shows the same)."""
+        e = self.entry
+        return passkey_digest(e, e.deadline) if e.passkey_required else action_digest(e)
 
     def payload(self) -> dict[str, Any]:
         e = self.entry
@@ -67,7 +82,8 @@ class Notification:
             "agent_saga": {
                 "event": self.kind, "request": e.id, "level": self.level, "targets": list(self.targets),
                 "saga": e.saga_id, "step": e.step, "tool": e.tool, "rule": e.rule, "reason": e.reason,
-                "args": e.args, "deadline": e.deadline, "action": action_digest(e),
+                "args": e.args, "deadline": e.deadline, "action": self.digest,
+                "passkey_required": e.passkey_required,
             },
         }
 

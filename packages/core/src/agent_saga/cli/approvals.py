@@ -186,6 +186,7 @@ def _run_list(args: argparse.Namespace) -> int:
     from agent_saga.approvals import Status
     from agent_saga.approvals._authority import action_digest
     from agent_saga.approvals._entry import short_ids
+    from agent_saga.approvals._passkey import passkey_digest
     from agent_saga.gate import StoreUnavailable
 
     store = _open_store(args)
@@ -209,8 +210,14 @@ def _run_list(args: argparse.Namespace) -> int:
         if not reason_signed:
             reason += " (unsigned)"
         print(f"  [{status}] {inert(e.tool)} -- {reason} (rule {inert(e.rule)}, id {inert(shown[e.id])})")
-        print(f"        signs action sha256:{action_digest(e)} = saga {inert(e.saga_id)}, step {e.step} "
-              f"({inert(e.semantics)}), the line above, the arguments below")
+        if e.passkey_required:
+            # The digest the page shows and the passkey signs: one digest wherever this request is shown.
+            print(f"        needs a passkey (approve on the page `agent-saga approvals serve` opens): signs action "
+                  f"sha256:{passkey_digest(e, e.deadline)} = saga {inert(e.saga_id)}, step {e.step}, the tool, "
+                  "the arguments below, the rule and the deadline")
+        else:
+            print(f"        signs action sha256:{action_digest(e)} = saga {inert(e.saga_id)}, step {e.step} "
+                  f"({inert(e.semantics)}), the line above, the arguments below")
         if e.decided:
             who = inert(e.approver or "agent-saga") + signed
             print(f"        {who}: {inert(e.note)}" if e.note else f"        {who}")
@@ -243,6 +250,7 @@ def _authenticity(entry: Any) -> tuple[str, bool]:
 def _run_decide(args: argparse.Namespace) -> int:
     from agent_saga.approvals import ApprovalNotFound, ApprovalNotPending, SigningKey, decide
     from agent_saga.approvals._authority import action_digest, approver_name
+    from agent_saga.approvals._errors import ApprovalNeedsPasskey
     from agent_saga.errors import ConfigurationError, WALError
     from agent_saga.gate import StoreUnavailable
 
@@ -250,10 +258,19 @@ def _run_decide(args: argparse.Namespace) -> int:
         approver = approver_name(args.approver)
         if args.verdict == "break-glass" and not args.note.strip():
             raise ConfigurationError("break-glass needs --note saying why the normal approval could not wait")
-        # A denial needs no key (it can only stop the step), but is signed when there is one.
-        key = SigningKey.load(args.key) if args.verdict != "deny" or _key_exists(args.key) else None
     except ConfigurationError as err:
         raise CliError(f"refused: {err}", EXIT_USAGE) from None
+    # A denial needs no key (it can only stop the step), but is signed when there is one. A key
+    # that cannot be loaded is reported once the request is known: one that needs a passkey is
+    # refused for that, whatever the key.
+    key: SigningKey | None = None
+    no_key: ConfigurationError | None = None
+    try:
+        key = SigningKey.load(args.key) if args.verdict != "deny" or _key_exists(args.key) else None
+    except ConfigurationError as err:
+        if args.verdict == "deny":
+            raise CliError(f"refused: {err}", EXIT_USAGE) from None
+        no_key = err
     store = _open_store(args)
     wal = None
     # Only a log someone chose: unlike the reading verbs, never ./agent-saga.wal by default.
@@ -267,8 +284,10 @@ def _run_decide(args: argparse.Namespace) -> int:
         raise CliError(str(err), EXIT_USAGE) from None
     except ApprovalNotPending as err:
         raise CliError(str(err), EXIT_FINDING) from None
+    except ApprovalNeedsPasskey as err:
+        raise CliError(f"refused: {err}", EXIT_USAGE) from None
     except ConfigurationError as err:
-        raise CliError(str(err), EXIT_USAGE) from None
+        raise CliError(f"refused: {no_key}" if no_key is not None else str(err), EXIT_USAGE) from None
     except StoreUnavailable as err:
         raise CliError(f"could not use the approval store: {err}", EXIT_UNCHECKED) from None
     except WALError as err:

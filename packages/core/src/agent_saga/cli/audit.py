@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, given_log, readable_log
+from agent_saga.cli.options import add_log_option, given_log, read_as_file, readable_log
 from agent_saga.cli.progress import Progress
 from agent_saga.inert import inert
 from agent_saga.log.chain import ChainUnverified
@@ -105,7 +105,8 @@ def _check_path(args: argparse.Namespace) -> None:
 
 def _unreadable(path: str, err: OSError) -> CliError:
     if isinstance(err, FileNotFoundError):
-        return CliError(f"cannot read {path}: no such file (pass --wal-path, or set $AGENT_SAGA_WAL)", EXIT_UNCHECKED)
+        return CliError(f"cannot read {path}: no such file (pass --wal-path, or set $AGENT_SAGA_WAL){read_as_file(path)}",
+                        EXIT_UNCHECKED)
     if isinstance(err, NotARegularFile):
         return CliError(str(err), EXIT_UNCHECKED)
     return CliError(f"cannot read {path}: {err.strerror or err}", EXIT_UNCHECKED)

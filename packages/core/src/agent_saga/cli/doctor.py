@@ -1,10 +1,11 @@
-"""``agent-saga doctor [--replicas N] [--json]``: the postures that silently lose effects.
+"""``agent-saga doctor [--replicas N] [--deploy] [--json]``: the postures that silently lose effects.
 
 Run it in the project's directory, with the environment a replica runs with. It reads the
 project's source with ``ast`` (never importing it), the environment, and the log file when
 there is one, and reports:
 
-* ``log`` -- no log chosen, an in-memory log, a server log whose backend is missing, a file
+* ``log`` -- no log chosen (a blocker for a deployment: ``--deploy`` or N > 1 replicas; a
+  warning on a developer's machine), an in-memory log, a server log whose backend is missing, a file
   log shared by several hosts;
 * ``permissions``, ``chain``, ``secrets`` -- a log others can read, one without a hash
   chain (or whose chain is broken), one holding secret-looking values in clear;
@@ -68,12 +69,15 @@ def register(verbs: Any) -> None:
         "the environment and the log: an in-memory or unchosen log, a kill switch or limit store each "
         "replica keeps to itself, undos the recovery daemon would not import, a log others can read, "
         "unchained or holding secrets in clear, and every TODO(agent-saga) left undecided.",
-        epilog="example: agent-saga doctor --replicas 3",
+        epilog="example: agent-saga doctor --replicas 3   (or --deploy for one replica in a container)",
     )
     p.add_argument("--replicas", type=int, default=1, metavar="N",
                    help="how many processes (on how many hosts) will run it (default: %(default)s)")
+    p.add_argument("--deploy", action="store_true",
+                   help="check it as a deployment (a container, a server), not a developer's machine: "
+                   "a log nobody chose is then a blocker (implied by --replicas above 1)")
     p.add_argument("--root", default=".", metavar="DIR", help="the project (default: the current directory)")
-    add_log_option(p, "the log to check", default="$AGENT_SAGA_WAL; none chosen is a blocker")
+    add_log_option(p, "the log to check", default="$AGENT_SAGA_WAL; none chosen is a warning, a blocker to deploy")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(run=run_doctor)
 
@@ -158,9 +162,10 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
 
 
 class _Doctor:
-    def __init__(self, root: Path, replicas: int, env: Mapping[str, str], wal: str | None) -> None:
+    def __init__(self, root: Path, replicas: int, env: Mapping[str, str], wal: str | None, deploy: bool) -> None:
         self.root = root
         self.replicas = replicas
+        self.deploy = deploy or replicas > 1
         self.env = env
         # Unlike the other verbs, doctor does not fall back to ./agent-saga.wal: a log left to
         # that fallback is itself the finding.
@@ -184,10 +189,14 @@ class _Doctor:
 
     def log(self) -> None:
         if self.wal is None:
-            self.add("log", BLOCKER, f"no saga log is chosen ({LOG_ENV} is not set): sagas would write "
+            # On a developer's machine ./agent-saga.wal is where the demo and the docs look; a
+            # deployment's working directory may be gone with its container, and the log with it.
+            self.add("log", BLOCKER if self.deploy else WARNING,
+                     f"no saga log is chosen ({LOG_ENV} is not set): sagas would write "
                      f"./{DEFAULT_LOG_FILE} wherever the process happens to start, which a container loses with it",
                      f"set {LOG_ENV} to a file on storage that outlives the process (a volume), or a "
-                     "postgresql:// URL")
+                     "postgresql:// URL" + ("" if self.deploy else "; fine on this machine, a blocker to deploy "
+                                            "(agent-saga doctor --deploy)"))
             return
         try:
             backend = backend_of(self.wal)
@@ -388,9 +397,11 @@ def _todo_text(lines: list[str], index: int) -> str:
     return said
 
 
-def diagnose(root: Path, replicas: int, env: Mapping[str, str], wal: str | None = None) -> list[Finding]:
-    """Every finding for the project at ``root`` run as ``replicas`` replicas with ``env``."""
-    return _Doctor(root, replicas, env, wal).run()
+def diagnose(
+    root: Path, replicas: int, env: Mapping[str, str], wal: str | None = None, *, deploy: bool = False,
+) -> list[Finding]:
+    """Every finding for the project at ``root`` run as ``replicas`` replicas with ``env`` (``deploy``: as a deployment)."""
+    return _Doctor(root, replicas, env, wal, deploy).run()
 
 
 def run_doctor(args: argparse.Namespace) -> int:
@@ -399,7 +410,7 @@ def run_doctor(args: argparse.Namespace) -> int:
     root = Path(args.root)
     if not root.is_dir():
         raise CliError(f"--root {root}: not a directory")
-    findings = diagnose(root, args.replicas, os.environ, args.wal_path)
+    findings = diagnose(root, args.replicas, os.environ, args.wal_path, deploy=args.deploy)
     blockers = sum(f.level == BLOCKER for f in findings)
     warnings = len(findings) - blockers
     if args.json:

@@ -8,7 +8,14 @@ from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
 
-__all__ = ["register", "run_merge"]
+__all__ = ["register", "run_enrol", "run_merge", "run_sign"]
+
+_EXIT_CODES = (
+    "exit codes: 0 merged, nothing left out; 1 merged and written, but records were left out (each named: "
+    "device, seq, input, why: one that does not verify, a torn final write, or one no trusted device key "
+    "vouches for) or two devices' steps of one saga share an idempotency key (listed); 2 usage; "
+    "3 an input could not be used at all (nothing written)"
+)
 
 
 def register(verbs: Any) -> None:
@@ -28,25 +35,35 @@ def register(verbs: Any) -> None:
             "the same bytes. Each device's chain is verified; a record that does not verify is named with "
             "everything after it on that device's chain, and left out."
         ),
-        epilog=(
-            "exit codes: 0 merged, nothing left out; 1 merged, but records were left out or two devices' steps "
-            "of one saga share an idempotency key (listed); "
-            "3 an input could not be used at all (nothing written)\n"
-            "example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal"
-        ),
+        epilog=_EXIT_CODES + "\nexample:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     m.add_argument("logs", nargs="+", metavar="LOG", help="a device's log file, or a merged log")
     m.add_argument("--out", required=True, metavar="FILE", help="the merged log to write (replaced atomically)")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
+    m.add_argument("--device-keys", metavar="FILE",
+                   help="the trusted device keys (default: the host's list, /etc/agent-saga/device-keys)")
+    m.add_argument("--allow-unsigned", action="store_true",
+                   help="take the logs of devices with no key (written before device keys) as claims")
     m.set_defaults(run=run_merge)
+    for verb, run, text in (
+        ("enrol", run_enrol, "start a device's log with its key (the log's first record names it)"),
+        ("sign", run_sign, "sign the device's head with its key: a hub merges nothing after the last signed head"),
+    ):
+        v = sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".",
+                           epilog="example:\n  agent-saga approvals keygen --approver phone-1 --key phone.key\n"
+                                  f"  agent-saga mesh {verb} phone.wal --key phone.key",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        v.add_argument("log", metavar="LOG", help="the device's own log")
+        v.add_argument("--key", required=True, metavar="FILE", help="the device's private key file")
+        v.set_defaults(run=run)
 
 
 def run_merge(args: argparse.Namespace) -> int:
     from agent_saga.mesh import MeshError, merge
 
     try:
-        result = merge(args.logs)
+        result = merge(args.logs, device_keys=args.device_keys, allow_unsigned=args.allow_unsigned)
     except MeshError as err:
         raise CliError(f"{err}; nothing was written", EXIT_UNCHECKED) from None
     result.write(args.out)
@@ -56,3 +73,29 @@ def run_merge(args: argparse.Namespace) -> int:
         print(result.format_text())
         print(f"wrote {args.out}")
     return EXIT_OK if result.ok else EXIT_FINDING
+
+
+def run_enrol(args: argparse.Namespace) -> int:
+    from agent_saga.log.attestation import OperatorKey
+    from agent_saga.mesh import MeshError, device_keys_path, enrol
+
+    try:
+        device = enrol(args.log, args.key)
+    except MeshError as err:
+        raise CliError(str(err), EXIT_UNCHECKED) from None
+    public = OperatorKey.load(args.key).public
+    print(f"enrolled device {device[:16]} in {args.log}; on the hub, as root: "
+          f"agent-saga approvals trust '{public}' --trusted-keys {device_keys_path()}")
+    return EXIT_OK
+
+
+def run_sign(args: argparse.Namespace) -> int:
+    from agent_saga.log.maintenance import LogMaintenanceError
+    from agent_saga.mesh import MeshError, sign_head
+
+    try:
+        seq, head = sign_head(args.log, args.key)
+    except (MeshError, LogMaintenanceError) as err:
+        raise CliError(str(err), EXIT_UNCHECKED) from None
+    print(f"signed the head of {args.log}: seq {seq}, hash {head[:16]}")
+    return EXIT_OK

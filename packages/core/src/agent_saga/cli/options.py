@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, default_target, is_url
+from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, SCHEMES, backend_of, default_target, is_url
 
 if TYPE_CHECKING:
     from agent_saga.log.base import WAL
@@ -35,6 +35,7 @@ __all__ = [
     "import_modules",
     "log_target",
     "open_log_to_write",
+    "read_as_file",
     "readable_log",
 ]
 
@@ -57,9 +58,22 @@ def add_log_option(p: argparse.ArgumentParser, what: str = "the log to read", *,
 
 
 def given_log(args: argparse.Namespace) -> str:
-    """The log the command line names, or the default."""
+    """The log the command line names, or the default; a URL of no known scheme is a usage error."""
     raw: str | None = args.wal_path
-    return default_log() if raw is None else raw
+    target = default_log() if raw is None else raw
+    try:
+        backend_of(target)
+    except ValueError as err:  # e.g. postgresq://: never read as a file of that name
+        raise CliError(str(err), EXIT_USAGE) from None
+    return target
+
+
+def read_as_file(target: str) -> str:
+    """What to add when ``target`` was read as a file path but looks like a mistyped log URL."""
+    if ":" not in target or is_url(target):
+        return ""
+    known = ", ".join(f"{scheme}://" for scheme in SCHEMES)
+    return f"; it was read as a file path (a log URL starts with one of {known})"
 
 
 def existing_log(args: argparse.Namespace) -> Path:
@@ -69,7 +83,7 @@ def existing_log(args: argparse.Namespace) -> Path:
         raise CliError(f"--wal-path is empty: give the log file's path (or set ${LOG_ENV})", EXIT_USAGE)
     path = Path(raw)
     if not path.exists():
-        raise CliError(f"no log at {path} (give --wal-path, or set ${LOG_ENV})", EXIT_UNCHECKED)
+        raise CliError(f"no log at {path} (give --wal-path, or set ${LOG_ENV}){read_as_file(raw)}", EXIT_UNCHECKED)
     if path.is_dir():
         raise CliError(f"{path} is a directory, not a log file (check --wal-path)", EXIT_UNCHECKED)
     if not path.is_file():

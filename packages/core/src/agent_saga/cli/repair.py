@@ -5,7 +5,9 @@ blocks a repair) and records nothing. ``--resume MODULE:FUNC`` imports the opera
 continuation (the operator typed that name; no module name is ever taken from the log).
 Exit codes: 0 done (or a plan with no blockers); 1 the saga cannot be repaired (the reason
 printed), or the continuation failed and the whole transaction was rolled back; 2 a usage
-error; 3 the log could not be read or written. See docs/REPAIR.md.
+error; 3 the log could not be read or written. ``--resume`` and ``--abandon`` sign every
+record with the operator's key (``--operator-key``, default ``$AGENT_SAGA_OPERATOR_KEY``),
+one the host trusts; printing the plan needs none. See docs/REPAIR.md.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAG
 from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
 from agent_saga.inert import inert
 
-__all__ = ["register"]
+__all__ = ["OPERATOR_KEY_ENV", "register"]
+
+#: Where ``--operator-key`` is read from when it is not given.
+OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"
 
 
 def register(verbs: Any) -> None:
@@ -38,14 +43,17 @@ def register(verbs: Any) -> None:
         epilog=(
             "exit codes: 0 done (or a plan with no blockers), 1 cannot be repaired or the continuation "
             "failed (rolled back), 2 usage error, 3 could not read or write the log\n"
-            "example:\n  agent-saga repair 2e78f498 --operator ops@example.com --reason 'bad postcode' "
-            "--amend postcode='SW1A 1AA' --resume myapp.repairs:onboard"
+            "example:\n  agent-saga repair 2e78f498 --operator ops@example.com --operator-key ~/.ops.key "
+            "--reason 'bad postcode' --amend postcode='SW1A 1AA' --resume myapp.repairs:onboard"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("saga_id", metavar="SAGA", help="the saga to repair (its id, or the start of it)")
     p.add_argument("--operator", required=True, metavar="WHO", help="who repairs it (recorded in the log)")
     p.add_argument("--reason", required=True, metavar="WHY", help="why (recorded in the log)")
+    p.add_argument("--operator-key", default=None, metavar="FILE",
+                   help=f"the operator key that signs the repair, one the host trusts (default: ${OPERATOR_KEY_ENV}); "
+                        "a repair record without a trusted signature is not a repair")
     p.add_argument("--amend", action="append", default=[], metavar="FIELD=VALUE",
                    help="a corrected value, as a string; FIELD:=JSON for a number, list, ... (repeatable)")
     end = p.add_mutually_exclusive_group()
@@ -107,6 +115,13 @@ def _run(args: argparse.Namespace) -> int:
     if fields and not args.resume:
         raise CliError("--amend goes with --resume: amendments are what the continuation runs with", EXIT_USAGE)
     fn = continuation(args.resume) if args.resume else None
+    key = args.operator_key or os.environ.get(OPERATOR_KEY_ENV) or None
+    if (fn is not None or args.abandon) and key is None:
+        raise CliError(
+            f"--resume and --abandon are signed by an operator key the host trusts: give --operator-key FILE "
+            f"(or set ${OPERATOR_KEY_ENV}); 'agent-saga approvals keygen --approver ops@example --key FILE' makes one",
+            EXIT_USAGE,
+        )
     import_modules(args.imports, "@compensator handlers")
     target = log_target(args)
     saga_id = resolve_saga_id(args.saga_id, target)
@@ -117,6 +132,7 @@ def _run(args: argparse.Namespace) -> int:
             print(plan.format_text())
             return EXIT_FINDING if plan.blockers else EXIT_OK
         session = RepairSession.open(log, saga_id, operator=args.operator, reason=args.reason,
+                                     signer=key,
                                      lease_grace=args.lease_grace)
     except ConfigurationError as err:
         raise CliError(str(err), EXIT_USAGE) from None

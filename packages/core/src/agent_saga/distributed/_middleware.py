@@ -19,20 +19,26 @@ It answers two endpoints under ``prefix`` (default ``/_saga``):
 
 * ``POST {prefix}/compensate`` with ``{"token": ..., "key": ...}``: verifies the token (signed by
   this service, for a key it served, exactly the token it issued), runs the undo once per key
-  (a saga of the service's log), and answers ``{"state": "compensated", "first": bool}``. A
-  token it did not sign, or that was altered, is refused (403) and the refusal is a record;
+  (a saga of the service's log), and answers ``{"state": "compensated", "first": bool,
+  "receipt": ...}``, the receipt signed with the token key over the token's hash (what the
+  caller believes). A token it did not sign, or that was altered, is refused (403); refusals
+  are counted, and written to the log at most once per ``refusal_window`` seconds
+  (``COMPENSATIONS_REFUSED``: how many since the last such record, and the latest one's
+  reason and token digest), so a flood of bad tokens cannot flood the log;
 * ``GET {prefix}/status/<key>``: what it did for the key (the reconciler's question), fencing a
-  key it never saw so that a late request with it is refused.
+  key it never saw so that a late request with it is refused; a compensated key's answer
+  carries its receipt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import inspect
 import json
 import os
+import threading
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -40,11 +46,20 @@ from agent_saga.context import saga_scope
 from agent_saga.distributed._header import HEADER, SagaContextRefused, parse_saga_context
 from agent_saga.distributed._scope import RemoteStep, entered, install
 from agent_saga.distributed._service_ledger import Entry, Ledger
-from agent_saga.distributed._token import TOKEN_HEADER, TokenRefused, sign_token, signer_public, verify_token
-from agent_saga.engine.saga import Saga
-from agent_saga.errors import ConfigurationError, StepRefused
+from agent_saga.distributed._token import (
+    TOKEN_HEADER,
+    TokenRefused,
+    sign_receipt,
+    sign_token,
+    signer_public,
+    token_digest,
+    verify_token,
+)
+from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal
+from agent_saga.log.records import AUDIT_SAGA
+from agent_saga.log.records import RecordType as R
 from agent_saga.registry import resolve
 from agent_saga.semantics import ActionSemantics
 
@@ -80,11 +95,17 @@ class SagaContextMiddleware:
         ledger: str | os.PathLike[str] | Ledger,
         wal: WAL | None = None,
         prefix: str = "/_saga",
+        refusal_window: float = 60.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not isinstance(service, str) or not service or any(c.isspace() or c == ":" for c in service):
             raise ConfigurationError(f"SagaContextMiddleware(service=...) must be a name without spaces or ':', got {service!r}")
         if not prefix.startswith("/") or prefix.endswith("/"):
             raise ConfigurationError(f"SagaContextMiddleware(prefix=...) must start and not end with '/', got {prefix!r}")
+        if isinstance(refusal_window, bool) or not isinstance(refusal_window, int | float) or refusal_window < 0:
+            raise ConfigurationError(
+                f"SagaContextMiddleware(refusal_window=...) must be a number of seconds >= 0, got {refusal_window!r}"
+            )
         try:
             kid, public = signer_public(signer_key)
         except ValueError as err:
@@ -97,7 +118,13 @@ class SagaContextMiddleware:
         self._wal = wal
         self._compensate = f"{prefix}/compensate"
         self._status = f"{prefix}/status/"
+        self._refusals = _Refusals(refusal_window, clock)
         install()
+
+    @property
+    def refused(self) -> int:
+        """How many compensation requests this middleware refused since it started."""
+        return self._refusals.total
 
     @property
     def wal(self) -> WAL:
@@ -170,6 +197,8 @@ class SagaContextMiddleware:
         body: dict[str, Any] = {"state": entry.state, "token": entry.token, "status": entry.status,
                                 "content_type": entry.content_type,
                                 "body": base64.b64encode(entry.body).decode() if entry.body is not None else None}
+        if entry.state == "compensated" and entry.token is not None:
+            body["receipt"] = sign_receipt(self._signer, self.service, key, entry.token)
         return _json(200, body)
 
     async def _compensation(self, scope: Scope, receive: Receive) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -199,8 +228,9 @@ class SagaContextMiddleware:
             why = "compensation token refused: it is not the token this service issued for its key"
             await asyncio.to_thread(self._refuse, why, token)
             return _json(403, {"error": why})
+        receipt = sign_receipt(self._signer, self.service, key, token)
         if entry.state == "compensated":
-            return _json(200, {"state": "compensated", "first": False})
+            return _json(200, {"state": "compensated", "first": False, "receipt": receipt})
         if not await asyncio.to_thread(self.ledger.begin_undo, key):
             return _json(409, {"error": "an undo for this key is running (or was interrupted); ask again later"})
         try:
@@ -209,7 +239,7 @@ class SagaContextMiddleware:
             await asyncio.to_thread(self.ledger.end_undo, key, False)
             return _json(502, {"error": f"the undo failed: {type(err).__name__}"})
         await asyncio.to_thread(self.ledger.end_undo, key, True)
-        return _json(200, {"state": "compensated", "first": True})
+        return _json(200, {"state": "compensated", "first": True, "receipt": receipt})
 
     def _undo(self, handler: str, kwargs: dict[str, Any], undo_key: str, key: str) -> None:
         """Run the undo as a step of a saga of this service's log (it says what ran, and when)."""
@@ -219,13 +249,44 @@ class SagaContextMiddleware:
                          semantics=ActionSemantics.IRREVERSIBLE, args=kwargs, inline=True)
 
     def _refuse(self, why: str, token: object) -> None:
-        """Record a refused compensation request in this service's log."""
-        digest = hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest() if isinstance(token, str) else None
-        saga = Saga(self.wal, gate=None, name=f"{self.service} compensation refused")
-        saga.start()
-        refused = StepRefused("compensate", why, "compensation-token")
-        saga.refuse("compensate", {"presented_sha256": digest}, refused)
-        saga.rollback_sync(refused)  # nothing ran: the saga ends, its one record the refusal
+        """Count a refused compensation request; the log hears of it at most once per window."""
+        due = self._refusals.count()
+        if due:
+            digest = token_digest(token) if isinstance(token, str) else None
+            ticket = self.wal.append(R.COMPENSATIONS_REFUSED.value, AUDIT_SAGA, {
+                "service": self.service, "refused": due, "window_seconds": self._refusals.window,
+                "rule": "compensation-token", "reason": why, "presented_sha256": digest,
+            }, None)
+            self.wal.barrier(ticket)
+
+
+class _Refusals:
+    """Refused compensation requests, counted; one log record per window carries the count.
+
+    The first refusal after ``window`` seconds without a record is written at once, with the
+    number refused since the previous record (itself included); the ones in between are only
+    counted. A process that stops loses the count since its last record (``refused`` on the
+    middleware says it while it runs).
+    """
+
+    def __init__(self, window: float, clock: Callable[[], float]) -> None:
+        self.window = float(window)
+        self.total = 0
+        self._clock = clock
+        self._since = 0  # refused since the last record
+        self._last: float | None = None  # when the last record was written
+        self._lock = threading.Lock()
+
+    def count(self) -> int:
+        """Count one refusal; how many the record to write now carries (0: none is due)."""
+        with self._lock:
+            self.total += 1
+            self._since += 1
+            now = self._clock()
+            if self._last is not None and now - self._last < self.window:
+                return 0
+            due, self._since, self._last = self._since, 0, now
+            return due
 
 
 def _call(fn: Callable[..., Any], kwargs: dict[str, Any], undo_key: str) -> Any:

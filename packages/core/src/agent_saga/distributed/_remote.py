@@ -11,7 +11,9 @@
   intent record (``$.token``), so the daemon can build it from the reconciler's answer.
 
 Every answer of a service is bounded and parsed strictly; a token is believed only when it
-verifies against the keys trusted for that service and names the step's own key.
+verifies against the keys trusted for that service and names the step's own key, and a
+"compensated" only with the service's receipt for that very token, signed with a key
+trusted for it (anything else at the service's URL could say "compensated").
 """
 
 from __future__ import annotations
@@ -26,8 +28,14 @@ import httpx
 
 from agent_saga.distributed import _services as registry
 from agent_saga.distributed._services import RemoteService, parse_service, tool_name, trusted_service
-from agent_saga.distributed._token import MAX_TOKEN, TokenRefused, verify_token
-from agent_saga.errors import CompensationError
+from agent_saga.distributed._token import (
+    MAX_TOKEN,
+    ReceiptRefused,
+    TokenRefused,
+    verify_receipt,
+    verify_token,
+)
+from agent_saga.errors import CompensationError, CompensationUnproven
 from agent_saga.inert import inert
 from agent_saga.registry import compensator, reconciler, unregister_reconciler
 from agent_saga.semantics import Compensation, Observation
@@ -113,6 +121,12 @@ def compensate_remote(service: str, signed_undo: str, idempotency_key: str | Non
     status, answer = _request("POST", remote.compensate_url, remote, json=body)
     if status == 200 and isinstance(answer, dict) and answer.get("state") == "compensated" \
             and isinstance(answer.get("first"), bool):
+        try:
+            verify_receipt(answer.get("receipt"), remote.keys, service=remote.name, token=signed_undo)
+        except ReceiptRefused as err:
+            raise CompensationUnproven(
+                f"{service} answered compensated, but {err}: reported-but-unproven, the undo is not counted as done"
+            ) from None
         return {"first": answer["first"]}
     raise CompensationError(f"{service} did not compensate: HTTP {status}: {_detail(answer)}")
 
@@ -190,9 +204,16 @@ def _ask(remote: RemoteService, key: str) -> Observation:
             checked(remote, key, result["token"])
         except TokenRefused as err:
             return Observation(None, detail=f"{remote.name}: {err}")
-    # Whether the undo is in effect too, for the reconciliation pass (agent-saga reconcile).
+    # Whether the undo is in effect too, for the reconciliation pass (agent-saga reconcile):
+    # "compensated" only with the service's receipt for this token.
     reversed_ = {"compensated": True, "done": False}.get(state)
-    return Observation(True, reversed_, detail=f"{remote.name}: the step ran ({state})", result=result)
+    detail = f"{remote.name}: the step ran ({state})"
+    if reversed_ is True:
+        try:
+            verify_receipt(answer.get("receipt"), remote.keys, service=remote.name, token=str(result["token"]))
+        except ReceiptRefused as err:
+            reversed_, detail = None, f"{remote.name}: reported compensated, unproven: {err}"
+    return Observation(True, reversed_, detail=detail, result=result)
 
 
 def _stored(answer: dict[str, Any], key: str) -> dict[str, Any] | None:

@@ -121,6 +121,10 @@ class RollbackReport:
             lines.append("  rollback halted after a failed compensation; older steps were not touched")
         if self.interrupted is not None:
             lines.append(f"  rollback interrupted ({self.interrupted}); the recovery daemon finishes it")
+        unknown = [s for s in self.steps if s.state is StepState.UNKNOWN and s.outcome is Outcome.UNRESOLVED]
+        for s in unknown:  # the usual reason a first rollback is not clean: an ordinary exception
+            lines.append(f"  fix: step {s.step} {s.tool} failed and nothing says whether it acted; if its error "
+                         "means it did nothing, declare it (not_applied_on=(TheError,)) or raise NotApplied")
         for tool in self.unprotected:
             lines.append(f"  !! UNPROTECTED {tool}: ran with no declared semantics, so nothing undid it")
         counts = ", ".join(f"{len(self.with_outcome(o))} {o.value}" for o in Outcome if self.with_outcome(o))

@@ -76,6 +76,7 @@ from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
 from agent_saga.errors import (
     CompensationError,
+    ConfigurationError,
     NotApplied,
     RepairRequested,
     SagaClosed,
@@ -85,7 +86,7 @@ from agent_saga.errors import (
 )
 from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
-from agent_saga.log.encodable import encodable, unencodable, utf8_safe
+from agent_saga.log.encodable import encodable, name_problem, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.results import DURABLE_RESULT_BYTES, MAX_RESULT_BYTES, logged_result
 from agent_saga.redaction import redact_args
@@ -106,6 +107,11 @@ _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 #: What ``Saga._resumed`` returns for a call the log does not answer: it runs as a live step.
 _LIVE: Any = object()
+
+
+def _did_nothing(err: BaseException, opts: StepOptions) -> bool:
+    """Whether ``err`` says the call had no effect: ``NotApplied``, or a class the step declared so."""
+    return isinstance(err, NotApplied) or (bool(opts.not_applied_on) and isinstance(err, opts.not_applied_on))
 
 
 class Saga:
@@ -129,6 +135,7 @@ class Saga:
         rollback_grace: float = ROLLBACK_GRACE,
         durable: DurableRun | None = None,
     ) -> None:
+        _names_at_door(saga_id, name, tags)
         self.saga_id = saga_id or new_saga_id()
         self.name = name
         self.wal = wal
@@ -837,6 +844,12 @@ class Saga:
                     # refusal records the args with the bad parts replaced by marked text.
                     logged_args = encodable(logged_args)
                     raise StepRefused(tool, unfit, "unencodable")
+            if not tool.isascii():  # O(1); a name is checked in full only when it is not ASCII
+                unfit = name_problem(tool, "the tool's name")
+                if unfit is not None:
+                    # A REVERSIBLE step writes nothing before its call: left to its commit
+                    # record, such a name would surface only after the effect.
+                    raise StepRefused(tool, unfit, "unencodable")
             stopped = self._stopped
             if stopped is not None:
                 # Whatever the framework did with the stopping error, nothing more runs here.
@@ -854,6 +867,7 @@ class Saga:
                 else:
                     pending = Check(gate, request)
         except StepRefused as refused:
+            step.tool = utf8_safe(tool)  # the refusal shows a name the log cannot hold as marked text
             self._refused(step, refused, logged_args, claims)
             raise
         return logged_args, request, pending
@@ -938,7 +952,7 @@ class Saga:
         # matches a recorded call by tool and arguments, a reconciler is asked with them).
         called = {"tool": step.tool, "semantics": step.semantics, "args": logged_args} if (
             step.semantics is _REVERSIBLE) else {}
-        if halted == "before" or (isinstance(err, NotApplied) and halted != "between"):
+        if halted == "before" or (_did_nothing(err, opts) and halted != "between"):
             step.state = StepState.NOT_APPLIED
             not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err), **called}
             if step.reconciled is not None:
@@ -1108,7 +1122,7 @@ class Saga:
                 try:
                     return (yield from self._settle_failure(step, err, logged_args, opts))
                 except Exception as settled:
-                    if failed is None and not isinstance(settled, NotApplied):
+                    if failed is None and not _did_nothing(settled, opts):
                         failed = settled
                     if not policy.should_retry(err, attempt):  # decided on what the tool raised
                         raise
@@ -1122,7 +1136,7 @@ class Saga:
         Raises ``NotApplied`` (caused by ``err``) when a reconciler says the effect
         certainly did not happen, and ``err`` itself when nobody can tell.
         """
-        if isinstance(err, NotApplied) or opts.reconcile is False:
+        if _did_nothing(err, opts) or opts.reconcile is False:
             raise err
         reconciler = reconciler_for(step.tool)
         if reconciler is None:
@@ -1185,6 +1199,14 @@ class Saga:
         self._finish_observers(SagaStatus.ABANDONED)
 
 _owners: dict[int, str] = {}
+
+
+def _names_at_door(saga_id: str | None, name: str, tags: frozenset[str]) -> None:
+    """Refuse a saga whose id, name or a tag the log cannot hold, before anything is written."""
+    for what, text in (("saga_id", saga_id), ("name=", name), *(("tags=", tag) for tag in tags)):
+        unfit = name_problem(text, what) if isinstance(text, str) else None
+        if unfit is not None:
+            raise ConfigurationError(f"saga {unfit}")
 
 
 def _owner() -> str:

@@ -33,7 +33,8 @@ from agent_saga.credentials import assert_no_secrets
 from agent_saga.engine.invoke import Barrier, Call, Protocol
 from agent_saga.engine.served import _recording
 from agent_saga.engine.step_options import StepOptions
-from agent_saga.errors import CompensationError, ConfigurationError
+from agent_saga.engine.undo import undoing
+from agent_saga.errors import CompensationError, CompensationRefused, ConfigurationError
 from agent_saga.log.base import WAL
 from agent_saga.registry import compensator, handler_name, resolve
 from agent_saga.semantics import ActionSemantics, Compensation, json_roundtrips
@@ -65,6 +66,8 @@ RESTORE_HANDLER = "agent_saga.snapshot.restore"
 # file name or a key: no separators, no "..", bounded. Saga ids the engine makes fit easily.
 _SAGA_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,199}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+# The key that marks a blob holding the state with its restore handler (and its version).
+_BLOB = "agent_saga.snapshot"
 
 
 @runtime_checkable
@@ -107,8 +110,13 @@ def digest_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def encode_state(state: Any, name: str) -> bytes:
-    """The captured state as canonical JSON, after the checks a compensation's kwargs pass."""
+def encode_state(state: Any, name: str, restore: str) -> bytes:
+    """The blob of a durable snapshot: the captured state and the restore handler it is for.
+
+    The state passes the checks a compensation's kwargs pass first. The handler is written
+    beside it, in the blob the digest covers, so an undo that hands this state to another
+    handler is refused (:func:`restore_snapshot`).
+    """
     where = f"captured state of snapshot {name!r}"
     assert_no_secrets(state, where=where)
     if not json_roundtrips(state):
@@ -116,7 +124,20 @@ def encode_state(state: Any, name: str) -> bytes:
             f"{where} does not survive a JSON round trip ({type(state).__name__}); a recovery daemon "
             "could not restore it. Return plain str/int/float/bool/None/list/dict values from capture"
         )
-    return json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    blob = {_BLOB: 1, "restore": restore, "state": state}
+    return json.dumps(blob, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _decode_state(data: bytes) -> tuple[Any, str | None]:
+    """(the captured state, the restore handler it was taken for) of a blob.
+
+    A blob written before the handler was stored with the state (plain JSON of the state) has
+    no handler: None, and the one its undo names is taken on that record's word.
+    """
+    value = json.loads(data)
+    if isinstance(value, dict) and value.keys() == {_BLOB, "restore", "state"} and value[_BLOB] == 1:
+        return value["state"], str(value["restore"])
+    return value, None
 
 
 # -- the stores this process knows, by name -------------------------------------------
@@ -171,11 +192,27 @@ def restore_snapshot(store: str, saga: str, digest: str, restore: str) -> Any:
 
     Every argument comes from the log, so each is checked before it is used: the store
     and the restore handler are looked up among those registered here, the saga id and
-    digest must have their shapes, and the blob must hash to the digest.
+    digest must have their shapes, and the blob must hash to the digest. The snapshot
+    must be the compensated saga's own (the saga its runner says it undoes, never the
+    one the record names) and taken for ``restore``: else ``CompensationRefused``, which
+    the rollback and the recovery daemon escalate without retrying.
     """
     fn = resolve(restore)
-    data = snapshot_store(store).get(check_saga_id(saga), check_digest(digest))
-    return fn(json.loads(data))
+    saga, digest = check_saga_id(saga), check_digest(digest)
+    undone = undoing()
+    if undone != saga:
+        during = "outside any undo" if undone is None else f"while saga {undone!r} is compensated"
+        raise CompensationRefused(
+            f"snapshot of saga {saga!r} is not restored {during}: a restore puts back only a snapshot "
+            "taken by the saga it undoes"
+        )
+    state, taken_for = _decode_state(snapshot_store(store).get(saga, digest))
+    if taken_for is not None and taken_for != restore:
+        raise CompensationRefused(
+            f"snapshot {digest[:12]} of saga {saga!r} was taken for restore handler {taken_for!r}, "
+            f"not {restore!r}: not restored"
+        )
+    return fn(state)
 
 
 def restore_name(restore: Callable[..., Any] | str, name: str) -> str:
@@ -243,7 +280,7 @@ def protocol(
         # log knows, so a crash right after the put leaves a saga the daemon settles and GC clears.
         yield Barrier(saga.wal, None)
     # capture on the caller's thread (it may be async); the put off the event loop (it fsyncs).
-    data = encode_state((yield Call(capture, {}, None, True)), name)
+    data = encode_state((yield Call(capture, {}, None, True)), name, handler)
     if replay:
         digest = digest_of(data)  # a counterfactual replay writes to no store: the recording answers
     else:

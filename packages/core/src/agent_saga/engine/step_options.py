@@ -43,6 +43,7 @@ class StepKwargs(TypedDict, total=False):
     origin: str | None
     reconcile: ReconcilePolicy | bool
     record_result: RecordResult
+    not_applied_on: type[BaseException] | tuple[type[BaseException], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,9 @@ class StepOptions:
       ``"value"`` (redacted like the arguments, when it is plain JSON of at most
       ``MAX_RESULT_BYTES``; else its shape), ``"shape"`` (type, keys, length: never a
       value), or ``"none"`` (see ``agent_saga.log.results``).
+    * ``not_applied_on`` — exception classes that mean the call did nothing (a validation
+      error raised before any effect): such a failure is NOT_APPLIED, as ``NotApplied`` is,
+      instead of UNKNOWN, so the rollback needs no undo for it and can be clean.
     """
 
     semantics: ActionSemantics
@@ -84,6 +88,7 @@ class StepOptions:
     origin: str | None = None
     reconcile: ReconcilePolicy | bool = True
     record_result: RecordResult = "value"
+    not_applied_on: tuple[type[BaseException], ...] = ()
     # Parsed from policy_args once, not per call.
     _paths: Mapping[str, JsonPath] = field(default_factory=lambda: _NO_PATHS, init=False, repr=False, compare=False)
 
@@ -120,6 +125,14 @@ class StepOptions:
             raise ConfigurationError(
                 f"record_result= must be one of {', '.join(map(repr, RECORD_RESULT_MODES))}, got {self.record_result!r}"
             )
+        declared: Any = self.not_applied_on  # one class or a tuple of them, as isinstance takes
+        if declared != ():
+            declared = declared if isinstance(declared, tuple) else (declared,)
+            if not declared or not all(isinstance(c, type) and issubclass(c, Exception) for c in declared):
+                raise ConfigurationError(
+                    f"not_applied_on= must be an exception class or a tuple of them (ValueError, ...), got {self.not_applied_on!r}"
+                )
+            setattr_(self, "not_applied_on", declared)
         if self.origin is not None and not isinstance(self.origin, str):
             raise ConfigurationError(f"origin= must be a name, got {self.origin!r}")
         reveal: Any = self.reveal  # callers may pass any collection of names

@@ -1,21 +1,65 @@
-"""A step's undo: which one applies, building it (before the call or from its result), and
-how the log describes it."""
+"""A step's undo: which one applies, building it (before the call or from its result), how
+the log describes it, and whether a halt stops it (the one rule every path that runs an
+undo asks: the in-process rollback and the recovery daemon)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
+from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.step_options import StepOptions
-from agent_saga.errors import CompensationError
+from agent_saga.errors import CompensationError, StepRefused
 from agent_saga.registry import CompensationFactory, inverse_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["build", "describe", "normalize", "prebuild", "undo_for"]
+__all__ = [
+    "as_undo_of", "build", "describe", "halt_on_undo", "normalize", "prebuild", "undo_for", "undo_name", "undo_of",
+    "undoing",
+]
 
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _COMPENSABLE = ActionSemantics.COMPENSABLE
+
+# The saga whose undo runs now. Set by the code that runs undos (the rollback, the recovery
+# daemon), never from a record: a handler bound to its saga (a snapshot's restore) compares
+# the saga its recorded kwargs name with this one.
+_undoing: ContextVar[str | None] = ContextVar("agent_saga_undoing", default=None)
+
+
+def undoing() -> str | None:
+    """The saga whose undo is running in this context, as its runner says; None outside any undo."""
+    return _undoing.get()
+
+
+@contextmanager
+def undo_of(saga_id: str) -> Iterator[None]:
+    """Run the block as an undo of ``saga_id`` (what :func:`undoing` answers inside it)."""
+    token = _undoing.set(saga_id)
+    try:
+        yield
+    finally:
+        _undoing.reset(token)
+
+
+def as_undo_of(saga_id: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (sync or async) called as an undo of ``saga_id``: what a runner hands its driver."""
+    if inspect.iscoroutinefunction(fn):
+        async def undo_async(**kwargs: Any) -> Any:
+            with undo_of(saga_id):
+                return await fn(**kwargs)
+
+        return undo_async
+
+    def undo(**kwargs: Any) -> Any:
+        with undo_of(saga_id):
+            return fn(**kwargs)
+
+    return undo
 
 
 def describe(comp: Compensation | None) -> dict[str, Any] | None:
@@ -128,3 +172,29 @@ def build(
             "a Compensation, or declare the step REVERSIBLE if nothing needs undoing"
         )
     return comp
+
+
+def undo_name(comp: Compensation) -> str:
+    """The name a halt uses for an undo: its registered handler, else its function's name."""
+    return comp.handler or str(getattr(comp.fn, "__qualname__", "") or comp.label)
+
+
+def halt_on_undo(
+    gate: object, saga_id: str, step: int, name: str, semantics: ActionSemantics, tags: frozenset[str] = frozenset()
+) -> StepRefused | None:
+    """The halt that stops the undo ``name`` of step ``step`` now, or None: asked before every attempt.
+
+    Undos run under a halt unless the halt names them (``tool:NAME`` or a matching
+    pattern): a halt is pulled to stop new effects, and an undo reduces what stands. The
+    gate's ``check_undo`` applies that rule (``GatePort``); a gate without one, or no gate,
+    stops no undo. The in-process rollback and the recovery daemon both ask here, so an
+    operator's halt means the same wherever the undo would run.
+    """
+    check = getattr(gate, "check_undo", None) if gate is not None else None
+    if check is None:
+        return None
+    try:
+        check(StepRequest(saga_id, step, name, semantics, {}, tags))
+    except StepRefused as stop:
+        return stop
+    return None

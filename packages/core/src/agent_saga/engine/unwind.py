@@ -18,24 +18,28 @@ the two).
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.error_text import describe_error
-from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key
+from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key, still_running
 from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
-from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.errors import SagaClosed, StepRefused
+from agent_saga.engine.undo import as_undo_of, halt_on_undo, undo_name
+from agent_saga.errors import SagaClosed
 from agent_saga.log.records import RecordType as R
 from agent_saga.registry import resolve
-from agent_saga.semantics import ActionSemantics, Compensation, Outcome, StepState
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 if TYPE_CHECKING:
     from agent_saga.engine.saga import Saga
 
 __all__ = ["unwind"]
+
+log = logging.getLogger(__name__)
 
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
@@ -227,6 +231,35 @@ def _observe_rollback(saga: Saga, step: Step) -> Wrappers | None:
     ))
 
 
+def _follow_undo(
+    saga: Saga, step: Step, attempt: int, secrets: list[str], call: concurrent.futures.Future[Any] | None,
+) -> None:
+    """Record the outcome of an undo whose task was cancelled while its thread ran on, when it ends.
+
+    A thread cannot be stopped: without this its COMPENSATION_STARTED would stay without an
+    outcome, and the recovery daemon would run the undo again. As ``Saga._straggled`` follows a
+    forward call. Runs on the undo's thread: it never raises.
+    """
+    if call is None:
+        return  # an async undo, cancelled with its task: it did not finish, and recovery runs it
+    key = step.compensation.idempotency_key if step.compensation is not None else None
+
+    def landed(done: concurrent.futures.Future[Any]) -> None:
+        try:
+            error = None if done.cancelled() else done.exception()
+            if error is None and not done.cancelled():
+                saga._append(R.STEP_COMPENSATED, {"key": key, "attempts": attempt, "late": True}, step.index)
+            else:
+                detail = scrub(describe_error(error) if error is not None else "cancelled before it ran", secrets)
+                saga._append(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": detail, "late": True},
+                             step.index)
+        except Exception:  # on a finished undo's thread: logged, never raised
+            log.exception("saga %s: could not record the undo of step %d after its task was cancelled",
+                          saga.saga_id, step.index)
+
+    call.add_done_callback(landed)
+
+
 def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
     comp = step.compensation
     assert comp is not None
@@ -239,23 +272,20 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
         # this one undo unrecorded, the only one the daemon repeats (same key).
         yield Barrier(saga.wal, ticket)
     policy = saga.compensation_retry
-    # Undos run under a halt unless it names them: asked before every attempt.
-    check_undo = getattr(saga.gate, "check_undo", None) if saga.gate is not None else None
     attempt = 0
     secrets: list[str] = []
     while True:
         attempt += 1
-        if check_undo is not None:
-            try:
-                check_undo(StepRequest(saga.saga_id, step.index, _undo_tool(comp), step.semantics, {}, saga.tags))
-            except StepRefused as stop:
-                attempt -= 1  # the attempts that ran
-                detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
-                saga._append(R.STEP_UNRESOLVED, {
-                    "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
-                }, step.index)
-                outcome = Outcome.UNRESOLVED
-                break
+        # Undos run under a halt unless it names them: asked before every attempt.
+        stop = halt_on_undo(saga.gate, saga.saga_id, step.index, undo_name(comp), step.semantics, saga.tags)
+        if stop is not None:
+            attempt -= 1  # the attempts that ran
+            detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
+            saga._append(R.STEP_UNRESOLVED, {
+                "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
+            }, step.index)
+            outcome = Outcome.UNRESOLVED
+            break
         try:
             # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
             fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
@@ -263,8 +293,11 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
             kwargs, secrets = resolve_credentials(comp.kwargs)
             if accepts_idempotency_key(fn):
                 kwargs["idempotency_key"] = comp.idempotency_key
-            yield Call(fn, kwargs)
-        except Exception as err:  # noqa: BLE001 - every failure of an undo is recorded, none hidden
+            yield Call(as_undo_of(saga.saga_id, fn), kwargs)
+        except BaseException as err:  # every failure of an undo is recorded, none hidden
+            if not isinstance(err, Exception):  # cancelled (a loop shutting down): its thread may run on
+                _follow_undo(saga, step, attempt, secrets, still_running(err))
+                raise
             if policy.should_retry(err, attempt):
                 yield Sleep(policy.delay(attempt))
                 continue
@@ -284,8 +317,3 @@ def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
     if observed is not None:
         observed.end(result)
     return result
-
-
-def _undo_tool(comp: Compensation) -> str:
-    """The name a halt uses for an undo: its registered handler, else its function's name."""
-    return comp.handler or str(getattr(comp.fn, "__qualname__", "") or comp.label)

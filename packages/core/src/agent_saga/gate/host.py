@@ -6,6 +6,11 @@
   make an approval count, and ``approver-passkeys``, the registered passkeys:
   configuration only root changes.
 
+Every trust list there is read by :func:`read_host_list` (the kernel's, in
+:mod:`agent_saga.notekeys`, named here too for the lists other distributions keep beside
+them, such as the MCP server list) under one rule: owned by root or the reader, writable by
+nobody else, a symlink judged by where it leads.
+
 Neither location depends on the environment of the process reading it, so an agent
 cannot move its switch or its trust anchors by setting a variable -- with one
 exception, ``AGENT_SAGA_HOST_ROOT``, which re-roots both (``$ROOT/var/lib/agent-saga``,
@@ -21,6 +26,7 @@ import os
 from pathlib import Path
 
 from agent_saga.errors import ConfigurationError
+from agent_saga.notekeys import read_host_list
 
 __all__ = [
     "APPROVER_KEYS",
@@ -30,6 +36,7 @@ __all__ = [
     "STATE_DIR",
     "config_dir",
     "init_host",
+    "read_host_list",
     "relocated",
     "state_dir",
 ]

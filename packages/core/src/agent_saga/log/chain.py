@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from agent_saga.errors import WALError
+from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKeys
 from agent_saga.log.codec import canonical, chain_hash
 from agent_saga.log.fs import open_regular
@@ -74,6 +75,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _HEX32 = re.compile(r"[0-9a-f]{32}\Z")
 _COMPACTION = RecordType.COMPACTION.value
 _REDACTION = RecordType.REDACTION.value
+_REPAIR = "REPAIR_"  # an operator's repair session on one saga (agent_saga.recovery.repair)
 _COMPLETED = RecordType.SAGA_COMPLETED.value
 _ROLLED_BACK = RecordType.SAGA_ROLLED_BACK.value
 _CHAIN_FIELDS = ("digest", "prev", "salt")
@@ -379,7 +381,21 @@ class ChainChecker:
                 self._broke(seq, line, link)
             else:
                 self._advance(record, seq)
+        if str(record.get("type")).startswith(_REPAIR) and isinstance(record.get("body"), dict):
+            self._operator_claim(record, seq)
         return True
+
+    def _operator_claim(self, r: Mapping[str, Any], seq: int) -> None:
+        """Note an operator's act on a saga (a repair) that no trusted operator key signed: a claim, not a break.
+
+        Logs written before repairs were signed stay readable; what their unsigned records
+        say is shown as a name, never acted on (``agent_saga.recovery.fold``).
+        """
+        problem = self.att.keys.saga_problem(r)
+        if problem:
+            who = inert(str(r["body"].get("operator", "?")))
+            self.notes.append(f"the {r['type']} record at seq {seq} names operator {who} (unsigned): {problem}; "
+                              "it is a claim, not a repair")
 
     def _own_problem(self, r: Mapping[str, Any], seq: int) -> str:
         """Why this record does not add up by itself ('' when it does)."""
@@ -589,6 +605,9 @@ def check_record(r: Mapping[str, Any]) -> str:
     except UnicodeEncodeError:
         # The writer encodes strictly as UTF-8, so a lone surrogate was put there by hand.
         return "it holds text that is not valid UTF-8 (a lone surrogate), which no writer produces"
+    except ValueError:
+        # JSON reads 1e999 as infinity, which the canonical form refuses: the writer never wrote it.
+        return "it holds a number out of range (infinite or NaN), which no writer produces"
 
 
 def _check_fields(r: Mapping[str, Any]) -> str:

@@ -22,10 +22,13 @@ text, so the chain can be verified by someone who does not hold the key.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Protocol
 
 from agent_saga.errors import WALRefused
@@ -55,9 +58,21 @@ def encryption_aad(saga: str, seq: int, rtype: str) -> bytes:
     return f"agent-saga/v1\x1f{saga}\x1f{seq}\x1f{rtype}".encode()
 
 
+# Values the log shows by their text, as "<datetime 2026-12-06T10:00:00+00:00>": exact types
+# only, so no code of the agent's (a subclass's isoformat or __str__) runs on the flusher thread.
+_SHOWN: dict[type, Any] = {
+    datetime.datetime: datetime.datetime.isoformat, datetime.date: datetime.date.isoformat,
+    datetime.time: datetime.time.isoformat, uuid.UUID: uuid.UUID.__str__,
+    Decimal: Decimal.__str__,  # an amount by value, exactly as written: "<Decimal 1E+4>"
+}
+
+
 def _fallback(value: object) -> str:
     # The log must never fail to encode (a failure on the flusher thread would
     # break durability for every saga); callers sanitize, this is the last resort.
+    show = _SHOWN.get(type(value))
+    if show is not None:
+        return f"<{type(value).__name__} {show(value)}>"
     return f"<{type(value).__name__}>"
 
 

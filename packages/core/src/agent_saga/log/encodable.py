@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "plain_json", "unencodable", "utf8_safe"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "encodable", "name_problem", "plain_json", "unencodable", "utf8_safe"]
 
 #: Python's default ``sys.int_max_str_digits``: what a reader in another process accepts.
 MAX_INT_DIGITS = 4300
@@ -61,6 +61,18 @@ def _str_problem(value: str) -> str | None:
             "JSON is UTF-8 and cannot hold it; pass valid Unicode text"
         )
     return None
+
+
+def name_problem(name: str, what: str) -> str | None:
+    """One line when ``name`` (a tool's, a saga's, a tag) is text the log cannot hold, else None.
+
+    ``what`` names it in the line: ``"the tool's name holds a lone surrogate ('\\ud800' at
+    index 3): ..."``. An ASCII name, the usual one, is answered in O(1).
+    """
+    if name.isascii():
+        return None
+    problem = _str_problem(name)
+    return None if problem is None else f"{what} {problem}"
 
 
 def _problem(value: Any) -> str | None:

@@ -206,6 +206,7 @@ class FileWAL(GroupCommitWAL):
         self._size = 0
         self._terminate = False  # the file ends in a complete record without its newline
         self._held_since: float | None = None  # when the flusher took the file lock it still holds
+        self._identity = (0, 0)  # (st_dev, st_ino) of the file the descriptor holds, set by _lock_file
         self._open()
         self._fd_users = 2  # close() and the flusher (see _drop_fd)
         self._start()
@@ -243,17 +244,18 @@ class FileWAL(GroupCommitWAL):
         same lock; a writer that kept its old descriptor would append to a file
         nobody reads any more. The replaced file has no name left (link count 0),
         which the fstat that catching up needs anyway shows at no extra cost: then
-        reopen the path and lock again.
+        reopen the path and lock again. Deleted with nothing in its place, it is a break.
         """
         while True:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             status = os.fstat(self._fd)
             if status.st_nlink > 0:
+                self._identity = (status.st_dev, status.st_ino)
                 return status
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND)
             except FileNotFoundError:
-                return status  # deleted by hand, not replaced: write where we are, as before
+                raise WALError(self._lost(None)) from None  # deleted, not replaced: nobody would read it
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = fd
@@ -298,12 +300,40 @@ class FileWAL(GroupCommitWAL):
             written = os.write(self._fd, view)
             view = view[written:]
         os.fdatasync(self._fd)
+        self._still_at_path()
         self._terminate = False
         self._seq += len(batch)
         self._size += len(data)
         self.flushes += 1
         if time.monotonic() - self._held_since > _HOLD_MAX:
             self._unlock_file()  # a long burst: let another writer have a turn
+
+    def _still_at_path(self) -> None:
+        """WALError unless the file just synced is still the one at ``self.path``.
+
+        Asked after every sync, before the batch is acknowledged: a file deleted or renamed
+        under this writer (by hand, by the agent) takes what it was told is durable with it.
+        Compaction replaces the file only under the lock this writer holds while it writes,
+        so a replaced file is never seen here (``_lock_file`` reopens it). One stat per flush.
+        """
+        try:
+            here: os.stat_result | None = os.stat(self.path)
+        except FileNotFoundError:
+            here = None
+        if here is not None and (here.st_dev, here.st_ino) == self._identity:
+            return
+        raise WALError(self._lost(here))
+
+    def _lost(self, here: os.stat_result | None) -> str:
+        """Why the file this writer appends to is not the log at its path any more (one line)."""
+        moved = os.fstat(self._fd).st_nlink > 0
+        there = "no file is at that path now" if here is None else "another file is at that path now"
+        return (
+            f"the log file {self.path} was {'moved to another name' if moved else 'deleted'} while this "
+            f"writer appended to it ({there}): the records of this flush went with it and none was "
+            f"acknowledged. The log is broken: find what {'moved' if moved else 'deleted'} it, put it back, "
+            "and open the log again"
+        )
 
     def _idle(self) -> None:
         self._unlock_file()  # idle: other writers need not wait for us

@@ -12,7 +12,8 @@ checks, under that lock, whether the file it holds open still has a name (its
 link count); once a rewrite replaced it, it reopens the path and continues the
 sequence and chain from the new file's last record. Nothing appended
 concurrently is lost. (A log file with extra hard links is not supported: the old
-inode would keep a name, and a writer would not notice the swap.)
+inode would keep a name, and a writer would break at its next flush, its file no longer
+the one at the path.)
 
 A rewrite refuses a log whose chain is broken: rewriting damaged evidence would
 launder it. Export it with ``allow_broken=True`` first, then investigate.
@@ -25,6 +26,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.chain import Attestations, ChainChecker, read_line
@@ -32,7 +34,7 @@ from agent_saga.log.codec import BodyCipher
 from agent_saga.log.file import _set_aside_torn_tail
 from agent_saga.log.fs import fsync_dir, write_new
 from agent_saga.log.lines import is_torn, iter_lines
-from agent_saga.log.records import GENESIS, Record
+from agent_saga.log.records import GENESIS, Record, RecordType
 from agent_saga.log.rewrite import (
     AUDIT_TYPES,
     Change,
@@ -41,6 +43,7 @@ from agent_saga.log.rewrite import (
     RedactionResult,
     Rewritable,
     Stored,
+    _attestation,
     operator_signer,
     plan_compaction,
     plan_redaction,
@@ -54,6 +57,7 @@ __all__ = [
     "CompactionResult",
     "LogMaintenanceError",
     "RedactionResult",
+    "append_signed",
     "compact",
     "locked_log",
     "operator_signer",
@@ -213,3 +217,24 @@ def compact(
     nothing is changed.
     """
     return _LogFile(path).compact(keep, by=by, reason=reason, encryptor=encryptor, signer=signer)
+
+
+def append_signed(
+    path: str | os.PathLike[str], rtype: RecordType, body: dict[str, Any], signer: OperatorKey,
+) -> tuple[int, str]:
+    """Append one record of ``rtype``, signed by ``signer`` at the place it lands, under the writers' lock.
+
+    The signature covers the record's seq and the ``prev`` it continues from (``log.attestation``),
+    which only the lock fixes: a flush by a live FileWAL in between would move both. Refused, like
+    every rewrite, on a log whose chain is broken (a key must not vouch for damage). Returns the
+    new record's (seq, hash).
+    """
+    landed: list[tuple[int, str]] = []
+
+    def plan(stored: Stored) -> Change:
+        seq, line, head = _attestation(stored, stored.records or [], rtype, body, signer)
+        landed.append((seq, head))
+        return Change(appended=(seq, line, head))
+
+    _LogFile(path)._rewrite(plan, f"sign a {rtype.value}")
+    return landed[0]

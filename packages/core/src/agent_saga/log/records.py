@@ -84,6 +84,12 @@ class RecordType(enum.StrEnum):
     STEP_ADVISORY = "STEP_ADVISORY"
     # Issue 29 part 2: the first record of a merged mesh log (agent_saga.mesh): each device's head.
     MESH_MERGED = "MESH_MERGED"
+    # Written by a service's SagaContextMiddleware (agent_saga.distributed) about itself, at most once
+    # per window: how many compensation requests it refused since the last one, the latest's reason.
+    COMPENSATIONS_REFUSED = "COMPENSATIONS_REFUSED"
+    # Written by a mesh device into its own log (agent_saga.mesh): its key (at seq 1) and, later, a head
+    # signed by that key. A hub merges a device's records only up to its last signed head.
+    DEVICE_HEAD = "DEVICE_HEAD"
     # Issue 27 part 1, surgical repair (agent_saga.recovery.repair): an operator's session on a dead or
     # quarantined saga, under that saga's id; RESUMED names the saga that continues it (and ends this one).
     REPAIR_OPENED = "REPAIR_OPENED"  # who, why, and what is kept; the daemon leaves the saga alone

@@ -252,13 +252,13 @@ def _attestation(
     return seq, data.decode().rstrip("\n"), head
 
 
-def operator_signer(signer: object) -> OperatorKey:
+def operator_signer(signer: object, what: str = "a compaction or redaction") -> OperatorKey:
     """``signer`` as an operator key the host trusts; ConfigurationError (one line) otherwise.
 
-    An attestation signed by a key the host does not trust would be a break the
-    moment it is written, so it is refused before anything changes.
+    An attestation signed by a key the host does not trust would be a break (or, on a
+    saga, only a claim) the moment it is written, so it is refused before anything changes.
     """
-    key = OperatorKey.of(signer)
+    key = OperatorKey.of(signer, what)
     trusted = OperatorKeys.load()
     if trusted.error or key.key_id not in trusted.keys:
         raise ConfigurationError(

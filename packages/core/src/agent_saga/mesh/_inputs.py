@@ -49,6 +49,8 @@ _MERGED = RecordType.MESH_MERGED.value
 _FIELDS = ("digest", "prev", "saga", "seq", "step", "ts", "type", "body", "salt", "hash")
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _REWRITTEN = (RecordType.COMPACTION.value, RecordType.REDACTION.value)
+#: How a torn final write is named: a writer died mid-line; never acknowledged, so never merged.
+TORN = "a torn final write"
 
 
 class MeshError(ConfigurationError):
@@ -60,7 +62,8 @@ class Exclusion:
     """A record that was not merged: which device, which seq, why, and from which input.
 
     ``held`` counts the records from ``seq`` on that were left out with it (the
-    rest of that device's chain in that input, or in the pool for a fork).
+    rest of that device's chain in that input, or in the pool for a fork), and
+    ``through`` is the last seq among them (None when it is ``seq`` or unknown).
     """
 
     device: str
@@ -68,9 +71,18 @@ class Exclusion:
     why: str
     source: str = ""  # the input it came from ('' for a verdict over every input: a fork)
     held: int = 1
+    through: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "seq": self.seq, "why": self.why, "source": self.source, "held": self.held}
+        return {"device": self.device, "seq": self.seq, "why": self.why, "source": self.source, "held": self.held,
+                "through": self.through}
+
+    @property
+    def where(self) -> str:
+        """Which records, as people read it: ``seq 4``, ``seq 4..7``, or ``a line`` when none has a seq."""
+        if self.seq is None:
+            return "a line" if self.through is None else f"seq ..{self.through}"
+        return f"seq {self.seq}" if self.through in (None, self.seq) else f"seq {self.seq}..{self.through}"
 
 
 @dataclass(slots=True)
@@ -107,7 +119,10 @@ def _lines(path: Path) -> Iterator[tuple[int, Record | None, str]]:
             if not line.raw.strip():
                 continue
             if not line.terminated and is_torn(line.raw):
-                return  # never acknowledged as durable: not part of the log (agent_saga.log.lines)
+                # Never acknowledged as durable (agent_saga.log.lines), so not part of the log; but what the
+                # copy holds is left out, and a merge names everything it leaves out.
+                yield line.number, None, f"{TORN} ({len(line.raw)} bytes at the end, no newline, not a record)"
+                return
             record, error = read_line(line)
             yield line.number, record, error
 
@@ -193,8 +208,11 @@ def _take_device(taken: Taken, first: tuple[int, Record | None, str], rest: Iter
     device = claimed if isinstance(claimed, str) and _HEX64.match(claimed) else "?"
     state = _Device(device)
     for number, record, error in (first, *rest):
+        if error.startswith(TORN):
+            taken.excluded.append(_torn(device, number, error, name))
+            continue
         if state.broken_at is not None:
-            taken.excluded[state.broken_at] = _more(taken.excluded[state.broken_at])
+            taken.excluded[state.broken_at] = _more(taken.excluded[state.broken_at], record)
             continue
         if record is not None:
             _refuse_kind(name, number, record)
@@ -222,7 +240,7 @@ def _feed(taken: Taken, state: _Device, number: int, record: Record | None, erro
             why = (f"the next record's prev does not link to it ({report.reason}): it was changed and re-hashed, "
                    "or the next one was; it and everything after it on this device's chain in this input "
                    "were left out")
-            taken.excluded.append(Exclusion(state.device, seq, why, taken.source, 2))
+            taken.excluded.append(Exclusion(state.device, seq, why, taken.source, 2, (record or {}).get("seq")))
             return
         taken.excluded.append(Exclusion(state.device, seq if isinstance(seq, int) else None, why, taken.source))
         return
@@ -230,8 +248,16 @@ def _feed(taken: Taken, state: _Device, number: int, record: Record | None, erro
     state.records.append(_device_record(record))
 
 
-def _more(x: Exclusion) -> Exclusion:
-    return Exclusion(x.device, x.seq, x.why, x.source, x.held + 1)
+def _more(x: Exclusion, record: Record | None = None) -> Exclusion:
+    """``x`` with one more record left out after it (``record``: that one, when it was read)."""
+    seq = record.get("seq") if record is not None else None
+    through = seq if isinstance(seq, int) and not isinstance(seq, bool) else x.through
+    return Exclusion(x.device, x.seq, x.why, x.source, x.held + 1, through)
+
+
+def _torn(device: str, number: int, error: str, name: str) -> Exclusion:
+    return Exclusion(device, None, f"line {number} is {error}: a writer died mid-write, so it was never "
+                     "acknowledged as durable and is left out", name)
 
 
 def _take_merged(taken: Taken, head: Record, rest: Iterator[tuple[int, Record | None, str]]) -> None:
@@ -259,8 +285,11 @@ def _take_merged(taken: Taken, head: Record, rest: Iterator[tuple[int, Record | 
     devices: dict[str, _Device] = {}
     merged_break: Exclusion | None = None
     for number, record, error in rest:
+        if error.startswith(TORN):
+            taken.excluded.append(_torn("?", number, error, name))
+            continue
         if merged_break is not None:
-            merged_break = _more(merged_break)
+            merged_break = _more(merged_break)  # records of several devices: no one range of seqs
             continue
         if record is not None:
             _refuse_kind(name, number, record)
@@ -286,7 +315,7 @@ def _take_merged(taken: Taken, head: Record, rest: Iterator[tuple[int, Record | 
         if state is None:
             state = devices[device] = _Device(device)
         if state.broken_at is not None:
-            taken.excluded[state.broken_at] = _more(taken.excluded[state.broken_at])
+            taken.excluded[state.broken_at] = _more(taken.excluded[state.broken_at], device_record)
             continue
         _feed(taken, state, number, device_record, "")
     if merged_break is not None:

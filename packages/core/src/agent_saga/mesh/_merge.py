@@ -14,6 +14,10 @@ byte:
   *held out*: named (device, seq, why), never merged, and kept verbatim in the
   merged log's MESH_MERGED record, so that a later merge of the merged log reaches
   the same verdict (the set is never shrunk by a merge).
+* **Device keys.** Of that chain, only what the device's own key vouches for is taken
+  (``agent_saga.mesh._keys.signed_prefix``): up to its last signed DEVICE_HEAD, and
+  nothing of a device whose key the hub does not trust. The rest is held out the same
+  way, so it comes in once a later copy brings a head that covers it.
 * **Canonical order.** The accepted records of all devices, merged by
   ``(ts, device, seq)``: each device's records stay in their own order, the rest
   is decided by the clock each record states, then the device id.
@@ -43,10 +47,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.inert import inert
+from agent_saga.log.attestation import OperatorKeys
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.fs import fsync_dir, write_new
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record, RecordType
 from agent_saga.mesh._inputs import FORMAT, MESH_FIELD, Exclusion, take
+from agent_saga.mesh._keys import device_keys as trusted_device_keys
+from agent_saga.mesh._keys import signed_prefix
 
 __all__ = ["DeviceHead", "MeshResult", "merge", "short"]
 
@@ -60,15 +67,20 @@ def short(device: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DeviceHead:
-    """One device in the merged log: how many of its records, its last seq and that record's hash."""
+    """One device in the merged log: how many of its records, its last seq and that record's hash.
+
+    ``key`` is the id of the key that signed them ('' for an unsigned device, taken as a claim).
+    """
 
     device: str
     records: int
     last_seq: int
     head: str
+    key: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "records": self.records, "last_seq": self.last_seq, "head": self.head}
+        return {"device": self.device, "records": self.records, "last_seq": self.last_seq, "head": self.head,
+                "key": self.key}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,22 +128,31 @@ class MeshResult:
         """The human view: device ids and everything taken from a log shown inert."""
         lines = [f"merged {len(self.records) - 1 if self.records else 0} record(s) from "
                  f"{len(self.devices)} device(s) and {len(self.inputs)} input(s)"]
-        lines.extend(f"  device {short(d.device)}: {d.records} record(s), seq 1..{d.last_seq}, head {inert(d.head[:16])}"
+        lines.extend(f"  device {short(d.device)}: {d.records} record(s), seq 1..{d.last_seq}, head {inert(d.head[:16])}, "
+                     + (f"signed by {inert(d.key)}" if d.key else "UNSIGNED: a claim, not a proof")
                      for d in self.devices)
         for x in self.excluded:
             where = f" in {inert(x.source)}" if x.source else ""
             held = f" ({x.held} record(s) left out)" if x.held > 1 else ""
-            lines.append(f"  EXCLUDED device {short(x.device)} seq {x.seq}{where}{held}: {inert(x.why)}")
+            lines.append(f"  EXCLUDED device {short(x.device)} {x.where}{where}{held}: {inert(x.why)}")
         lines.extend(f"  KEY CLASH {inert(c)}" for c in self.clashes)
         return "\n".join(lines)
 
 
-def merge(logs: Iterable[Any]) -> MeshResult:
+def merge(
+    logs: Iterable[Any], *, device_keys: str | os.PathLike[str] | OperatorKeys | None = None,
+    allow_unsigned: bool = False,
+) -> MeshResult:
     """Merge device logs (paths, FileWALs, records, or merged logs) into one (see the module docstring).
 
-    Raises ``MeshError`` (one line, nothing merged) for an input that cannot be used
-    at all; a record that does not verify is named in ``excluded`` instead.
+    Each device's records are taken only up to its last head signed by its own key, and only
+    when ``device_keys`` (default: the host's list, ``mesh._keys.device_keys_path``) trusts that
+    key. ``allow_unsigned`` takes the logs of devices with no key (written before device keys)
+    as claims. Raises ``MeshError`` (one line, nothing merged) for an input that cannot be used
+    at all; a record that does not verify, or that no trusted key vouches for, is named in
+    ``excluded`` instead.
     """
+    trusted = trusted_device_keys(device_keys)
     inputs = [take(log, _name(log, i)) for i, log in enumerate(logs, start=1)]
     pool: dict[str, dict[int, dict[str, Record]]] = {}
     for taken in inputs:
@@ -144,15 +165,27 @@ def merge(logs: Iterable[Any]) -> MeshResult:
     chains: dict[str, list[Record]] = {}
     held: list[tuple[str, Record]] = []
     verdicts: list[Exclusion] = []
+    keys: dict[str, str] = {}
     for device in sorted(pool):
         accepted, out, verdict = _walk(device, pool[device])
+        if accepted:
+            signed = signed_prefix(device, accepted, trusted, allow_unsigned)
+            keys[device] = signed.key
+            if signed.why:
+                refused = accepted[signed.taken:]
+                verdicts.append(Exclusion(
+                    device, refused[0]["seq"],
+                    f"{signed.why}; {len(refused)} record(s) from seq {refused[0]['seq']} on are refused", "",
+                    len(refused), refused[-1]["seq"],
+                ))
+                accepted, out = accepted[: signed.taken], [*refused, *out]
         if accepted:
             chains[device] = accepted
         held.extend((device, r) for r in out)
         if verdict is not None:
             verdicts.append(verdict)
     per_input = [x for taken in inputs for x in taken.excluded]
-    return _assemble(chains, held, verdicts, per_input, tuple(t.source for t in inputs))
+    return _assemble(chains, keys, held, verdicts, per_input, tuple(t.source for t in inputs))
 
 
 def _name(log: Any, i: int) -> str:
@@ -187,11 +220,11 @@ def _walk(device: str, seqs: dict[int, dict[str, Record]]) -> tuple[list[Record]
         why = f"seq {n} is missing from every input: the records after it wait until a log holding it is merged"
     where = min(r["seq"] for r in out)
     return accepted, out, Exclusion(device, where, f"{why}; {len(out)} record(s) from seq {where} on are held out",
-                                    "", len(out))
+                                    "", len(out), max(r["seq"] for r in out))
 
 
 def _assemble(
-    chains: dict[str, list[Record]], held: list[tuple[str, Record]], verdicts: list[Exclusion],
+    chains: dict[str, list[Record]], keys: dict[str, str], held: list[tuple[str, Record]], verdicts: list[Exclusion],
     per_input: list[Exclusion], inputs: tuple[str, ...],
 ) -> MeshResult:
     ordered = list(heapq.merge(
@@ -201,7 +234,7 @@ def _assemble(
     steps = _renumbered(ordered)
     clashes = _clashes(ordered, steps)
     heads = tuple(
-        DeviceHead(device, len(records), records[-1]["seq"], records[-1]["hash"])
+        DeviceHead(device, len(records), records[-1]["seq"], records[-1]["hash"], keys.get(device, ""))
         for device, records in sorted(chains.items())
     )
     body = {

@@ -141,6 +141,7 @@ _lock = threading.RLock()
 _config: PatchConfig | None = None
 _patched: dict[str, tuple[str, ...]] = {}
 _observed: list[UnclassifiedCall] = []
+_warned_outside = False  # the enforce-mode warning about a call outside every saga was given
 
 
 def current_config() -> PatchConfig | None:
@@ -170,7 +171,11 @@ def classify(tool: str, framework: str, tool_args: Mapping[str, Any] | None = No
     """
     config = _config
     saga = current_saga()
-    if config is None or saga is None:
+    if config is None:
+        return None
+    if saga is None:
+        if config.policy.mode == "enforce":
+            _warn_outside(tool, framework)
         return None
     args = tool_args or {}
     try:
@@ -189,6 +194,22 @@ def classify(tool: str, framework: str, tool_args: Mapping[str, Any] | None = No
         raise error
     saga.note_unprotected(tool, args, origin=framework)
     return None
+
+
+def _warn_outside(tool: str, framework: str) -> None:
+    """Once per process: an enforced policy protects nothing where no saga is open, and says so."""
+    global _warned_outside
+    with _lock:
+        if _warned_outside:
+            return
+        _warned_outside = True
+    warnings.warn(
+        f"agent-saga: patch_all() enforces its policy inside a saga only; {framework} ran {tool!r} outside every "
+        f"saga, unprotected. Run the agent through its run helper (saga_run from agent_saga.adapters.{framework}) "
+        "or inside saga_scope() (said once per process)",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 
 
 def patch_all(

@@ -14,6 +14,11 @@ What blocks (the older steps stay put, the saga stays open): an undo that
 exists but cannot run here (its handler is not imported) or keeps failing.
 LIFO order exists because an older step's undo may depend on the newer one
 having been undone first, so running it early could fail or do harm.
+A halt that names an undo's tool stops it here as in the agent's own rollback (one rule,
+``engine.undo.halt_on_undo``, asked of the daemon's gate: the process's default one, whose
+kill switch is the host's): the undo is not attempted (no attempt counts, nothing is
+dead-lettered), the saga is escalated once (``undo-halted``) and held, and the next sweep
+after the halt is lifted runs it.
 What does not block: a step that has no undo at all (IRREVERSIBLE, an unknown
 outcome with no inverse recorded before the call, a closure). Waiting cannot
 make those undoable; they are escalated and the older steps unwound, exactly as
@@ -44,11 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent_saga.context import default_gate
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.durable_run import entry
 from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import SagaAborted
-from agent_saga.errors import CompensationRefused, ConfigurationError
+from agent_saga.engine.undo import halt_on_undo, undo_of
+from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKey
@@ -61,19 +69,29 @@ from agent_saga.log.maintenance import compact as compact_file
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
-from agent_saga.recovery.fold import SagaView, StepView
+from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import owner_expiry
 from agent_saga.recovery.ledger import Ledger
+from agent_saga.recovery.mesh_register import recovered_elsewhere
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.resume import resumable, resume_claimed
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
+from agent_saga.semantics import ActionSemantics
 
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
 
-__all__ = ["Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry", "set_snapshot_sweep"]
+__all__ = [
+    "REPAIR_STALE_TTLS", "Action", "RecoveryDaemon", "SweepReport", "is_transient", "owner_expiry",
+    "set_snapshot_sweep",
+]
+
+#: A signed repair session open longer than this many lease ttls of its saga is escalated
+#: (``repair-stale``), as is one whose claim is free (its process is gone): either way the
+#: daemon keeps off the saga, so a person must finish or abandon the repair.
+REPAIR_STALE_TTLS = 20
 
 #: The snapshot GC the daemon runs over its ``snapshots=`` stores after each sweep:
 #: ``sweep(store, records, verdict)`` -> that store's report (``agent_saga.snapshots.GCReport``).
@@ -156,6 +174,10 @@ class SweepReport:
         )
 
 
+#: ``RecoveryDaemon(gate=...)`` not given: the process's default gate, looked up at each sweep.
+_DEFAULT_GATE = object()
+
+
 class _Halt(Exception):
     """Stop unwinding this saga for now (older steps are held)."""
 
@@ -182,6 +204,10 @@ class RecoveryDaemon:
     acts on every record that is sound on its own, never on one that fails its own
     hash check (such a saga is escalated as ``unverified-records``), and each saga
     it takes over says in the log that it was recovered from an unverified log.
+
+    ``gate`` is asked before every undo whether a halt names it (``check_undo``): by
+    default the process's default gate, looked up at each sweep, whose kill switch is the
+    host's (``agent-saga halt --scope tool:NAME``); ``None`` asks nothing.
     """
 
     def __init__(
@@ -198,6 +224,7 @@ class RecoveryDaemon:
         encryptor: BodyCipher | None = None,
         trust_unverified: bool = False,
         snapshots: Sequence[SnapshotStore] = (),
+        gate: GatePort | object | None = _DEFAULT_GATE,
     ) -> None:
         if lease_grace < 0:
             raise ValueError(f"lease_grace must be >= 0 seconds, got {lease_grace!r}")
@@ -232,6 +259,8 @@ class RecoveryDaemon:
                 "not loaded: import agent_saga.snapshots (its stores and the SnapshotStore protocol live there)"
             )
         self.verdict: VerifyReport | None = None  # the chain verdict of the last sweep
+        self._gate = gate
+        self.gate: object = None  # the gate this sweep asks about undos (see ``gate=``)
         self._tail = self.store.tail(encryptor)
         self._wal: WAL | None = None
 
@@ -259,6 +288,7 @@ class RecoveryDaemon:
         if not dry_run:
             # After the verdict: a refused sweep opens nothing (opening a file log moves a torn tail).
             self._wal = self.store.open_wal()
+        self.gate = default_gate() if self._gate is _DEFAULT_GATE else self._gate
         self.ledger.refresh()
         report = SweepReport(dry_run=dry_run)
         sagas = list(self._tail.sagas)
@@ -271,9 +301,18 @@ class RecoveryDaemon:
             report.open_sagas += 1
             if view.quarantined or view.dead_lettered or view.repairing:
                 report.skipped.append(saga_id)
+                if view.repairing and not dry_run:
+                    self._stale_repair(view, report)
                 continue
             if not self._expired(view):
                 report.live.append(saga_id)
+                continue
+            if view.unsigned_end:
+                report.skipped.append(saga_id)
+                if not dry_run:
+                    self._unsigned_end(view, report)
+                continue
+            if self._recovered_elsewhere(view, report, claim=not dry_run):
                 continue
             if dry_run:
                 if resumable(view):
@@ -410,7 +449,79 @@ class RecoveryDaemon:
                          escalation.step)
             report.actions.append(Action(escalation.saga, escalation.step, "answer", note))
 
+    def _stale_repair(self, view: SagaView, report: SweepReport) -> None:
+        """Escalate, once, a signed repair session left open: its claim is free, or it is too old.
+
+        Only a signed session reaches here (an unsigned one is no repair: ``recovery.fold``).
+        Its ESCALATED record is the daemon's, not a sign of life from the saga's owner.
+        """
+        if "repair-stale" in view.escalated:
+            return
+        ttl = view.lease_ttl or DEFAULT_LEASE_TTL
+        age = self.clock() - view.repair_opened_us / 1e6
+        if age > REPAIR_STALE_TTLS * ttl:
+            why = f"it has been open {age:.0f}s, more than {REPAIR_STALE_TTLS} lease ttls of its saga ({ttl:g}s each)"
+        else:
+            claim = self.store.try_claim(view.saga_id)
+            if claim is None:
+                return  # the operator's session holds it: at work
+            claim.release()
+            why = "its claim is free: the process of that session is gone"
+        self._ask(view, report, "repair-stale", (
+            f"the repair opened under {view.repair_signer}'s key is still open and {why}; recovery keeps off the "
+            "saga until it is resumed or abandoned (agent-saga repair SAGA --abandon hands it back)"
+        ))
+
+    def _unsigned_end(self, view: SagaView, report: SweepReport) -> None:
+        """Escalate, once, a saga an unsigned REPAIR_RESUMED says was continued elsewhere.
+
+        Not believed (no operator key signed it), and not undone either: what it claims is
+        that a person kept these effects on purpose, and a repair resumed before repairs
+        were signed reads exactly so. A signed session on the saga decides (resume or abandon).
+        """
+        if "repair-unsigned" in view.escalated:
+            return
+        self._ask(view, report, "repair-unsigned", (
+            f"{view.unsigned_end}; the daemon neither ends nor unwinds the saga on it: an operator opens a signed "
+            "repair (agent-saga repair SAGA --operator-key FILE) and resumes or abandons it"
+        ))
+
+    def _ask(self, view: SagaView, report: SweepReport, kind: str, detail: str) -> None:
+        """Queue ``kind`` about a saga the daemon keeps off, and say so in its log: a person decides."""
+        escalation, created = self.escalations.add(view.saga_id, None, kind, detail)
+        if created:
+            report.new_escalations.append(escalation)
+        self._append(R.ESCALATED, view.saga_id, {"kind": kind, "detail": detail, "escalation": escalation.id})
+        assert self._wal is not None
+        self._wal.barrier()
+        view.escalated.add(kind)
+        report.actions.append(Action(view.saga_id, None, "escalate", f"[{kind}] {detail}"))
+
     # -- leases and claims -------------------------------------------------------------
+
+    def _recovered_elsewhere(self, view: SagaView, report: SweepReport, *, claim: bool) -> bool:
+        """True (and escalated, nothing written to this log) when another merged log recovers this saga.
+
+        A merged mesh log is one view of the devices' logs; the ledger beside it knows only its own
+        undos, so each device's part of a saga is recovered from one merged log per host
+        (``recovery.mesh_register``).
+        """
+        devices = [part for part in view.parts if part]
+        if not devices or self.wal_path is None:
+            return False
+        holder = recovered_elsewhere(self.wal_path, view.saga_id, devices, claim=claim)
+        if not holder:
+            return False
+        detail = (f"{inert(holder)} already recovers this saga's device parts (its ledger is beside it): recover "
+                  "that log, the log of record; this merged view is for reading, and recovering it would run "
+                  "the same undos again")
+        report.actions.append(Action(view.saga_id, None, "escalate", f"[mesh-recovered-elsewhere] {detail}"))
+        report.skipped.append(view.saga_id)
+        if claim:
+            escalation, created = self.escalations.add(view.saga_id, None, "mesh-recovered-elsewhere", detail)
+            if created:
+                report.new_escalations.append(escalation)
+        return True
 
     def _expired(self, view: SagaView) -> bool:
         return self.clock() > owner_expiry(view, self.store.read_lease(view.saga_id)) + self.lease_grace
@@ -429,7 +540,7 @@ class RecoveryDaemon:
             if not view.open:
                 finished = True
                 return
-            if view.repairing:  # an operator opened a repair between our read and our claim
+            if view.repairing or view.unsigned_end:  # written between our read and our claim
                 report.skipped.append(saga_id)
                 return
             if not self._expired(view):
@@ -456,7 +567,8 @@ class RecoveryDaemon:
                 f"its @durable entry point {name!r} is not registered in this daemon; start it with --import <the "
                 f"module that defines @durable({name!r})>; the run is left open"
             )
-            self._file(view, None, "resume-unavailable", detail, report)
+            if "resume-unavailable" not in view.escalated:  # queued once, however often it is swept
+                self._ask(view, report, "resume-unavailable", detail)
             report.held.append(view.saga_id)
             return False
         try:
@@ -481,16 +593,6 @@ class RecoveryDaemon:
             self.escalations.resolve(eid, f"resumed by {self.name}")
             self._append(R.ESCALATION_RESOLVED, view.saga_id, {"escalation": eid, "kind": "resume-unavailable"})
         return True
-
-    def _file(self, view: SagaView, step: int | None, kind: str, detail: str, report: SweepReport) -> None:
-        """Escalate without taking the saga over (no RECOVERY_CLAIMED, no rollback): it stays its owner's."""
-        report.actions.append(Action(view.saga_id, step, "escalate", f"[{kind}] {detail}"))
-        escalation, created = self.escalations.add(view.saga_id, step, kind, detail)
-        if created:
-            report.new_escalations.append(escalation)
-        if kind not in view.escalated:
-            self._append(R.ESCALATED, view.saga_id, {"kind": kind, "detail": detail, "escalation": escalation.id})
-            view.escalated.add(kind)
 
     def _resolve(self, view: SagaView, report: SweepReport, *, dry_run: bool) -> bool:
         """Unwind one claimed saga; True if it ended."""
@@ -652,6 +754,15 @@ class _Run:
             ))
             self._act(step.index, "hold", "older steps wait until this one is undone")
             raise _Halt
+        stop = halt_on_undo(self.d.gate, saga, step.index, handler, _semantics(step))
+        if stop is not None:
+            # Not attempted (no attempt counts toward dead-lettering): it runs once the halt is lifted.
+            self._escalate(step, "undo-halted", (
+                f"the undo {handler} (key {key}) was not run: {stop.reason}; it runs at the first sweep after "
+                "the halt is lifted"
+            ))
+            self._act(step.index, "hold", "halted: older steps wait until this one is undone")
+            raise _Halt
         if state.attempts >= self.d.max_attempts:
             self._dead_letter(step, key, state.attempts, state.last_error)
         if state.failures:
@@ -667,15 +778,17 @@ class _Run:
         ledger.attempt(key, saga, step.index, self.d.name)
         self._write(R.COMPENSATION_STARTED, {"key": key, "handler": handler, "attempt": attempt}, step.index)
         try:
-            _call(handler, dict(comp["kwargs"]), key)
+            _call(handler, dict(comp["kwargs"]), key, saga)
         except Exception as err:  # noqa: BLE001 - a failed undo is recorded and retried, never hidden
             error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
             ledger.failed(key, saga, step.index, self.d.name, error)
             self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
-            if isinstance(err, CompensationRefused) or (isinstance(err, _HandlerFailed) and err.refused):
+            kind = err.kind if isinstance(err, _HandlerFailed) else _kind_of(err)
+            if kind is not None:
                 # The handler will not do what the record asks (a program, a URL, a server it
-                # does not know): asking again gets the same answer, so a person decides now.
-                self._dead_letter(step, key, attempt, error, kind="undo-refused")
+                # does not know), or its system said "done" with no proof: asking again gets the
+                # same answer, so a person decides now.
+                self._dead_letter(step, key, attempt, error, kind=kind)
             if attempt >= self.d.max_attempts:
                 self._dead_letter(step, key, attempt, error)
             self._act(step.index, "retry-later", f"attempt {attempt}/{self.d.max_attempts} failed: {error}")
@@ -684,7 +797,8 @@ class _Run:
         self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
         # Restarted with the missing import, or the undo the agent's rollback gave up on
         # worked now, or the step the rollback left in flight is undone: those escalations are answered.
-        for kind in ("handler-missing", "compensation-failing", "in-flight", "unknown-outcome", "late-commit"):
+        for kind in ("handler-missing", "undo-halted", "compensation-failing", "in-flight", "unknown-outcome",
+                     "late-commit"):
             self._resolve_escalation(step, kind, f"compensated by {self.d.name}")
         self.report.compensated += 1
         self._count("compensated")
@@ -693,6 +807,8 @@ class _Run:
                      kind: str = "compensation-failing") -> None:
         if kind == "undo-refused":
             detail = f"the handler refused the recorded undo (key {key}) and was not retried: {error}"
+        elif kind == "compensation-unproven":
+            detail = f"the undo (key {key}) was reported done without a proof, so it is not counted as done: {error}"
         else:
             detail = f"{attempts} attempt(s) with key {key} failed; last error: {error or 'unknown (crashed mid-call?)'}"
         self._escalate(step, kind, detail)
@@ -742,6 +858,14 @@ class _Run:
         })
 
 
+def _semantics(step: StepView) -> ActionSemantics:
+    """The step's semantics as the log states them (COMPENSABLE when it states none it can read)."""
+    try:
+        return ActionSemantics(step.semantics or "COMPENSABLE")
+    except ValueError:
+        return ActionSemantics.COMPENSABLE
+
+
 def _args(kwargs: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
 
@@ -758,22 +882,32 @@ def _fits(handler: str, fn: Any, kwargs: dict[str, Any]) -> None:
         ) from None
 
 
+def _kind_of(err: BaseException) -> str | None:
+    """The escalation a failed undo gets at once (no retry), or None for an ordinary failure."""
+    if isinstance(err, CompensationRefused):
+        return "undo-refused"  # it will not run what the record asks
+    if isinstance(err, CompensationUnproven):
+        return "compensation-unproven"  # its system said done, with no proof this daemon trusts
+    return None
+
+
 class _HandlerFailed(Exception):
     """A handler's failure, described with the credentials resolved for it scrubbed out.
 
-    ``refused``: the handler raised CompensationRefused (it will not run what the record asks).
+    ``kind``: the escalation it gets at once (``_kind_of``), or None for an ordinary failure.
     """
 
-    def __init__(self, text: str, refused: bool = False) -> None:
+    def __init__(self, text: str, kind: str | None = None) -> None:
         super().__init__(text)
-        self.refused = refused
+        self.kind = kind
 
 
 def _text(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
+def _call(handler: str, kwargs: dict[str, Any], key: str, saga: str) -> None:
+    """Run ``handler`` as an undo of ``saga`` (engine.undo.undoing answers ``saga`` inside it)."""
     fn = resolve(handler)
     _fits(handler, fn, {**kwargs, "idempotency_key": key} if accepts_idempotency_key(fn) else kwargs)
     # Credential references become secrets only here, for this call; never logged.
@@ -781,11 +915,12 @@ def _call(handler: str, kwargs: dict[str, Any], key: str) -> None:
     if accepts_idempotency_key(fn):
         kwargs["idempotency_key"] = key
     try:
-        result = fn(**kwargs)
-        if inspect.isawaitable(result):
-            async def wait() -> None:
-                await result
+        with undo_of(saga):
+            result = fn(**kwargs)
+            if inspect.isawaitable(result):
+                async def wait() -> None:
+                    await result
 
-            asyncio.run(wait())
+                asyncio.run(wait())
     except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
-        raise _HandlerFailed(scrub(_text(err), secrets), isinstance(err, CompensationRefused)) from None
+        raise _HandlerFailed(scrub(_text(err), secrets), _kind_of(err)) from None

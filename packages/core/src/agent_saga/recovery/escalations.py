@@ -37,16 +37,24 @@ KINDS = {
     "no-undo": "a committed step has no undo recorded",
     "handler-missing": "the undo names a handler this daemon has not imported",
     "compensation-failing": "the undo kept failing; the saga is dead-lettered",
+    "undo-halted": "a kill-switch halt names the undo's tool: it was not attempted, and runs once the halt is lifted",
     "undo-refused": "the handler refused the recorded undo (it names something the reader does not trust); "
                     "the saga is dead-lettered",
+    "compensation-unproven": "the undo's system answered that it was done, without a receipt this reader "
+                             "trusts: not counted as done; the saga is dead-lettered",
     "unreadable": "the saga's records cannot be read (encrypted or redacted bodies)",
     "unverified-records": "records of the saga fail their own hash check (edited or forged) and were not acted on",
     "rollback-abandoned": "the in-process rollback could not finish; recovery takes the saga over after its lease",
     "rollback-not-clean": "the in-process rollback ended NOT clean for a reason no single step carries",
     "in-flight": "the step was still running when its saga's rollback ended; it is undone if it commits, "
                  "or escalated again if it cannot be",
+    "repair-stale": "an operator's signed repair session is still open, but its claim is free (its process is "
+                    "gone) or it is older than the daemon's limit; recovery keeps off the saga until it ends",
+    "repair-unsigned": "an unsigned REPAIR_RESUMED says the saga was continued elsewhere: not believed, not undone "
+                       "blindly; an operator's signed repair resumes or abandons it",
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
+    "mesh-recovered-elsewhere": "another merged mesh log of the same devices recovers this saga; recover that one",
     "resume-unknown": "a durable run's step was in flight when its process died and nobody can tell whether "
                       "it landed; the run is not resumed on a guess",
     "resume-unavailable": "a durable run asks to be resumed, but its @durable entry point is not registered in "

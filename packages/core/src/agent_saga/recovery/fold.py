@@ -20,11 +20,13 @@ same way, past the last sequence number it has seen.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent_saga.errors import WALCorrupt, WALError
+from agent_saga.log.attestation import SIGNATURE_FIELD, OperatorKeys
 from agent_saga.log.chain import Attestations, ChainChecker, VerifyReport
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.fs import open_regular
@@ -35,7 +37,10 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import ServerWAL
 from agent_saga.log.server import open_stored
 
-__all__ = ["DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "StepView", "fold"]
+__all__ = [
+    "DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "StepView", "fold",
+    "repair_operator",
+]
 
 #: Lease length assumed for a saga whose start record does not state one.
 DEFAULT_LEASE_TTL = 30.0
@@ -159,6 +164,19 @@ class SagaView:
     repairing: bool = False  # an operator's repair session is open on it (REPAIR_OPENED, not yet ended)
     continued_as: str = ""  # the saga a resumed repair moved its retained steps to (REPAIR_RESUMED)
     repair_of: str = ""  # the saga this one continues (it holds that saga's retained steps)
+    #: The open session (its id, the key that signed it, when it opened in microseconds), and every
+    #: session this saga has seen: a REPAIR_* record counts only signed, and only in its own session.
+    repair_session: str = ""
+    repair_signer: str = ""
+    repair_opened_us: int = 0
+    repair_sessions: set[str] = field(default_factory=set)
+    #: REPAIR_* records that are only claims (unsigned, signed by a key this host does not trust,
+    #: replayed or out of their session): one line each, "seq N TYPE by OPERATOR (unsigned): why".
+    unsigned_repairs: list[str] = field(default_factory=list)
+    #: An unsigned REPAIR_RESUMED said this saga was continued elsewhere (its effects kept on
+    #: purpose): not believed, so the saga is not over, and not undone blindly either (a repair
+    #: resumed before repairs were signed reads the same): the daemon asks a person. Its line.
+    unsigned_end: str = ""
     #: A ``@durable`` run (agent_saga.durable_run): its entry, inputs and on_crash, as SAGA_STARTED holds them.
     durable: dict[str, Any] | None = None
     resumed_by: list[str] = field(default_factory=list)  # each SAGA_RESUMED's resumer, oldest first
@@ -193,8 +211,15 @@ def _compensation(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class _Folder:
-    def __init__(self) -> None:
+    def __init__(self, keys: OperatorKeys | None = None) -> None:
         self.sagas: dict[str, SagaView] = {}
+        self._keys = keys  # the host's trusted operator keys, read at the first REPAIR_* record
+
+    @property
+    def keys(self) -> OperatorKeys:
+        if self._keys is None:
+            self._keys = OperatorKeys.load()
+        return self._keys
 
     def view(self, saga_id: str) -> SagaView:
         view = self.sagas.get(saga_id)
@@ -215,15 +240,18 @@ class _Folder:
         if isinstance(ts, int):
             view.first_ts = view.first_ts or ts
             view.last_ts = max(view.last_ts, ts)
-            if not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_"):
-                # A daemon's (or a repairing operator's) records are not signs of life from the owner.
-                view.owner_ts = max(view.owner_ts, ts)
         raw = record.get("body")
         if not isinstance(raw, dict):
             # An encrypted or redacted body: the record's type is known, its content is not.
             view.unreadable = True
             raw = {}
         body: dict[str, Any] = raw
+        # A daemon's (or a repairing operator's) records are not signs of life from the owner.
+        by_owner = not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_") and not (
+            rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
+        )
+        if isinstance(ts, int) and by_owner:
+            view.owner_ts = max(view.owner_ts, ts)
         if rtype.startswith("APPROVAL_") or rtype == R.STEP_ADVISORY:
             # About a step that has not started: its own records (intent, refusal) say if it ever did.
             return
@@ -258,7 +286,8 @@ class _Folder:
         elif rtype == R.SWITCH_RESUMED:
             view.quarantined = False
         elif rtype.startswith("REPAIR_"):
-            self._repair(view, rtype, body)
+            if self._signed_repair(view, rtype, body, record):
+                self._repair(view, rtype, body)
         elif rtype == R.ESCALATED:
             kind = str(body.get("kind", ""))
             (step.escalated if step is not None else view.escalated).add(kind)
@@ -274,6 +303,43 @@ class _Folder:
         if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
 
+    def _signed_repair(self, view: SagaView, rtype: str, body: dict[str, Any], record: Record) -> bool:
+        """Whether a REPAIR_* record is an operator's act: signed by a trusted operator key, in its session.
+
+        The agent writes the log, so a name in it is only a claim; an operator's key it does
+        not hold is proof. A REPAIR_OPENED opens a session never seen on this saga before (a
+        copy of an old one opens nothing); every later record belongs to the open session. A
+        record that is none of these, including every one written before repairs were signed,
+        is listed in ``unsigned_repairs`` and changes nothing.
+        """
+        session = body.get("session")
+        why = self.keys.saga_problem(record)
+        if not why and not (isinstance(session, str) and session):
+            why = "it names no session"
+        elif not why and rtype == R.REPAIR_OPENED and session in view.repair_sessions:
+            why = f"session {session} was opened before: a copy of its opening record opens nothing"
+        elif not why and rtype != R.REPAIR_OPENED and session != view.repair_session:
+            why = f"session {session} is not the repair open on this saga"
+        if why:
+            seq = record.get("seq")
+            line = f"seq {seq if isinstance(seq, int) else '?'} {rtype} by {body.get('operator', '?')!s} (unsigned): {why}"
+            view.unsigned_repairs.append(line)
+            if rtype == R.REPAIR_RESUMED and isinstance(body.get("continued_as"), str) and not view.repairing:
+                view.unsigned_end = line
+            return False
+        assert isinstance(session, str)
+        if rtype == R.REPAIR_OPENED:
+            view.unsigned_end = ""  # an operator's signed session decides now
+            signed = body.get(SIGNATURE_FIELD)
+            ts = record.get("ts")
+            view.repair_sessions.add(session)
+            view.repair_session = session
+            view.repair_signer = str(signed.get("key")) if isinstance(signed, dict) else ""
+            view.repair_opened_us = ts if isinstance(ts, int) else 0
+        elif rtype in (R.REPAIR_ABANDONED, R.REPAIR_RESUMED):
+            view.repair_session = ""
+        return True
+
     @staticmethod
     def _owned(view: SagaView, body: dict[str, Any]) -> None:
         """Who owns the saga and for how long its lease holds, as a start (or resume) record says."""
@@ -283,7 +349,7 @@ class _Folder:
             view.lease_ttl = float(ttl)
 
     def _repair(self, view: SagaView, rtype: str, body: dict[str, Any]) -> None:
-        """An operator's repair session (``recovery.repair``) on this saga."""
+        """An operator's signed repair session (``recovery.repair``) on this saga."""
         if rtype == R.REPAIR_OPENED:
             view.repairing = True
         elif rtype == R.REPAIR_ABANDONED:
@@ -356,6 +422,17 @@ class _Folder:
         elif rtype in _SETTLED and step.settled != "compensated":
             # A compensated step stays compensated whatever is written about it later.
             step.settled = _SETTLED[rtype]
+
+
+def repair_operator(record: Mapping[str, Any], keys: OperatorKeys | None = None) -> str:
+    """Who a REPAIR_* record says acted, with " (unsigned)" unless a trusted operator key signed it.
+
+    For pictures and plans: a name the agent could have written is shown as a claim.
+    ``keys`` default to the host's trusted operator keys.
+    """
+    body = record.get("body")
+    name = str(body.get("operator", "?")) if isinstance(body, dict) else "?"
+    return name if not (keys or OperatorKeys.load()).saga_problem(record) else f"{name} (unsigned)"
 
 
 #: The fold itself, one record at a time (``feed``; ``sagas`` is the state so far): a replay

@@ -13,12 +13,19 @@ becomes a hole in the guarantee:
   what is kept), REPAIR_AMENDED (each field's old and new value), then REPAIR_RESUMED
   (the retained steps, with their undos, now belong to the continuing saga, whose id
   it names) or REPAIR_ABANDONED (handed back: the daemon unwinds it as usual).
+* Each of those records is signed by the operator's key (``signer=``, one the host
+  trusts, ``log.attestation``) and names the session it belongs to. The agent writes
+  the log, so a repair record it wrote is only a claim: an unsigned one (or one signed
+  by a key the host does not trust, or a copy of an old session's) is not a repair,
+  and the daemon recovers the saga as if none were open (``recovery.fold``).
 * ``resume`` runs the operator's continuation in a fresh saga whose stack holds the
   retained steps, undos rebuilt from the log: a failure after the repair unwinds the
   whole transaction, retained steps included, newest first, exactly once.
 
-While a session is open the daemon leaves the saga alone: it holds the claim, and the
-log says so (a session whose process died is taken over by the next ``open``).
+While a signed session is open the daemon leaves the saga alone: it holds the claim, and
+the log says so (a session whose process died is taken over by the next ``open``). One
+whose claim is free, or that has been open for more than ``REPAIR_STALE_TTLS`` times the
+saga's lease ttl, is escalated as ``repair-stale`` (``recovery.daemon``).
 This is not ``runtime._repair_turn`` (the model's one repair turn on a malformed call).
 See docs/REPAIR.md.
 """
@@ -26,6 +33,7 @@ See docs/REPAIR.md.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -39,12 +47,15 @@ from agent_saga.engine.state import Step
 from agent_saga.errors import ConfigurationError, SagaError
 from agent_saga.ids import new_saga_id
 from agent_saga.inert import inert
+from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.encodable import unencodable
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.rewrite import operator_signer
 from agent_saga.notekeys import ANONYMOUS, approver_name
 from agent_saga.recovery.daemon import owner_expiry
+from agent_saga.recovery.escalations import escalation_id
 from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.protocols import ClaimLike, RecoveryStore
 from agent_saga.recovery.stores import recovery_store, verified_tail
@@ -101,6 +112,7 @@ class RepairPlan:
     blockers: tuple[str, ...]
     takes_over: str = ""  # the operator of an earlier session whose process is gone
     amendments: tuple[tuple[str, Any, Any], ...] = field(default=())  # (field, old, new)
+    unsigned: tuple[str, ...] = ()  # REPAIR_* records that are only claims (recovery.fold)
 
     def format_text(self) -> str:
         """The plan for a person: inert (the log's text is the agent's)."""
@@ -112,6 +124,9 @@ class RepairPlan:
             lines.append(f"  step {kept.step} {inert(kept.tool)} [{kept.semantics}] undo: {inert(kept.undo)}")
         if self.undone:
             lines.append(f"already undone: step(s) {', '.join(str(i) for i in self.undone)}")
+        if self.unsigned:
+            lines.append(f"not repairs ({len(self.unsigned)}): a name without a trusted operator's signature is a claim")
+            lines.extend(f"  {inert(line)}" for line in self.unsigned)
         lines.append(f"failed ({len(self.failed)}):")
         lines.extend(f"  {inert(line)}" for line in self.failed)
         if self.amendments:
@@ -216,7 +231,7 @@ def plan_of(view: SagaView, location: str, *, live_until: float | None, now: flo
         if blocker is not None:
             blockers.append(blocker)
     return RepairPlan(view.saga_id, view.name, location, tuple(retained), tuple(failed), tuple(undone),
-                      tuple(blockers))
+                      tuple(blockers), unsigned=tuple(view.unsigned_repairs))
 
 
 def _log_of(records: Any, wal: WAL | None) -> str | os.PathLike[str] | WAL:
@@ -238,9 +253,12 @@ class RepairSession:
 
     def __init__(
         self, store: RecoveryStore, claim: ClaimLike, view: SagaView, the_plan: RepairPlan,
-        operator: str, reason: str, encryptor: BodyCipher | None = None,
+        operator: str, reason: str, key: OperatorKey, session: str, encryptor: BodyCipher | None = None,
     ) -> None:
         self._store = store
+        self._key = key
+        #: This session's id: every record it writes names it, under the operator's signature.
+        self.session = session
         self._encryptor = encryptor
         self._claim: ClaimLike | None = claim
         self._view = view
@@ -264,6 +282,7 @@ class RepairSession:
         *,
         operator: str,
         reason: str,
+        signer: str | os.PathLike[str] | OperatorKey | None = None,
         wal: WAL | None = None,
         lease_grace: float = 5.0,
         clock: Callable[[], float] = time.time,
@@ -272,11 +291,15 @@ class RepairSession:
         """Claim ``saga_id`` for repair and record REPAIR_OPENED, or raise RepairRefused saying why.
 
         ``records`` is the log (a path, a URL, a WAL); bare records need ``wal=`` too,
-        since the claim and the session's records live with the log. ``lease_grace``
-        is the daemon's: a lease counts as held until ``lease_grace`` after it runs out.
+        since the claim and the session's records live with the log. ``signer`` is the
+        operator's key (its file's path) that signs every record of the session; it must
+        be one the host trusts (``/etc/agent-saga/operator-keys``), or nothing is
+        opened. ``lease_grace`` is the daemon's: a lease counts as held until
+        ``lease_grace`` after it runs out.
         """
         operator = _person(operator, "operator")
         reason = _person(reason, "reason")
+        key = operator_signer(signer, "a repair")
         if not isinstance(saga_id, str) or not saga_id.strip():
             raise ConfigurationError(f"RepairSession.open: saga_id must be a saga's id, got {saga_id!r}")
         store = recovery_store(_log_of(records, wal), encryptor)
@@ -297,18 +320,19 @@ class RepairSession:
                 raise RepairRefused(
                     f"saga {saga_id} cannot be repaired: " + "; ".join(the_plan.blockers), the_plan.blockers
                 )
+            session = secrets.token_hex(16)
             log = store.open_wal()
-            ticket = log.append(R.REPAIR_OPENED.value, saga_id, {
-                "operator": operator, "reason": reason,
+            ticket = log.append(R.REPAIR_OPENED.value, saga_id, key.sign_saga(R.REPAIR_OPENED.value, saga_id, {
+                "operator": operator, "reason": reason, "session": session,
                 "retained": [kept.step for kept in the_plan.retained],
                 **({"takes_over": the_plan.takes_over} if the_plan.takes_over else {}),
-            }, None)
+            }), None)
             log.barrier(ticket)
         except BaseException:
             claim.release()
             store.close()
             raise
-        return cls(store, claim, view, the_plan, operator, reason, encryptor)
+        return cls(store, claim, view, the_plan, operator, reason, key, session, encryptor)
 
     @staticmethod
     def plan(
@@ -333,7 +357,7 @@ class RepairSession:
         head = f"operator {inert(self.operator)}: {inert(self.reason)} [{self.state}]"
         body = RepairPlan(
             self._plan.saga_id, self._plan.name, self._plan.location, self._plan.retained, self._plan.failed,
-            self._plan.undone, self._plan.blockers, self._plan.takes_over, tuple(self._amended),
+            self._plan.undone, self._plan.blockers, self._plan.takes_over, tuple(self._amended), self._plan.unsigned,
         ).format_text()
         return f"{body}\n{head}"
 
@@ -348,10 +372,10 @@ class RepairSession:
         for name, value in fields.items():
             old, seen = self._old_value(name)
             logged = redact_args({"old": {name: old}, "new": {name: value}})
-            ticket = log.append(R.REPAIR_AMENDED.value, self.saga_id, {
+            ticket = log.append(R.REPAIR_AMENDED.value, self.saga_id, self._signed(R.REPAIR_AMENDED, {
                 "operator": self.operator, "field": name, "old": logged["old"][name], "new": logged["new"][name],
                 "seen_in": seen,
-            }, None)
+            }), None)
             log.barrier(ticket)
             self._amended.append((name, old, value))
             self.amendments[name] = value
@@ -393,10 +417,10 @@ class RepairSession:
         try:
             async with scope as saga:
                 # Durable before the stack holds them: a crash in between leaves them with the old saga.
-                ticket = wal.append(R.REPAIR_RESUMED.value, self.saga_id, {
+                ticket = wal.append(R.REPAIR_RESUMED.value, self.saga_id, self._signed(R.REPAIR_RESUMED, {
                     "operator": self.operator, "reason": self.reason, "continued_as": new_id,
                     "retained": retained, "amended": sorted(self.amendments),
-                }, None)
+                }), None)
                 wal.barrier(ticket)
                 self.state, self.continued_as = "resumed", new_id
                 saga.preload(steps)
@@ -410,7 +434,8 @@ class RepairSession:
         self._check_open()
         why = _person(reason, "reason")
         log = self._store.open_wal()
-        ticket = log.append(R.REPAIR_ABANDONED.value, self.saga_id, {"operator": self.operator, "reason": why}, None)
+        ticket = log.append(R.REPAIR_ABANDONED.value, self.saga_id,
+                            self._signed(R.REPAIR_ABANDONED, {"operator": self.operator, "reason": why}), None)
         log.barrier(ticket)
         self.state = "abandoned"
         self._release(finished=False)
@@ -429,6 +454,10 @@ class RepairSession:
 
     # -- helpers ---------------------------------------------------------------------
 
+    def _signed(self, rtype: R, body: dict[str, Any]) -> dict[str, Any]:
+        """``body`` of this session, signed by its operator's key for this saga."""
+        return self._key.sign_saga(rtype.value, self.saga_id, {**body, "session": self.session})
+
     def _check_open(self) -> None:
         if self.state != "open":
             raise RepairClosed(f"the repair session on saga {self.saga_id} is {self.state}; open a new one")
@@ -446,6 +475,13 @@ class RepairSession:
 
     def _release(self, *, finished: bool) -> None:
         claim, self._claim = self._claim, None
+        if claim is not None and self.state in ("resumed", "abandoned"):
+            try:  # the daemon may have asked a person to finish this session: it is finished
+                self._store.escalations().resolve(
+                    escalation_id(self.saga_id, None, "repair-stale"), f"the repair was {self.state} by {self.operator}"
+                )
+            except KeyError:
+                pass  # nobody was asked
         if claim is not None:
             if finished:  # continued elsewhere: its owner's lease says nothing any more (the daemon's rule)
                 self._store.remove_lease(self.saga_id)
@@ -494,7 +530,8 @@ def _read(
         # The claim was free, so the session that opened it has no process any more.
         return view, RepairPlan(
             the_plan.saga_id, the_plan.name, the_plan.location, the_plan.retained, the_plan.failed,
-            the_plan.undone, the_plan.blockers, takes_over="an earlier session",
+            the_plan.undone, the_plan.blockers, takes_over=f"an earlier session signed by {view.repair_signer}",
+            unsigned=the_plan.unsigned,
         )
     return view, the_plan
 

@@ -10,7 +10,8 @@ the server answers again, then sweeps as before. The stores reconnect by themsel
 replaced when it broke), so the same daemon carries on.
 
 A log that does not exist yet (a file not yet written, a server log with no record) is
-waited for the same way, with one line. Everything else a sweep raises (a chain that
+waited for the same way, with one line; a log this watch swept before and cannot find now
+was moved or deleted, and the line says so (records written to it since are not here). Everything else a sweep raises (a chain that
 does not verify, a full disk, a bug) is the caller's to handle: ``on_error``.
 
 The waits are on ``stop``, so setting it (a SIGTERM handler does) ends the watch at once.
@@ -118,6 +119,7 @@ class Watch:
         self.outage: str | None = None  # what the current outage is, while it lasts
         self._since = 0.0
         self._waiting = False
+        self._swept = False  # a sweep found the log: missing later, it was moved or deleted
 
     def run(self, stop: threading.Event) -> None:
         try:
@@ -137,7 +139,12 @@ class Watch:
                 raise LogNotFound(f"no log at {self.location}")
             report = self.sweep(self.daemon)
         except LogNotFound as err:
-            if not self._waiting and not self.outage:
+            if self._swept:
+                self._swept, self._waiting = False, True
+                self.say(f"the log this daemon swept at {self.location} was moved or deleted: records written "
+                         "to it since are not there; find it and point the daemon at it (waiting for a log "
+                         "to appear at that path)")
+            elif not self._waiting and not self.outage:
                 self._waiting = True
                 self.say(f"{_brief(err)} yet: waiting for it to appear")
             return min(self.backoff.next(), self.interval)
@@ -157,6 +164,7 @@ class Watch:
                      f"({self.backoff.tries} retries); sweeping")
             self.outage = None
         self._waiting = False
+        self._swept = True
         self.backoff.reset()
         self.on_report(report)
         return self.interval

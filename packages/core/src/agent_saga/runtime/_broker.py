@@ -32,7 +32,7 @@ from typing import Any
 
 from agent_saga.inert import clip
 from agent_saga.log.encodable import unencodable
-from agent_saga.runtime._matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._matching import quantities_in, quantity_in, quotes_in
 
 __all__ = [
     "DEFAULT_SPAN_CHARS",
@@ -136,6 +136,7 @@ class Summary:
 class _Document:
     text: str
     spans: list[Span]
+    origin: str | None = None
     by_range: dict[tuple[int, int], Span] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -165,26 +166,34 @@ class ContextBroker:
 
     # -- documents ---------------------------------------------------------------------
 
-    def add_document(self, doc_id: str, text: str) -> list[Span]:
+    def add_document(self, doc_id: str, text: str, *, origin: str | None = None) -> list[Span]:
         """Admit ``text`` as ``doc_id`` and return its spans.
 
-        Adding the same text again returns the same spans. Adding different text
-        under the same id replaces it (the document drifted): receipts whose range
-        no longer hashes the same stop resolving. Re-adding an evicted id admits it
-        again.
+        ``origin`` says where the text came from (``"erp"``, ``"tool:crm.lookup"``): a
+        policy may accept values only from documents of the origins it trusts
+        (``ProvenancePolicy.require(..., from_origins=...)``), so a tool's answer, which
+        the agent may have shaped through the tool's arguments, cannot source a payment.
+        Label it in the code that adds the document, never from the model's text.
+
+        Adding the same text again returns the same spans. Adding different text (or
+        another origin) under the same id replaces it (the document drifted): receipts
+        whose range no longer hashes the same stop resolving. Re-adding an evicted id
+        admits it again.
         """
         _check_id(doc_id, "doc_id")
         if not isinstance(text, str):
             raise TypeError(f"add_document({doc_id!r}, text): text must be a str, got {type(text).__name__}")
+        if origin is not None and (not isinstance(origin, str) or not origin.strip()):
+            raise TypeError(f"add_document({doc_id!r}, ..., origin=): a non-empty str like 'erp', got {origin!r}")
         spans = [
             Span(doc_id, i, start, end, text[start:end], span_hash(text[start:end]))
             for i, (start, end) in enumerate(split_spans(text, self.span_chars))
         ]
         with self._lock:
             current = self._docs.get(doc_id)
-            if current is not None and current.text == text:
+            if current is not None and current.text == text and current.origin == origin:
                 return list(current.spans)
-            self._docs[doc_id] = _Document(text, spans)
+            self._docs[doc_id] = _Document(text, spans, origin)
             self._evicted.pop(doc_id, None)
         return list(spans)
 
@@ -195,6 +204,14 @@ class ContextBroker:
             if doc is None:
                 raise ReceiptBroken(self._absent(doc_id))
             return list(doc.spans)
+
+    def origin(self, doc_id: str) -> str | None:
+        """The origin ``doc_id`` was added with (None: none was given); ReceiptBroken if not admitted now."""
+        with self._lock:
+            doc = self._docs.get(doc_id)
+            if doc is None:
+                raise ReceiptBroken(self._absent(doc_id))
+            return doc.origin
 
     def documents(self) -> list[str]:
         """The ids of the documents admitted now, in the order they were first added."""
@@ -282,9 +299,9 @@ class ContextBroker:
             receipts.append(span.receipt)
             sources.append(span.text)
         joined = "\n\n".join(sources)
-        for number in numbers_in(text):
-            if not value_in_text(number, joined):
-                raise SummaryRefused(f"the number {number} is not in the summary's spans")
+        for quantity in quantities_in(text):
+            if not quantity.piece and not quantity_in(quantity, joined):
+                raise SummaryRefused(f"the number {clip(quantity.written, 60)} is not in the summary's spans")
         for quote in quotes_in(text):
             if quote not in joined:
                 raise SummaryRefused(f"the quote {clip(quote, 60)!r} is not in the summary's spans")

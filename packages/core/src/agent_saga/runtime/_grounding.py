@@ -7,7 +7,8 @@ the broker's documents, never against what the model says about them:
 
 * ``VERIFIED``: every cited summary is live, each of its receipts still resolves
   (the span's SHA-256 matches), every direct quote of the claim is in those spans,
-  every number of the claim is in them (by value), and the optional ``entails``
+  every number of the claim is in them (by value, with the unit and any scale or exponent
+  it is written with), and the optional ``entails``
   hook did not say no;
 * ``UNCITED``: the claim cites nothing; it is the model's own assertion;
 * ``BROKEN_CITATION``: a cited id was never admitted, was evicted (the eviction's
@@ -40,7 +41,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.runtime._broker import ContextBroker, Receipt, ReceiptBroken
-from agent_saga.runtime._matching import numbers_in, quotes_in, value_in_text
+from agent_saga.runtime._matching import quantities_in, quantity_in, quotes_in
 
 __all__ = [
     "Claim",
@@ -284,11 +285,12 @@ def _judge(
                          f'the quote "{clip(quote, 60)}" is not in the cited source(s) {", ".join(citations)}',
                          tuple(receipts))
     if check_numbers:
-        for number in numbers_in(bare):
-            if not any(value_in_text(number, s) for s in sources):
+        for quantity in quantities_in(bare):
+            # The same value, unit and qualifier: "4200 MPa" is not "4200 kPa", "forty thousand" not 4200.
+            if not quantity.piece and not any(quantity_in(quantity, s) for s in sources):
                 return Claim(text, citations, ClaimStatus.UNSUPPORTED,
-                             f"the number {number} is not in the cited source(s) {', '.join(citations)}",
-                             tuple(receipts))
+                             f"the number {clip(quantity.written, 60)} is not in the cited source(s) "
+                             f"{', '.join(citations)}", tuple(receipts))
     if entails is not None:
         said = entails(text, tuple(sources))
         if said is not None and not isinstance(said, bool):

@@ -243,15 +243,27 @@ class ProvenancePolicy:
 
     def __init__(self) -> None:
         self._required: dict[tuple[str, str], Provenance] = {}
+        self._origins: dict[tuple[str, str], frozenset[str]] = {}
         self._prohibited: dict[str, str] = {}
 
-    def require(self, tool: str, arg: str, level: Provenance | str) -> ProvenancePolicy:
-        """``tool``'s argument ``arg`` must verify at ``level`` or higher (``tool`` may be a glob)."""
+    def require(
+        self, tool: str, arg: str, level: Provenance | str, *, from_origins: Iterable[str] | None = None,
+    ) -> ProvenancePolicy:
+        """``tool``'s argument ``arg`` must verify at ``level`` or higher (``tool`` may be a glob).
+
+        ``from_origins`` names the document origins (``broker.add_document(..., origin=)``)
+        a SOURCED value, or one a DERIVED value is computed from, may be read from; a
+        document of another origin, or of none, does not source it. Several requirements
+        for one argument all hold: the origins they name are intersected.
+        """
         _check_name(tool, "require", "tool")
         _check_name(arg, "require", "arg")
         wanted = Provenance.parse(level)
         key = (tool, arg)
         self._required[key] = max(wanted, self._required.get(key, Provenance.MODEL))
+        if from_origins is not None:
+            origins = _origins_of(from_origins)
+            self._origins[key] = self._origins.get(key, origins) & origins
         return self
 
     def prohibit(self, tool: str, reason: str) -> ProvenancePolicy:
@@ -275,13 +287,17 @@ class ProvenancePolicy:
             if _matches(pattern, tool):
                 reasons.append(f"{tool} is prohibited: {why}")
         required: dict[str, Provenance] = {}
+        origins: dict[str, frozenset[str]] = {}
         for (pattern, arg), level in self._required.items():
             if _matches(pattern, tool):
                 required[arg] = max(level, required.get(arg, Provenance.MODEL))
+                trusted = self._origins.get((pattern, arg))
+                if trusted is not None:
+                    origins[arg] = origins.get(arg, trusted) & trusted
         arguments: dict[str, ArgumentProvenance] = {}
         for name, value in args.items():
             claimed = value.level if isinstance(value, (Sourced, UserValue, Derived)) else Provenance.MODEL
-            verified, why = _verify(value, broker)
+            verified, why = _verify(value, broker, origins.get(name))
             arguments[name] = ArgumentProvenance(name, claimed, verified, required.get(name), why)
         for name, level in required.items():
             if name not in arguments:
@@ -327,6 +343,17 @@ def _arguments_of(request: StepRequest) -> dict[str, Any]:
     return args
 
 
+def _origins_of(value: Any) -> frozenset[str]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise ConfigurationError(f"require(..., from_origins=): a set of origins like {{'erp'}}, got {value!r}")
+    origins = frozenset(value)
+    if not origins or not all(isinstance(o, str) and o.strip() for o in origins):
+        raise ConfigurationError(
+            f"require(..., from_origins=): non-empty str origins, at least one, got {sorted(map(repr, origins))}"
+        )
+    return origins
+
+
 def _check_name(value: Any, verb: str, what: str) -> None:
     if not isinstance(value, str) or not value:
         raise ConfigurationError(f"{verb}(): {what} must be a non-empty str, got {value!r}")
@@ -341,14 +368,25 @@ def _matches(pattern: str, tool: str) -> bool:
 # -- verification ---------------------------------------------------------------------------
 
 
-def _verify(value: Any, broker: ContextBroker | None) -> tuple[Provenance, str]:
-    """The level ``value`` verifies at now, and (when below its claim) why."""
+def _verify(value: Any, broker: ContextBroker | None, origins: frozenset[str] | None = None) -> tuple[Provenance, str]:
+    """The level ``value`` verifies at now, and (when below its claim) why.
+
+    ``origins``: the document origins a sourced value (or an input of a derived one) may come from.
+    """
+    plain = value.plain if isinstance(value, Tagged) else value
+    exponent = plain.as_tuple().exponent if isinstance(plain, Decimal) else 0
+    if isinstance(exponent, int) and exponent > 0:
+        # Decimal('1E+4') passes as round(5000) and reaches the tool as 10000.
+        return Provenance.MODEL, (
+            f"{plain!r} is written with a positive exponent: it stands for {_plain_decimal(plain)}; "
+            "write the value out"
+        )
     if isinstance(value, Sourced):
-        return _verify_sourced(value, broker)
+        return _verify_sourced(value, broker, origins)
     if isinstance(value, UserValue):
         return _verify_user(value, broker)
     if isinstance(value, Derived):
-        return _verify_derived(value, broker)
+        return _verify_derived(value, broker, origins)
     if isinstance(value, Tagged):
         return Provenance.MODEL, f"a {type(value).__name__} tag is not one this policy can check"
     return Provenance.MODEL, "untagged (a value nobody tagged is the model's)"
@@ -358,13 +396,21 @@ def _shown(value: Any) -> str:
     return clip(repr(value), 60)
 
 
-def _verify_sourced(tag: Sourced, broker: ContextBroker | None) -> tuple[Provenance, str]:
+def _verify_sourced(
+    tag: Sourced, broker: ContextBroker | None, origins: frozenset[str] | None,
+) -> tuple[Provenance, str]:
     if broker is None:
         return Provenance.MODEL, f"no broker to resolve receipt {tag.receipt} against"
     try:
         span = broker.resolve(tag.receipt)
+        origin = broker.origin(tag.receipt.doc_id)
     except ReceiptBroken as err:
         return Provenance.MODEL, f"receipt {tag.receipt} does not resolve: {err.reason}"
+    if origins is not None and origin not in origins:
+        said = "no origin" if origin is None else f"origin {origin!r}"
+        return Provenance.MODEL, (
+            f"document {tag.receipt.doc_id!r} is from {said}, not from {', '.join(sorted(origins))}"
+        )
     try:
         found = value_in_text(tag.value, span.text)
     except TypeError as err:
@@ -390,9 +436,11 @@ def _verify_user(tag: UserValue, broker: ContextBroker | None) -> tuple[Provenan
     return Provenance.USER, ""
 
 
-def _verify_derived(tag: Derived, broker: ContextBroker | None) -> tuple[Provenance, str]:
+def _verify_derived(
+    tag: Derived, broker: ContextBroker | None, origins: frozenset[str] | None,
+) -> tuple[Provenance, str]:
     for i, item in enumerate(tag.from_):
-        level, why = _verify(item, broker)
+        level, why = _verify(item, broker, origins)
         if level < Provenance.DERIVED:
             return Provenance.MODEL, f"input {i} of the {_how_name(tag.how)}: {why}"
     inputs = [item.plain if isinstance(item, Tagged) else item for item in tag.from_]

@@ -14,6 +14,13 @@ carries the server's per-run enrolment token (printed in the URL it shows, ``#en
 whoever started it): any local process can reach a loopback port and set any ``Origin`` header,
 and must not be able to add a passkey of its own.
 
+The store is the agent's to write, also while a person reads the page: every options, approve
+and deny request carries the digest the page showed, and the server answers 409 ("changed while
+you were reading: look again") when the entry's digest is another, so the authenticator is only
+ever asked to sign an action the person saw (the challenge is that digest). A registration's
+challenge is held under a random session the page receives with its options, never under the
+approver's name, which any local process can ask for too.
+
 Safe by default, as ``agent-saga ui``: it binds 127.0.0.1, refuses any other address, answers
 only requests whose ``Host`` is its own, sends a strict CSP (script from this server only, no
 inline script, no framing), and takes a POST only from its own origin with a JSON body. This
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import secrets
 import threading
 import time
@@ -74,6 +82,11 @@ _STATIC = {
 }
 _MAX_BODY = 64 * 1024
 _CHALLENGE_TTL = 300.0
+_DIGEST = re.compile(r"[0-9a-f]{64}\Z")
+
+
+class ChangedWhileReading(ApprovalError):
+    """The entry's action is not the one the page showed: the agent (or anyone) changed it since."""
 
 
 class ApprovalsServer(ThreadingHTTPServer):
@@ -88,7 +101,8 @@ class ApprovalsServer(ThreadingHTTPServer):
         #: Required with every enrolling registration; shown only to whoever started the server.
         self.enroll_token = secrets.token_urlsafe(24) if enroll else None
         self._static: dict[str, bytes] = {}
-        self._registrations: dict[str, tuple[bytes, float]] = {}
+        #: Registrations under way, by the random session each page was given: approver, challenge, until.
+        self._registrations: dict[str, tuple[str, bytes, float]] = {}
         self._lock = threading.Lock()
         super().__init__(address, _Handler)
         host, port = str(self.server_address[0]), int(self.server_address[1])
@@ -107,19 +121,28 @@ class ApprovalsServer(ThreadingHTTPServer):
     def registered(self) -> PasskeyCredentials:
         return PasskeyCredentials.load(self.passkeys)
 
-    def new_registration(self, approver: str) -> bytes:
-        challenge = secrets.token_bytes(32)
-        with self._lock:
-            self._registrations[approver] = (challenge, time.monotonic() + _CHALLENGE_TTL)
-        return challenge
+    def new_registration(self, approver: str) -> tuple[str, bytes]:
+        """A registration for ``approver``: its session (the page keeps it) and its challenge.
 
-    def take_registration(self, approver: str) -> bytes:
-        """The registration challenge issued to ``approver``, once: a second use finds none."""
+        Held under the session, never the name: another request under the same name (any
+        local process can send one) is another registration and leaves this one alone.
+        """
+        session, challenge = secrets.token_urlsafe(24), secrets.token_bytes(32)
+        now = time.monotonic()
         with self._lock:
-            challenge, until = self._registrations.pop(approver, (b"", 0.0))
+            for stale in [k for k, (_, _, until) in self._registrations.items() if until < now]:
+                del self._registrations[stale]
+            self._registrations[session] = (approver, challenge, now + _CHALLENGE_TTL)
+        return session, challenge
+
+    def take_registration(self, session: object) -> tuple[str, bytes]:
+        """The approver and challenge of the registration ``session``, once: a second use finds none."""
+        with self._lock:
+            approver, challenge, until = self._registrations.pop(session, ("", b"", 0.0)) \
+                if isinstance(session, str) else ("", b"", 0.0)
         if not challenge or time.monotonic() > until:
-            raise ConfigurationError(f"no registration under way for {approver!r} (or it timed out): start again")
-        return challenge
+            raise ConfigurationError("no registration under way for this page (or it timed out): register again")
+        return approver, challenge
 
     def serve_in_thread(self) -> threading.Thread:
         """Serve on a daemon thread (for tests and embedding); stop with ``shutdown()``."""
@@ -273,16 +296,17 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if path == "/api/register/options":
                 approver = approver_name(data.get("approver"))
-                self._raw_json(registration_options(approver, self.server.rp_id,
-                                                    self.server.new_registration(approver)))
+                session, challenge = self.server.new_registration(approver)
+                options = registration_options(approver, self.server.rp_id, challenge)
+                self._raw_json(f'{{"session": {json.dumps(session)}, "options": {options}}}')
             elif path == "/api/register":
                 self._register(data)
             elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "options":
-                entry = find(self.server.store, parts[3])
+                entry = self._as_shown(parts[3], data)
                 self._raw_json(assertion_options(self.server.registered(), passkey_challenge(entry, entry.deadline),
                                                  self.server.rp_id))
             elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "deny-options":
-                entry = find(self.server.store, parts[3])
+                entry = self._as_shown(parts[3], data)
                 challenge = passkey_denial_challenge(entry, entry.deadline, _note(data))
                 self._raw_json(assertion_options(self.server.registered(), challenge, self.server.rp_id))
             elif len(parts) == 5 and parts[:3] == ["", "api", "requests"] and parts[4] == "approve":
@@ -291,13 +315,29 @@ class _Handler(BaseHTTPRequestHandler):
                 self._decide(parts[3], data, deny=True)
             else:
                 self._json(HTTPStatus.NOT_FOUND, {"error": f"no such API path: {path}"})
+        except ChangedWhileReading as err:
+            self._json(HTTPStatus.CONFLICT, {"error": str(err)})
         except (ConfigurationError, ApprovalError) as err:
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(err)})
         except StoreUnavailable as err:
             self._json(HTTPStatus.SERVICE_UNAVAILABLE, {"error": f"cannot use the approval store: {err}"})
 
+    def _as_shown(self, ref: str, data: dict[str, Any]) -> ApprovalEntry:
+        """The entry ``ref`` as it is now, if its digest is the one the page showed (``data["digest"]``).
+
+        The challenge is built from this entry alone, so it is the digest the person was shown:
+        an entry the agent edited after the page loaded is refused, never signed.
+        """
+        shown = data.get("digest")
+        if not isinstance(shown, str) or not _DIGEST.match(shown):
+            raise ConfigurationError('send the digest the page showed ("digest": 64 lowercase hex digits): '
+                                     "reload the page and open the request again")
+        entry = find(self.server.store, ref)
+        if not hmac.compare_digest(passkey_digest(entry, entry.deadline), shown):
+            raise ChangedWhileReading(f"request {entry.id[:8]} changed while you were reading: look again")
+        return entry
+
     def _register(self, data: dict[str, Any]) -> None:
-        approver = approver_name(data.get("approver"))
         credential = data.get("credential")
         if not isinstance(credential, dict):
             raise ConfigurationError("no credential: the browser's navigator.credentials.create() answer is needed")
@@ -307,8 +347,8 @@ class _Handler(BaseHTTPRequestHandler):
             if not isinstance(given, str) or not hmac.compare_digest(given.encode(), server.enroll_token.encode()):
                 raise ConfigurationError("this server enrols passkeys only with its enrolment token: open the URL "
                                          "it printed (…#enroll=<token>)")
-        registered = verify_registration(credential, approver, server.take_registration(approver), server.rp_id,
-                                         server.origin)
+        approver, challenge = server.take_registration(data.get("session"))
+        registered = verify_registration(credential, approver, challenge, server.rp_id, server.origin)
         line = registered.to_line()
         if server.enroll:
             trust_passkey(line, server.passkeys)
@@ -324,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(credential, dict):
             raise ConfigurationError("no assertion: the browser's navigator.credentials.get() answer is needed")
         note = _note(data) if deny else ""
-        entry = find(store, ref)
+        entry = self._as_shown(ref, data)
         try:
             check = verify_assertion(self.server.registered(), credential, entry, entry.deadline, deny=deny, note=note)
         except ApprovalNotAuthenticated as err:
@@ -340,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
             if now >= current.deadline:
                 raise ApprovalNotPending(f"request {current.id[:8]} expired at {iso(current.deadline)}")
             if passkey_digest(current, current.deadline) != digest:
-                raise ApprovalNotPending(f"request {current.id[:8]} changed while it was being {verb}: look again")
+                raise ChangedWhileReading(f"request {current.id[:8]} changed while you were reading: look again")
             return current.replace(status=Status.DENIED if deny else Status.GRANTED,
                                    approver=check.credential.approver, decided_at=now, decided_via="passkey",
                                    note=note, signer=None, signature=None, passkey=dict(credential))

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from agent_saga.inert import clip
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
-from agent_saga.recovery.fold import SagaView, StepView, fold
+from agent_saga.recovery.fold import SagaView, StepView, fold, repair_operator
 from agent_saga.ui._verdicts import GraphVerdict, verdict_line
 
 __all__ = [
@@ -231,7 +231,7 @@ def reconstruct(records: Iterable[Record]) -> list[GraphSaga]:
                 new, seq = body_of["continued_as"], r.get("seq")
                 verdicts[new] = (*verdicts.get(new, ()), GraphVerdict(
                     seq if isinstance(seq, int) else 0, str(r["type"]),
-                    f"continues saga {saga} (repair by {body_of.get('operator', '?')}): holds its kept step(s)",
+                    f"continues saga {saga} (repair by {repair_operator(r)}): holds its kept step(s)",
                     "ok", 0,
                 ))
         if r.get("type") != R.ROLLBACK_STARTED or not isinstance(r.get("saga"), str):

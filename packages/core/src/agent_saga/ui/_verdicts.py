@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent_saga.log.records import RecordType as R
+from agent_saga.recovery.fold import repair_operator
 
 __all__ = ["LABELLERS", "GraphVerdict", "verdict_line"]
 
@@ -138,6 +139,8 @@ def verdict_line(record: Mapping[str, Any], after_step: int = 0) -> GraphVerdict
     if not isinstance(body, Mapping):
         label, kind = f"{record.get('type')}: body encrypted (no key) or redacted", "bad"
     else:
+        if str(record.get("type")).startswith("REPAIR_"):
+            body = {**body, "operator": repair_operator(record)}  # a name only a claim says so
         label, kind = labeller(body)
     seq = record.get("seq")
     return GraphVerdict(seq if isinstance(seq, int) else 0, str(record.get("type")), label, kind, after_step)

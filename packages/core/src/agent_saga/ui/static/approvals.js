@@ -3,7 +3,12 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+// The request on show and the digest shown with it: every passkey request sends that digest, and
+// the server refuses (409) when the request is no longer what the person read.
 let current = null;
+let shown = null;
+// The registration under way: the session the server issued with its options.
+let session = null;
 
 function text(el, value) { el.textContent = value == null ? "" : String(value); }
 function shout(message) { const e = $("error"); text(e, message); e.hidden = !message; if (message) text($("status"), ""); }
@@ -15,7 +20,11 @@ async function api(path, body) {
   };
   const res = await fetch(path, init);
   const data = await res.json();
-  if (!res.ok) throw new Error(data.error || res.statusText);
+  if (!res.ok) {
+    const err = new Error(data.error || res.statusText);
+    err.status = res.status;
+    throw err;
+  }
   return data;
 }
 
@@ -40,6 +49,7 @@ async function loadList() {
 async function show(id) {
   const a = await api("/api/requests/" + encodeURIComponent(id));
   current = a.id;
+  shown = a.digest;
   text($("a-tool"), a.tool);
   text($("a-rule"), a.rule);
   text($("a-reason"), a.reason);
@@ -65,10 +75,10 @@ async function show(id) {
 
 async function approve() {
   if (!current) return;
-  const options = await api("/api/requests/" + current + "/options", {});
+  const options = await api("/api/requests/" + current + "/options", { digest: shown });
   const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
   const credential = await navigator.credentials.get({ publicKey });
-  const done = await api("/api/requests/" + current + "/approve", { credential: credential.toJSON() });
+  const done = await api("/api/requests/" + current + "/approve", { credential: credential.toJSON(), digest: shown });
   say("approved by " + done.approver + " (action sha256:" + done.digest + ")");
   $("action").hidden = true;
   current = null;
@@ -79,10 +89,10 @@ async function deny() {
   if (!current) return;
   // The note is signed with the denial: the same text goes to the options and to the decision.
   const note = $("deny-note").value;
-  const options = await api("/api/requests/" + current + "/deny-options", { note });
+  const options = await api("/api/requests/" + current + "/deny-options", { note, digest: shown });
   const publicKey = PublicKeyCredential.parseRequestOptionsFromJSON(options);
   const credential = await navigator.credentials.get({ publicKey });
-  const done = await api("/api/requests/" + current + "/deny", { credential: credential.toJSON(), note });
+  const done = await api("/api/requests/" + current + "/deny", { credential: credential.toJSON(), note, digest: shown });
   say("denied by " + done.approver + (done.note ? " (note: " + done.note + ")" : "") +
     " (action sha256:" + done.digest + ")");
   $("action").hidden = true;
@@ -93,12 +103,14 @@ async function deny() {
 
 async function register() {
   const approver = $("approver").value;
-  const options = await api("/api/register/options", { approver });
-  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(options);
+  const issued = await api("/api/register/options", { approver });
+  session = issued.session;
+  const publicKey = PublicKeyCredential.parseCreationOptionsFromJSON(issued.options);
   const credential = await navigator.credentials.create({ publicKey });
   // The enrolment token, when this server adds passkeys itself, is in the URL it printed.
   const token = new URLSearchParams(location.hash.slice(1)).get("enroll");
-  const done = await api("/api/register", { approver, credential: credential.toJSON(), enroll_token: token });
+  const done = await api("/api/register", { session, credential: credential.toJSON(), enroll_token: token });
+  session = null;
   const out = $("enrol");
   text(out, done.enrolled ? "registered on this host: " + done.line
     : "verified. To let gateways on the agent host accept it, run there as root:\n" + done.command);
@@ -106,9 +118,15 @@ async function register() {
   say("passkey registered for " + done.approver);
 }
 
+// A request changed since it was shown: show it again as it is now, then say why.
+async function lookAgain(e) {
+  if (e.status === 409 && current) await show(current).catch(() => {});
+  shout(e.message);
+}
+
 document.addEventListener("DOMContentLoaded", () => {
-  $("approve").addEventListener("click", () => approve().catch((e) => shout(e.message)));
-  $("deny").addEventListener("click", () => deny().catch((e) => shout(e.message)));
+  $("approve").addEventListener("click", () => approve().catch(lookAgain));
+  $("deny").addEventListener("click", () => deny().catch(lookAgain));
   $("register").addEventListener("click", () => register().catch((e) => shout(e.message)));
   loadList().catch((e) => shout(e.message));
 });
