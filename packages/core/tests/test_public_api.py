@@ -58,6 +58,7 @@ EXPECTED = {
     "SagaArray", "array",  # issue 27 part 3: saga.array
     "ToolExecutorStats", "configure_tool_executor", "tool_executor_stats",  # issue 32: the blocking-tool pool
     "PatternPredictor", "Speculator", "planned_calls",  # issue 30 part 2: predictive pre-execution
+    "ResumeRefused", "durable", "resume",  # issue 41: a crashed durable run resumed forward
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.context import set_default_gate as set_default_gate
     from agent_saga.decorators import guard as guard
     from agent_saga.decorators import tool as tool
+    from agent_saga.durable_run import durable as durable
     from agent_saga.engine import GatePort as GatePort
     from agent_saga.engine import Interceptor as Interceptor
     from agent_saga.engine import RetryPolicy as RetryPolicy
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.errors import NonDeterminismError as NonDeterminismError
     from agent_saga.errors import NotApplied as NotApplied
     from agent_saga.errors import RepairRequested as RepairRequested
+    from agent_saga.errors import ResumeRefused as ResumeRefused
     from agent_saga.errors import SagaClosed as SagaClosed
     from agent_saga.errors import SagaError as SagaError
     from agent_saga.errors import SagaQuarantined as SagaQuarantined
@@ -98,6 +100,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.recovery.repair import RepairClosed as RepairClosed
     from agent_saga.recovery.repair import RepairRefused as RepairRefused
     from agent_saga.recovery.repair import RepairSession as RepairSession
+    from agent_saga.recovery.resume import resume as resume
     from agent_saga.registry import call_with as call_with
     from agent_saga.registry import compensator as compensator
     from agent_saga.registry import delete_by as delete_by
@@ -178,6 +181,7 @@ _PUBLIC: dict[str, str] = {
     "current_saga": "agent_saga.context",
     "default_wal": "agent_saga.log",
     "delete_by": "agent_saga.registry",
+    "durable": "agent_saga.durable_run",
     "derived": "agent_saga.runtime",
     "EscalationLevel": "agent_saga.approvals",
     "FailureModel": "agent_saga.learning",
@@ -217,6 +221,8 @@ _PUBLIC: dict[str, str] = {
     "RepairRefused": "agent_saga.recovery.repair",
     "RepairRequested": "agent_saga.errors",
     "RepairSession": "agent_saga.recovery.repair",
+    "resume": "agent_saga.recovery.resume",
+    "ResumeRefused": "agent_saga.errors",
     "RetryPolicy": "agent_saga.engine",
     "RollbackReport": "agent_saga.engine",
     "Saga": "agent_saga.engine",

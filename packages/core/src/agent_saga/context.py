@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol, Unpack
 from agent_saga import boot
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport, SagaAborted
+from agent_saga.engine.resumed import DurableRun
 from agent_saga.engine.saga import Saga, SagaStatus, Step
 from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_wal
 from agent_saga.engine.served import replaying
@@ -158,7 +159,8 @@ class Boundary:
     the block: :class:`ToolFailed` is raised inside, so the run is unwound.
     The saga's options (name, tags, gate, log, ...) are one :class:`~agent_saga.SagaOptions`:
     ``options=`` and/or the same names as keywords (an option given both ways is refused);
-    ``saga_id`` names this one run.
+    ``saga_id`` names this one run; ``durable`` is set by a ``@durable`` entry point (its saga
+    is always its own, and records its inputs, or is that run resumed).
 
     With no ``wal=``, the saga writes to the default FileWAL (``./agent-saga.wal``
     or ``$AGENT_SAGA_WAL``); with no ``gate=``, the default gate (the kill switch).
@@ -174,6 +176,7 @@ class Boundary:
         join: bool = False,
         fail_on_swallowed: bool = False,
         owner: BoundaryOwner | None = None,
+        durable: DurableRun | None = None,
         **more: Unpack[SagaKwargs],
     ) -> None:
         if wal is not None:
@@ -184,6 +187,7 @@ class Boundary:
         self._join = join
         self._fail_on_swallowed = fail_on_swallowed
         self._owner = owner
+        self._durable = durable
         self._entered = False
         self._seen = 0
         self._token: contextvars.Token[Saga | None] | None = None
@@ -196,7 +200,7 @@ class Boundary:
             raise RuntimeError("a saga boundary can be entered only once; create a new one")
         self._entered = True
         # During a replay every boundary joins the replay's saga: a new one would write to a real log.
-        outer = _current.get() if self._join or replaying() is not None else None
+        outer = _current.get() if (self._join or replaying() is not None) and self._durable is None else None
         if outer is not None and outer.status is SagaStatus.OPEN:
             saga = outer
             self.joined = True
@@ -206,7 +210,7 @@ class Boundary:
                 o.wal or default_wal(), gate=o.gate if o.gate is not None else default_gate(),
                 name=o.name or "saga", tags=o.tags, saga_id=self._saga_id, wait_for_commit=o.wait_for_commit,
                 halt_on_compensation_failure=o.halt_on_compensation_failure, compensation_retry=o.compensation_retry,
-                rollback_grace=o.rollback_grace,
+                rollback_grace=o.rollback_grace, durable=self._durable,
             )
             saga.start()
             self._token = _current.set(saga)

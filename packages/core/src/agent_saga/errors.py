@@ -18,6 +18,7 @@ __all__ = [
     "NonDeterminismError",
     "NotApplied",
     "RepairRequested",
+    "ResumeRefused",
     "SagaClosed",
     "SagaError",
     "SagaQuarantined",
@@ -136,6 +137,10 @@ class SagaQuarantined(SagaError):
 
 class NonDeterminismError(SagaError):
     """A resumed saga asked for a different step than the one recorded at that position."""
+
+
+class ResumeRefused(SagaError):
+    """A crashed durable run cannot be resumed (now); the message says why, and nothing ran."""
 
 
 class ToolFailed(SagaError):

@@ -37,7 +37,7 @@ _EXIT_OK, _EXIT_FINDING, _EXIT_USAGE, _EXIT_UNCHECKED = 0, 1, 2, 3
 
 def _add_daemon_options(p: argparse.ArgumentParser) -> None:
     add_log_option(p, "the log to recover")
-    add_imports_option(p, "@compensator handlers (and @reconciler functions)")
+    add_imports_option(p, "@compensator handlers, @reconciler functions and @durable entry points")
     p.add_argument("--dry-run", action="store_true", help="say what would be done; change nothing")
     p.add_argument("--lease-grace", type=float, default=5.0, metavar="SECONDS",
                    help="extra wait beyond a lease's expiry (default: %(default)s)")
@@ -64,7 +64,9 @@ def register(verbs: Any) -> None:
         help="unwind sagas whose process died (expired lease, no end record)",
         description="Sweep a log once (or keep sweeping with --watch) and roll back every saga "
         "whose owner is gone: compensations newest-first through registered handlers, each "
-        "exactly once; what cannot be undone goes to the human queue.",
+        "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
+        "on_crash='resume' is resumed forward instead (its entry point's module --import'ed; "
+        "docs/RESUME.md).",
         epilog="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
     )
     _add_daemon_options(p)

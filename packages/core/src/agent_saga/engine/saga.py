@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import functools
 import logging
 import os
@@ -36,7 +37,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Unpack
+from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
@@ -64,6 +65,7 @@ from agent_saga.engine.observe import (
 from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepRequest, lifecycles
 from agent_saga.engine.reconcile_policy import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
+from agent_saga.engine.resumed import DurableRun, RecordedStep, Replay
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
@@ -86,7 +88,7 @@ from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
 from agent_saga.log.encodable import encodable, name_problem, unencodable, utf8_safe
 from agent_saga.log.records import RecordType as R
-from agent_saga.log.results import logged_result
+from agent_saga.log.results import DURABLE_RESULT_BYTES, MAX_RESULT_BYTES, logged_result
 from agent_saga.redaction import redact_args
 from agent_saga.registry import CompensationFactory, reconciler_for
 from agent_saga.semantics import ActionSemantics, Compensation, Observation, Outcome, StepState
@@ -103,6 +105,8 @@ _UNWOUND = frozenset({SagaStatus.ROLLING_BACK, SagaStatus.ROLLED_BACK, SagaStatu
 # The SagaStopped patterns that are a thrash (each also gets a THRASH_STOPPED record).
 _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
+#: What ``Saga._resumed`` returns for a call the log does not answer: it runs as a live step.
+_LIVE: Any = object()
 
 
 def _did_nothing(err: BaseException, opts: StepOptions) -> bool:
@@ -129,6 +133,7 @@ class Saga:
         compensation_retry: RetryPolicy = COMPENSATION_RETRY,
         wait_for_commit: bool = False,
         rollback_grace: float = ROLLBACK_GRACE,
+        durable: DurableRun | None = None,
     ) -> None:
         _names_at_door(saga_id, name, tags)
         self.saga_id = saga_id or new_saga_id()
@@ -164,6 +169,14 @@ class Saga:
         # A Speculator attached for this saga's run (agent_saga.runtime._speculation); None: off,
         # and then a tool call pays one attribute test for it, nothing more.
         self.speculation: SpeculationPort | None = None
+        #: A ``@durable`` run (engine/resumed.py): its entry and inputs are in the start record, its
+        #: steps' results recorded with the larger bound, and when it is resumed, ``_replay`` answers
+        #: the calls the log recorded (one attribute test per step otherwise).
+        self.durable = durable
+        self._replay: Replay | None = durable.replay if durable is not None else None
+        self._result_limit = MAX_RESULT_BYTES if durable is None else DURABLE_RESULT_BYTES
+        # The highest step number given so far: a resumed run's live steps come after the recorded ones.
+        self._last = self._replay.last_index if self._replay is not None else 0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -216,9 +229,16 @@ class Saga:
             "durable_log": self.wal.durable,
             "gate": _posture(self.gate),
         }
+        rtype = R.SAGA_STARTED
+        replay = self._replay
+        if replay is not None:  # the saga started before: this process takes it over (and its lease)
+            rtype = R.SAGA_RESUMED
+            body.update(by=replay.by, recorded_steps=replay.recorded)
+        elif self.durable is not None:
+            body["durable"] = self.durable.started()
         for hook in lifecycles():  # recovery's lease, installed from above this layer
             body.update(hook.started(self.saga_id, self.wal) or {})
-        self._append(R.SAGA_STARTED, body)
+        self._append(rtype, body)
         if interceptors():
             self._observed = Wrappers.start("saga", SagaEvent(self.saga_id, self.name, self.tags))
 
@@ -291,6 +311,9 @@ class Saga:
             if out:
                 # Still running after the grace: each records its own outcome when it lands.
                 body["in_flight"] = [s.index for s in out]
+            durable = self.durable
+            if durable is not None and durable.returned:  # what the entry point returned, as a step's result
+                body["result"] = logged_result(durable.result, "value", (), self._result_limit)[1]
             yield from self._end(R.SAGA_COMPLETED, body, SagaStatus.COMPLETED)
         except BaseException:
             # The commit is not durable: it did not happen. Hand the saga to the daemon
@@ -309,6 +332,7 @@ class Saga:
             if self._steps:
                 raise SagaClosed(f"saga {self.saga_id} already has steps; preload before the first one")
             self._steps.extend(steps)
+            self._last = max((s.index for s in self._steps), default=0)
 
     def freeze(self) -> None:
         """Stop without unwinding (quarantine): the saga stays open for a human."""
@@ -449,6 +473,10 @@ class Saga:
         recording = _recording.get()
         if recording is not None:
             return self._served(recording, tool, args, opts)
+        if self._replay is not None:  # a resumed durable run: the log may answer this call
+            served = self._resumed(self._replay, tool, forward, args, opts)
+            if served is not _LIVE:
+                return served
         compensate = undo_for(tool, forward, opts)
         step = self._open(tool, opts.semantics, compensate is not None, via_fallback)
         plain_args, tagged = untag_args(args) if args else (args, None)
@@ -503,7 +531,8 @@ class Saga:
                     forward, step, logged_args, opts, recheck, request, durable or waits
                 )
         except BaseException as err:  # noqa: BLE001 - recorded, then re-raised (or its fallback run) there
-            return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request))
+            return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request,
+                                                   logged_args))
         self._observe(request, None)
         # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
         ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
@@ -531,6 +560,120 @@ class Saga:
             self._failed(tool, err)  # a boundary sees a served failure as it saw the recorded one
             raise
 
+    # -- a resumed durable run (engine/resumed.py) -------------------------------------------
+
+    def _resumed(
+        self, replay: Replay, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None,
+        opts: StepOptions,
+    ) -> Any:
+        """The recorded result of this call, served; ``_LIVE`` when it is to run; raises when it diverged.
+
+        A served step joins the stack under its recorded number, COMMITTED, with its undo built from
+        the recorded result exactly as ``_commit`` builds it, so a later failure unwinds it too.
+        """
+        try:
+            plain = untag_args(args)[0] if args else args
+            logged = self._policed(tool, plain, opts) if (args or opts.policy_args) else {}
+        except StepRefused:
+            logged = {}  # its admission refused it then as now: the refusal recorded no arguments
+        position, recorded = replay.take()
+        if recorded is None:
+            self._replay = None  # the log is spent: from here the run is live
+            return _LIVE
+        if not replay.matches(recorded, tool, logged):
+            self._diverge(position, recorded, tool, logged, "another call than the one recorded at this position")
+        if recorded.outcome == "unseen":
+            return _LIVE  # it died in flight and never landed: the code never saw it end, so it runs
+        if recorded.outcome != "committed":
+            # Nothing landed then: it fails the same way now, so the code takes the path it took
+            # (a retry loop retries, a skipped item is skipped) instead of a new one that diverges.
+            failed: NotApplied = StepRefused(tool, f"{recorded.error} (recorded; served from the log)", "resume") if (
+                recorded.outcome == "refused") else NotApplied(f"{tool}: {recorded.error} (recorded; served from the log)")
+            self._failed(tool, failed)
+            raise failed
+        compensate = undo_for(tool, forward, opts)
+        if not recorded.replayable:
+            if opts.semantics is not _REVERSIBLE:
+                self._diverge(position, recorded, tool, logged,
+                              "its result was recorded only as a shape or redacted, and it is not REVERSIBLE")
+            self._keep_recorded([recorded])  # its effect stands; the call runs again
+            return _LIVE
+        result = copy.deepcopy(recorded.result)
+        step = Step(self.saga_id, recorded.index, tool, opts.semantics, undo_declared=compensate is not None)
+        comp, _, problem = self._undo_from(step, compensate, result)
+        step.compensation, step.problem, step.state = comp, str(problem or ""), StepState.COMMITTED
+        with self._lock:
+            if self.status is not _OPEN:
+                self._check_open()
+            self._steps.append(step)
+        replay.served += 1
+        if problem is not None:
+            self._failed(tool, problem)
+            raise problem
+        return result
+
+    def _keep_recorded(self, recorded: Iterable[RecordedStep]) -> None:
+        """Put recorded committed steps no call was served from on the stack, with the undo the log names.
+
+        A REVERSIBLE step that runs again (its result cannot be served), or the steps a diverged run
+        never reached: their effects stand, so the rollback must undo them too. An undo the log
+        holds only as a closure died with its process: the step goes on the stack without one,
+        and the rollback reports it (orphaned), as the daemon would.
+        """
+        kept = []
+        for step in recorded:
+            if step.outcome != "committed":
+                continue
+            desc = step.compensation
+            comp = None
+            if desc is not None and desc.get("recoverable") is True and isinstance(desc.get("kwargs"), dict):
+                comp = Compensation(handler=str(desc["handler"]), kwargs=dict(desc["kwargs"]),
+                                    description=str(desc.get("description") or ""), idempotency_key=desc.get("key"))
+            kept.append(Step(self.saga_id, step.index, step.tool, ActionSemantics(step.semantics),
+                             StepState.COMMITTED, comp, undo_declared=comp is not None))
+        with self._lock:
+            self._steps.extend(kept)
+
+    def _diverge(
+        self, position: int, recorded: RecordedStep | None, tool: str | None, logged: Mapping[str, Any] | None,
+        why: str,
+    ) -> NoReturn:
+        """Record SAGA_DIVERGED and stop the saga: its boundary unwinds it, replayed steps included.
+
+        The recorded steps not served (this one and those after it) go on the stack too: their
+        effects stand whether or not the code asks for them again.
+        """
+        replay, self._replay = self._replay, None
+        if replay is not None:
+            self._keep_recorded([*([recorded] if recorded is not None else []), *replay.remaining()])
+        got = None if tool is None else {"tool": tool, "args": encodable(dict(logged or {}))}
+        self._append(R.SAGA_DIVERGED, {
+            "position": position, "expected": recorded.called() if recorded is not None else None,
+            "got": got, "detail": why,
+        })
+        expected = f"step {recorded.index} {recorded.tool!r}" if recorded is not None else "no more steps"
+        asked = f"{tool!r}" if tool is not None else "nothing more (it returned)"
+        stopped = SagaStopped(
+            tool or (recorded.tool if recorded is not None else "?"),
+            f"the resumed run diverged at recorded position {position}: the log has {expected}, the code now "
+            f"asks for {asked} ({why}); it is unwound",
+            "resume", "diverged",
+        )
+        with self._lock:
+            self._stopped = self._stopped or stopped
+        self._failed(stopped.tool, stopped)
+        raise stopped
+
+    def end_replay(self) -> None:
+        """The resumed entry point returned: refuse (diverge) if recorded steps were never asked for."""
+        replay = self._replay
+        left = replay.remaining() if replay is not None else []
+        if replay is not None and left:
+            replay.take()  # the first of them is the one _diverge names
+            self._diverge(replay.recorded - len(left) + 1, left[0], None, None,
+                          f"it returned with {len(left)} recorded step(s) not asked for")
+        self._replay = None
+
     def _settle_landing(self, step: Step) -> Protocol[None]:
         """Take ``step`` out of flight; settle it now if a rollback left it (``engine.unwind.settle_late``)."""
         if self._land(step):
@@ -551,7 +694,7 @@ class Saga:
     def _after_failure(
         self, step: Step, err: BaseException, args: Mapping[str, Any] | None, opts: StepOptions,
         compensate: CompensationFactory | Compensation | None, prebuilt: Compensation | None,
-        observed: Wrappers | None, request: StepRequest | None,
+        observed: Wrappers | None, request: StepRequest | None, logged_args: dict[str, Any],
     ) -> Protocol[Any]:
         """A call (or its intent) failed: record it, settle or follow it, then raise ``err`` or run the fallback."""
         fallback = None
@@ -559,7 +702,7 @@ class Saga:
         recorded = step.state is not StepState.PENDING  # a failed intent recorded its own outcome
         try:
             if not recorded:
-                fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts)
+                fallback = self._call_failed(step, err, compensate, prebuilt, observed, request, opts, logged_args)
                 if step.state is StepState.UNKNOWN:
                     running = still_running(err)  # it timed out, or was cancelled, on a thread that runs on
         finally:
@@ -609,7 +752,7 @@ class Saga:
         if problem is not None:
             body["problem"] = str(problem)
         if opts.record_result != "none":
-            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
+            body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         with self._lock:
             if step.state is not StepState.UNKNOWN:
                 return
@@ -670,7 +813,7 @@ class Saga:
         with self._lock:
             if self.status is not SagaStatus.OPEN or not self._started:
                 self._check_open()
-            index = len(self._steps) + 1  # steps are numbered from 1, as people count them
+            index = self._last = self._last + 1  # steps are numbered from 1, as people count them
             step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback,
                         flying=True)
             self._steps.append(step)
@@ -801,12 +944,17 @@ class Saga:
         observed: Wrappers | None,
         request: StepRequest | None,
         opts: StepOptions,
+        logged_args: dict[str, Any],
     ) -> Callable[..., Any] | None:
         """Record a call that failed (NOT_APPLIED or UNKNOWN); the fallback to run next, if one may."""
         halted = step.halted  # "before": nothing ran; "between": an earlier attempt may have landed
+        # A REVERSIBLE step has no intent record: its outcome record says what was called (a resume
+        # matches a recorded call by tool and arguments, a reconciler is asked with them).
+        called = {"tool": step.tool, "semantics": step.semantics, "args": logged_args} if (
+            step.semantics is _REVERSIBLE) else {}
         if halted == "before" or (_did_nothing(err, opts) and halted != "between"):
             step.state = StepState.NOT_APPLIED
-            not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err)}
+            not_applied: dict[str, Any] = {"op": step.operation_id, "error": _describe_error(err), **called}
             if step.reconciled is not None:
                 not_applied["reconciled"] = step.reconciled
             self._append(R.STEP_NOT_APPLIED, not_applied, step.index)
@@ -819,7 +967,7 @@ class Saga:
             step.compensation = prebuilt
             self._append(R.STEP_UNKNOWN, {
                 "tool": step.tool, "semantics": step.semantics, "op": step.operation_id,
-                "error": _describe_error(err), "compensation": describe(prebuilt),
+                "error": _describe_error(err), "compensation": describe(prebuilt), **called,
             }, step.index)
         self._failed(step.tool, err)
         if observed is not None:
@@ -865,7 +1013,7 @@ class Saga:
         if problem is not None:
             body["problem"] = str(problem)
         if opts.record_result != "none":  # what it returned, bounded and redacted (log/results.py)
-            body["result"] = logged_result(result, opts.record_result, opts.reveal)[1]
+            body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         try:
             ticket = self._append(R.STEP_COMMITTED, body, step.index)
         except BaseException:

@@ -79,7 +79,7 @@ class Example:
     reason: str
     saga_outcome: str  # completed | rolled back | open
     seqs: tuple[int, ...]
-    args_logged: bool = True  # False: the log holds no arguments for this call (a failed REVERSIBLE one)
+    args_logged: bool = True  # False: the log holds no arguments for it (a failed REVERSIBLE one, in an older log)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the form ``to_jsonl`` writes and ``from_dict`` reads)."""
@@ -140,7 +140,7 @@ class Corpus:
     """The labelled examples of a log, in log order (saga, then step)."""
 
     examples: tuple[Example, ...]
-    skipped: int = 0  # executed steps the log names no tool for (a failed REVERSIBLE call's record)
+    skipped: int = 0  # executed steps the log names no tool for (a failed REVERSIBLE call, in an older log)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -170,7 +170,7 @@ class Corpus:
         canonical JSON. Every KEPT x UNDONE combination of a group is emitted, in log order,
         except where the two calls' arguments are identical (no preference is expressed by a
         call and itself). COLLATERAL and UNKNOWN examples are never used, nor an example whose
-        arguments the log does not hold (``args_logged`` False: a failed REVERSIBLE call).
+        arguments the log does not hold (``args_logged`` False: a failed REVERSIBLE call in an older log).
         """
         groups: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Example]] = {}
         for e in self.examples:

@@ -99,3 +99,7 @@ class RecordType(enum.StrEnum):
     # Issue 30 part 2 (agent_saga.runtime._speculation): the agent made a call whose result was
     # run ahead of it (REVERSIBLE only) and held behind a lease; the held result was used.
     SPECULATION_REDEEMED = "SPECULATION_REDEEMED"
+    # Issue 41, resume forward (agent_saga.durable_run, agent_saga.recovery.resume): a crashed durable
+    # run re-invoked under its own saga id; its recorded steps are served from the log, not run again.
+    SAGA_RESUMED = "SAGA_RESUMED"  # who resumed it, how many steps were recorded; the new owner's lease
+    SAGA_DIVERGED = "SAGA_DIVERGED"  # the re-invoked code asked for another call than the one recorded: unwound

@@ -30,13 +30,18 @@ from agent_saga.log.codec import canonical
 from agent_saga.log.encodable import plain_json, utf8_safe
 from agent_saga.redaction import REDACTED, redact_args, redact_value
 
-__all__ = ["MAX_RESULT_BYTES", "RECORD_RESULT_MODES", "SHAPE_KEY", "RecordResult", "logged_result", "shape_of"]
+__all__ = ["DURABLE_RESULT_BYTES", "MAX_RESULT_BYTES", "RECORD_RESULT_MODES", "SHAPE_KEY", "RecordResult", "logged_result", "shape_of"]
 
 #: The largest canonical JSON (in UTF-8 bytes) recorded as the value; larger results are
 #: recorded as their shape. 2 KiB: ids, statuses and small objects fit; a page of search
 #: results or a file's contents does not, and would make every commit record (fsync'd, read
 #: by every daemon) that much larger.
 MAX_RESULT_BYTES: Final = 2048
+#: The bound for the steps of a durable run (``@durable``), whose log is also its replay source:
+#: a result recorded only as its shape cannot be served on resume, so the step runs again (a
+#: model asked and paid again) or the run diverges. 64 KiB holds a long model answer or a page
+#: of records; the larger commit record is the price of not paying for the call twice.
+DURABLE_RESULT_BYTES: Final = 64 * 1024
 #: The key that marks a recorded shape (``{"$shape": {...}}``) rather than a value.
 SHAPE_KEY: Final = "$shape"
 
@@ -99,7 +104,7 @@ def _within(value: Any, budget: int, depth: int) -> int:
     return budget - 1
 
 
-def _flat_fits(value: dict[Any, Any]) -> bool:
+def _flat_fits(value: dict[Any, Any], limit: int) -> bool:
     """Whether a dict of plain scalars surely fits: an upper bound of its canonical JSON, in one pass.
 
     The usual result (``{"id": "ch_1", "status": "paid"}``) is decided here without the walk,
@@ -128,7 +133,7 @@ def _flat_fits(value: dict[Any, Any]) -> bool:
             size += len(REDACTED) + 2
         else:
             return False
-        if size > MAX_RESULT_BYTES:
+        if size > limit:
             return False
     return True
 
@@ -140,12 +145,15 @@ def _shaped(value: Any) -> dict[str, Any]:
     return {SHAPE_KEY: shape_of(value)}
 
 
-def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ()) -> tuple[bool, Any]:
+def logged_result(
+    result: Any, mode: RecordResult, reveal: Collection[str] = (), limit: int = MAX_RESULT_BYTES
+) -> tuple[bool, Any]:
     """``(record it, what to record)`` for a forward's ``result`` under ``mode``.
 
     ``(False, None)`` for ``"none"``; otherwise the redacted value when it is plain JSON within
-    :data:`MAX_RESULT_BYTES`, else ``{"$shape": ...}``. ``reveal`` names keys kept in clear,
-    as for the arguments. Never raises for any ``result``.
+    ``limit`` bytes (:data:`MAX_RESULT_BYTES`, or :data:`DURABLE_RESULT_BYTES` in a durable
+    run), else ``{"$shape": ...}``. ``reveal`` names keys kept in clear, as for the arguments.
+    Never raises for any ``result``.
     """
     if mode == "none":
         return False, None
@@ -153,11 +161,11 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
         if mode == "shape":
             return True, _shaped(result)
         kind = type(result)
-        if kind is dict and _flat_fits(result):
+        if kind is dict and _flat_fits(result, limit):
             if SHAPE_KEY in result:
                 return True, _shaped(result)
             return True, redact_args(result, reveal)
-        if (kind is str or kind is dict or kind is list or kind is tuple) and _within(result, MAX_RESULT_BYTES, 0) < 0:
+        if (kind is str or kind is dict or kind is list or kind is tuple) and _within(result, limit, 0) < 0:
             return True, _shaped(result)  # too big, known without copying or encoding it
         if kind in _PLAIN:
             # The usual small results, without the walk: a str only needs its URL passwords masked.
@@ -173,7 +181,7 @@ def logged_result(result: Any, mode: RecordResult, reveal: Collection[str] = ())
         if not plain_json(value):  # an object nested inside, a NaN, a non-str key, a cycle
             return True, _shaped(result)
         text = canonical(value)
-        if len(text) > MAX_RESULT_BYTES or len(text.encode()) > MAX_RESULT_BYTES:
+        if len(text) > limit or len(text.encode()) > limit:
             return True, _shaped(result)
         return True, value
     except Exception:  # noqa: BLE001 - a result the log cannot describe is never the step's failure

@@ -27,6 +27,11 @@ the in-process rollback settles them as orphaned/unresolved and continues.
 A saga that rolled back is open again when a step its rollback left in flight
 landed and was not settled (the process died between the two): the daemon
 settles those steps only, and writes no second end record.
+
+A ``@durable`` run whose start record says ``on_crash="resume"`` is not unwound: under the
+same claim, the daemon resumes it forward (``recovery.resume``: its entry point called again,
+the log serving the recorded steps). When its entry point is not registered in this process,
+it is escalated (``resume-unavailable``) and left open, never unwound behind its owner's back.
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent_saga.context import default_gate
 from agent_saga.credentials import resolve_credentials, scrub
+from agent_saga.durable_run import entry
 from agent_saga.engine.invoke import accepts_idempotency_key
 from agent_saga.engine.ports import GatePort
+from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.undo import halt_on_undo, undo_of
 from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError
 from agent_saga.ids import operation_id
@@ -64,10 +71,11 @@ from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
-from agent_saga.recovery.lease import Lease
+from agent_saga.recovery.lease import owner_expiry
 from agent_saga.recovery.ledger import Ledger
 from agent_saga.recovery.mesh_register import recovered_elsewhere
 from agent_saga.recovery.protocols import EscalationsLike
+from agent_saga.recovery.resume import resumable, resume_claimed
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered, resolve
 from agent_saga.semantics import ActionSemantics
@@ -122,7 +130,7 @@ class Action:
 
     saga: str
     step: int | None
-    kind: str  # compensate | compensated-earlier | keep | escalate | answer | hold | retry-later | dead-letter | finish
+    kind: str  # compensate | compensated-earlier | keep | escalate | answer | hold | retry-later | dead-letter | finish | resume
     detail: str = ""
 
     def line(self) -> str:
@@ -139,6 +147,7 @@ class SweepReport:
     live: list[str] = field(default_factory=list)  # lease still fresh: not touched
     busy: list[str] = field(default_factory=list)  # claimed by another daemon right now
     recovered: list[str] = field(default_factory=list)  # ended (rolled back) by this sweep
+    resumed: list[str] = field(default_factory=list)  # durable runs resumed forward to completion by this sweep
     held: list[str] = field(default_factory=list)  # still open: blocked or retrying
     dead_lettered: list[str] = field(default_factory=list)  # gave up on by this sweep
     skipped: list[str] = field(default_factory=list)  # quarantined, dead-lettered, under repair
@@ -155,9 +164,10 @@ class SweepReport:
 
     def summary(self) -> str:
         verb = "would recover" if self.dry_run else "recovered"
+        resumed = f"resumed {len(self.resumed)}, " if self.resumed else ""
         return (
             f"{self.open_sagas} open saga(s): {len(self.live)} live, {len(self.busy)} busy elsewhere, "
-            f"{verb} {len(self.recovered)}, {len(self.held)} held, "
+            f"{verb} {len(self.recovered)}, {resumed}{len(self.held)} held, "
             f"{len(self.dead_lettered)} dead-lettered, {len(self.skipped)} skipped; "
             f"{self.compensated} compensation(s) run; {len(self.new_escalations)} new escalation(s), "
             f"{self.pending_escalations} pending"
@@ -305,7 +315,10 @@ class RecoveryDaemon:
             if self._recovered_elsewhere(view, report, claim=not dry_run):
                 continue
             if dry_run:
-                self._resolve(view, report, dry_run=True)
+                if resumable(view):
+                    report.actions.append(Action(saga_id, None, "resume", "would resume it forward"))
+                else:
+                    self._resolve(view, report, dry_run=True)
                 continue
             self._claim_and_resolve(saga_id, report)
         if not dry_run:
@@ -533,7 +546,8 @@ class RecoveryDaemon:
             if not self._expired(view):
                 report.live.append(saga_id)
                 return
-            finished = self._resolve(view, report, dry_run=False)
+            resolve = self._resume if resumable(view) else self._resolve
+            finished = resolve(view, report, dry_run=False)
             assert self._wal is not None
             self._wal.barrier()  # durable before the claim is let go
             if finished:
@@ -542,6 +556,43 @@ class RecoveryDaemon:
             claim.release(remove=finished)
 
     # -- one saga --------------------------------------------------------------------
+
+    def _resume(self, view: SagaView, report: SweepReport, *, dry_run: bool) -> bool:
+        """Resume one claimed durable run forward (``recovery.resume``); True if it ended."""
+        assert self._wal is not None  # dry runs never get here (sweep says what it would do)
+        name = str((view.durable or {}).get("entry", ""))
+        registered = entry(name)
+        if registered is None:
+            detail = (
+                f"its @durable entry point {name!r} is not registered in this daemon; start it with --import <the "
+                f"module that defines @durable({name!r})>; the run is left open"
+            )
+            if "resume-unavailable" not in view.escalated:  # queued once, however often it is swept
+                self._ask(view, report, "resume-unavailable", detail)
+            report.held.append(view.saga_id)
+            return False
+        try:
+            outcome = resume_claimed(view, registered, self._wal, self.escalations, by=self.name)
+        except SagaAborted as aborted:
+            report.actions.append(Action(view.saga_id, None, "resume", f"resumed, then unwound: {aborted.cause}"))
+            report.recovered.append(view.saga_id)
+            return True
+        except Exception as err:  # noqa: BLE001 - refused before it began (a drain, a closed gate): tried again next sweep
+            report.actions.append(Action(view.saga_id, None, "resume", f"could not resume it now: {_text(err)}"))
+            report.held.append(view.saga_id)
+            return False
+        report.actions.append(Action(view.saga_id, None, "resume", outcome.detail))
+        if outcome.escalation is not None:
+            report.new_escalations.append(outcome.escalation)
+        if not outcome.ended:
+            report.held.append(view.saga_id)
+            return False
+        report.resumed.append(view.saga_id)
+        if "resume-unavailable" in view.escalated:  # started again with the import it lacked
+            eid = escalation_id(view.saga_id, None, "resume-unavailable")
+            self.escalations.resolve(eid, f"resumed by {self.name}")
+            self._append(R.ESCALATION_RESOLVED, view.saga_id, {"escalation": eid, "kind": "resume-unavailable"})
+        return True
 
     def _resolve(self, view: SagaView, report: SweepReport, *, dry_run: bool) -> bool:
         """Unwind one claimed saga; True if it ended."""
@@ -805,19 +856,6 @@ class _Run:
             "clean": clean, "halted": False, "outcomes": dict(sorted(self.outcomes.items())),
             "recovered": True,
         })
-
-
-def owner_expiry(view: SagaView, lease: Lease | None) -> float:
-    """When the owner's hold on ``view`` runs out (seconds since the epoch, before any grace).
-
-    The later of: the lease's renewal + its ttl, the owner's last record + the ttl the
-    saga started with (or the lease's, or the default, if the log does not say).
-    """
-    ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
-    expires = view.owner_ts / 1e6 + ttl
-    if lease is not None:
-        expires = max(expires, lease.expires_at)
-    return expires
 
 
 def _semantics(step: StepView) -> ActionSemantics:

@@ -55,6 +55,10 @@ KINDS = {
     "late-commit": "a call whose step was settled as UNKNOWN (it timed out, or was cancelled) returned "
                    "afterwards: its effect landed, possibly after its undo ran",
     "mesh-recovered-elsewhere": "another merged mesh log of the same devices recovers this saga; recover that one",
+    "resume-unknown": "a durable run's step was in flight when its process died and nobody can tell whether "
+                      "it landed; the run is not resumed on a guess",
+    "resume-unavailable": "a durable run asks to be resumed, but its @durable entry point is not registered in "
+                          "the recovering process; it is left open, never unwound behind its owner's back",
 }
 
 

@@ -177,6 +177,11 @@ class SagaView:
     #: purpose): not believed, so the saga is not over, and not undone blindly either (a repair
     #: resumed before repairs were signed reads the same): the daemon asks a person. Its line.
     unsigned_end: str = ""
+    #: A ``@durable`` run (agent_saga.durable_run): its entry, inputs and on_crash, as SAGA_STARTED holds them.
+    durable: dict[str, Any] | None = None
+    resumed_by: list[str] = field(default_factory=list)  # each SAGA_RESUMED's resumer, oldest first
+    diverged: bool = False  # a resume found the code asking for other calls (SAGA_DIVERGED)
+    result: Any = None  # what a durable run's entry returned, as SAGA_COMPLETED records it
 
     #: Steps left in flight by its rollback (``StepView.left``).
     left: set[int] = field(default_factory=set)
@@ -256,12 +261,18 @@ class _Folder:
         if rtype == R.SAGA_STARTED:
             view.started = True
             view.name = str(body.get("name", ""))
-            view.owner = str(body.get("owner", ""))
-            ttl = body.get("lease_ttl")
-            if isinstance(ttl, (int, float)) and ttl > 0:
-                view.lease_ttl = float(ttl)
+            durable = body.get("durable")
+            view.durable = durable if isinstance(durable, dict) else None
+            self._owned(view, body)
+        elif rtype == R.SAGA_RESUMED:
+            # Another process took the saga over: its owner and lease are the resumer's from here.
+            view.resumed_by.append(str(body.get("by", "")))
+            self._owned(view, body)
+        elif rtype == R.SAGA_DIVERGED:
+            view.diverged = True
         elif rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
             view.ended = rtype
+            view.result = body.get("result")
             if view.parts:
                 view.parts[part] = rtype
         elif rtype == R.ROLLBACK_STARTED:
@@ -328,6 +339,14 @@ class _Folder:
         elif rtype in (R.REPAIR_ABANDONED, R.REPAIR_RESUMED):
             view.repair_session = ""
         return True
+
+    @staticmethod
+    def _owned(view: SagaView, body: dict[str, Any]) -> None:
+        """Who owns the saga and for how long its lease holds, as a start (or resume) record says."""
+        view.owner = str(body.get("owner", ""))
+        ttl = body.get("lease_ttl")
+        if isinstance(ttl, (int, float)) and ttl > 0:
+            view.lease_ttl = float(ttl)
 
     def _repair(self, view: SagaView, rtype: str, body: dict[str, Any]) -> None:
         """An operator's signed repair session (``recovery.repair``) on this saga."""

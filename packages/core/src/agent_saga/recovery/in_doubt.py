@@ -26,6 +26,7 @@ from agent_saga.engine.saga import describe
 from agent_saga.errors import CompensationError
 from agent_saga.ids import operation_id
 from agent_saga.log.records import RecordType as R
+from agent_saga.log.results import DURABLE_RESULT_BYTES, logged_result
 from agent_saga.recovery.fold import StepView
 from agent_saga.registry import from_recipe, reconciler_for
 from agent_saga.semantics import Observation
@@ -73,6 +74,7 @@ def _facts(seen: Observation) -> str:
 
 def settle_in_flight(
     saga_id: str, step: StepView, write: Write, *, dry_run: bool = False, timeout: float = ASK_TIMEOUT,
+    keep_result: bool = False,
 ) -> bool:
     """Ask the tool's reconciler what became of an in-flight or UNKNOWN ``step``.
 
@@ -82,7 +84,8 @@ def settle_in_flight(
     ``step.facts`` says so and the caller goes on as without a reconciler. Records
     (``RECONCILE_ASKED``/``_ANSWERED``, then ``STEP_COMMITTED`` or ``STEP_NOT_APPLIED``)
     go through ``write``. No reconciler registered, or a dry run (which changes nothing,
-    ``step`` included): False, nothing asked.
+    ``step`` included): False, nothing asked. ``keep_result``: a durable run's step, whose commit
+    records the observed result as its own would have (a resume serves it from there).
     """
     reconciler = reconciler_for(step.tool or "")
     if dry_run or reconciler is None or step.committed or step.not_applied or step.asked_in_recovery:
@@ -105,6 +108,9 @@ def settle_in_flight(
         body: dict[str, Any] = {"op": op, "compensation": comp, "reconciled": True}
         if problem:
             body["problem"] = problem
+        if keep_result:
+            body["result"] = step.result = logged_result(seen.result, "value", (), DURABLE_RESULT_BYTES)[1]
+            step.has_result = True
         write(R.STEP_COMMITTED, body, step.index)
         step.committed, step.committed_compensation, step.problem = True, comp, problem
     return False

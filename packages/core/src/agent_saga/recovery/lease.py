@@ -33,6 +33,7 @@ from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.errors import WALError
 from agent_saga.log.fs import FILE_MODE, private_dir
 from agent_saga.recovery.escalations import escalate, escalate_late, escalate_rollback
+from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView
 from agent_saga.recovery.paths import file_log_path, recovery_dir
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "install_leases",
     "lease_keeper",
     "lease_path",
+    "owner_expiry",
     "read_lease",
     "recovery_dir",
     "remove_lease",
@@ -93,6 +95,19 @@ def remove_lease(wal_path: str | os.PathLike[str], saga_id: str) -> None:
         lease_path(wal_path, saga_id).unlink()
     except FileNotFoundError:
         pass
+
+
+def owner_expiry(view: SagaView, lease: Lease | None) -> float:
+    """When the owner's hold on ``view`` runs out (seconds since the epoch, before any grace).
+
+    The later of: the lease's renewal + its ttl, the owner's last record + the ttl the
+    saga started with (or the lease's, or the default, if the log does not say).
+    """
+    ttl = view.lease_ttl or (lease.ttl if lease is not None else DEFAULT_LEASE_TTL)
+    expires = view.owner_ts / 1e6 + ttl
+    if lease is not None:
+        expires = max(expires, lease.expires_at)
+    return expires
 
 
 def _ttl_from_env() -> float:

@@ -59,7 +59,7 @@ from agent_saga.recovery.daemon import owner_expiry
 from agent_saga.recovery.escalations import escalation_id
 from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.protocols import ClaimLike, RecoveryStore
-from agent_saga.recovery.stores import recovery_store
+from agent_saga.recovery.stores import recovery_store, verified_tail
 from agent_saga.redaction import redact_args
 from agent_saga.registry import registered
 from agent_saga.semantics import ActionSemantics, Compensation, StepState
@@ -533,15 +533,7 @@ def _read(
     clock: Callable[[], float],
 ) -> tuple[SagaView, RepairPlan]:
     """The saga's view (from a chain-checked read of its log) and its plan; refused if it cannot be read."""
-    if not store.exists():
-        raise RepairRefused(f"no log at {store.location}")
-    tail = store.tail(encryptor)
-    tail.refresh()
-    if not tail.verdict.ok:
-        raise RepairRefused(
-            f"the log {store.location} does not verify ({tail.verdict.label}); a repair acts only on a log "
-            f"that does: run 'agent-saga verify --wal-path {store.location}'"
-        )
+    tail = verified_tail(store, encryptor, "a repair", RepairRefused)
     view = tail.sagas.get(saga_id)
     if view is None or not view.started:
         raise RepairRefused(f"no saga {saga_id} in {store.location}: give its full id (agent-saga graph lists them)")

@@ -11,6 +11,7 @@ each other's claims and successes and never run an undo twice.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from agent_saga.recovery.ledger import FileLedger, Ledger
 from agent_saga.recovery.paths import recovery_dir
 from agent_saga.recovery.protocols import ClaimLike, EscalationsLike, RecoveryStore, TailLike
 
-__all__ = ["FileStore", "recovery_store", "server_store"]
+__all__ = ["FileStore", "recovery_store", "server_store", "verified_tail"]
 
 
 class FileStore:
@@ -111,3 +112,22 @@ def recovery_store(target: str | os.PathLike[str] | WAL, encryptor: BodyCipher |
         shared: RecoveryStore = server_store(wal, owns_wal=True)
         return shared
     return FileStore(target, encryptor)
+
+
+def verified_tail(
+    store: RecoveryStore, encryptor: BodyCipher | None, act: str, refuse: Callable[[str], Exception]
+) -> TailLike:
+    """The store's log, read and chain-checked; ``refuse(line)`` is raised when it is missing or does not verify.
+
+    ``act`` names what acts on it in that line ("a repair", "a resume").
+    """
+    if not store.exists():
+        raise refuse(f"no log at {store.location}")
+    tail = store.tail(encryptor)
+    tail.refresh()
+    if not tail.verdict.ok:
+        raise refuse(
+            f"the log {store.location} does not verify ({tail.verdict.label}); {act} acts only on a log "
+            f"that does: run 'agent-saga verify --wal-path {store.location}'"
+        )
+    return tail

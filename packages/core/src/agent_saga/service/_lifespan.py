@@ -81,7 +81,7 @@ def _import_handlers(modules: Iterable[str]) -> None:
         except Exception as err:  # noqa: BLE001 - any failure to import is reported in one line
             raise ConfigurationError(
                 f"saga_lifespan(handlers=[{name!r}]): could not import it ({type(err).__name__}: {err}); "
-                "name an importable module that declares @compensator handlers"
+                "name an importable module that declares @compensator handlers or @durable entry points"
             ) from None
 
 
@@ -230,8 +230,9 @@ def saga_lifespan(
     """The lifespan for ``FastAPI(lifespan=...)``: the log, recovery, readiness and a drain.
 
     ``wal``: the log's file path (or a durable log object). ``handlers``: modules to
-    import at startup so the daemon can run their ``@compensator`` handlers (it runs
-    in this process, so whatever the app imports is there too). ``recovery=False``
+    import at startup so the daemon can run their ``@compensator`` handlers and resume
+    their ``@durable`` entry points (it runs in this process, so whatever the app imports
+    is there too). ``recovery=False``
     runs no daemon here (run ``saga-recoveryd`` beside the app instead). ``interval``:
     seconds between sweeps; ``lease_grace``: extra seconds beyond a dead owner's lease.
     ``drain_timeout``: how long shutdown waits for running sagas. ``readiness_path``:

@@ -94,6 +94,23 @@ def _repair_abandoned(body: Mapping[str, Any]) -> tuple[str, Kind]:
     return f"repair ABANDONED by {body.get('operator', '?')}: {body.get('reason', '')}; recovery unwinds it", "bad"
 
 
+def _saga_resumed(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return (f"RESUMED by {body.get('by', '?')} after {body.get('recorded_steps', '?')} recorded step(s): "
+            "those asked again are served from the log, the rest run live"), "ok"
+
+
+def _call(call: Any) -> str:
+    """A call as SAGA_DIVERGED records it: its tool and logged arguments."""
+    return f"{call.get('tool', '?')} {_value(call.get('args'))}" if isinstance(call, Mapping) else "no more steps"
+
+
+def _saga_diverged(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    got = body.get("got")
+    asked = f"asked for {_call(got)}" if isinstance(got, Mapping) else "returned"
+    return (f"DIVERGED at recorded position {body.get('position', '?')}: the log has {_call(body.get('expected'))}, "
+            f"the code {asked}; unwound"), "bad"
+
+
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
 LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.ANSWER_GROUNDED.value: _answer_grounded,
@@ -105,6 +122,9 @@ LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.REPAIR_AMENDED.value: _repair_amended,
     R.REPAIR_RESUMED.value: _repair_resumed,
     R.REPAIR_ABANDONED.value: _repair_abandoned,
+    # a durable run resumed forward after a crash (recovery.resume), and a resume that diverged
+    R.SAGA_RESUMED.value: _saga_resumed,
+    R.SAGA_DIVERGED.value: _saga_diverged,
 }
 
 

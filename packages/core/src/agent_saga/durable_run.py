@@ -1,0 +1,187 @@
+"""``@durable``: an agent run's entry point, registered by name, whose crash can be resumed forward.
+
+::
+
+    @durable("trip.plan")
+    def plan_trip(trip_id: str, cities: list) -> list: ...
+
+    plan_trip("t-42", ["paris", "rome"], saga_id="t-42")   # one saga; wal= names its log
+
+A call runs the function inside one saga of its own whose SAGA_STARTED records the entry's
+name and its JSON inputs; every step records its result (with the larger bound of
+``log.results.DURABLE_RESULT_BYTES``), and SAGA_COMPLETED records what it returned. After a
+crash, ``agent_saga.resume`` or the recovery daemon (``recovery.resume``) calls the registered
+function again with the recorded inputs under the same saga id; the log answers the steps it
+recorded. The name, like a ``@compensator``'s, is what crosses the process boundary: the
+resuming process imports the module that defines it. See docs/RESUME.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from agent_saga.context import Boundary
+from agent_saga.engine.resumed import ON_CRASH, DurableRun, Replay
+from agent_saga.errors import ConfigurationError
+from agent_saga.log.base import WAL
+from agent_saga.log.default import default_wal, shared_log
+from agent_saga.log.encodable import plain_json, unencodable
+
+__all__ = ["Entry", "durable", "entry", "log_of", "run_async", "run_sync"]
+
+R = TypeVar("R")
+LogTarget = WAL | str | os.PathLike[str] | None
+#: The keywords a call of a durable entry point takes for itself (not passed to the function).
+_OWN = ("saga_id", "wal")
+
+_lock = threading.Lock()
+_entries: dict[str, Entry] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A registered durable entry point."""
+
+    name: str
+    fn: Callable[..., Any]
+    on_crash: str
+    wal: LogTarget
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+
+def _identity(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def durable(
+    name: str, *, on_crash: str = "resume", wal: LogTarget = None
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Register the decorated function as the durable entry point called ``name``.
+
+    ``on_crash``: ``"resume"`` (recovery continues the run forward) or ``"unwind"`` (it undoes it,
+    as for any saga). ``wal``: the log its runs write to unless a call names one (a WAL, a path or
+    a URL); default the default log (``$AGENT_SAGA_WAL``, else ``./agent-saga.wal``). A name
+    already registered to another function is refused. The decorated function is typed as taking
+    any arguments (its own, plus ``saga_id=`` and ``wal=``), returning what the function returns.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"@durable needs a non-empty name, got {name!r}")
+    if on_crash not in ON_CRASH:
+        raise ConfigurationError(f"@durable({name!r}): on_crash must be 'resume' or 'unwind', got {on_crash!r}")
+
+    def register(fn: Callable[..., R]) -> Callable[..., R]:
+        if not callable(fn):
+            raise ConfigurationError(f"@durable({name!r}) must decorate a function, got {fn!r}")
+        taken = [p for p in _OWN if p in _parameters(fn)]
+        if taken:
+            raise ConfigurationError(
+                f"@durable({name!r}): {_identity(fn)} has a parameter named {taken[0]!r}, which a call of a "
+                "durable entry point takes for itself (saga_id=, wal=); rename it"
+            )
+        with _lock:
+            existing = _entries.get(name)
+            if existing is not None and existing.fn is not fn and _identity(existing.fn) != _identity(fn):
+                raise ConfigurationError(
+                    f"@durable name {name!r} is already registered to {_identity(existing.fn)}; "
+                    f"{_identity(fn)} cannot reuse it (a resume would run whichever was imported last)"
+                )
+            registered = _entries[name] = Entry(name, fn, on_crash, wal)
+        return _wrapper(registered)
+
+    return register
+
+
+def _parameters(fn: Callable[..., Any]) -> Mapping[str, inspect.Parameter]:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _wrapper(registered: Entry) -> Callable[..., Any]:
+    fn = registered.fn
+    if registered.is_async:
+        @functools.wraps(fn)
+        async def run_entry_async(*args: Any, saga_id: str | None = None, wal: LogTarget = None, **kwargs: Any) -> Any:
+            return await run_async(registered, args, kwargs, saga_id=saga_id, wal=wal)
+
+        wrapper: Callable[..., Any] = run_entry_async
+    else:
+        @functools.wraps(fn)
+        def run_entry(*args: Any, saga_id: str | None = None, wal: LogTarget = None, **kwargs: Any) -> Any:
+            return run_sync(registered, args, kwargs, saga_id=saga_id, wal=wal)
+
+        wrapper = run_entry
+    wrapper.__durable__ = registered  # type: ignore[attr-defined]
+    return wrapper
+
+
+def log_of(target: LogTarget) -> WAL:
+    """The log a durable run writes to: a WAL as given, the process's one writer for a path or URL, or the default."""
+    if target is None:
+        return default_wal()
+    return target if isinstance(target, WAL) else shared_log(target)
+
+
+def entry(name: str) -> Entry | None:
+    """The entry point registered under ``name`` in this process, or None."""
+    return _entries.get(name)
+
+
+def _inputs(registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+    """Refuse inputs that are not JSON, naming the argument: they are recorded to be passed again."""
+    try:
+        bound = inspect.signature(registered.fn).bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        bound = {**{f"#{i + 1}": a for i, a in enumerate(args)}, **kwargs}  # the call itself will say what is wrong
+    for arg, value in bound.items():
+        if not plain_json(value):
+            why = unencodable(value, arg) or f"{arg} is a {type(value).__name__}"
+            raise ConfigurationError(
+                f"@durable({registered.name!r}): argument {arg!r} is not JSON ({why}); a durable run's inputs "
+                "are recorded to call it again after a crash: pass str, numbers, bools, None, lists and dicts with str keys"
+            )
+
+
+def _boundary(registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any], saga_id: str | None,
+              wal: LogTarget, replay: Replay | None) -> tuple[Boundary, DurableRun]:
+    if replay is None:
+        _inputs(registered, args, kwargs)
+    run = DurableRun(registered.name, list(args), dict(kwargs), registered.on_crash, replay)
+    log = log_of(wal if wal is not None else registered.wal)
+    return Boundary(log, saga_id=saga_id, name=registered.name, durable=run), run
+
+
+def run_sync(
+    registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any], *, saga_id: str | None = None,
+    wal: LogTarget = None, replay: Replay | None = None,
+) -> Any:
+    """Run ``registered`` in a saga of its own (``replay``: resumed, the log answering what it recorded)."""
+    boundary, run = _boundary(registered, args, kwargs, saga_id, wal, replay)
+    with boundary as saga:
+        value = registered.fn(*args, **kwargs)
+        saga.saga.end_replay()
+        run.done(value)
+    return value
+
+
+async def run_async(
+    registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any], *, saga_id: str | None = None,
+    wal: LogTarget = None, replay: Replay | None = None,
+) -> Any:
+    """The ``async def`` form of :func:`run_sync`."""
+    boundary, run = _boundary(registered, args, kwargs, saga_id, wal, replay)
+    async with boundary as saga:
+        value = await registered.fn(*args, **kwargs)
+        saga.end_replay()
+        run.done(value)
+    return value
