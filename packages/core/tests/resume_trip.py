@@ -8,7 +8,7 @@ Every effect a tool has is one line in ``$RESUME_WORLD/effects.jsonl`` (``ev``, 
 across processes. ``$RESUME_CRASH_AT=after:N`` kills the worker (``os._exit``: no atexit, no
 finally) once the N-th record it writes is on disk. In a resuming process, ``$RESUME_EDIT=1``
 stands for code edited between the crash and the resume (the cities are visited in reverse), and
-``$RESUME_RECONCILER=no`` registers a reconciler that says a booking did not land.
+``$RESUME_DIE_THINKING=CITY`` kills it inside ``think(CITY)``. ``$RESUME_RECONCILER=no`` registers a reconciler that says a booking did not land.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ def book(city: str) -> dict[str, Any]:
 @tool(semantics="REVERSIBLE")
 def think(prompt: str) -> str:  # the model call: recorded, never paid for twice
     _effect("think", city=prompt)
+    if os.environ.get("RESUME_DIE_THINKING") == prompt:
+        os._exit(137)  # killed in the middle of a model call, nothing flushed on the way out
     return f"go to {prompt}"
 
 
@@ -116,7 +118,9 @@ class CrashingWAL(FileWAL):
 
 def main(argv: list[str]) -> None:
     wal, entry, saga_id, *cities = argv
-    log = CrashingWAL(wal)
+    # Killed in a model call: a record nobody waits for stays in memory (linger) until the kill,
+    # so only what the run itself waited for is on disk.
+    log = CrashingWAL(wal, linger=600.0) if os.environ.get("RESUME_DIE_THINKING") else CrashingWAL(wal)
     if entry == "trip.plan":
         plan_trip(saga_id, cities, saga_id=saga_id, wal=log)
     else:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recovery_checks import chain_ok, read_log
-from resume_checks import AFTER_OSLO_THOUGHT, ROME_IN_FLIGHT, crash, env_for
+from recovery_checks import HERE, chain_ok, read_log, wait_until_expired
+from resume_checks import AFTER_OSLO_THOUGHT, CITIES, ROME_IN_FLIGHT, crash, env_for
 from resume_trip import effects
 
 from agent_saga.recovery.escalations import queue_of
@@ -77,6 +77,22 @@ def test_a_killed_run_resumes_forward_each_booking_once_each_model_call_once(tmp
 
     again = _recover(wal, tmp_path)
     assert again.returncode == 0 and len(_types(wal)) == len(types), again.stdout
+
+
+def test_a_run_killed_inside_a_model_call_resumes_with_the_booking_before_it_on_disk(tmp_path: Path) -> None:
+    # Killed while thinking about oslo: rome's booking committed just before, and no durable step's
+    # intent came after it to flush its commit record. A durable run waits for each commit.
+    wal = tmp_path / "trip.wal"
+    done = subprocess.run([sys.executable, str(HERE / "resume_trip.py"), str(wal), "trip.plan", "t-42", *CITIES],
+                          env=env_for(tmp_path, RESUME_DIE_THINKING="oslo"), capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 137, done.stderr
+    wait_until_expired()
+    resumed = _recover(wal, tmp_path)
+    assert resumed.returncode == 0 and "resumed 1" in resumed.stdout, resumed.stdout + resumed.stderr
+    assert _seen(tmp_path, "book") == {"paris": 1, "rome": 1, "oslo": 1}  # rome served, not escalated
+    assert _seen(tmp_path, "think") == {"paris": 1, "rome": 1, "oslo": 2}  # the call cut short runs again
+    assert _types(wal)[-1] == "SAGA_COMPLETED" and not queue_of(wal).pending()
 
 
 def test_code_edited_between_crash_and_resume_diverges_and_unwinds_the_replayed_steps(tmp_path: Path) -> None:

@@ -158,7 +158,12 @@ def _boundary(registered: Entry, args: Sequence[Any], kwargs: Mapping[str, Any],
         _inputs(registered, args, kwargs)
     run = DurableRun(registered.name, list(args), dict(kwargs), registered.on_crash, replay)
     log = log_of(wal if wal is not None else registered.wal)
-    return Boundary(log, saga_id=saga_id, name=registered.name, durable=run), run
+    # A run that resumes after a crash is served from its log: each step's commit record (its
+    # result) must be on disk before the next step begins, or a kill between a commit and the
+    # next durable step's intent leaves a step that committed looking in flight, and the resume
+    # stops at it (resume-unknown). One more flush a step; a run that unwinds needs none.
+    resumes = registered.on_crash == "resume"
+    return Boundary(log, saga_id=saga_id, name=registered.name, durable=run, wait_for_commit=resumes), run
 
 
 def run_sync(
