@@ -3,9 +3,10 @@
 ``AdapterConformance`` holds the promises every adapter keeps through its framework's real
 loop; ``Desk`` and the checks beside it are the planned-calls scene (one model response's
 calls, run ahead by a Speculator); ``ChatServer`` is a local Chat Completions server that
-answers from a script; ``assert_trip_undone`` runs one of the repository's examples as a user
-does. ``from agent_saga.testing import AdapterConformance`` imports pytest;
-nothing else in agent-saga does.
+answers from a script (a ``JSONServer``, as an adapter's own scripted model server may be);
+``assert_trip_undone`` runs one of the repository's examples as a user does.
+``from agent_saga.testing import AdapterConformance`` imports pytest; nothing else in
+agent-saga does.
 """
 
 from agent_saga.testing._chat_server import ChatServer, Received, Reply
@@ -17,6 +18,7 @@ from agent_saga.testing._conformance import (
     root_cause,
 )
 from agent_saga.testing._examples import EXAMPLES, assert_trip_undone
+from agent_saga.testing._json_server import JSONServer
 from agent_saga.testing._parallel import AWAITED, CANCELLED, RUN_ON
 from agent_saga.testing._planned import (
     CALLS,
@@ -31,6 +33,6 @@ from agent_saga.testing._planned import (
 
 __all__ = [
     "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "EXAMPLES", "RUN_ON", "TOUCHES", "UNDO_HANDLER",
-    "AdapterConformance", "Call", "ChatServer", "Desk", "Received", "Reply", "assert_trip_undone", "check_ran_once",
-    "check_redeemed", "ledger", "records", "root_cause", "run_ahead",
+    "AdapterConformance", "Call", "ChatServer", "Desk", "JSONServer", "Received", "Reply",
+    "assert_trip_undone", "check_ran_once", "check_redeemed", "ledger", "records", "root_cause", "run_ahead",
 ]
