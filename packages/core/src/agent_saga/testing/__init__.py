@@ -4,9 +4,10 @@
 loop; ``Desk`` and the checks beside it are the planned-calls scene (one model response's
 calls, run ahead by a Speculator); ``ChatServer`` is a local Chat Completions server that
 answers from a script (a ``JSONServer``, as an adapter's own scripted model server may be);
-``assert_trip_undone`` runs one of the repository's examples as a user does.
-``from agent_saga.testing import AdapterConformance`` imports pytest; nothing else in
-agent-saga does.
+``assert_trip_undone`` runs one of the repository's examples as a user does;
+``every_step_option`` and ``spy_on_steps`` check that a front door hands every step option
+to the engine. ``from agent_saga.testing import AdapterConformance`` imports pytest; nothing
+else in agent-saga does.
 """
 
 from agent_saga.testing._chat_server import ChatServer, Received, Reply
@@ -30,9 +31,11 @@ from agent_saga.testing._planned import (
     records,
     run_ahead,
 )
+from agent_saga.testing._shared import every_step_option, spy_on_steps
 
 __all__ = [
     "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "EXAMPLES", "RUN_ON", "TOUCHES", "UNDO_HANDLER",
     "AdapterConformance", "Call", "ChatServer", "Desk", "JSONServer", "Received", "Reply",
-    "assert_trip_undone", "check_ran_once", "check_redeemed", "ledger", "records", "root_cause", "run_ahead",
+    "assert_trip_undone", "check_ran_once", "check_redeemed", "every_step_option", "ledger", "records",
+    "root_cause", "run_ahead", "spy_on_steps",
 ]

@@ -41,12 +41,9 @@ import pytest
 
 import agent_saga
 from agent_saga.context import current_saga, saga_scope, set_default_gate
-from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.engine.saga import Saga
 from agent_saga.engine.saga_options import SagaOptions
-from agent_saga.engine.step_options import StepOptions, option_names
 from agent_saga.errors import ConfigurationError, NotApplied, RepairRequested, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
@@ -65,9 +62,11 @@ from agent_saga.testing._shared import (
     UNDO_HANDLER,
     Call,
     clear_ledger,
+    every_step_option,
     ledger,
     note,
     root_cause,
+    spy_on_steps,
     undo,
     undo_of,
 )
@@ -464,30 +463,9 @@ class AdapterConformance(ParallelCases):
     def test_wrap_tool_takes_every_step_option_and_each_reaches_the_engine(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        values: dict[str, Any] = {
-            "compensate": Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": "known"}),
-            "retry": RetryPolicy(max_attempts=2, base_delay=0),
-            "timeout": 30.0,
-            "fallback_action": lookup,
-            "inline": True,
-            "require_boundary": True,
-            "policy_args": {"spend": "$.amount"},
-            "reveal": frozenset({"token"}),
-            "wait_for_commit": True,
-            "origin": "conformance",
-            "reconcile": ReconcilePolicy(attempts=2),
-            "record_result": "shape",
-        }
-        assert set(values) == option_names(), "a new step option needs a value here"
+        values = every_step_option(policy_args={"spend": "$.amount"}, fallback_action=lookup)
+        seen = spy_on_steps(monkeypatch)
         wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
-        seen: list[StepOptions] = []
-        original = Saga._step
-
-        def spy(saga: Saga, tool: str, forward: Any, args: Any, options: StepOptions, *rest: Any) -> Any:
-            seen.append(options)
-            return original(saga, tool, forward, args, options, *rest)
-
-        monkeypatch.setattr(Saga, "_step", spy)
         tool = wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", **values)
         self.run([tool], [Call("reserve", {"amount": 7})], wal=self.wal)
         assert len(seen) == 1
