@@ -2,9 +2,6 @@
 
 # No `from __future__ import annotations`: AG2 finds ChatContext parameters by their evaluated annotation.
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ from autogen.tools.dependency_injection import ChatContext
 
 import agent_saga
 from agent_saga import FileWAL, patch_all, unpatch_all
+from agent_saga.testing import assert_moved_fails_at_import
 
 SEEN: list[Any] = []
 
@@ -82,12 +80,7 @@ def test_a_tool_registered_under_a_new_name_is_one_step_by_that_name(tmp_path: P
     wal.close()
 
 
-def test_both_import_paths_and_the_framework_module_name_the_right_adapter() -> None:
-    import agent_saga_ag2
-
-    from agent_saga.adapters import ag2
-
-    assert ag2 is agent_saga_ag2
+def test_wrap_tool_names_the_framework_module_it_takes() -> None:
     with pytest.raises(TypeError, match=r"agent-saga-ag2's wrap_tool takes autogen\.tools\.tool\.Tool, got builtins\.int"):
         wrap_tool(3, semantics="REVERSIBLE")  # type: ignore[type-var]
     Foreign = type("Toolish", (), {"__module__": "autogen.tools.toolish"})
@@ -100,15 +93,5 @@ def test_both_import_paths_and_the_framework_module_name_the_right_adapter() -> 
 
 
 def test_an_install_whose_ag2_moved_fails_at_import_naming_the_supported_range() -> None:
-    code = textwrap.dedent("""
-        from autogen import ConversableAgent
-        del ConversableAgent._run_async_in_thread   # what a refactor of AG2 could do
-        try:
-            import agent_saga_ag2
-        except ImportError as err:
-            print(err)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-ag2 supports ag2<0.15,>=0.12.0 (installed: ag2 0.14.")
-    assert "no longer has Tool._func, Tool._chat_context_param_names or ConversableAgent._run_async_in_thread" in out
-    assert "pip install 'agent-saga-ag2[ag2]>=3.0.0'" in out
+    assert_moved_fails_at_import("agent_saga_ag2", "from autogen import ConversableAgent; del ConversableAgent._run_async_in_thread",
+                                 "ag2<0.15,>=0.12.0 (installed: ag2 0.14.", "no longer has Tool._func, Tool._chat_context_param_names or ConversableAgent._run_async_in_thread")

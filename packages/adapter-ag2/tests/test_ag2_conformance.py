@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from ag2_drive import chat, pair
-from agent_saga_ag2 import saga_run, saga_run_sync, wrap_tool
+from agent_saga_ag2 import saga_run, saga_run_sync
 from autogen.tools import Tool
 
 from agent_saga.log.file import FileWAL
@@ -25,9 +25,6 @@ class TestAG2Conformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Tool:
         return Tool(func_or_tool=fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.tool_schema

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agent_saga_agno import RunFailed, saga_run, saga_run_sync, wrap_tool
+from agent_saga_agno import RunFailed, saga_run, saga_run_sync
 from agno.run.base import RunStatus
 from agno.tools.function import Function
 from agno_drive import new_agent, run, tool_results
@@ -30,9 +30,6 @@ class TestAgnoConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Function:
         return Function.from_callable(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         # What the model is sent: the run's own copy, processed as an agent processes it.

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga_autogen import saga_run, wrap_tool
+from agent_saga_autogen import saga_run
 from autogen_agentchat.messages import ToolCallExecutionEvent
 from autogen_core.tools import FunctionTool
 from autogen_drive import agent
@@ -26,9 +26,6 @@ class TestAutoGenConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(fn, description=inspect.getdoc(fn) or fn.__name__)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.schema

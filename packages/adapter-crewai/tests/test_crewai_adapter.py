@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,24 +14,9 @@ from crewai.tools import BaseTool, tool
 from crewai_drive import crew, react_crew
 from pydantic import BaseModel
 
-from agent_saga import (
-    Compensation,
-    FileWAL,
-    NotApplied,
-    SagaAborted,
-    StepOptions,
-    compensator,
-    patch_all,
-    unpatch_all,
-)
+from agent_saga import FileWAL, NotApplied, SagaAborted, StepOptions, patch_all, unpatch_all
 from agent_saga.plugins.manager import plugins
-
-WORLD: list[str] = []
-
-
-@compensator("crewai_test.cancel")
-def cancel(ref: str) -> None:
-    WORLD.append(f"cancel {ref}")
+from agent_saga.testing import DONE, REF_UNDO, cancel_ref, trip_world
 
 
 class BookArgs(BaseModel):
@@ -45,14 +31,14 @@ class BookRoom(BaseTool):
     args_schema: type[BaseModel] = BookArgs
 
     def _run(self, room: str) -> dict[str, Any]:
-        WORLD.append(f"book {room}")
+        DONE.append(f"book {room}")
         return {"ref": f"booking-{room}"}
 
 
 @tool
 def order_lunch(people: int) -> dict[str, Any]:
     """Order lunch for the meeting."""
-    WORLD.append(f"lunch for {people}")
+    DONE.append(f"lunch for {people}")
     return {"ref": f"lunch-{people}"}
 
 
@@ -62,28 +48,25 @@ def send_invites(to: str) -> str:
     raise NotApplied("mail server refused the batch")
 
 
-def _undo(result: Any) -> Compensation:
-    return Compensation(fn=cancel, handler="crewai_test.cancel", kwargs={"ref": result["ref"]})
-
-
 @pytest.fixture(autouse=True)
-def _world() -> None:
-    WORLD.clear()
+def _world() -> Iterator[None]:
+    with trip_world():
+        yield
 
 
 def test_a_basetool_subclass_keeps_its_class_and_schema_and_is_unwound(tmp_path: Path) -> None:
     room = BookRoom()
-    safe = wrap_tool(room, semantics="COMPENSABLE", compensate=_undo)
+    safe = wrap_tool(room, semantics="COMPENSABLE", compensate=cancel_ref)
     assert type(safe) is BookRoom
     assert (safe.name, safe.description, safe.args_schema) == (room.name, room.description, room.args_schema)
-    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=cancel_ref)
     invites = wrap_tool(send_invites, semantics="IRREVERSIBLE")
     wal = FileWAL(tmp_path / "crew.wal")
     calls = [("book_room", {"room": "4b"}), ("order_lunch", {"people": 6}), ("send_invites", {"to": "team"})]
     with pytest.raises(SagaAborted) as caught:
         saga_kickoff(crew([safe, lunch, invites], calls), wal=wal)
     # the last tool failed: the earlier two are undone, newest first
-    assert WORLD == ["book 4b", "lunch for 6", "cancel lunch-6", "cancel booking-4b"]
+    assert DONE == ["book 4b", "lunch for 6", "cancel lunch-6", "cancel booking-4b"]
     assert [s.tool for s in caught.value.report.compensated] == ["order_lunch", "book_room"]
     assert caught.value.report.clean
     assert len({r["saga"] for r in wal.records()}) == 1
@@ -93,23 +76,23 @@ def test_a_basetool_subclass_keeps_its_class_and_schema_and_is_unwound(tmp_path:
 
 
 def test_akickoff_runs_as_one_saga_too(tmp_path: Path) -> None:
-    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=cancel_ref)
     invites = wrap_tool(send_invites, semantics="IRREVERSIBLE")
     wal = FileWAL(tmp_path / "akick.wal")
     with pytest.raises(SagaAborted) as caught:
         asyncio.run(saga_kickoff_async(crew([lunch, invites], [("order_lunch", {"people": 2}),
                                                                ("send_invites", {"to": "x"})]), wal=wal))
-    assert WORLD == ["lunch for 2", "cancel lunch-2"]
+    assert DONE == ["lunch for 2", "cancel lunch-2"]
     assert isinstance(caught.value.cause.cause, NotApplied)  # type: ignore[attr-defined]
     wal.close()
 
 
 def test_a_successful_kickoff_commits_and_returns_the_crews_output(tmp_path: Path) -> None:
-    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    lunch = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=cancel_ref)
     wal = FileWAL(tmp_path / "ok.wal")
     out = saga_kickoff(crew([lunch], [("order_lunch", {"people": 3})]), wal=wal)
     assert out.raw == "done"
-    assert WORLD == ["lunch for 3"]
+    assert DONE == ["lunch for 3"]
     assert [r["type"] for r in wal.records()][-1] == "SAGA_COMPLETED"
     wal.close()
 
@@ -117,9 +100,9 @@ def test_a_successful_kickoff_commits_and_returns_the_crews_output(tmp_path: Pat
 def test_wrap_tool_names_what_it_needs() -> None:
     with pytest.raises(TypeError, match=r"takes crewai\.tools\..*BaseTool, got .*; wrap the function with crewai\.tools\.tool"):
         wrap_tool(len, semantics="REVERSIBLE")
-    safe = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo)
+    safe = wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=cancel_ref)
     with pytest.raises(ValueError, match="already wrapped"):
-        wrap_tool(safe, semantics="COMPENSABLE", compensate=_undo)
+        wrap_tool(safe, semantics="COMPENSABLE", compensate=cancel_ref)
     with pytest.raises(ValueError, match="already wrapped"):
         wrap_tool(wrap_tool(BookRoom(), semantics="REVERSIBLE"), semantics="REVERSIBLE")
 
@@ -137,16 +120,8 @@ def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
     assert plugins().wrap_tool(object(), options) is None
 
 
-def test_the_namespace_import_is_the_top_level_module() -> None:
-    import agent_saga_crewai
-
-    from agent_saga.adapters import crewai
-
-    assert crewai is agent_saga_crewai
-
-
 _POLICY = {"mode": "enforce", "tools": {
-    "order_lunch": {"semantics": "COMPENSABLE", "compensate": {"handler": "crewai_test.cancel", "args": {"ref": "$.ref"}}},
+    "order_lunch": {"semantics": "COMPENSABLE", "compensate": REF_UNDO},
     "send_invites": {"semantics": "IRREVERSIBLE"},
 }}
 
@@ -159,7 +134,7 @@ def test_the_react_text_loop_is_covered_too(tmp_path: Path, how: str) -> None:
     from agent_saga.plugins.patching import patch_all, unpatch_all
 
     if how == "wrap_tool":
-        tools = [wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=_undo),
+        tools = [wrap_tool(order_lunch, semantics="COMPENSABLE", compensate=cancel_ref),
                  wrap_tool(send_invites, semantics="IRREVERSIBLE")]
     else:
         patch_all(_POLICY)
@@ -171,7 +146,7 @@ def test_the_react_text_loop_is_covered_too(tmp_path: Path, how: str) -> None:
                          wal=wal)
     finally:
         unpatch_all()
-    assert WORLD == ["lunch for 4", "cancel lunch-4"]
+    assert DONE == ["lunch for 4", "cancel lunch-4"]
     intents = [(r["step"], r["body"]["tool"]) for r in wal.records() if r["type"] == "STEP_INTENT"]
     assert intents[0] == (1, "order_lunch")
     # CrewAI's text loop retries a tool that raised: every attempt is a step of its own,
@@ -191,7 +166,7 @@ def hold_room(room: str) -> dict[str, Any]:
     """Hold a room until released."""
     HOLDING.set()
     HELD.wait(30)
-    WORLD.append(f"hold {room}")
+    DONE.append(f"hold {room}")
     return {"ref": f"hold-{room}"}
 
 
@@ -201,12 +176,11 @@ def test_a_cancelled_akickoff_follows_a_react_call_until_its_function_returns(tm
     # loop's executor: cancelling the run does not stop the function, so its step must wait for it.
     HOLDING.clear()
     HELD.clear()
-    undo = {"handler": "crewai_test.cancel", "args": {"ref": "$.ref"}}
     if via == "patch_all":
-        patch_all({"mode": "enforce", "tools": {"hold_room": {"semantics": "COMPENSABLE", "compensate": undo}}})
+        patch_all({"mode": "enforce", "tools": {"hold_room": {"semantics": "COMPENSABLE", "compensate": REF_UNDO}}})
         held = hold_room
     else:
-        held = wrap_tool(hold_room, semantics="COMPENSABLE", compensate=_undo)
+        held = wrap_tool(hold_room, semantics="COMPENSABLE", compensate=cancel_ref)
     wal = FileWAL(tmp_path / "react.wal")
 
     async def cancelled() -> None:
@@ -223,7 +197,7 @@ def test_a_cancelled_akickoff_follows_a_react_call_until_its_function_returns(tm
         unpatch_all()
     # Its step stayed in flight, so the booking was undone as it landed, on the function's own thread
     # (which asyncio.run joined before returning).
-    assert WORLD == ["hold blue", "cancel hold-blue"]
+    assert DONE == ["hold blue", "cancel hold-blue"]
     wal.barrier()
     types = [r["type"] for r in wal.records()]
     assert types.index("SAGA_ROLLED_BACK") < types.index("STEP_COMMITTED") < types.index("STEP_COMPENSATED"), types

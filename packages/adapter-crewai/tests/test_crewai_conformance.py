@@ -6,7 +6,7 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga_crewai import saga_kickoff, saga_kickoff_async, wrap_tool
+from agent_saga_crewai import saga_kickoff, saga_kickoff_async
 from crewai.tools import BaseTool, tool
 from crewai_drive import crew
 
@@ -25,9 +25,6 @@ class TestCrewAIConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> BaseTool:
         return tool(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.args_schema.model_json_schema()

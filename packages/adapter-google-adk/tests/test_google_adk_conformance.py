@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agent_saga_google_adk import saga_run, saga_run_sync, wrap_tool
+from agent_saga_google_adk import saga_run, saga_run_sync
 from google.adk.agents.run_config import RunConfig
 from google.adk.tools import FunctionTool
 from google_adk_drive import POOL, POOL_THREADS, new_runner, run, session, tool_results
@@ -31,9 +31,6 @@ class TestGoogleADKConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return FunctionTool(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool._get_declaration()

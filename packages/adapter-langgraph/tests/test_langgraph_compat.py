@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +16,7 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langgraph_drive import agent_graph, script
 
 from agent_saga import FileWAL, SagaAborted, compensator, patch_all, saga_scope, unpatch_all
+from agent_saga.testing import assert_moved_fails_at_import
 
 RECEIVED: list[tuple[str, Any]] = []
 
@@ -97,16 +95,6 @@ def test_a_cancelled_arun_of_a_sync_tool_under_patch_all_is_followed_until_the_f
 
 
 def test_an_install_whose_langchain_moved_fails_at_import_naming_the_supported_range() -> None:
-    code = textwrap.dedent("""
-        from langchain_core.tools import StructuredTool
-        del StructuredTool._run          # what a refactor of langchain-core could do
-        try:
-            import agent_saga_langgraph
-        except ImportError as err:
-            print(err)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-langgraph supports ")
-    assert "langgraph<1.3,>=1.1.5" in out and "langchain-core<1.9,>=1.2.5" in out and "(installed: langchain-core 1." in out
-    assert "StructuredTool / Tool no longer have func/coroutine fields, or their own _run / _arun(*args, " in out
-    assert "pip install 'agent-saga-langgraph[langgraph]>=3.0.0'" in out
+    out = assert_moved_fails_at_import("agent_saga_langgraph", "from langchain_core.tools import StructuredTool; del StructuredTool._run",
+                                       "", "(installed: langchain-core 1.", "StructuredTool / Tool no longer have func/coroutine fields, or their own _run / _arun(*args, ")
+    assert "langgraph<1.3,>=1.1.5" in out and "langchain-core<1.9,>=1.2.5" in out

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga_langgraph import saga_run, wrap_tool
+from agent_saga_langgraph import saga_run
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph_drive import agent_graph, script
@@ -27,9 +27,6 @@ class TestLangGraphConformance(AdapterConformance):
         if asyncio.iscoroutinefunction(fn):
             return StructuredTool.from_function(coroutine=fn)
         return StructuredTool.from_function(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.tool_call_schema.model_json_schema()

@@ -3,9 +3,6 @@
 # No ``from __future__ import annotations`` here: LlamaIndex recognises a Context
 # parameter by its annotation object, so the tools below must carry the class itself.
 import asyncio
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +15,7 @@ from test_llamaindex_conformance import pytestmark, scripted  # noqa: F401 - the
 
 from agent_saga import FileWAL, StepOptions
 from agent_saga.plugins.manager import plugins
-from agent_saga.testing import Call
+from agent_saga.testing import Call, assert_moved_fails_at_import
 
 SEEN: list[Any] = []
 
@@ -90,21 +87,5 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
 
 
 def test_an_install_whose_llamaindex_moved_fails_at_import_naming_the_supported_range() -> None:
-    code = textwrap.dedent("""
-        from llama_index.core.tools import FunctionTool
-        original = FunctionTool.__init__
-
-        def renamed(self, *args, **kwargs):  # what a refactor of llama-index-core could do
-            original(self, *args, **kwargs)
-            self._callbacks = (self.__dict__.pop("_callback"), self.__dict__.pop("_async_callback"))
-
-        FunctionTool.__init__ = renamed
-        try:
-            import agent_saga_llamaindex
-        except ImportError as err:
-            print(err)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-llamaindex supports llama-index-core<0.15,>=0.14.22 (installed: llama-index-core 0.14")
-    assert "no longer keeps a FunctionTool's callbacks in _callback/_async_callback" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-llamaindex[llamaindex]>=3.0.0'")
+    assert_moved_fails_at_import("agent_saga_llamaindex", "from llama_index.core.tools import FunctionTool; rename_on_init(FunctionTool, '_callback', '_async_callback')",
+                                 "llama-index-core<0.15,>=0.14.22 (installed: llama-index-core 0.14", "no longer keeps a FunctionTool's callbacks in _callback/_async_callback")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from agent_saga_llamaindex import saga_run, wrap_tool
+from agent_saga_llamaindex import saga_run
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage, MessageRole
@@ -51,9 +51,6 @@ class TestLlamaIndexConformance(AdapterConformance):
         if asyncio.iscoroutinefunction(fn):
             return FunctionTool.from_defaults(async_fn=fn)
         return FunctionTool.from_defaults(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         md = tool.metadata

@@ -14,13 +14,12 @@ import pytest
 from agent_saga_mcp import MCP_MAJOR, ToolErrorResult, wrap_session, wrap_tool
 from conftest import World, error_flag
 
-from agent_saga import ActionSemantics, Compensation, RetryPolicy, Saga, SagaAborted, StepOptions, saga_scope
-from agent_saga.engine.reconcile_policy import ReconcilePolicy
-from agent_saga.engine.step_options import option_names
+from agent_saga import ActionSemantics, Compensation, SagaAborted, StepOptions, saga_scope
 from agent_saga.errors import BoundaryRequired
 from agent_saga.log import MemoryWAL
 from agent_saga.plugins import PolicyError, ToolNotClassified
 from agent_saga.semantics import Outcome
+from agent_saga.testing import every_step_option, spy_on_steps
 
 POLICY: dict[str, Any] = {
     "mode": "enforce",
@@ -189,41 +188,13 @@ async def test_wrap_session_takes_a_server_name_never_a_command(world: World, mo
                 wrap_session(client, POLICY, server=command)  # type: ignore[arg-type]
 
 
-def _noop(*_: Any, **__: Any) -> None:
-    return None
-
-
-# One non-default value per step option; adding an option to StepOptions fails the test
-# below until it gets a value here, and then wrap_tool is checked for it.
-OPTIONS: dict[str, Any] = {
-    "compensate": Compensation(fn=_noop),
-    "retry": RetryPolicy(max_attempts=2, base_delay=0),
-    "timeout": 30.0,
-    "fallback_action": _noop,
-    "inline": True,
-    "require_boundary": True,
-    "policy_args": {"asked": "$.query"},
-    "reveal": frozenset({"api_key"}),
-    "wait_for_commit": True,
-    "origin": "probe",
-    "reconcile": ReconcilePolicy(delay=0, attempts=1),
-    "record_result": "shape",
-    "not_applied_on": (LookupError,),
-}
+OPTIONS = every_step_option(policy_args={"asked": "$.query"})
 
 
 async def test_wrap_tool_takes_every_step_option_and_hands_it_to_the_engine(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert set(OPTIONS) == option_names()
-    seen: list[StepOptions] = []
-    original = Saga._step
-
-    def spy(self: Saga, tool: str, forward: Any, args: Any, opts: StepOptions, via_fallback: bool = False) -> Any:
-        seen.append(opts)
-        return original(self, tool, forward, args, opts, via_fallback)
-
-    monkeypatch.setattr(Saga, "_step", spy)
+    seen = spy_on_steps(monkeypatch)
     async with sdk_client(world, monkeypatch) as client:
         docs = wrap_tool(client, "search_docs", semantics="COMPENSABLE", **OPTIONS)
         plain = wrap_tool(client, "search_docs", options=StepOptions("REVERSIBLE"))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,31 +13,26 @@ from agent_saga_openai_agents import saga_run, wrap_tool
 from agents import FunctionTool, RunContextWrapper, function_tool
 from test_openai_agents_conformance import agent
 
-from agent_saga import Compensation, FileWAL, SagaAborted, ToolFailed, compensator, patch_all, unpatch_all
-from agent_saga.testing import Call
-
-DONE: list[str] = []
+from agent_saga import FileWAL, SagaAborted, ToolFailed, patch_all, unpatch_all
+from agent_saga.testing import DONE, REF_UNDO, Call, assert_moved_fails_at_import, cancel_ref, trip_world
 
 
-@compensator("oa_compat.cancel")
-def cancel(order: str) -> None:
-    DONE.append(f"cancel {order}")
-
-
-def _cancel(result: Any) -> Compensation:
-    return Compensation(fn=cancel, handler="oa_compat.cancel", kwargs={"order": result["order"]})
+@pytest.fixture(autouse=True)
+def _clean() -> Iterator[None]:
+    with trip_world():
+        yield
 
 
 @function_tool
 def order(ctx: RunContextWrapper[Any], item: str) -> dict[str, str]:
     """Place an order."""
     DONE.append(f"order {item} with {type(ctx).__name__}")
-    return {"order": f"o-{item}"}
+    return {"ref": f"o-{item}"}
 
 
 async def _reserve(ctx: Any, raw: str) -> dict[str, str]:
     DONE.append(f"reserve {json.loads(raw)['item']}")
-    return {"order": "r-1"}
+    return {"ref": "r-1"}
 
 
 RESERVE = FunctionTool(  # hand-built: no Python function behind it
@@ -56,9 +49,8 @@ def ship(order: str) -> str:
 
 
 def test_the_run_context_reaches_the_function_but_not_the_log(tmp_path: Path) -> None:
-    DONE.clear()
     wal = FileWAL(tmp_path / "ctx.wal")
-    safe = wrap_tool(order, semantics="COMPENSABLE", compensate=_cancel)
+    safe = wrap_tool(order, semantics="COMPENSABLE", compensate=cancel_ref)
     assert safe.params_json_schema == order.params_json_schema
     with pytest.raises(SagaAborted) as caught:
         asyncio.run(saga_run(agent([safe, wrap_tool(ship, semantics="IRREVERSIBLE")],
@@ -73,9 +65,8 @@ def test_the_run_context_reaches_the_function_but_not_the_log(tmp_path: Path) ->
 def test_under_patch_all_a_sync_function_is_the_step_with_the_sdks_context_and_arguments(tmp_path: Path) -> None:
     # The step runs the function itself on the SDK's worker thread (so a cancelled call stays in
     # flight): the run context still reaches it and the log still holds the model's arguments.
-    DONE.clear()
     patch_all({"mode": "enforce", "tools": {
-        "order": {"semantics": "COMPENSABLE", "compensate": {"handler": "oa_compat.cancel", "args": {"order": "$.order"}}},
+        "order": {"semantics": "COMPENSABLE", "compensate": REF_UNDO},
         "ship": {"semantics": "IRREVERSIBLE"}}})
     wal = FileWAL(tmp_path / "patched.wal")
     try:
@@ -91,12 +82,11 @@ def test_under_patch_all_a_sync_function_is_the_step_with_the_sdks_context_and_a
 
 
 def test_a_hand_built_function_tool_is_a_step_and_is_undone(tmp_path: Path) -> None:
-    DONE.clear()
     wal = FileWAL(tmp_path / "hand.wal")
-    safe = wrap_tool(RESERVE, semantics="COMPENSABLE", compensate=_cancel)
+    safe = wrap_tool(RESERVE, semantics="COMPENSABLE", compensate=cancel_ref)
     assert type(safe) is FunctionTool and (safe.name, safe.params_json_schema) == (RESERVE.name, RESERVE.params_json_schema)
     with pytest.raises(ValueError, match="already wrapped"):
-        wrap_tool(safe, semantics="COMPENSABLE", compensate=_cancel)
+        wrap_tool(safe, semantics="COMPENSABLE", compensate=cancel_ref)
     with pytest.raises(SagaAborted):
         asyncio.run(saga_run(agent([safe, wrap_tool(ship, semantics="IRREVERSIBLE")],
                                    [Call("reserve", {"item": "y"}), Call("ship", {"order": "r-1"})]), "go", wal=wal))
@@ -107,22 +97,5 @@ def test_a_hand_built_function_tool_is_a_step_and_is_undone(tmp_path: Path) -> N
 
 
 def test_an_install_whose_sdk_moved_fails_at_import_naming_the_supported_range() -> None:
-    code = textwrap.dedent("""
-        import agents.tool
-        invoker = agents.tool._FailureHandlingFunctionToolInvoker
-        original = invoker.__init__
-
-        def renamed(self, *args, **kwargs):  # what a refactor of the SDK's internals could do
-            original(self, *args, **kwargs)
-            self._impl = self.__dict__.pop("_invoke_tool_impl")
-
-        invoker.__init__ = renamed
-        try:
-            import agent_saga_openai_agents
-        except ImportError as err:
-            print(err)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.startswith("agent-saga-openai-agents supports openai-agents<0.25,>=0.21.0 (installed: openai-agents 0.24")
-    assert "no longer runs a @function_tool through agents.tool._FailureHandlingFunctionToolInvoker" in out
-    assert out.rstrip().endswith("pip install 'agent-saga-openai-agents[openai-agents]>=3.0.0'")
+    assert_moved_fails_at_import("agent_saga_openai_agents", "import agents.tool; rename_on_init(agents.tool._FailureHandlingFunctionToolInvoker, '_invoke_tool_impl')",
+                                 "openai-agents<0.25,>=0.21.0 (installed: openai-agents 0.24", "no longer runs a @function_tool through agents.tool._FailureHandlingFunctionToolInvoker")

@@ -41,9 +41,6 @@ class TestOpenAIAgentsConformance(AdapterConformance):
     def make_tool(self, fn: Callable[..., Any]) -> FunctionTool:
         return function_tool(fn)
 
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
-
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.params_json_schema
 

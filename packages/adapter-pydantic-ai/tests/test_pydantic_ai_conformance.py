@@ -7,7 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agent_saga_pydantic_ai import saga_run, saga_run_sync, wrap_tool
+from agent_saga_pydantic_ai import saga_run, saga_run_sync
 from pydantic_ai import Tool
 from pydantic_ai.capabilities import Hooks
 from pydantic_ai_drive import agent, tool_results
@@ -44,9 +44,6 @@ class TestPydanticAIConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Tool[Any]:
         return Tool(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, tool.tool_def.parameters_json_schema

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga_semantic_kernel import saga_run, wrap_tool
+from agent_saga_semantic_kernel import saga_run
 from semantic_kernel.contents import FunctionResultContent
 from sk_drive import agent, kernel_tool
 
@@ -25,9 +25,6 @@ class TestSemanticKernelConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Any:
         return kernel_tool(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.name, tool.description, [(p.name, p.schema_data, p.is_required) for p in tool.parameters]

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from agent_saga_strands import saga_run, saga_run_sync, wrap_tool
+from agent_saga_strands import saga_run, saga_run_sync
 from strands import tool
 from strands_drive import agent, tool_results
 
@@ -34,9 +34,6 @@ class TestStrandsConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Any:
         return tool(fn)
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         return tool.tool_name, tool.tool_spec["description"], tool.tool_spec["inputSchema"]

@@ -6,20 +6,18 @@ model name is a script of the model's turns; the turn a request is answering is 
 of model turns already in its ``contents`` (as a real model sees it: the conversation so far),
 so a script needs no state between requests. After the last scripted turn the model says
 "done". Every request is kept, so a test can assert what the SDK sent (the declarations, the
-function responses, the credentials). Standard library only; 127.0.0.1 at a free port.
+function responses, the credentials). A :class:`~agent_saga.testing.JSONServer`: 127.0.0.1 at a free port.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from agent_saga.testing import JSONServer
 
 __all__ = ["PROJECT", "GeminiServer", "Received", "Turn"]
 
@@ -50,30 +48,20 @@ class Received:
                 for part in content.get("parts", ()) if "functionResponse" in part]
 
 
-class GeminiServer:
-    """Serves scripts registered with :meth:`script`; the last request of each model is kept."""
+class GeminiServer(JSONServer):
+    """Serves scripts registered with :meth:`script`; every request is kept."""
+
+    thread_name = "gemini-server"
 
     def __init__(self, *, api_key: str | None = None, token: str | None = None) -> None:
         self.api_key, self.token = api_key, token
         self.received: list[Received] = []
         self._scripts: dict[str, list[Turn]] = {}
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="gemini-server", daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def __enter__(self) -> GeminiServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
+        return self.address
 
     def script(self, turns: Sequence[Turn]) -> str:
         """A fresh model name whose turns are ``turns``, then "done"."""
@@ -86,7 +74,21 @@ class GeminiServer:
         with self._lock:
             return [r for r in self.received if model in r.path]
 
-    def _answer(self, model: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Mapping[str, Any]]:
+        if body is None:
+            return 400, {"error": {"code": 400, "message": "the body is not JSON", "status": "INVALID_ARGUMENT"}}
+        path = path.split("?", 1)[0]
+        route = _GEMINI.match(path) or _VERTEX.match(path)
+        api = "gemini" if _GEMINI.match(path) else "vertex"
+        with self._lock:
+            self.received.append(Received(path, api, headers, body))
+        if route is None:
+            return 404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}}
+        if not self._authorised(api, headers):
+            return 401, {"error": {"code": 401, "message": "bad credentials", "status": "UNAUTHENTICATED"}}
+        return self._turn(route["model"], body)
+
+    def _turn(self, model: str, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         with self._lock:
             turns = self._scripts.get(model)
         if turns is None:
@@ -106,41 +108,3 @@ class GeminiServer:
         if api == "gemini":
             return self.api_key is None or headers.get("x-goog-api-key") == self.api_key
         return self.token is None or headers.get("authorization") == f"Bearer {self.token}"
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # a test's output is not the place for an access log
-
-            def _send(self, status: int, payload: Mapping[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    self._send(400, {"error": {"code": 400, "message": "the body is not JSON",
-                                               "status": "INVALID_ARGUMENT"}})
-                    return
-                path = self.path.split("?", 1)[0]
-                route = _GEMINI.match(path) or _VERTEX.match(path)
-                api = "gemini" if _GEMINI.match(path) else "vertex"
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                with server._lock:
-                    server.received.append(Received(path, api, headers, body))
-                if route is None:
-                    self._send(404, {"error": {"code": 404, "message": f"no route {path}", "status": "NOT_FOUND"}})
-                elif not server._authorised(api, headers):
-                    self._send(401, {"error": {"code": 401, "message": "bad credentials", "status": "UNAUTHENTICATED"}})
-                else:
-                    self._send(*server._answer(route["model"], body))
-
-        return Handler

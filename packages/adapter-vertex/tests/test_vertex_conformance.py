@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pytest
-from agent_saga_vertex import saga_run, saga_run_sync, wrap_tool
+from agent_saga_vertex import saga_run, saga_run_sync
 from gemini_server import GeminiServer
 from google.genai import errors, types
 from vertex_drive import API_KEY, TOKEN, client, closing, config, function_responses, run_async
@@ -58,9 +58,6 @@ class TestVertexConformance(AdapterConformance):
 
     def make_tool(self, fn: Callable[..., Any]) -> Any:
         return fn  # AFC takes the plain function
-
-    def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         declared = types.FunctionDeclaration.from_callable_with_api_option(callable=tool, api_option="VERTEX_AI")

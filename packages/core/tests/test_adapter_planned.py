@@ -2,40 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from gadgets import Gadget, Gadgets
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
 
 from agent_saga import MemoryWAL, Speculator, saga_scope
-from agent_saga.adapter import Adapter, ToolSpec
 from agent_saga.runtime._speculation_leases import args_digest
-
-
-@dataclasses.dataclass
-class Gadget:
-    """A framework's tool: a name and the function behind it."""
-
-    name: str
-    fn: Callable[..., Any]
-
-
-class Gadgets(Adapter):
-    framework = "gadgets"
-    distribution = "agent-saga-gadgets"
-    tool_types = (Gadget,)
-
-    def function_of(self, tool: Any) -> Callable[..., Any]:
-        return tool.fn  # type: ignore[no-any-return]
-
-    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
-        return dataclasses.replace(tool, fn=self.step(spec, tool.fn))
-
 
 adapter = Gadgets()
 

@@ -7,7 +7,6 @@ the recordings are made first, unarmed, then every replay runs armed.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gadgets import Gadget, Gadgets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -33,7 +33,6 @@ from agent_saga import (
     saga_scope,
     tool,
 )
-from agent_saga.adapter import Adapter, ToolSpec
 from agent_saga.learning import ReplayReport
 from agent_saga.learning._replay import RecordedFailure, RecordedResult, ReplayDiverged
 from agent_saga.log.file import read_records
@@ -100,24 +99,6 @@ def login(user: str, api_key: str) -> str:
 
 
 # -- a framework tool, wrapped by agent_saga.wrap_tool through a real adapter plugin ------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class Gadget:
-    name: str
-    fn: Callable[..., Any]
-
-
-class Gadgets(Adapter):
-    framework = "gadgets"
-    distribution = "agent-saga-gadgets"
-    tool_types = (Gadget,)
-
-    def function_of(self, tool: Any) -> Callable[..., Any]:
-        return tool.fn  # type: ignore[no-any-return]
-
-    def wrap_with_spec(self, tool: Any, spec: ToolSpec) -> Any:
-        return dataclasses.replace(tool, fn=self.step(spec, tool.fn))
 
 
 def _ship(box: str) -> str:

@@ -3,9 +3,13 @@
 ``AdapterConformance`` holds the promises every adapter keeps through its framework's real
 loop; ``Desk`` and the checks beside it are the planned-calls scene (one model response's
 calls, run ahead by a Speculator); ``ChatServer`` is a local Chat Completions server that
-answers from a script; ``assert_trip_undone`` runs one of the repository's examples as a user
-does. ``from agent_saga.testing import AdapterConformance`` imports pytest;
-nothing else in agent-saga does.
+answers from a script (a ``JSONServer``, as an adapter's own scripted model server may be);
+``assert_trip_undone`` runs one of the repository's examples as a user does;
+``every_step_option`` and ``spy_on_steps`` check that a front door hands every step option
+to the engine. What an adapter's own tests tell besides: the trip (``book_flight``,
+``charge_card``, ``DONE``, ...), the fleet snippet (``assert_fleet_undone``) and the
+moved-framework check (``assert_moved_fails_at_import``). ``from agent_saga.testing import
+AdapterConformance`` imports pytest; nothing else in agent-saga does.
 """
 
 from agent_saga.testing._chat_server import ChatServer, Received, Reply
@@ -17,6 +21,8 @@ from agent_saga.testing._conformance import (
     root_cause,
 )
 from agent_saga.testing._examples import EXAMPLES, assert_trip_undone
+from agent_saga.testing._json_server import JSONServer
+from agent_saga.testing._moved import assert_moved_fails_at_import
 from agent_saga.testing._parallel import AWAITED, CANCELLED, RUN_ON
 from agent_saga.testing._planned import (
     CALLS,
@@ -28,9 +34,29 @@ from agent_saga.testing._planned import (
     records,
     run_ahead,
 )
+from agent_saga.testing._shared import every_step_option, spy_on_steps
+from agent_saga.testing._trip import (
+    DONE,
+    REF_UNDO,
+    TRIP,
+    TRIP_POLICY,
+    assert_fleet_undone,
+    assert_trip_undone_newest_first,
+    book_flight,
+    cancel_ref,
+    cancelled,
+    charge_card,
+    committed,
+    refunded,
+    send_confirmation,
+    trip_world,
+)
 
 __all__ = [
-    "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "EXAMPLES", "RUN_ON", "TOUCHES", "UNDO_HANDLER",
-    "AdapterConformance", "Call", "ChatServer", "Desk", "Received", "Reply", "assert_trip_undone", "check_ran_once",
-    "check_redeemed", "ledger", "records", "root_cause", "run_ahead",
+    "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "DONE", "EXAMPLES", "REF_UNDO", "RUN_ON",
+    "TOUCHES", "TRIP", "TRIP_POLICY", "UNDO_HANDLER", "AdapterConformance", "Call", "ChatServer", "Desk",
+    "JSONServer", "Received", "Reply", "assert_fleet_undone", "assert_moved_fails_at_import",
+    "assert_trip_undone", "assert_trip_undone_newest_first", "book_flight", "cancel_ref", "cancelled",
+    "charge_card", "check_ran_once", "check_redeemed", "committed", "every_step_option", "ledger", "records",
+    "refunded", "root_cause", "run_ahead", "send_confirmation", "spy_on_steps", "trip_world",
 ]

@@ -3,7 +3,7 @@
 It answers each model from a script (text, tool calls, token counts) and keeps every
 request it received, so a test can assert what the client actually sent: the model,
 the messages (the cascade's feedback included), the tools and the Authorization
-header. Standard library only; it listens on 127.0.0.1 at a free port::
+header. Standard library only (a :class:`JSONServer`); it listens on 127.0.0.1 at a free port::
 
     with ChatServer({"local-7b": [Reply(tool_calls=[("send_emial", {"to": "a@b"})])]}) as server:
         tier = OpenAICompatibleTier("local-7b", "local-7b", base_url=server.base_url)
@@ -12,12 +12,11 @@ header. Standard library only; it listens on 127.0.0.1 at a free port::
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any
+
+from agent_saga.testing._json_server import JSONServer
 
 __all__ = ["ChatServer", "Received", "Reply"]
 
@@ -41,36 +40,38 @@ class Received:
     body: Mapping[str, Any] = field(default_factory=dict)
 
 
-class ChatServer:
+class ChatServer(JSONServer):
     """Serves ``script`` (model name -> replies, taken in order; the last one repeats)."""
+
+    thread_name = "chat-server"
 
     def __init__(self, script: Mapping[str, Sequence[Reply]], *, api_key: str | None = None) -> None:
         self.script = {model: list(replies) for model, replies in script.items()}
         self.api_key = api_key
         self.received: list[Received] = []
         self._served: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="chat-server", daemon=True)
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> ChatServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
+        return f"{self.address}/v1"
 
     def requests_for(self, model: str) -> list[Received]:
         return [r for r in self.received if r.body.get("model") == model]
 
-    def _answer(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+    def answer(self, path: str, headers: Mapping[str, str], body: Any) -> tuple[int, Mapping[str, Any]]:
+        if body is None:
+            return 400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}
+        with self._lock:
+            self.received.append(Received(path, headers, body))
+        if not path.rstrip("/").endswith("/chat/completions"):
+            return 404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}}
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            return 401, {"error": {"message": "invalid api key", "type": "invalid_request_error",
+                                   "code": "invalid_api_key"}}
+        return self._reply(body)
+
+    def _reply(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         model = str(body.get("model"))
         with self._lock:
             replies = self.script.get(model)
@@ -94,38 +95,3 @@ class ChatServer:
             "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                       "total_tokens": reply.prompt_tokens + reply.completion_tokens},
         }
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass  # a test's output is not the place for an access log
-
-            def _send(self, status: int, payload: Mapping[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                try:
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                except ValueError:
-                    self._send(400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}})
-                    return
-                with server._lock:
-                    server.received.append(Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "invalid_request_error"}})
-                    return
-                if server.api_key is not None and self.headers.get("Authorization") != f"Bearer {server.api_key}":
-                    self._send(401, {"error": {"message": "invalid api key", "type": "invalid_request_error",
-                                               "code": "invalid_api_key"}})
-                    return
-                self._send(*server._answer(body))
-
-        return Handler

@@ -1,8 +1,8 @@
 """One set of promises, checked the same way for every framework.
 
-An adapter's test module subclasses :class:`AdapterConformance` and fills in five
-hooks: how to make a framework tool from a plain function, how its adapter wraps
-one, what the framework shows the model (name, description, schema), and how to run
+An adapter's test module subclasses :class:`AdapterConformance` and fills in the
+hooks: how to make a framework tool from a plain function (its adapter's ``wrap_tool``
+wraps one), what the framework shows the model (name, description, schema), and how to run
 the framework's *real* agent loop with a scripted model, inside and outside the
 adapter's run helper. The tests then check, through that real loop:
 
@@ -18,7 +18,8 @@ adapter's run helper. The tests then check, through that real loop:
 * the plainest scenario a user writes: two tools wrapped with the top-level
   ``agent_saga.wrap_tool``, the framework's own run call inside one ``saga_scope`` (no run
   helper), a failure after it: both undone newest-first;
-* the adapter's ``wrap_tool`` takes every step option and each one reaches the engine;
+* the adapter's ``wrap_tool`` takes every step option and each one reaches the engine, and
+  refuses a tool it already wrapped; ``agent_saga.adapters.<fw>`` is the adapter's module;
 * repair once: a call the gate finds malformed reaches the model as the tool's error (the
   validation errors in it) and the model's corrected call runs; a second malformed call
   ends the saga and undoes what ran; a thrash (three identical calls, or reserve ->
@@ -41,12 +42,9 @@ import pytest
 
 import agent_saga
 from agent_saga.context import current_saga, saga_scope, set_default_gate
-from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.report import SagaAborted
 from agent_saga.engine.retry import RetryPolicy
-from agent_saga.engine.saga import Saga
 from agent_saga.engine.saga_options import SagaOptions
-from agent_saga.engine.step_options import StepOptions, option_names
 from agent_saga.errors import ConfigurationError, NotApplied, RepairRequested, SagaStopped, ToolFailed
 from agent_saga.gate import PreFlightGate
 from agent_saga.ids import operation_id
@@ -65,9 +63,11 @@ from agent_saga.testing._shared import (
     UNDO_HANDLER,
     Call,
     clear_ledger,
+    every_step_option,
     ledger,
     note,
     root_cause,
+    spy_on_steps,
     undo,
     undo_of,
 )
@@ -179,7 +179,9 @@ class AdapterConformance(ParallelCases):
         raise NotImplementedError
 
     def wrap(self, tool: Any, *, semantics: str, compensate: Any = None) -> Any:
-        raise NotImplementedError
+        """The adapter's ``wrap_tool`` (``agent_saga.adapters.<framework>``); override to wrap another way."""
+        wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
+        return wrap_tool(tool, semantics=semantics, compensate=compensate)
 
     def shape(self, tool: Any) -> tuple[str, str, Any]:
         """(name, description, argument schema) as the model sees them."""
@@ -464,30 +466,9 @@ class AdapterConformance(ParallelCases):
     def test_wrap_tool_takes_every_step_option_and_each_reaches_the_engine(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        values: dict[str, Any] = {
-            "compensate": Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": "known"}),
-            "retry": RetryPolicy(max_attempts=2, base_delay=0),
-            "timeout": 30.0,
-            "fallback_action": lookup,
-            "inline": True,
-            "require_boundary": True,
-            "policy_args": {"spend": "$.amount"},
-            "reveal": frozenset({"token"}),
-            "wait_for_commit": True,
-            "origin": "conformance",
-            "reconcile": ReconcilePolicy(attempts=2),
-            "record_result": "shape",
-        }
-        assert set(values) == option_names(), "a new step option needs a value here"
+        values = every_step_option(policy_args={"spend": "$.amount"}, fallback_action=lookup)
+        seen = spy_on_steps(monkeypatch)
         wrap_tool = importlib.import_module(f"agent_saga.adapters.{self.framework}").wrap_tool
-        seen: list[StepOptions] = []
-        original = Saga._step
-
-        def spy(saga: Saga, tool: str, forward: Any, args: Any, options: StepOptions, *rest: Any) -> Any:
-            seen.append(options)
-            return original(saga, tool, forward, args, options, *rest)
-
-        monkeypatch.setattr(Saga, "_step", spy)
         tool = wrap_tool(self.make_tool(reserve), semantics="COMPENSABLE", **values)
         self.run([tool], [Call("reserve", {"amount": 7})], wal=self.wal)
         assert len(seen) == 1
@@ -499,6 +480,13 @@ class AdapterConformance(ParallelCases):
         intent = self.records("STEP_INTENT")[0]["body"]
         assert (intent["tool"], intent["args"]["spend"]) == ("reserve", 7)  # policy_args read from the real call
         assert "$shape" in self.records("STEP_COMMITTED")[0]["body"]["result"]  # record_result="shape" reached the log
+
+    def test_both_import_paths_are_one_adapter_and_it_wraps_a_tool_once(self) -> None:
+        adapter = importlib.import_module(f"agent_saga_{self.framework}")
+        assert importlib.import_module(f"agent_saga.adapters.{self.framework}") is adapter
+        safe = self.wrapped(reserve)
+        with pytest.raises(ValueError, match="'reserve' is already wrapped; wrap the original tool once"):
+            self.wrap(safe, semantics="COMPENSABLE", compensate=undo_of)
 
     def test_semantics_are_never_inferred(self) -> None:
         assert ActionSemantics.parse("COMPENSABLE") is ActionSemantics.COMPENSABLE

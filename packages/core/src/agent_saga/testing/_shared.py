@@ -13,14 +13,20 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
 from agent_saga.engine.report import SagaAborted
+from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.saga import Saga
+from agent_saga.engine.step_options import StepOptions, option_names
 from agent_saga.errors import ToolFailed
 from agent_saga.registry import compensator
 from agent_saga.semantics import Compensation
 
 __all__ = [
-    "UNDO_HANDLER", "Call", "clear_ledger", "ledger", "left_standing", "note", "root_cause", "standing", "undo",
-    "undo_of", "wait_balanced",
+    "UNDO_HANDLER", "Call", "clear_ledger", "every_step_option", "ledger", "left_standing", "note", "root_cause",
+    "spy_on_steps", "standing", "undo", "undo_of", "wait_balanced",
 ]
 
 UNDO_HANDLER = "agent_saga.testing.undo"
@@ -94,3 +100,46 @@ def root_cause(err: BaseException) -> BaseException:
             err = err.__cause__
         else:
             return err
+
+
+def _fallback(*args: Any, **kwargs: Any) -> None:
+    """A step's fallback that does nothing (a value for ``fallback_action``)."""
+
+
+def every_step_option(*, policy_args: dict[str, str], **given: Any) -> dict[str, Any]:
+    """One value other than the default for each step option; ``given`` replaces any of them.
+
+    ``policy_args`` names the tool's own arguments. A step option this does not know fails
+    here, so a new option is checked by every front door that takes these values at once.
+    """
+    values: dict[str, Any] = {
+        "compensate": Compensation(fn=undo, handler=UNDO_HANDLER, kwargs={"ref": "known"}),
+        "retry": RetryPolicy(max_attempts=2, base_delay=0),
+        "timeout": 30.0,
+        "fallback_action": _fallback,
+        "inline": True,
+        "require_boundary": True,
+        "policy_args": policy_args,
+        "reveal": frozenset({"api_key"}),
+        "wait_for_commit": True,
+        "origin": "probe",
+        "reconcile": ReconcilePolicy(delay=0, attempts=1),
+        "record_result": "shape",
+        "not_applied_on": (LookupError,),
+    }
+    assert set(values) == option_names(), "a new step option needs a value in every_step_option"
+    assert set(given) <= set(values), f"not step options: {sorted(set(given) - set(values))}"
+    return {**values, **given}
+
+
+def spy_on_steps(monkeypatch: pytest.MonkeyPatch) -> list[StepOptions]:
+    """The options of every step the engine runs from now on in the test, in order."""
+    seen: list[StepOptions] = []
+    original = Saga._step
+
+    def spy(saga: Saga, tool: str, forward: Any, args: Any, options: StepOptions, *rest: Any) -> Any:
+        seen.append(options)
+        return original(saga, tool, forward, args, options, *rest)
+
+    monkeypatch.setattr(Saga, "_step", spy)
+    return seen
