@@ -294,6 +294,13 @@ def test_the_wheelhouse_builds_and_checks_every_distribution(wheelhouse: tuple[P
     assert len(list(wheels.glob("*.tar.gz"))) == len(OURS)  # all but speedups, which builds from a checkout
 
 
+def test_the_classifiers_name_the_python_ci_runs_and_the_readme_says_so() -> None:
+    core = tomllib.loads((ROOT / "packages" / "core" / "pyproject.toml").read_text())["project"]
+    versions = {c.rsplit(" :: ", 1)[1] for c in core["classifiers"] if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+    assert versions == {f"{sys.version_info.major}.{sys.version_info.minor}"} == {"3.11"}  # what CI runs
+    assert "CI runs CPython 3.11 only" in (ROOT / "README.md").read_text()
+
+
 def test_every_distribution_has_the_cores_version_and_pins_the_3x_core() -> None:
     core = tomllib.loads((ROOT / "packages" / "core" / "pyproject.toml").read_text())["project"]
     assert core["name"] == "agent-saga" and VERSION.startswith("3.")

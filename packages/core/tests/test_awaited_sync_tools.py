@@ -24,6 +24,7 @@ from agent_saga import (
     SagaFleet,
     saga_scope,
     tool,
+    toolspec,
 )
 
 
@@ -154,3 +155,23 @@ def test_an_async_tool_is_untouched() -> None:
             return int(await wrapped(amount=3))
 
     assert asyncio.run(main()) == 3 and calls == [3]
+
+
+@pytest.mark.parametrize("door", sorted(DOORS))
+def test_on_an_unproven_interpreter_an_awaited_sync_tool_runs_once_never_twice_or_not_at_all(
+    door: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bytecode look-up behind `await tool(...)` is proven on CPython 3.11-3.13 only; elsewhere
+    # it must fail safe: the effect once and its step recorded, then the await's own TypeError.
+    monkeypatch.setattr(toolspec, "_BYTECODE_KNOWN", False)
+    world, wal = World(), MemoryWAL()
+    charge, boundary = DOORS[door](world, wal)
+
+    async def main() -> Any:
+        async with boundary:
+            return await charge(amount=4200)
+
+    with pytest.raises((TypeError, SagaAborted)):
+        asyncio.run(main())
+    assert world.charged == [4200]  # once: never twice, never skipped
+    assert [r["type"] for r in wal.records()].count("STEP_COMMITTED") == 1
