@@ -35,7 +35,7 @@ def test_small_model_big_docs_answers_fully_grounded_through_a_2000_token_window
     stdout = run("small_model_big_docs.py", tmp_path)
     assert "manual: 440,000 characters" in stdout and "host window: 2,000 tokens" in stdout
     assert "map:" in stdout and "reduce: 1 host call" in stdout and "total:" in stdout  # tokens per phase
-    assert "the number 4300 is not in the summary's spans" in stdout  # the host's misreading was refused
+    assert "the number 4300 kPa is not in the summary's spans" in stdout  # the host's misreading was refused
     assert "4 of 4 claim(s) VERIFIED - fully grounded" in stdout and "fully grounded: True" in stdout
     log = tmp_path / "small_model_big_docs.wal"
     assert str(log) in stdout
