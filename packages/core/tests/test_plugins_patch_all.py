@@ -147,7 +147,7 @@ def test_an_enforced_policy_says_once_that_a_call_outside_every_saga_is_unprotec
     assert out["said"] == [  # once, for the first call, with the run helper named
         "agent-saga: patch_all() enforces its policy inside a saga only; inrange ran 'write' outside every saga, "
         "unprotected. Run the agent through its run helper (saga_run from agent_saga.adapters.inrange) or inside "
-        "saga_scope() (said once per process)"
+        "saga_scope() (said once per patch_all())"
     ]
 
 

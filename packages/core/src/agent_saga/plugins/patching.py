@@ -197,7 +197,7 @@ def classify(tool: str, framework: str, tool_args: Mapping[str, Any] | None = No
 
 
 def _warn_outside(tool: str, framework: str) -> None:
-    """Once per process: an enforced policy protects nothing where no saga is open, and says so."""
+    """Once per ``patch_all()``: an enforced policy protects nothing where no saga is open, and says so."""
     global _warned_outside
     with _lock:
         if _warned_outside:
@@ -206,7 +206,7 @@ def _warn_outside(tool: str, framework: str) -> None:
     warnings.warn(
         f"agent-saga: patch_all() enforces its policy inside a saga only; {framework} ran {tool!r} outside every "
         f"saga, unprotected. Run the agent through its run helper (saga_run from agent_saga.adapters.{framework}) "
-        "or inside saga_scope() (said once per process)",
+        "or inside saga_scope() (said once per patch_all())",
         RuntimeWarning,
         stacklevel=2,
     )
@@ -224,7 +224,7 @@ def patch_all(
     Adapters named in ``$AGENT_SAGA_DISABLED_ADAPTERS`` are skipped; so is any adapter
     whose framework is missing or out of range, without importing it.
     """
-    global _config
+    global _config, _warned_outside
     from agent_saga.plugins.loader import load_adapters
     from agent_saga.plugins.manager import plugins
 
@@ -234,6 +234,7 @@ def patch_all(
     config = PatchConfig(ToolPolicy.load(policy))
     with _lock:
         _config = config
+        _warned_outside = False  # once per patch_all: a new policy may be enforced now
         manager = plugins()
         loaded = load_adapters(manager, only)
         skipped, failed = dict(loaded.skipped), dict(loaded.failed)

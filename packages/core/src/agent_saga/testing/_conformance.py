@@ -34,6 +34,7 @@ import asyncio
 import importlib
 import inspect
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -337,7 +338,12 @@ class AdapterConformance(ParallelCases):
         assert ledger() == ["do:reserve"]
         assert [saga for saga, _ in _seen["where"]] == [None]
         patch_all({"mode": "enforce", "tools": {}})  # even enforce mode leaves unbounded calls alone
-        self.run_plain([self.make_tool(lookup)], [Call("lookup", {"topic": "q3"})])
+        with warnings.catch_warnings(record=True) as said:  # record, never re-emit the framework's own
+            warnings.simplefilter("always")
+            self.run_plain([self.make_tool(lookup)], [Call("lookup", {"topic": "q3"})])
+        told = [str(w.message) for w in said if w.category is RuntimeWarning and "outside every saga" in str(w.message)]
+        assert len(told) == 1, told  # ... and says so, once
+        assert "enforces its policy inside a saga only" in told[0]
         assert ledger()[-1] == "do:lookup"
         assert unclassified_calls() == ()
         assert list(self.wal.records()) == []
