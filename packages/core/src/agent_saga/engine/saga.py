@@ -470,11 +470,8 @@ class Saga:
         # The phases are helper methods, not sub-generators: only this frame yields, so a
         # step costs no more frames than it did as one function (measured, issue 31). The
         # rare paths (a wait at the gate, a failure, a late landing) are sub-generators.
-        recording = _recording.get()
-        if recording is not None:
-            return self._served(recording, tool, args, opts)
-        if self._replay is not None:  # a resumed durable run: the log may answer this call
-            served = self._resumed(self._replay, tool, forward, args, opts)
+        if _recording.get() is not None or self._replay is not None:  # a replay, or a resumed durable run
+            served = self._answered(tool, forward, args, opts)
             if served is not _LIVE:
                 return served
         compensate = undo_for(tool, forward, opts)
@@ -497,8 +494,7 @@ class Saga:
         observed = None if not interceptors() else Wrappers.start("step", StepEvent(
             self.saga_id, self.name, step.index, tool, step.semantics, logged_args, opts.origin, via_fallback,
         ))
-        durable = step.semantics is not _REVERSIBLE
-        prebuilt = None
+        durable, prebuilt = step.semantics is not _REVERSIBLE, None
         try:
             if durable:
                 # Intent: the undo declared known before the call is what rescues an UNKNOWN outcome.
@@ -551,6 +547,16 @@ class Saga:
             f"saga {self.saga_id} rolled back while {step.tool!r} was in flight; its effect was settled as it "
             "landed (see the log)"
         )
+
+    def _answered(
+        self, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None, opts: StepOptions,
+    ) -> Any:
+        """What a replay answers this call with instead of running it; ``_LIVE``: it runs."""
+        recording = _recording.get()
+        if recording is not None:
+            return self._served(recording, tool, args, opts)
+        assert self._replay is not None
+        return self._resumed(self._replay, tool, forward, args, opts)
 
     def _served(self, recording: Recording, tool: str, args: Mapping[str, Any] | None, opts: StepOptions) -> Any:
         """A counterfactual replay: the recording answers; no forward, gate, log or undo runs."""
