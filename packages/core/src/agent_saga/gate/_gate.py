@@ -24,7 +24,8 @@ stops one (see docs/GATE.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -208,15 +209,8 @@ class PreFlightGate:
         if pending is None or pending.approval is None:
             return
         provider = self.approval_provider
-        try:
+        with self._refused_if_the_wait_fails(pending):
             decision = provider.request_approval(pending.approval) if provider is not None else None
-        except Exception as err:
-            self._refuse(pending)
-            raise StepRefused(request.tool, f"approval failed, so the step is refused: {err}",
-                              pending.approval.rule) from err
-        except BaseException:
-            self._refuse(pending)
-            raise
         self._decide(pending, decision)
         self._after_wait(pending)
 
@@ -225,17 +219,24 @@ class PreFlightGate:
         if pending is None or pending.approval is None:
             return
         provider = self.approval_provider
-        try:
+        with self._refused_if_the_wait_fails(pending):
             decision = await provider.request_approval_async(pending.approval) if provider is not None else None
+        self._decide(pending, decision)
+        self._after_wait(pending)
+
+    @contextmanager
+    def _refused_if_the_wait_fails(self, pending: _Pending) -> Iterator[None]:
+        """The approval wait of both faces: a provider that fails refuses the step, its holds handed back."""
+        assert pending.approval is not None
+        try:
+            yield
         except Exception as err:
             self._refuse(pending)
-            raise StepRefused(request.tool, f"approval failed, so the step is refused: {err}",
+            raise StepRefused(pending.request.tool, f"approval failed, so the step is refused: {err}",
                               pending.approval.rule) from err
         except BaseException:
             self._refuse(pending)
             raise
-        self._decide(pending, decision)
-        self._after_wait(pending)
 
     def _after_wait(self, pending: _Pending) -> None:
         """A halt pulled while a human decided stops the step, and hands its debit back."""
