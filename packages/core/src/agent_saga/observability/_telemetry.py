@@ -61,7 +61,21 @@ GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_RESULT = "gen_ai.tool.call.result"
+# ... and of a model call (inference span).
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
+#: A step a resumed run was answered from the log: nothing ran, no tokens were spent.
+SERVED = "saga.served"
+#: The model-call steps ``patch_all()`` makes (agent_saga.runtime._model_steps): (tool, origin) ->
+#: (gen_ai.system, gen_ai.operation.name), and the usage fields of each API (input, output).
+_MODEL_CALLS = {
+    ("openai.chat.completions.create", "openai"): ("openai", "chat", ("prompt_tokens", "completion_tokens")),
+    ("openai.responses.create", "openai"): ("openai", "chat", ("input_tokens", "output_tokens")),
+}
 
 
 def _error_type(err: BaseException) -> str:
@@ -123,10 +137,8 @@ class _Spans(Interceptor):
 
     def step(self, event: StepEvent) -> Wrapper:
         op = event.operation_id
+        model_call = _MODEL_CALLS.get((event.tool, event.origin or ""))
         attributes: dict[str, Any] = {
-            GEN_AI_OPERATION: "execute_tool",
-            GEN_AI_TOOL_NAME: event.tool,
-            GEN_AI_TOOL_CALL_ID: op,
             "saga.id": event.saga_id,
             "saga.step": event.step,
             "saga.semantics": event.semantics.value,
@@ -136,12 +148,25 @@ class _Spans(Interceptor):
             attributes["saga.origin"] = event.origin
         if event.via_fallback:
             attributes["saga.via_fallback"] = True
+        if event.served:
+            attributes[SERVED] = True
+        if model_call is None:
+            attributes.update({GEN_AI_OPERATION: "execute_tool", GEN_AI_TOOL_NAME: event.tool, GEN_AI_TOOL_CALL_ID: op})
+            name = f"saga.step.{event.tool}"
+        else:
+            requested = event.args.get("model")
+            attributes.update({GEN_AI_OPERATION: model_call[1], GEN_AI_SYSTEM: model_call[0]})
+            if isinstance(requested, str):
+                attributes[GEN_AI_REQUEST_MODEL] = requested
+            name = f"{model_call[1]} {requested}" if isinstance(requested, str) else model_call[1]  # the convention's
         if self.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _json(dict(event.args))  # as logged: secrets redacted
-        span, token = self._run(f"saga.step.{event.tool}", attributes)
+        span, token = self._run(name, attributes)
         end: StepEnd = yield
         try:
             span.set_attribute("saga.outcome", end.state.value)
+            if model_call is not None:
+                span.set_attributes(_response_attributes(end.result, model_call[2], event.served))
             if end.error is not None:
                 _record_exception(span, end.error)
                 span.set_attribute(ERROR_TYPE, _error_type(end.error))
@@ -176,6 +201,25 @@ class _Spans(Interceptor):
                 span.set_status(trace.Status(trace.StatusCode.ERROR, scrub_text(outcome.detail) or outcome.outcome.value))
         finally:
             self._finish(span, token)
+
+
+def _response_attributes(result: Any, usage_fields: tuple[str, str], served: bool) -> dict[str, Any]:
+    """A model call's response model and token usage, as the GenAI conventions name them.
+
+    A served call's usage is left out: its tokens were spent by the run that made the call,
+    and a dashboard summing usage would count them twice.
+    """
+    if not isinstance(result, dict):
+        return {}
+    found: dict[str, Any] = {}
+    if isinstance(result.get("model"), str):
+        found[GEN_AI_RESPONSE_MODEL] = result["model"]
+    usage = result.get("usage")
+    if not served and isinstance(usage, dict):
+        for attribute, field_name in zip((GEN_AI_INPUT_TOKENS, GEN_AI_OUTPUT_TOKENS), usage_fields, strict=True):
+            if isinstance(usage.get(field_name), int):
+                found[attribute] = usage[field_name]
+    return found
 
 
 def _current_ids() -> tuple[str, str] | None:
