@@ -10,7 +10,14 @@
   tool execution (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id``) beside the ``saga.*`` ones; a failed call is recorded as an
   exception with ERROR status;
+* ``chat <model>`` -- instead, for a model call ``patch_all()`` made a step (the OpenAI SDK's
+  ``chat.completions.create`` / ``responses.create``): the GenAI attributes of an inference
+  (``gen_ai.system``, ``gen_ai.operation.name = chat``, ``gen_ai.request.model``,
+  ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``);
 * ``saga.rollback.<tool>`` -- one per step settled by a rollback, with its outcome.
+
+A step a resumed durable run was served from the log has ``saga.served = true``; a served model
+call's span carries no token usage (those tokens were spent by the run that made the call).
 
 Each span is current while its work runs, so spans the tool makes (an HTTP client's)
 nest under the step, and log records carry its trace and span ids. Arguments and
