@@ -68,7 +68,7 @@ def test_a_chat_call_inside_a_saga_is_a_reversible_step_recording_the_request_an
     (step,) = _committed(wal.records())
     assert (step["tool"], step["semantics"], step["origin"]) == (CHAT, "REVERSIBLE", "openai")
     assert step["args"] == {"messages": ASK, "model": "planner", "temperature": 0}  # the request, as passed
-    assert step["result"] == answer.model_dump(mode="json")
+    assert step["result"] == answer.model_dump(mode="json", exclude_unset=True)
     assert len(server.requests_for("planner")) == 1
 
 
@@ -83,7 +83,7 @@ def test_a_responses_call_is_a_step_too(server: ChatServer, patched: agent_saga.
         answer = _client(server).responses.create(model="writer", input="confirm R-oslo")
     assert isinstance(answer, Response) and answer.output_text == "booked"
     (step,) = _committed(wal.records())
-    assert step["tool"] == RESPONSES and step["result"] == answer.model_dump(mode="json")
+    assert step["tool"] == RESPONSES and step["result"] == answer.model_dump(mode="json", exclude_unset=True)
     assert server.requests_for("writer")[0].path.endswith("/v1/responses")
 
 
@@ -100,8 +100,8 @@ def test_the_async_client_calls_are_steps(server: ChatServer, patched: agent_sag
 
     first, second = asyncio.run(run())
     assert [s["tool"] for s in _committed(wal.records())] == [CHAT, RESPONSES]
-    assert [s["result"] for s in _committed(wal.records())] == [first.model_dump(mode="json"),
-                                                                  second.model_dump(mode="json")]
+    assert [s["result"] for s in _committed(wal.records())] == [first.model_dump(mode="json", exclude_unset=True),
+                                                                  second.model_dump(mode="json", exclude_unset=True)]
 
 
 def test_the_api_key_and_extra_headers_never_reach_the_log(

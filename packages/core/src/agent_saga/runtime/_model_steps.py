@@ -9,10 +9,11 @@ and responses resources, sync (``OpenAI``) and async (``AsyncOpenAI``), with the
 Inside a saga a call is the step ``openai.chat.completions.create`` (or
 ``openai.responses.create``): its arguments are the request as the caller passed it, made plain
 JSON (the client's headers, key included, are not part of it; ``extra_headers``, ``extra_query``
-and ``timeout`` are transport and left out); its recorded result is the response as JSON
-(``model_dump(mode="json")``). A resumed ``@durable`` run is served that result from the log and
-gets it back as the SDK's own type (``ChatCompletion`` / ``Response``), so the model is not asked
-again. Outside every saga the call passes straight through.
+and ``timeout`` are transport and left out); its recorded result is the response as JSON, the
+fields the server sent (``model_dump(mode="json", exclude_unset=True)``). A resumed ``@durable``
+run is served that result from the log and gets it back as the SDK's own type
+(``ChatCompletion`` / ``Response``, built as the SDK builds a response from the wire), so the
+model is not asked again. Outside every saga the call passes straight through.
 
 Not steps, passed through with a warning: ``stream=True`` (the stream is the caller's to consume;
 recording it would mean holding it back until it ends), and the ``with_raw_response`` /
@@ -109,6 +110,19 @@ def _spec(tool: str) -> ToolSpec:
     return ToolSpec.of(tool, semantics="REVERSIBLE", origin=ORIGIN)
 
 
+def _served(response_type: type[BaseModel], recorded: Any) -> Any:
+    """The recorded response as the SDK's own type, built the way the SDK builds one from the wire.
+
+    The SDK's ``model_construct`` (nested models included, unchecked) rather than ``model_validate``:
+    a response the SDK accepted may not validate (a field this SDK version requires that the server
+    left out, as a compatible server's Responses usage leaves ``cache_write_tokens``), and the served
+    value must be what the live call returned. The result is recorded with ``exclude_unset``, so the
+    fields set are the same too: a framework that turns a response into the next request with
+    ``model_dump(exclude_unset=True)`` (OpenAI Agents does) then sends the same request on resume.
+    """
+    return response_type.model_construct(**recorded)
+
+
 def _sync_create(tool: str, response_type: type[BaseModel], original: Create) -> Create:
     spec = _spec(tool)
 
@@ -122,10 +136,10 @@ def _sync_create(tool: str, response_type: type[BaseModel], original: Create) ->
         def forward(**_request: Any) -> Any:
             response = original(self, *args, **kwargs)
             live.append(response)
-            return response.model_dump(mode="json")
+            return response.model_dump(mode="json", exclude_unset=True)
 
         result = spec.call_sync(forward, (), request_of(kwargs))
-        return live[0] if live else response_type.model_validate(result)  # served from the log: the SDK's type
+        return live[0] if live else _served(response_type, result)
 
     return create
 
@@ -143,10 +157,10 @@ def _async_create(tool: str, response_type: type[BaseModel], original: Callable[
         async def forward(**_request: Any) -> Any:
             response = await original(self, *args, **kwargs)
             live.append(response)
-            return response.model_dump(mode="json")
+            return response.model_dump(mode="json", exclude_unset=True)
 
         result = await spec.call_async(forward, (), request_of(kwargs))
-        return live[0] if live else response_type.model_validate(result)
+        return live[0] if live else _served(response_type, result)
 
     return create
 
