@@ -21,7 +21,9 @@ from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import agent_saga
-from agent_saga import FileWAL, MemoryWAL, saga_scope
+from agent_saga import FileWAL, MemoryWAL, OpenAICompatibleTier, cascade, saga_scope
+from agent_saga.credentials import credential_ref, set_credential_resolver
+from agent_saga.runtime import Verdict
 from agent_saga.testing import ChatServer, Reply
 
 # A local HTTP server, and the SDK runs `uname -p` for its platform headers: not for the fast lane.
@@ -145,3 +147,24 @@ def test_patching_is_idempotent_and_unpatch_restores_the_sdks_own_methods() -> N
     removed = agent_saga.unpatch_all()
     assert len(removed["openai"]) == 4
     assert [vars(owner)["create"] for owner in (Completions, AsyncCompletions, Responses, AsyncResponses)] == originals
+
+
+def test_the_cascades_openai_tier_calls_are_steps_once_patched(server: ChatServer, patched: agent_saga.PatchReport) -> None:
+    set_credential_resolver(lambda name: KEY if name == "llm" else None)
+    wal = MemoryWAL()
+
+    async def run() -> Any:
+        tier = OpenAICompatibleTier("planner", "planner", base_url=server.base_url, api_key=credential_ref("llm"))
+        async with saga_scope(wal):
+            result = await cascade({"messages": ASK}, ladder=[tier], verify=lambda answer: Verdict.accept())
+        await tier.aclose()
+        return result
+
+    try:
+        result = asyncio.run(run())
+    finally:
+        set_credential_resolver(None)
+    assert result.host == "planner"
+    (step,) = _committed(wal.records())
+    assert step["tool"] == CHAT and step["args"]["model"] == "planner" and step["args"]["messages"] == ASK
+    assert KEY not in repr(list(wal.records()))
