@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI, OpenAI
+from openai import AsyncOpenAI, NotFoundError, OpenAI
 from openai.resources.chat.completions import AsyncCompletions, Completions
 from openai.resources.responses import AsyncResponses, Responses
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
 import agent_saga
-from agent_saga import FileWAL, MemoryWAL, OpenAICompatibleTier, cascade, saga_scope
+from agent_saga import FileWAL, MemoryWAL, OpenAICompatibleTier, SagaAborted, cascade, saga_scope
 from agent_saga.credentials import credential_ref, set_credential_resolver
 from agent_saga.runtime import Verdict
 from agent_saga.testing import ChatServer, Reply
@@ -72,6 +72,18 @@ def test_a_chat_call_inside_a_saga_is_a_reversible_step_recording_the_request_an
     assert step["args"] == {"messages": ASK, "model": "planner", "temperature": 0}  # the request, as passed
     assert step["result"] == answer.model_dump(mode="json", exclude_unset=True)
     assert len(server.requests_for("planner")) == 1
+
+
+def test_a_failed_model_call_is_not_applied_and_the_caller_gets_the_sdks_own_error(
+    server: ChatServer, patched: agent_saga.PatchReport,
+) -> None:
+    wal = MemoryWAL()
+    with pytest.raises(SagaAborted) as aborted, saga_scope(wal):
+        _client(server).chat.completions.create(model="no-such-model", messages=ASK)
+    assert isinstance(aborted.value.__cause__, NotFoundError)
+    # Nothing is in doubt: the rollback is clean, where an UNKNOWN step would leave it unresolved.
+    assert aborted.value.report.clean
+    assert [r["type"] for r in wal.records()][1] == "STEP_NOT_APPLIED"
 
 
 def test_outside_every_saga_the_call_passes_straight_through(server: ChatServer, patched: agent_saga.PatchReport) -> None:

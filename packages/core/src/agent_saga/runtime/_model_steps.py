@@ -29,7 +29,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from openai import NotGiven, Omit
+from openai import APIError, NotGiven, Omit
 from openai.resources.chat.completions import AsyncCompletions, Completions
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel
@@ -107,7 +107,10 @@ def _passes_through(tool: str, kwargs: Mapping[str, Any]) -> bool:
 
 
 def _spec(tool: str) -> ToolSpec:
-    return ToolSpec.of(tool, semantics="REVERSIBLE", origin=ORIGIN)
+    # A failed model call changed nothing in the world (an error status, or no answer at all):
+    # NOT_APPLIED, not UNKNOWN, so it leaves nothing in doubt for a rollback or a resume to settle.
+    # The caller still gets the SDK's own exception.
+    return ToolSpec.of(tool, semantics="REVERSIBLE", origin=ORIGIN, not_applied_on=(APIError,))
 
 
 def _served(response_type: type[BaseModel], recorded: Any) -> Any:
