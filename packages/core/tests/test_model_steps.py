@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI, NotFoundError, OpenAI
+from openai import NOT_GIVEN, AsyncOpenAI, NotFoundError, OpenAI, omit
 from openai.resources.chat.completions import AsyncCompletions, Completions
 from openai.resources.responses import AsyncResponses, Responses
 from openai.types.chat import ChatCompletion
@@ -180,3 +180,15 @@ def test_the_cascades_openai_tier_calls_are_steps_once_patched(server: ChatServe
     (step,) = _committed(wal.records())
     assert step["tool"] == CHAT and step["args"]["model"] == "planner" and step["args"]["messages"] == ASK
     assert KEY not in repr(list(wal.records()))
+
+
+def test_the_logged_request_is_plain_json_and_a_one_shot_iterator_still_reaches_the_sdk(
+    server: ChatServer, patched: agent_saga.PatchReport,
+) -> None:
+    wal = MemoryWAL()
+    with saga_scope(wal):
+        _client(server).chat.completions.create(model="planner", messages=iter(ASK), temperature=NOT_GIVEN,
+                                                top_p=omit, timeout=30)
+    assert server.received[0].body["messages"] == ASK  # read by the log and sent whole
+    (step,) = _committed(wal.records())
+    assert step["args"] == {"messages": ASK, "model": "planner"}  # unset values and transport left out
