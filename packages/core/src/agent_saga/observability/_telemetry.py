@@ -77,11 +77,21 @@ GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
 #: A step a resumed run was answered from the log: nothing ran, no tokens were spent.
 SERVED = "saga.served"
-#: The model-call steps ``patch_all()`` makes (agent_saga.runtime._model_steps): (tool, origin) ->
-#: (gen_ai.system, gen_ai.operation.name), and the usage fields of each API (input, output).
+
+
+@dataclass(frozen=True)
+class _ModelCall:
+    """What a model-call step's span says it is, and where its response counts the tokens."""
+
+    system: str  # gen_ai.system
+    operation: str  # gen_ai.operation.name
+    usage: tuple[str, str]  # the response usage's fields of input and output tokens
+
+
+#: The model-call steps ``patch_all()`` makes (agent_saga.runtime._model_steps), by (tool, origin).
 _MODEL_CALLS = {
-    ("openai.chat.completions.create", "openai"): ("openai", "chat", ("prompt_tokens", "completion_tokens")),
-    ("openai.responses.create", "openai"): ("openai", "chat", ("input_tokens", "output_tokens")),
+    ("openai.chat.completions.create", "openai"): _ModelCall("openai", "chat", ("prompt_tokens", "completion_tokens")),
+    ("openai.responses.create", "openai"): _ModelCall("openai", "chat", ("input_tokens", "output_tokens")),
 }
 
 
@@ -145,27 +155,19 @@ class _Spans(Interceptor):
     def step(self, event: StepEvent) -> Wrapper:
         op = event.operation_id
         model_call = _MODEL_CALLS.get((event.tool, event.origin or ""))
-        attributes: dict[str, Any] = {
+        name, attributes = _named(event, model_call)
+        attributes.update({
             "saga.id": event.saga_id,
             "saga.step": event.step,
             "saga.semantics": event.semantics.value,
             "saga.operation_id": op,
-        }
+        })
         if event.origin is not None:
             attributes["saga.origin"] = event.origin
         if event.via_fallback:
             attributes["saga.via_fallback"] = True
         if event.served:
             attributes[SERVED] = True
-        if model_call is None:
-            attributes.update({GEN_AI_OPERATION: "execute_tool", GEN_AI_TOOL_NAME: event.tool, GEN_AI_TOOL_CALL_ID: op})
-            name = f"saga.step.{event.tool}"
-        else:
-            requested = event.args.get("model")
-            attributes.update({GEN_AI_OPERATION: model_call[1], GEN_AI_SYSTEM: model_call[0]})
-            if isinstance(requested, str):
-                attributes[GEN_AI_REQUEST_MODEL] = requested
-            name = f"{model_call[1]} {requested}" if isinstance(requested, str) else model_call[1]  # the convention's
         if self.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _json(dict(event.args))  # as logged: secrets redacted
         span, token = self._run(name, attributes)
@@ -173,7 +175,7 @@ class _Spans(Interceptor):
         try:
             span.set_attribute("saga.outcome", end.state.value)
             if model_call is not None:
-                span.set_attributes(_response_attributes(end.result, model_call[2], event.served))
+                span.set_attributes(_response_attributes(end.result, model_call.usage, event.served))
             if end.error is not None:
                 _record_exception(span, end.error)
                 span.set_attribute(ERROR_TYPE, _error_type(end.error))
@@ -208,6 +210,22 @@ class _Spans(Interceptor):
                 span.set_status(trace.Status(trace.StatusCode.ERROR, scrub_text(outcome.detail) or outcome.outcome.value))
         finally:
             self._finish(span, token)
+
+
+def _named(event: StepEvent, model_call: _ModelCall | None) -> tuple[str, dict[str, Any]]:
+    """A step span's name and GenAI attributes: a tool's execution, or a model call's inference.
+
+    A model call's span is named as the conventions name an inference span: ``chat gpt-4o``.
+    """
+    if model_call is None:
+        return f"saga.step.{event.tool}", {
+            GEN_AI_OPERATION: "execute_tool", GEN_AI_TOOL_NAME: event.tool, GEN_AI_TOOL_CALL_ID: event.operation_id,
+        }
+    attributes: dict[str, Any] = {GEN_AI_OPERATION: model_call.operation, GEN_AI_SYSTEM: model_call.system}
+    requested = event.args.get("model")
+    if not isinstance(requested, str):
+        return model_call.operation, attributes
+    return f"{model_call.operation} {requested}", {**attributes, GEN_AI_REQUEST_MODEL: requested}
 
 
 def _response_attributes(result: Any, usage_fields: tuple[str, str], served: bool) -> dict[str, Any]:
