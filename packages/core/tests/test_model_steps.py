@@ -192,3 +192,10 @@ def test_the_logged_request_is_plain_json_and_a_one_shot_iterator_still_reaches_
     assert server.received[0].body["messages"] == ASK  # read by the log and sent whole
     (step,) = _committed(wal.records())
     assert step["args"] == {"messages": ASK, "model": "planner"}  # unset values and transport left out
+
+
+def test_patch_all_without_a_policy_does_not_name_the_sdk_among_frameworks_whose_tools_go_unprotected() -> None:
+    with pytest.warns(UserWarning, match=r"^patch_all\(\) without a tool policy: in no framework \(none installed"):
+        report = agent_saga.patch_all(only=["openai"])
+    agent_saga.unpatch_all()
+    assert list(report.patched) == ["openai"]

@@ -171,6 +171,10 @@ def _async_create(tool: str, response_type: type[BaseModel], original: Callable[
 class OpenAIModelCalls:
     """The plugin: patches the SDK's ``create`` methods on ``patch_all()``, restores them on ``unpatch_all()``."""
 
+    #: Read by ``patch_all``: these patches make model calls steps, not tools, so a missing tool policy
+    #: is not said of them.
+    patches_tools = False
+
     def __init__(self) -> None:
         self.patches = Patches()
 
