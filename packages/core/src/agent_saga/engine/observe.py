@@ -81,6 +81,7 @@ class StepEvent:
     args: Mapping[str, Any] = field(default_factory=dict)  # as logged: secrets redacted
     origin: str | None = None  # the framework or front door that made the call
     via_fallback: bool = False
+    served: bool = False  # a resumed run's step answered from the log: nothing ran, nothing was paid
 
     @property
     def operation_id(self) -> str:

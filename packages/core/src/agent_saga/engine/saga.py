@@ -616,6 +616,11 @@ class Saga:
         if problem is not None:
             self._failed(tool, problem)
             raise problem
+        observed = None if not interceptors() else Wrappers.start("step", StepEvent(
+            self.saga_id, self.name, step.index, tool, step.semantics, logged, opts.origin, served=True,
+        ))
+        if observed is not None:  # observers see the served step too, told it was served
+            observed.end(StepEnd(StepState.COMMITTED, None, result))
         return result
 
     def _keep_recorded(self, recorded: Iterable[RecordedStep]) -> None:

@@ -10,7 +10,14 @@
   tool execution (``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id``) beside the ``saga.*`` ones; a failed call is recorded as an
   exception with ERROR status;
+* ``chat <model>`` -- instead, for a model call ``patch_all()`` made a step (the OpenAI SDK's
+  ``chat.completions.create`` / ``responses.create``): the GenAI attributes of an inference
+  (``gen_ai.system``, ``gen_ai.operation.name = chat``, ``gen_ai.request.model``,
+  ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` / ``output_tokens``);
 * ``saga.rollback.<tool>`` -- one per step settled by a rollback, with its outcome.
+
+A step a resumed durable run was served from the log has ``saga.served = true``; a served model
+call's span carries no token usage (those tokens were spent by the run that made the call).
 
 Each span is current while its work runs, so spans the tool makes (an HTTP client's)
 nest under the step, and log records carry its trace and span ids. Arguments and
@@ -61,7 +68,31 @@ GEN_AI_TOOL_NAME = "gen_ai.tool.name"
 GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
 GEN_AI_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_RESULT = "gen_ai.tool.call.result"
+# ... and of a model call (inference span).
+GEN_AI_SYSTEM = "gen_ai.system"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 ERROR_TYPE = "error.type"
+#: A step a resumed run was answered from the log: nothing ran, no tokens were spent.
+SERVED = "saga.served"
+
+
+@dataclass(frozen=True)
+class _ModelCall:
+    """What a model-call step's span says it is, and where its response counts the tokens."""
+
+    system: str  # gen_ai.system
+    operation: str  # gen_ai.operation.name
+    usage: tuple[str, str]  # the response usage's fields of input and output tokens
+
+
+#: The model-call steps ``patch_all()`` makes (agent_saga.runtime._model_steps), by (tool, origin).
+_MODEL_CALLS = {
+    ("openai.chat.completions.create", "openai"): _ModelCall("openai", "chat", ("prompt_tokens", "completion_tokens")),
+    ("openai.responses.create", "openai"): _ModelCall("openai", "chat", ("input_tokens", "output_tokens")),
+}
 
 
 def _error_type(err: BaseException) -> str:
@@ -123,25 +154,28 @@ class _Spans(Interceptor):
 
     def step(self, event: StepEvent) -> Wrapper:
         op = event.operation_id
-        attributes: dict[str, Any] = {
-            GEN_AI_OPERATION: "execute_tool",
-            GEN_AI_TOOL_NAME: event.tool,
-            GEN_AI_TOOL_CALL_ID: op,
+        model_call = _MODEL_CALLS.get((event.tool, event.origin or ""))
+        name, attributes = _named(event, model_call)
+        attributes.update({
             "saga.id": event.saga_id,
             "saga.step": event.step,
             "saga.semantics": event.semantics.value,
             "saga.operation_id": op,
-        }
+        })
         if event.origin is not None:
             attributes["saga.origin"] = event.origin
         if event.via_fallback:
             attributes["saga.via_fallback"] = True
+        if event.served:
+            attributes[SERVED] = True
         if self.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _json(dict(event.args))  # as logged: secrets redacted
-        span, token = self._run(f"saga.step.{event.tool}", attributes)
+        span, token = self._run(name, attributes)
         end: StepEnd = yield
         try:
             span.set_attribute("saga.outcome", end.state.value)
+            if model_call is not None:
+                span.set_attributes(_response_attributes(end.result, model_call.usage, event.served))
             if end.error is not None:
                 _record_exception(span, end.error)
                 span.set_attribute(ERROR_TYPE, _error_type(end.error))
@@ -176,6 +210,41 @@ class _Spans(Interceptor):
                 span.set_status(trace.Status(trace.StatusCode.ERROR, scrub_text(outcome.detail) or outcome.outcome.value))
         finally:
             self._finish(span, token)
+
+
+def _named(event: StepEvent, model_call: _ModelCall | None) -> tuple[str, dict[str, Any]]:
+    """A step span's name and GenAI attributes: a tool's execution, or a model call's inference.
+
+    A model call's span is named as the conventions name an inference span: ``chat gpt-4o``.
+    """
+    if model_call is None:
+        return f"saga.step.{event.tool}", {
+            GEN_AI_OPERATION: "execute_tool", GEN_AI_TOOL_NAME: event.tool, GEN_AI_TOOL_CALL_ID: event.operation_id,
+        }
+    attributes: dict[str, Any] = {GEN_AI_OPERATION: model_call.operation, GEN_AI_SYSTEM: model_call.system}
+    requested = event.args.get("model")
+    if not isinstance(requested, str):
+        return model_call.operation, attributes
+    return f"{model_call.operation} {requested}", {**attributes, GEN_AI_REQUEST_MODEL: requested}
+
+
+def _response_attributes(result: Any, usage_fields: tuple[str, str], served: bool) -> dict[str, Any]:
+    """A model call's response model and token usage, as the GenAI conventions name them.
+
+    A served call's usage is left out: its tokens were spent by the run that made the call,
+    and a dashboard summing usage would count them twice.
+    """
+    if not isinstance(result, dict):
+        return {}
+    found: dict[str, Any] = {}
+    if isinstance(result.get("model"), str):
+        found[GEN_AI_RESPONSE_MODEL] = result["model"]
+    usage = result.get("usage")
+    if not served and isinstance(usage, dict):
+        for attribute, field_name in zip((GEN_AI_INPUT_TOKENS, GEN_AI_OUTPUT_TOKENS), usage_fields, strict=True):
+            if isinstance(usage.get(field_name), int):
+                found[attribute] = usage[field_name]
+    return found
 
 
 def _current_ids() -> tuple[str, str] | None:

@@ -252,14 +252,16 @@ def patch_all(
         if not _patched:
             _config = None
         report = PatchReport(dict(_patched), skipped, config.policy.mode, failed)
+        # A plugin that patches no tools (the core's `openai`: model calls) is no framework the policy is for.
+        of_tools = [key for key in _patched if getattr(manager.plugin(key), "patches_tools", True)]
     if no_policy:
-        warnings.warn(_without_policy(report), UserWarning, stacklevel=2)
+        warnings.warn(_without_policy(of_tools), UserWarning, stacklevel=2)
     return report
 
 
-def _without_policy(report: PatchReport) -> str:
+def _without_policy(frameworks_patched: list[str]) -> str:
     """What ``patch_all()`` with no policy protects, said when it is called, not only in the report."""
-    frameworks = ", ".join(report.patched) or "no framework (none installed in range)"
+    frameworks = ", ".join(frameworks_patched) or "no framework (none installed in range)"
     return (
         f"patch_all() without a tool policy: in {frameworks}, only tools made with wrap_tool are saga "
         "steps; every other tool call inside a boundary runs unprotected (recorded in "

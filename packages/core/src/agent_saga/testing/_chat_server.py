@@ -1,9 +1,9 @@
-"""A local server that speaks the Chat Completions API, for testing tiers through the real SDK.
+"""A local server that speaks the Chat Completions API (and the Responses API), for testing through the real SDK.
 
 It answers each model from a script (text, tool calls, token counts) and keeps every
 request it received, so a test can assert what the client actually sent: the model,
 the messages (the cascade's feedback included), the tools and the Authorization
-header. Standard library only (a :class:`JSONServer`); it listens on 127.0.0.1 at a free port::
+header. ``/v1/responses`` answers from the same script, as a Responses API response. Standard library only (a :class:`JSONServer`); it listens on 127.0.0.1 at a free port::
 
     with ChatServer({"local-7b": [Reply(tool_calls=[("send_emial", {"to": "a@b"})])]}) as server:
         tier = OpenAICompatibleTier("local-7b", "local-7b", base_url=server.base_url)
@@ -64,14 +64,12 @@ class ChatServer(JSONServer):
             return 400, {"error": {"message": "the body is not JSON", "type": "invalid_request_error"}}
         with self._lock:
             self.received.append(Received(path, headers, body))
-        if not path.rstrip("/").endswith("/chat/completions"):
+        route = path.rstrip("/")
+        if not route.endswith(("/chat/completions", "/responses")):
             return 404, {"error": {"message": f"no route {path}", "type": "invalid_request_error"}}
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             return 401, {"error": {"message": "invalid api key", "type": "invalid_request_error",
                                    "code": "invalid_api_key"}}
-        return self._reply(body)
-
-    def _reply(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
         model = str(body.get("model"))
         with self._lock:
             replies = self.script.get(model)
@@ -81,17 +79,45 @@ class ChatServer(JSONServer):
             n = self._served.get(model, 0)
             self._served[model] = n + 1
         reply = replies[min(n, len(replies) - 1)]
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-        if reply.tool_calls:
-            message["tool_calls"] = [
-                {"id": f"call_{n}_{i}", "type": "function",
-                 "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
-                for i, (name, args) in enumerate(reply.tool_calls)
-            ]
-        return 200, {
-            "id": f"chatcmpl-{model}-{n}", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
-            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                      "total_tokens": reply.prompt_tokens + reply.completion_tokens},
-        }
+        return 200, (_response if route.endswith("/responses") else _completion)(model, n, reply)
+
+
+def _completion(model: str, n: int, reply: Reply) -> dict[str, Any]:
+    """The ``n``-th answer of ``model`` as a Chat Completions response."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": _arguments(args)}}
+            for i, (name, args) in enumerate(reply.tool_calls)
+        ]
+    return {
+        "id": f"chatcmpl-{model}-{n}", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }
+
+
+def _response(model: str, n: int, reply: Reply) -> dict[str, Any]:
+    """The same answer as a Responses API response: a message item and/or function-call items."""
+    output: list[dict[str, Any]] = []
+    if reply.text is not None:
+        output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": reply.text, "annotations": []}]})
+    output.extend(
+        {"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}", "name": name,
+         "arguments": _arguments(args), "status": "completed"}
+        for i, (name, args) in enumerate(reply.tool_calls)
+    )
+    return {
+        "id": f"resp-{model}-{n}", "object": "response", "created_at": 0, "model": model, "status": "completed",
+        "output": output, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    }
+
+
+def _arguments(args: Any) -> str:
+    return args if isinstance(args, str) else json.dumps(args)
