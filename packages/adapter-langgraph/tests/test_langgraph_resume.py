@@ -62,5 +62,7 @@ def test_a_thread_killed_in_its_tool_node_resumes_from_its_checkpoint_each_booki
     assert types.count("SAGA_STARTED") == 1 and types.count("SAGA_RESUMED") == 1
     assert types[-1] == "SAGA_COMPLETED" and records[-1]["body"]["result"] == "booked"
     assert "ROLLBACK_STARTED" not in types
+    (answered,) = [r for r in records if r["type"] == "RECONCILE_ANSWERED"]  # Oslo, in flight at the kill
+    assert answered["body"]["exists"] is False
     after = types.index("SAGA_RESUMED")
     assert [r["body"].get("args") for r in records[after:] if r["type"] == "STEP_INTENT"] == [{"city": "oslo"}]
