@@ -2,8 +2,8 @@
 
 usage: python langgraph_thread.py WAL REQUEST
 
-The graph is LangGraph's tool-calling loop: a model node, a ToolNode whose ``book`` tool is
-an agent-saga step (``wrap_tool``), ``tools_condition`` between them. The model books every
+The graph is LangGraph's tool-calling loop (``langgraph_drive.agent_graph``): a model node, a
+ToolNode whose ``book`` tool is an agent-saga step (``wrap_tool``), ``tools_condition`` between them. The model books every
 city the request names in one response, so the ToolNode makes three calls in one node.
 
 The LangGraph thread id *is* the saga id: the entry point reads it from the saga it runs in,
@@ -30,11 +30,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph_drive import agent_graph
 
-from agent_saga import Compensation, FileWAL, Observation, compensator, current_saga, durable, reconciler
-from agent_saga.testing._killed import World, hold  # not the package: it would import pytest into the worker
+from agent_saga import FileWAL, Observation, current_saga, durable, reconciler
+
+# agent_saga.testing._killed, not the package: the package imports pytest into the worker
+from agent_saga.testing._killed import World, booking_cancelled, hold
+from agent_saga.testing._killed import book as book_room
 
 __all__ = ["CITIES", "TurnModel", "run_thread"]
 
@@ -67,18 +69,12 @@ class TurnModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-@compensator("lg_thread.cancel")
-def cancel(ref: str, idempotency_key: str = "") -> None:
-    World().note("cancel", ref)
-
-
 @tool
 def book(city: str) -> dict[str, str]:
     """Book a hotel room in a city."""
     if os.environ.get("LG_HOLD_IN") == city:
         hold(f"booking {city}")
-    World().note("book", city)
-    return {"ref": f"R-{city}"}
+    return book_room(city)
 
 
 @reconciler("book")
@@ -89,23 +85,12 @@ def booked(city: str, idempotency_key: str = "") -> Observation:
                        result={"ref": f"R-{city}"} if landed else None)
 
 
-booking = wrap_tool(book, semantics="COMPENSABLE",
-                    compensate=lambda r: Compensation(handler="lg_thread.cancel", kwargs={"ref": r["ref"]}))
+booking = wrap_tool(book, semantics="COMPENSABLE", compensate=booking_cancelled)
 
 
 def graph(saver: SqliteSaver) -> Any:
-    model = TurnModel()
-
-    def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [model.invoke(state["messages"])]}
-
-    built = StateGraph(MessagesState)
-    built.add_node("agent", agent)
-    built.add_node("tools", ToolNode([booking]))
-    built.add_edge(START, "agent")
-    built.add_conditional_edges("agent", tools_condition)
-    built.add_edge("tools", "agent")
-    return built.compile(checkpointer=saver)
+    """LangGraph's tool-calling loop over ``booking``, checkpointed by ``saver``."""
+    return agent_graph(TurnModel(), [booking], checkpointer=saver)
 
 
 @durable("lg.thread")

@@ -32,7 +32,7 @@ def test_a_thread_killed_in_its_tool_node_resumes_from_its_checkpoint_each_booki
             {**env, "LG_HOLD_IN": "oslo"}, "booking oslo")
     world = World(tmp_path)
     assert world.seen("book") == {"paris": 1, "rome": 1}
-    worker = {pid for _, _, pid in world.rows()}
+    worker = world.pids()
 
     wait_out_lease()
     done = recover(wal, "langgraph_thread", env)
@@ -45,7 +45,7 @@ def test_a_thread_killed_in_its_tool_node_resumes_from_its_checkpoint_each_booki
     assert world.seen("book") == {"paris": 1, "rome": 1, "oslo": 1}
     assert not world.seen("cancel")
     assert world.seen("model") == {"turn 1": 1, "turn 2": 1}
-    assert [(ev, what) for ev, what, pid in world.rows() if pid not in worker] == [("book", "oslo"), ("model", "turn 2")]
+    assert world.by_others(worker) == [("book", "oslo"), ("model", "turn 2")]
 
     # The thread: resumed, not restarted; its ToolNode answered all three calls once.
     with SqliteSaver.from_conn_string(str(tmp_path / "checkpoints.sqlite")) as saver:

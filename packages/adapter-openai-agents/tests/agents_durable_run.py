@@ -22,8 +22,10 @@ from agent_saga_openai_agents import wrap_tool
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agent_saga import Compensation, FileWAL, compensator, durable
-from agent_saga.testing._killed import World, hold  # not the package: it would import pytest into the worker
+from agent_saga import FileWAL, durable
+
+# agent_saga.testing._killed, not the package: the package imports pytest into the worker
+from agent_saga.testing._killed import World, book, booking_cancelled, hold
 
 __all__ = ["CITIES", "run_trip"]
 
@@ -46,19 +48,7 @@ class TurnNotingModel(ScriptedModel):
         return await super().get_response(*args, **kwargs)
 
 
-@compensator("oa_run.cancel")
-def cancel(ref: str, idempotency_key: str = "") -> None:
-    World().note("cancel", ref)
-
-
-def book(city: str) -> dict[str, str]:
-    """Book a hotel room in a city."""
-    World().note("book", city)
-    return {"ref": f"R-{city}"}
-
-
-booking = wrap_tool(function_tool(book), semantics="COMPENSABLE",
-                    compensate=lambda r: Compensation(handler="oa_run.cancel", kwargs={"ref": r["ref"]}))
+booking = wrap_tool(function_tool(book), semantics="COMPENSABLE", compensate=booking_cancelled)
 
 
 @durable("oa.trip")

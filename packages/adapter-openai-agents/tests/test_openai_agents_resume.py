@@ -29,7 +29,7 @@ def test_a_killed_agents_run_resumed_through_durable_books_each_city_once(tmp_pa
             "model turn 2")
     world = World(tmp_path)
     assert world.seen("book") == {"paris": 1}
-    worker = {pid for _, _, pid in world.rows()}
+    worker = world.pids()
 
     wait_out_lease()
     done = recover(wal, "agents_durable_run", env)
@@ -41,7 +41,7 @@ def test_a_killed_agents_run_resumed_through_durable_books_each_city_once(tmp_pa
     # own effects are three model turns and one booking.
     assert world.seen("book") == {"paris": 1, "rome": 1}
     assert not world.seen("cancel")
-    assert [(ev, what) for ev, what, pid in world.rows() if pid not in worker] == [
+    assert world.by_others(worker) == [
         ("model", "turn 1"), ("model", "turn 2"), ("book", "rome"), ("model", "turn 3")]
 
     records = list(read_records(wal))

@@ -20,8 +20,10 @@ from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_saga import Compensation, FileWAL, compensator, durable
-from agent_saga.testing._killed import World, hold  # not the package: it would import pytest into the worker
+from agent_saga import FileWAL, durable
+
+# agent_saga.testing._killed, not the package: the package imports pytest into the worker
+from agent_saga.testing._killed import World, book, booking_cancelled, hold
 
 __all__ = ["CITIES", "run_trip"]
 
@@ -39,19 +41,7 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("booked")])
 
 
-@compensator("pai_run.cancel")
-def cancel(ref: str, idempotency_key: str = "") -> None:
-    World().note("cancel", ref)
-
-
-def book(city: str) -> dict[str, str]:
-    """Book a hotel room in a city."""
-    World().note("book", city)
-    return {"ref": f"R-{city}"}
-
-
-booking = wrap_tool(Tool(book), semantics="COMPENSABLE",
-                    compensate=lambda r: Compensation(handler="pai_run.cancel", kwargs={"ref": r["ref"]}))
+booking = wrap_tool(Tool(book), semantics="COMPENSABLE", compensate=booking_cancelled)
 
 
 @durable("pai.trip")

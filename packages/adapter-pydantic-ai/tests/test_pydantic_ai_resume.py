@@ -33,7 +33,7 @@ def test_a_killed_pydantic_ai_run_resumed_through_durable_books_each_city_once(
             "model turn 2")
     world = World(tmp_path)
     assert world.seen("book") == {"paris": 1}
-    worker = {pid for _, _, pid in world.rows()}
+    worker = world.pids()
 
     monkeypatch.setenv("AGENT_SAGA_KILLED_WORLD", str(tmp_path))
 
@@ -45,7 +45,7 @@ def test_a_killed_pydantic_ai_run_resumed_through_durable_books_each_city_once(
     # first turn again (model calls are served only once they are steps) and booked only Rome.
     assert world.seen("book") == {"paris": 1, "rome": 1}
     assert not world.seen("cancel")
-    assert [(ev, what) for ev, what, pid in world.rows() if pid not in worker] == [
+    assert world.by_others(worker) == [
         ("model", "turn 1"), ("model", "turn 2"), ("book", "rome"), ("model", "turn 3")]
 
     types = [r["type"] for r in read_records(wal)]

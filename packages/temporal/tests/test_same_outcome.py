@@ -86,6 +86,5 @@ async def test_a_crash_after_step_two_ends_the_same_on_both_engines(
     # Before the crash, one process; after it, another: on both engines the resumer ran only the
     # decision that died, the third step and the last decision.
     for world in (embedded_world, temporal_world):
-        first = world.rows()[0][2]
-        assert [(ev, what) for ev, what, pid in world.rows() if pid != first] == [
+        assert world.by_others({world.rows()[0][2]}) == [
             ("decide", "turn 3"), ("ship", ORDER), ("decide", "turn 4")]

@@ -26,7 +26,9 @@ from agent_saga_temporal import Proposal, Situation, parse_manifest, saga_worker
 from agent_saga_temporal.registry import Verdict, effect, invariant
 
 from agent_saga import Compensation, FileWAL, compensator, durable, tool
-from agent_saga.testing._killed import World, hold  # not the package: it would import pytest into the worker
+
+# agent_saga.testing._killed, not the package: the package imports pytest into the worker
+from agent_saga.testing._killed import World, hold
 
 __all__ = ["DONE", "JOB", "ORDER", "SCRIPT", "ThreeStepAgent", "propose", "run_order"]
 

@@ -4,7 +4,7 @@ The adapters' resume tests run a framework's real loop inside a ``@durable`` ent
 worker process, kill it at a point the worker names (``hold``: it says a marker on stdout and
 waits to be killed), and resume the run in another process. The tools write each effect to a
 SQLite file (``World``), committed before they return, so what happened is read from the world
-across both processes, not from the engine's opinion of it.
+across both processes, not from the engine's opinion of it; ``book`` is such a tool, with its undo.
 """
 
 from __future__ import annotations
@@ -20,12 +20,20 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["LEASE_TTL", "World", "hold", "kill_at", "recover", "wait_out_lease", "world_env"]
+from agent_saga.registry import compensator
+from agent_saga.semantics import Compensation
+
+__all__ = [
+    "LEASE_TTL", "World", "book", "booking_cancelled", "cancel_booking", "hold", "kill_at", "recover", "wait_out_lease",
+    "world_env",
+]
 
 #: The workers' lease, short: a killed worker's lease runs out by itself this soon (``wait_out_lease``).
 LEASE_TTL = 0.3
 #: The variable naming the world's directory, in the worker and in the resuming process.
 WORLD = "AGENT_SAGA_KILLED_WORLD"
+#: The registered undo of ``book``.
+CANCEL = "agent_saga.testing.cancel_booking"
 
 
 class World:
@@ -64,6 +72,30 @@ class World:
     def landed(self, ev: str, what: str) -> bool:
         """Whether ``what`` had the effect ``ev`` at least once (what a reconciler asks the provider)."""
         return self.seen(ev)[what] > 0
+
+    def pids(self) -> set[int]:
+        """The processes that had an effect so far."""
+        return {pid for _, _, pid in self.rows()}
+
+    def by_others(self, pids: set[int]) -> list[tuple[str, str]]:
+        """The effects of every process not in ``pids``, in order: what a resumer did once the worker died."""
+        return [(ev, what) for ev, what, pid in self.rows() if pid not in pids]
+
+
+def book(city: str) -> dict[str, str]:
+    """Book a hotel room in a city (the resume tests' tool: it notes the booking in the world)."""
+    World().note("book", city)
+    return {"ref": f"R-{city}"}
+
+
+@compensator(CANCEL)
+def cancel_booking(ref: str, idempotency_key: str = "") -> None:
+    World().note("cancel", ref)
+
+
+def booking_cancelled(result: dict[str, str]) -> Compensation:
+    """The undo of ``book``, from its result."""
+    return Compensation(handler=CANCEL, kwargs={"ref": result["ref"]})
 
 
 def hold(marker: str) -> None:
