@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import RunnableLambda
@@ -31,8 +32,9 @@ def script(calls: list[tuple[str, dict[str, Any]]], *, together: bool = False) -
     return ScriptedModel(responses=turns)
 
 
-def agent_graph(model: ScriptedModel, tools: list[Any], *, handle_tool_errors: bool = False) -> Any:
-    """The standard LangGraph tool-calling loop."""
+def agent_graph(model: BaseChatModel, tools: list[Any], *, handle_tool_errors: bool = False,
+                checkpointer: Any = None) -> Any:
+    """The standard LangGraph tool-calling loop (``checkpointer``: where its threads are checkpointed)."""
 
     def think(state: MessagesState) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
@@ -46,4 +48,4 @@ def agent_graph(model: ScriptedModel, tools: list[Any], *, handle_tool_errors: b
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition)
     graph.add_edge("tools", "agent")
-    return graph.compile()
+    return graph.compile(checkpointer=checkpointer)
