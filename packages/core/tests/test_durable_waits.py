@@ -1,0 +1,325 @@
+"""Issue 41 part 5 in one process: durable sleeps, waits for events, signals, and each refusal.
+
+Time is a test clock (``WaitClock``): it records every park and moves on without sleeping, so
+"sleeps only the remainder" is a recorded wake-up time and a recorded park, never a measured
+delay. Orderings (a signal before the wait, during it, racing its timeout) are forced with
+events. A run is stopped the way no end record gets written by raising ``SagaQuarantined``
+(as in ``test_resume.py``); the runs killed for real are in ``test_durable_waits_crash.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_saga import (
+    BoundaryRequired,
+    ConfigurationError,
+    EventTimedOut,
+    FileWAL,
+    MemoryWAL,
+    SagaQuarantined,
+    SignalRefused,
+    durable,
+    durable_sleep,
+    durable_sleep_async,
+    resume,
+    saga_scope,
+    signal,
+    wait_for_event,
+    wait_for_event_async,
+)
+from agent_saga.engine.waits import Wakeup
+from agent_saga.log.file import read_records
+
+T0 = 1_000_000.0
+LONG = 3600.0  # a poll so long that only a nudge (or a signal already in the log) ends a wait in a test
+
+
+class TestClock:
+    """A WaitClock: ``now`` is ``t``; each park is recorded, then ``on_park`` runs (default: time moves on)."""
+
+    __test__ = False
+
+    def __init__(self, t: float = T0, on_park: Callable[[TestClock, float, Wakeup], None] | None = None) -> None:
+        self.t = t
+        self.parks: list[float] = []
+        self.on_park = on_park
+
+    def now(self) -> float:
+        return self.t
+
+    def park(self, seconds: float, wakeup: Wakeup) -> None:
+        self.parks.append(seconds)
+        if self.on_park is not None:
+            self.on_park(self, seconds, wakeup)
+        else:
+            self.t += seconds
+
+    async def park_async(self, seconds: float, wakeup: Wakeup) -> None:
+        self.park(seconds, wakeup)
+
+
+HOOK: dict[str, Any] = {}
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> None:
+    HOOK.clear()
+
+
+def _bodies(wal: Path, rtype: str) -> list[dict[str, Any]]:
+    return [r["body"] for r in read_records(wal) if r["type"] == rtype]
+
+
+def _seq(wal: Path, rtype: str) -> list[int]:
+    return [r["seq"] for r in read_records(wal) if r["type"] == rtype]
+
+
+def _stopped(clock: TestClock, seconds: float, wakeup: Wakeup) -> None:
+    raise SagaQuarantined("stopped while it waited, with no end record (a crash's stand-in)")
+
+
+@durable("test.waits.nap")
+def nap(seconds: float) -> str:
+    durable_sleep(seconds, clock=HOOK["clock"])
+    if HOOK.get("stop"):
+        raise SagaQuarantined("stopped with no end record (a crash's stand-in)")
+    return "rested"
+
+
+@durable("test.waits.nap_async")
+async def anap(seconds: float) -> str:
+    await durable_sleep_async(seconds, clock=HOOK["clock"])
+    return "rested"
+
+
+def test_a_sleep_records_its_wake_up_time_before_it_parks_and_parks_until_it(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK["clock"] = TestClock()
+    assert nap(LONG, saga_id="s-1", wal=str(wal)) == "rested"
+    (started,) = _bodies(wal, "WAIT_STARTED")
+    assert started == {"wait": "sleep", "name": "", "n": 1, "seconds": LONG, "until": T0 + LONG}
+    assert HOOK["clock"].parks == [LONG]
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["woke"]
+    assert _seq(wal, "WAIT_STARTED")[0] < _seq(wal, "WAIT_ENDED")[0] < _seq(wal, "SAGA_COMPLETED")[0]
+
+
+async def test_the_async_sleep_records_and_parks_the_same_way(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK["clock"] = TestClock()
+    assert await anap(90, saga_id="s-1", wal=str(wal)) == "rested"
+    assert _bodies(wal, "WAIT_STARTED")[0]["until"] == T0 + 90 and HOOK["clock"].parks == [90]
+
+
+def test_a_resumed_sleep_parks_only_until_its_recorded_wake_up_time(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK["clock"] = TestClock(on_park=_stopped)  # stopped in its first park
+    with pytest.raises(SagaQuarantined):
+        nap(LONG, saga_id="s-1", wal=str(wal))
+    assert _bodies(wal, "WAIT_ENDED") == []
+
+    HOOK["clock"] = TestClock(T0 + 600)  # ten minutes later
+    assert resume("s-1", wal=str(wal), clock=lambda: time.time() + LONG) == "rested"
+    assert HOOK["clock"].parks == [LONG - 600]  # fifty minutes, not sixty
+    assert len(_bodies(wal, "WAIT_STARTED")) == 1  # the wake-up time is the one recorded first
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["woke"]
+
+
+def test_a_sleep_that_ended_before_the_stop_is_served_from_the_log(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK.update(clock=TestClock(), stop=True)
+    with pytest.raises(SagaQuarantined):
+        nap(LONG, saga_id="s-1", wal=str(wal))
+    HOOK.update(clock=TestClock(T0 + 10), stop=False)  # the recorded wake-up time has not come yet
+    assert resume("s-1", wal=str(wal), clock=lambda: time.time() + LONG) == "rested"
+    assert HOOK["clock"].parks == []  # it had ended: no park, no new record
+    assert len(_bodies(wal, "WAIT_STARTED")) == len(_bodies(wal, "WAIT_ENDED")) == 1
+
+
+@durable("test.waits.await")
+def await_go(timeout: float | None) -> Any:
+    if "before" in HOOK:
+        HOOK["before"]()
+    try:
+        first = wait_for_event("go", timeout=timeout, clock=HOOK["clock"], poll=LONG)
+    except EventTimedOut:
+        first = "timed out"
+    if "between" in HOOK:
+        HOOK["between"]()
+    if HOOK.get("again"):
+        return [first, wait_for_event("go", timeout=0, clock=HOOK["clock"], poll=LONG)]
+    return first
+
+
+def test_a_signal_sent_before_the_wait_began_is_delivered(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK.update(clock=TestClock(), before=lambda: signal("s-1", "go", {"ok": True}, wal=str(wal)))
+    assert await_go(60, saga_id="s-1", wal=str(wal)) == {"ok": True}
+    (ended,) = _bodies(wal, "WAIT_ENDED")
+    assert ended["outcome"] == "signalled" and ended["signal"] == _seq(wal, "EVENT_SIGNALLED")[0]
+    assert HOOK["clock"].parks == []
+
+
+def _parked_then(act: Callable[[], None]) -> Callable[[TestClock, float, Wakeup], None]:
+    """A park that runs ``act`` (once) on another thread and really waits for the nudge, bounded."""
+
+    def park(clock: TestClock, seconds: float, wakeup: Wakeup) -> None:
+        if len(clock.parks) == 1:
+            threading.Thread(target=act).start()
+        wakeup.wait(60)  # a nudge ends this at once; 60 s only if the nudge never came
+
+    return park
+
+
+def test_a_signal_from_this_process_wakes_the_wait_at_once(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK["clock"] = TestClock(on_park=_parked_then(lambda: signal("s-1", "go", [1, 2], wal=str(wal))))
+    assert await_go(None, saga_id="s-1", wal=str(wal)) == [1, 2]
+    assert len(HOOK["clock"].parks) == 1  # one park, ended by the nudge: the poll is an hour
+    assert _bodies(wal, "WAIT_STARTED")[0]["until"] is None
+
+
+@durable("test.waits.await_async")
+async def await_go_async() -> Any:
+    return await wait_for_event_async("go", timeout=None, clock=HOOK["clock"], poll=LONG)
+
+
+class _AsyncParked(TestClock):
+    """Parks on the wakeup for real, in the event loop; the first park lets the test signal."""
+
+    __test__ = False
+
+    async def park_async(self, seconds: float, wakeup: Wakeup) -> None:
+        self.parks.append(seconds)
+        HOOK["parked"].set()
+        await wakeup.wait_async(60)
+
+
+async def test_a_signal_from_another_thread_wakes_an_async_wait(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK.update(clock=_AsyncParked(), parked=threading.Event())
+    run = asyncio.ensure_future(await_go_async(saga_id="s-1", wal=str(wal)))
+    assert await asyncio.to_thread(HOOK["parked"].wait, 60)
+    await asyncio.to_thread(signal, "s-1", "go", "yes", wal=str(wal))
+    assert await asyncio.wait_for(run, 60) == "yes"
+    assert len(HOOK["clock"].parks) == 1
+
+
+def test_a_signal_in_the_log_when_the_waiter_looks_wins_even_past_the_deadline(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+
+    def late(clock: TestClock, seconds: float, wakeup: Wakeup) -> None:
+        signal("s-1", "go", "just in time", wal=str(wal))  # first the signal, then the deadline passes
+        clock.t += seconds + 30
+
+    HOOK["clock"] = TestClock(on_park=late)
+    assert await_go(10, saga_id="s-1", wal=str(wal)) == "just in time"
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["signalled"]
+
+
+def test_a_timeout_recorded_first_leaves_the_late_signal_for_the_next_wait(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK.update(clock=TestClock(), again=True, between=lambda: signal("s-1", "go", "late", wal=str(wal)))
+    assert await_go(10, saga_id="s-1", wal=str(wal)) == ["timed out", "late"]
+    ended = _bodies(wal, "WAIT_ENDED")
+    assert [(b["n"], b["outcome"]) for b in ended] == [(1, "timed_out"), (2, "signalled")]
+    assert ended[1]["signal"] == _seq(wal, "EVENT_SIGNALLED")[0]
+
+
+def test_a_resumed_wait_replays_its_recorded_timeout_not_a_signal_sent_since(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+
+    def stop() -> None:
+        raise SagaQuarantined("stopped after the timeout (a crash's stand-in)")
+
+    HOOK.update(clock=TestClock(), between=stop)
+    with pytest.raises(SagaQuarantined):
+        await_go(10, saga_id="s-1", wal=str(wal))
+    signal("s-1", "go", "too late", wal=str(wal))
+    HOOK.update(clock=TestClock(T0), between=lambda: None)
+    assert resume("s-1", wal=str(wal), clock=lambda: time.time() + LONG) == "timed out"
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["timed_out"]
+    assert HOOK["clock"].parks == []
+
+
+def test_a_resumed_wait_gets_the_signal_sent_while_its_run_was_stopped(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    HOOK["clock"] = TestClock(on_park=_stopped)
+    with pytest.raises(SagaQuarantined):
+        await_go(LONG, saga_id="s-1", wal=str(wal))
+    signal("s-1", "go", {"while": "dead"}, wal=str(wal))
+    HOOK["clock"] = TestClock(T0 + 60)
+    assert resume("s-1", wal=str(wal), clock=lambda: time.time() + LONG) == {"while": "dead"}
+    assert len(_bodies(wal, "WAIT_STARTED")) == 1 and HOOK["clock"].parks == []
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["signalled"]
+
+
+# -- refusals ------------------------------------------------------------------------------------
+
+
+def test_waits_outside_a_durable_run_are_refused_in_one_line(tmp_path: Path) -> None:
+    for call in (lambda: durable_sleep(1), lambda: wait_for_event("go", timeout=1)):
+        with pytest.raises(BoundaryRequired, match="not inside a @durable run") as outside:
+            call()
+        assert "\n" not in str(outside.value)
+        with saga_scope(MemoryWAL()), pytest.raises(BoundaryRequired, match="not inside a @durable run"):
+            call()  # a plain saga is not a durable run: nothing would resume it
+
+
+@durable("test.waits.bad")
+def bad_wait(what: str) -> str:
+    try:
+        {"sleep": lambda: durable_sleep(-1), "nan": lambda: durable_sleep(float("nan")),
+         "name": lambda: wait_for_event("", timeout=1), "timeout": lambda: wait_for_event("go", timeout=-5),
+         "poll": lambda: wait_for_event("go", timeout=1, poll=0)}[what]()
+    except ConfigurationError as err:
+        return str(err)
+    return "not refused"
+
+
+@pytest.mark.parametrize(("what", "says"), [
+    ("sleep", r"durable_sleep\(seconds\) must be a finite number of seconds >= 0, got -1"),
+    ("nan", "got nan"),
+    ("name", "the event's name must be a non-empty str"),
+    ("timeout", r"timeout=\) must be a finite number"),
+    ("poll", r"poll=\) must be more than 0"),
+])
+def test_bad_wait_arguments_are_refused_in_one_line(what: str, says: str) -> None:
+    refused = bad_wait(what, wal=MemoryWAL())
+    assert re.search(says, refused) and "\n" not in refused, refused
+
+
+@durable("test.waits.done")
+def done() -> str:
+    return "done"
+
+
+def test_signals_that_no_wait_could_take_are_refused_in_one_line(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    done(saga_id="s-done", wal=str(wal))
+    with saga_scope(FileWAL(wal), saga_id="s-plain"):
+        pass
+    cases: list[tuple[Callable[[], None], str]] = [
+        (lambda: signal("nobody", "go", 1, wal=str(wal)), "no saga nobody in"),
+        (lambda: signal("s-done", "go", 1, wal=str(wal)), r"already ended \(SAGA_COMPLETED\)"),
+        (lambda: signal("s-plain", "go", 1, wal=str(wal)), "was not started by a @durable entry point"),
+        (lambda: signal("s-done", "go", {1, 2}, wal=str(wal)), "the data is not JSON"),
+        (lambda: signal("s-done", "go", "x" * 70_000, wal=str(wal)), "more than the 65536"),
+        (lambda: signal("s-done", "", 1, wal=str(wal)), "the event's name must be a non-empty str"),
+        (lambda: signal("s-done", "go", 1, wal=str(tmp_path / "none.wal")), "no log at"),
+    ]
+    before = len(list(read_records(wal)))
+    for call, says in cases:
+        with pytest.raises(SignalRefused, match=says) as refused:
+            call()
+        assert "\n" not in str(refused.value)
+    assert len(list(read_records(wal))) == before  # nothing written
+    assert not (tmp_path / "none.wal").exists()
