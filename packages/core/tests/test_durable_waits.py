@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import run_cli
 
 from agent_saga import (
     BoundaryRequired,
@@ -323,3 +324,49 @@ def test_signals_that_no_wait_could_take_are_refused_in_one_line(tmp_path: Path)
         assert "\n" not in str(refused.value)
     assert len(list(read_records(wal))) == before  # nothing written
     assert not (tmp_path / "none.wal").exists()
+
+
+# -- agent-saga signal ---------------------------------------------------------------------------
+
+
+def _stopped_waiting(wal: Path) -> None:
+    """A run stopped in its wait for "go" (no end record): open, waiting to be signalled and resumed."""
+    HOOK["clock"] = TestClock(on_park=_stopped)
+    with pytest.raises(SagaQuarantined):
+        await_go(LONG, saga_id="s-1234567", wal=str(wal))
+
+
+def test_the_signal_verb_sends_json_data_that_the_resumed_wait_returns(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    _stopped_waiting(wal)
+    sent = run_cli("signal", "s-123", "go", "--data", '{"approved": [1, 2]}', "--wal-path", str(wal))
+    assert sent.returncode == 0, sent.stderr
+    assert "signalled go to saga s-1234567" in sent.stdout  # a prefix names the saga, as for every verb
+    (body,) = _bodies(wal, "EVENT_SIGNALLED")
+    assert body["name"] == "go" and body["data"] == {"approved": [1, 2]} and body["by"].startswith("signal@")
+    HOOK["clock"] = TestClock(T0 + 1)
+    assert resume("s-1234567", wal=str(wal), clock=lambda: time.time() + LONG) == {"approved": [1, 2]}
+
+
+@pytest.mark.parametrize(("argv", "code", "says"), [
+    (["s-1234567", "go", "--data", "{not json"], 2, "--data is not JSON"),
+    (["s-1234567", "go", "--data", "NaN"], 2, "NaN is not a JSON number"),
+    (["nobody", "go"], 2, "no saga in"),
+    (["s-done", "go"], 1, r"already ended \(SAGA_COMPLETED\)"),
+])
+def test_the_signal_verb_refuses_in_one_line_with_the_usual_exit_codes(
+    tmp_path: Path, argv: list[str], code: int, says: str
+) -> None:
+    wal = tmp_path / "w.wal"
+    _stopped_waiting(wal)
+    done(saga_id="s-done", wal=str(wal))
+    before = len(list(read_records(wal)))
+    refused = run_cli("signal", *argv, "--wal-path", str(wal))
+    assert refused.returncode == code and re.search(says, refused.stderr), refused.stderr
+    assert refused.stderr.count("\n") == 1 and refused.stdout == ""
+    assert len(list(read_records(wal))) == before
+
+
+def test_the_signal_verb_without_a_log_could_not_check(tmp_path: Path) -> None:
+    missing = run_cli("signal", "s-1", "go", "--wal-path", str(tmp_path / "none.wal"))
+    assert missing.returncode == 3 and "no log at" in missing.stderr
