@@ -73,25 +73,26 @@ class Wakeup:
     def clear(self) -> None:
         self._rung.clear()
 
-    def wait(self, seconds: float) -> None:
-        """Return after ``seconds``, or as soon as it is rung."""
-        self._rung.wait(seconds)
+    def wait(self, seconds: float) -> bool:
+        """Return after ``seconds``, or as soon as it is rung; whether it was rung."""
+        return self._rung.wait(seconds)
 
-    async def wait_async(self, seconds: float) -> None:
+    async def wait_async(self, seconds: float) -> bool:
         """The awaitable :meth:`wait`: the event loop runs meanwhile."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
             if self._rung.is_set():
-                return
+                return True
             self._futures.append(future)
         try:
             await asyncio.wait_for(future, seconds)
         except TimeoutError:
-            pass
+            return False
         finally:
             with self._lock:
                 if future in self._futures:
                     self._futures.remove(future)
+        return True
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
