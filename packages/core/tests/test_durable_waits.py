@@ -370,3 +370,22 @@ def test_the_signal_verb_refuses_in_one_line_with_the_usual_exit_codes(
 def test_the_signal_verb_without_a_log_could_not_check(tmp_path: Path) -> None:
     missing = run_cli("signal", "s-1", "go", "--wal-path", str(tmp_path / "none.wal"))
     assert missing.returncode == 3 and "no log at" in missing.stderr
+
+
+# -- the pictures --------------------------------------------------------------------------------
+
+
+def test_graph_and_the_flight_recorder_show_each_wait_and_signal_as_a_line(tmp_path: Path) -> None:
+    from agent_saga.ui import FileSource, RunStore
+
+    wal = tmp_path / "w.wal"
+    HOOK.update(clock=TestClock(), before=lambda: signal("s-1", "go", {"ok": True}, wal=str(wal)))
+    await_go(60, saga_id="s-1", wal=str(wal))
+    graph = run_cli("graph", "--wal", str(wal)).stdout
+    assert "wait for 'go' #1 until 1970-01-12T13:47:40Z" in graph
+    assert "signal 'go' sent by signal@" in graph and "wait for 'go' #1 ended: signalled (seq 2)" in graph
+    store = RunStore(FileSource(wal))
+    store.refresh()
+    run = store.run("s-1")
+    assert run is not None
+    assert [v["type"] for v in run["verdicts"]] == ["EVENT_SIGNALLED", "WAIT_STARTED", "WAIT_ENDED"]
