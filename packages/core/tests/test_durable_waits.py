@@ -26,8 +26,10 @@ from agent_saga import (
     EventTimedOut,
     FileWAL,
     MemoryWAL,
+    SagaAborted,
     SagaQuarantined,
     SignalRefused,
+    current_saga,
     durable,
     durable_sleep,
     durable_sleep_async,
@@ -389,3 +391,107 @@ def test_graph_and_the_flight_recorder_show_each_wait_and_signal_as_a_line(tmp_p
     run = store.run("s-1")
     assert run is not None
     assert [v["type"] for v in run["verdicts"]] == ["EVENT_SIGNALLED", "WAIT_STARTED", "WAIT_ENDED"]
+
+
+# -- a signal approves nothing -------------------------------------------------------------------
+
+
+class SignalsItsWayIn:
+    """A notifier through which the agent, told of the approval request, signals its own run "approved"."""
+
+    def __init__(self, wal: Path) -> None:
+        self.wal = wal
+        self.sent: list[str] = []
+
+    def notify(self, notification: Any) -> None:
+        entry = notification.entry
+        for name in ("approved", entry.id, "APPROVAL_GRANTED"):
+            signal("s-wire", name, {"request": entry.id, "decision": "approved", "approver": "ops"}, wal=str(self.wal))
+            self.sent.append(name)
+
+
+@durable("test.waits.wire")
+def wire() -> None:
+    saga = current_saga()
+    assert saga is not None
+    saga.execute_sync(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: HOOK.setdefault("sent", True),
+                      args={"amount": 80_000})
+
+
+def test_a_signal_never_approves_a_step_the_gate_holds_for_a_person(tmp_path: Path) -> None:
+    from agent_saga import ApprovalGateway, ApprovalPolicy, EscalationLevel, FileApprovalStore, PreFlightGate
+    from agent_saga.context import set_default_gate
+
+    wal = tmp_path / "w.wal"
+    agent = SignalsItsWayIn(wal)
+    gateway = ApprovalGateway(store=FileApprovalStore(tmp_path / "approvals"), notifier=agent, wal=FileWAL(wal),
+                              policy=ApprovalPolicy(timeout=0.3, levels=(EscalationLevel(targets=("@oncall",)),),
+                                                    poll_interval=0.02))
+    previous = set_default_gate(PreFlightGate(approval_provider=gateway))
+    try:
+        with pytest.raises(SagaAborted, match="expir"):
+            wire(saga_id="s-wire", wal=str(wal))
+    finally:
+        set_default_gate(previous)
+    assert "sent" not in HOOK and len(agent.sent) == 3  # three signals in the log, and still no wire
+    types = [r["type"] for r in read_records(wal)]
+    assert types.count("EVENT_SIGNALLED") == 3 and "APPROVAL_EXPIRED" in types and "APPROVAL_GRANTED" not in types
+
+
+# -- the inbox: how a wait reads signals another process wrote -------------------------------------
+
+
+def test_the_inbox_follows_a_file_log_another_writer_appends_to(tmp_path: Path) -> None:
+    from agent_saga.engine.inbox import Inbox
+
+    path = tmp_path / "w.wal"
+    mine, theirs = FileWAL(path), FileWAL(path)  # two writers of one file, as two processes are
+    mine.barrier(mine.append("SAGA_STARTED", "s-1", {}))
+    inbox = Inbox(mine, "s-1")
+    assert inbox.first("go") is None
+    theirs.barrier(theirs.append("EVENT_SIGNALLED", "s-10", {"name": "go", "data": "not for s-1"}))
+    theirs.barrier(theirs.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": 1}))
+    first = inbox.first("go")
+    assert first is not None and first[1] == 1
+    theirs.barrier(theirs.append("WAIT_ENDED", "s-1", {"wait": "event", "name": "go", "n": 1, "outcome": "signalled",
+                                                       "signal": first[0]}))
+    assert inbox.first("go") is None  # taken
+    theirs.barrier(theirs.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": 2}))
+    again = inbox.first("go")
+    assert again is not None and again[1] == 2 and inbox.first("other") is None
+    mine.close()
+    theirs.close()
+
+
+def test_the_inbox_reads_a_complete_last_record_without_its_newline_once(tmp_path: Path) -> None:
+    from agent_saga.engine.inbox import Inbox
+
+    path = tmp_path / "w.wal"
+    wal = FileWAL(path)
+    wal.barrier(wal.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": "a"}))
+    wal.close()
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-1])  # the newline never reached the disk: the record counts, as everywhere
+    inbox = Inbox(FileWAL(path), "s-1")
+    first = inbox.first("go")
+    assert first is not None and first[1] == "a"
+    path.write_bytes(whole)
+    assert inbox.first("go") == first  # read again from the same place, not a second signal
+
+
+def test_the_inbox_starts_over_when_the_log_is_rewritten(tmp_path: Path) -> None:
+    from agent_saga.engine.inbox import Inbox
+
+    path, other = tmp_path / "w.wal", tmp_path / "other.wal"
+    wal = FileWAL(path)
+    wal.barrier(wal.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": "old"}))
+    inbox = Inbox(wal, "s-1")
+    assert inbox.first("go") is not None
+    rewrite = FileWAL(other)
+    rewrite.barrier(rewrite.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": "new"}))
+    rewrite.barrier(rewrite.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": "newer"}))
+    rewrite.close()
+    other.replace(path)  # a compaction renames a new file over the log
+    first = inbox.first("go")
+    assert first is not None and first[1] == "new"
+    wal.close()

@@ -15,7 +15,8 @@ the log, it is delivered even if the deadline has just passed; once ``timed_out`
 recorded, a later signal is left for the next wait of that name, and a resume times out too.
 
 Waking: a signal sent in this process nudges the waiter at once (``nudge``); one sent by
-another process is seen at the waiter's next look at the log, at most ``poll`` seconds later.
+another process is seen at the waiter's next look at the log, at most ``poll`` seconds later
+(engine/inbox.py: a file log is followed, only what was appended since is read).
 Time is the ``WaitClock``'s (``SYSTEM_CLOCK``: the wall clock, because a wake-up time must
 mean the same to the process that resumes the run).
 """
@@ -26,10 +27,10 @@ import asyncio
 import math
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agent_saga.engine.inbox import Inbox
 from agent_saga.engine.invoke import Barrier, Park
 from agent_saga.engine.invoke import Protocol as Steps
 from agent_saga.engine.resumed import DurableRun, RecordedWait
@@ -202,23 +203,6 @@ def sleep(saga: Saga, run: DurableRun, seconds: float, clock: WaitClock) -> Step
     yield from _end(saga, key, "woke")
 
 
-def _signals(saga: Saga, name: str) -> Iterator[tuple[int, Any]]:
-    """The EVENT_SIGNALLED records of ``name`` for the saga no wait took yet (seq, data), oldest first."""
-    sent: list[tuple[int, Any]] = []
-    taken: set[Any] = set()
-    for record in saga.wal.records():
-        if record.get("saga") != saga.saga_id:
-            continue
-        body = record.get("body")
-        if not isinstance(body, dict):
-            continue
-        if record.get("type") == R.WAIT_ENDED and body.get("outcome") == "signalled":
-            taken.add(body.get("signal"))
-        elif record.get("type") == R.EVENT_SIGNALLED and body.get("name") == name and isinstance(record.get("seq"), int):
-            sent.append((record["seq"], body.get("data")))
-    return (s for s in sent if s[0] not in taken)
-
-
 def event_wait(saga: Saga, run: DurableRun, name: str, timeout: float | None, clock: WaitClock,
                poll: float) -> Steps[Any]:
     """Wait in ``run`` for the event ``name``; its data, or EventTimedOut once ``timeout`` has passed."""
@@ -228,13 +212,13 @@ def event_wait(saga: Saga, run: DurableRun, name: str, timeout: float | None, cl
     if recorded is not None and recorded.outcome is not None:
         raise _timed_out(name, recorded.until, served=True)
     until = yield from start
-    parking = _Parking(clock, Wakeup())
+    parking, inbox = _Parking(clock, Wakeup()), Inbox(saga.wal, saga.saga_id)
     with _lock:
         _waiting.setdefault(saga.saga_id, set()).add(parking.wakeup)
     try:
         while True:
             parking.wakeup.clear()  # a ring from here on makes the next park return at once
-            first = next(_signals(saga, name), None)
+            first = inbox.first(name)
             if first is not None:
                 yield from _end(saga, key, "signalled", signal=first[0])
                 return first[1]
