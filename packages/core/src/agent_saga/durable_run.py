@@ -36,7 +36,8 @@ from agent_saga.engine.invoke import drive_async, drive_sync
 from agent_saga.engine.resumed import ON_CRASH, DurableRun, Replay
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.state import SagaStatus
-from agent_saga.engine.waits import DEFAULT_POLL, SYSTEM_CLOCK, WaitClock, event_wait, seconds_or_none, sleep
+from agent_saga.engine.waits import DEFAULT_POLL, SYSTEM_CLOCK, WaitClock, event_wait, sleep
+from agent_saga.engine.waits import seconds as _seconds
 from agent_saga.errors import BoundaryRequired, ConfigurationError, SagaClosed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal, shared_log
@@ -222,10 +223,10 @@ def _waiting_run(what: str) -> tuple[Saga, DurableRun]:
 def _event_args(name: Any, timeout: Any, poll: Any) -> tuple[str, float | None, float]:
     if not isinstance(name, str) or not name.strip():
         raise ConfigurationError(f"wait_for_event: the event's name must be a non-empty str, got {name!r}")
-    every = seconds_or_none(poll, "wait_for_event(poll=)")
+    every = _seconds(poll, "wait_for_event(poll=)")
     if not every:
         raise ConfigurationError("wait_for_event(poll=) must be more than 0 seconds")
-    return name, seconds_or_none(timeout, "wait_for_event(timeout=)", none_ok=True), every
+    return name, None if timeout is None else _seconds(timeout, "wait_for_event(timeout=)"), every
 
 
 def durable_sleep(seconds: float, *, clock: WaitClock | None = None) -> None:
@@ -236,15 +237,13 @@ def durable_sleep(seconds: float, *, clock: WaitClock | None = None) -> None:
     its own). Outside a durable run: ``BoundaryRequired``.
     """
     saga, run = _waiting_run("durable_sleep")
-    drive_sync(sleep(saga, run, float(seconds_or_none(seconds, "durable_sleep(seconds)") or 0.0),
-                     clock or SYSTEM_CLOCK))
+    drive_sync(sleep(saga, run, _seconds(seconds, "durable_sleep(seconds)"), clock or SYSTEM_CLOCK))
 
 
 async def durable_sleep_async(seconds: float, *, clock: WaitClock | None = None) -> None:
     """The ``async`` :func:`durable_sleep`: the event loop runs meanwhile."""
     saga, run = _waiting_run("durable_sleep_async")
-    await drive_async(sleep(saga, run, float(seconds_or_none(seconds, "durable_sleep_async(seconds)") or 0.0),
-                            clock or SYSTEM_CLOCK))
+    await drive_async(sleep(saga, run, _seconds(seconds, "durable_sleep_async(seconds)"), clock or SYSTEM_CLOCK))
 
 
 def wait_for_event(name: str, *, timeout: float | None, clock: WaitClock | None = None,

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLL", "EVENT", "SLEEP", "SYSTEM_CLOCK", "SystemClock", "WaitClock", "Wakeup", "event_wait", "nudge",
-    "seconds_or_none", "sleep",
+    "seconds", "sleep",
 ]
 
 SLEEP, EVENT = "sleep", "event"
@@ -157,10 +157,8 @@ class _Parking:
         await self.clock.park_async(seconds, self.wakeup)
 
 
-def seconds_or_none(value: Any, what: str, *, none_ok: bool = False) -> float | None:
-    """``value`` as a finite number of seconds >= 0 (None when ``none_ok``); ConfigurationError otherwise."""
-    if value is None and none_ok:
-        return None
+def seconds(value: Any, what: str) -> float:
+    """``value`` as a finite number of seconds >= 0; ConfigurationError naming ``what`` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ConfigurationError(f"{what} must be a finite number of seconds >= 0, got {value!r}")
     return float(value)
