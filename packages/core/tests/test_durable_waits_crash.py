@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from approval_support import wait_for
 from recovery_checks import HERE, chain_ok, read_log, wait_until_expired
 from resume_checks import env_for
 from resume_trip import effects
@@ -127,3 +128,23 @@ def test_a_timeout_recorded_before_the_crash_replays_as_a_timeout(tmp_path: Path
     assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["woke", "timed_out"]
     again = _agent_saga("signal", "t-1", "approved", "--wal-path", str(wal), world=str(tmp_path))
     assert again.returncode == 1 and "already ended (SAGA_COMPLETED)" in again.stderr
+
+
+def test_a_live_wait_sees_a_signal_another_process_sent_at_its_next_look(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    worker = subprocess.Popen([sys.executable, str(HERE / "waits_worker.py"), str(wal), "waits.errand", "t-1"],
+                              env=env_for(tmp_path, WAITS_NOW=str(T0), WAITS_REAL_PARK="2", WAITS_POLL="0.5"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Its first real park: the wait for "approved" has begun, and looked at the log once.
+        wait_for(lambda: len(next(iter(_parks(tmp_path).values()), [])) >= 2, "the worker to wait for 'approved'")
+        sent = _agent_saga("signal", "t-1", "approved", "--data", '"from another process"', "--wal-path", str(wal),
+                           world=str(tmp_path))
+        assert sent.returncode == 0, sent.stderr
+        _, err = worker.communicate(timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert _result(wal)["answer"] == "from another process"
+    assert [b["outcome"] for b in _bodies(wal, "WAIT_ENDED")] == ["woke", "signalled"]

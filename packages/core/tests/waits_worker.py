@@ -7,7 +7,9 @@ ENTRY is ``waits.errand`` (sync) or ``waits.errand_async``. Time is a test clock
 (with its seconds and the pid), then time moves on by that much, so which process waited how long
 is read from the world, not measured. ``$WAITS_DIE_AT_PARK=N`` kills the process (``os._exit``,
 nothing flushed) in its N-th park; ``$RESUME_CRASH_AT=after:N`` once its N-th record is on disk
-(``resume_trip.CrashingWAL``). The tools are the trip's (``resume_trip``).
+(``resume_trip.CrashingWAL``). ``$WAITS_REAL_PARK=N``: from its N-th park on, a park really waits
+(on the wait's doorbell, at most the park's seconds of real time) while its clock stands still,
+so another process's signal is seen at a next look, as in production, and never races the timeout. The tools are the trip's (``resume_trip``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ __all__ = ["HOUR", "POLL", "TIMEOUT", "errand", "errand_async"]
 
 HOUR = 3600.0
 TIMEOUT = 60.0
-POLL = 10.0
+POLL = float(os.environ.get("WAITS_POLL", "10"))
 
 
 class WorldClock:
@@ -51,6 +53,10 @@ class WorldClock:
         _effect("park", seconds=seconds, at=self.t)
         if os.environ.get("WAITS_DIE_AT_PARK") == str(self.parks):
             os._exit(137)  # killed while it waits: what it recorded is on disk, nothing else
+        real_from = int(os.environ.get("WAITS_REAL_PARK") or 0)
+        if real_from and self.parks >= real_from:
+            wakeup.wait(seconds)  # and its time stands still: the wait cannot time out before the signal comes
+            return
         self.t += seconds
 
     async def park_async(self, seconds: float, wakeup: Wakeup) -> None:
