@@ -146,8 +146,8 @@ class DurableRun:
     result: Any = None
     returned: bool = False
     #: How many durable waits of each (kind, name) the run began: the next one's ``n`` (engine/waits.py).
-    _waits: dict[tuple[str, str], int] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _waits: dict[tuple[str, str], int] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def next_wait(self, kind: str, name: str) -> tuple[WaitKey, RecordedWait | None]:
         """The key of the wait the run begins now, and what the log recorded for it when resumed."""
