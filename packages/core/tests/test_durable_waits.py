@@ -495,3 +495,15 @@ def test_the_inbox_starts_over_when_the_log_is_rewritten(tmp_path: Path) -> None
     first = inbox.first("go")
     assert first is not None and first[1] == "new"
     wal.close()
+
+
+def test_a_signal_to_a_log_that_does_not_verify_is_refused(tmp_path: Path) -> None:
+    wal = tmp_path / "w.wal"
+    _stopped_waiting(wal)
+    text = wal.read_text()
+    assert '"seconds":3600' in text
+    wal.write_text(text.replace('"seconds":3600', '"seconds":3601', 1))  # a body edited after the fact
+    before = wal.read_bytes()
+    refused = run_cli("signal", "s-1234567", "go", "--wal-path", str(wal))
+    assert refused.returncode == 1 and "does not verify" in refused.stderr, refused.stderr
+    assert wal.read_bytes() == before
