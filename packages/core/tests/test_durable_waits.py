@@ -507,3 +507,21 @@ def test_a_signal_to_a_log_that_does_not_verify_is_refused(tmp_path: Path) -> No
     refused = run_cli("signal", "s-1234567", "go", "--wal-path", str(wal))
     assert refused.returncode == 1 and "does not verify" in refused.stderr, refused.stderr
     assert wal.read_bytes() == before
+
+
+def test_the_inbox_reads_signals_from_an_encrypted_log(tmp_path: Path) -> None:
+    import base64
+
+    pytest.importorskip("cryptography")
+    from agent_saga.engine.inbox import Inbox
+    from agent_saga.log.crypto import AESGCMEncryptor, generate_key
+
+    key = base64.b64decode(generate_key())
+    path = tmp_path / "w.wal"
+    mine, theirs = FileWAL(path, encryptor=AESGCMEncryptor(key)), FileWAL(path, encryptor=AESGCMEncryptor(key))
+    theirs.barrier(theirs.append("EVENT_SIGNALLED", "s-1", {"name": "go", "data": {"secret": "sealed"}}))
+    assert b"sealed" not in path.read_bytes()
+    first = Inbox(mine, "s-1").first("go")
+    assert first is not None and first[1] == {"secret": "sealed"}
+    mine.close()
+    theirs.close()
