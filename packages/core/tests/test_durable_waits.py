@@ -525,3 +525,10 @@ def test_the_inbox_reads_signals_from_an_encrypted_log(tmp_path: Path) -> None:
     assert first is not None and first[1] == {"secret": "sealed"}
     mine.close()
     theirs.close()
+
+
+def test_a_run_on_a_memory_log_is_signalled_through_that_log(tmp_path: Path) -> None:
+    wal = MemoryWAL()
+    HOOK.update(clock=TestClock(), before=lambda: signal("s-mem", "go", "in memory", wal=wal))
+    assert await_go(60, saga_id="s-mem", wal=wal) == "in memory"
+    assert [r["body"]["outcome"] for r in wal.records() if r["type"] == "WAIT_ENDED"] == ["signalled"]
