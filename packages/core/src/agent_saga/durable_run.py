@@ -254,7 +254,8 @@ def wait_for_event(name: str, *, timeout: float | None, clock: WaitClock | None 
     process: a signal sent before the wait began, or while the run was dead, counts. ``timeout``
     (seconds; None waits for ever): ``EventTimedOut`` once it has passed with no signal, recorded,
     so a resume raises it too. A signal from this process wakes the wait at once; one from another
-    process is seen within ``poll`` seconds (each look reads the log). Outside a durable run:
+    process is seen within ``poll`` seconds (each look reads what the log gained since the last,
+    a whole server log). Outside a durable run:
     ``BoundaryRequired``.
     """
     saga, run = _waiting_run("wait_for_event")
