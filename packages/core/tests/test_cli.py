@@ -20,7 +20,7 @@ from agent_saga.cli.main import build_parser
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["adopt", "animate", "approvals", "certify", "corpus", "demo", "doctor", "drain", "escalations", "export",
          "graph", "halt", "init-host", "mesh", "new", "quarantine", "reconcile", "recover", "repair", "resume",
-         "snapshots", "status", "synthesize", "ui", "verify", "viz"]
+         "signal", "snapshots", "status", "synthesize", "ui", "verify", "viz"]
 
 
 def cli(*args: str) -> Ran:
@@ -63,6 +63,7 @@ def test_no_verb_is_a_usage_error() -> None:
     ("synthesize", ["--fit", "{missing}", "--profile-out", "{tmp}/profile.json"]),
     ("synthesize", ["--profile", "{missing}", "--out", "{tmp}/synthetic.wal"]),
     ("reconcile", ["--wal-path", "{missing}"]),
+    ("signal", ["s1", "go", "--wal-path", "{missing}"]),
     ("escalations", ["--wal-path", "{missing}"]),
     ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be
     ("halt", ["--scope", "global", "--reason", "r", "--by", "me", "--store", "{tmp}"]),

@@ -59,6 +59,9 @@ EXPECTED = {
     "ToolExecutorStats", "configure_tool_executor", "tool_executor_stats",  # issue 32: the blocking-tool pool
     "PatternPredictor", "Speculator", "planned_calls",  # issue 30 part 2: predictive pre-execution
     "ResumeRefused", "durable", "resume",  # issue 41: a crashed durable run resumed forward
+    # issue 41 part 5: durable timers and events
+    "EventTimedOut", "SignalRefused", "durable_sleep", "durable_sleep_async", "signal", "wait_for_event",
+    "wait_for_event_async",
 }
 
 # The sub-namespaces: each is a public module with its own __all__.

@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.decorators import guard as guard
     from agent_saga.decorators import tool as tool
     from agent_saga.durable_run import durable as durable
+    from agent_saga.durable_run import durable_sleep as durable_sleep
+    from agent_saga.durable_run import durable_sleep_async as durable_sleep_async
+    from agent_saga.durable_run import wait_for_event as wait_for_event
+    from agent_saga.durable_run import wait_for_event_async as wait_for_event_async
     from agent_saga.engine import GatePort as GatePort
     from agent_saga.engine import Interceptor as Interceptor
     from agent_saga.engine import RetryPolicy as RetryPolicy
@@ -50,6 +54,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.errors import CompensationError as CompensationError
     from agent_saga.errors import CompensationRefused as CompensationRefused
     from agent_saga.errors import ConfigurationError as ConfigurationError
+    from agent_saga.errors import EventTimedOut as EventTimedOut
     from agent_saga.errors import NonDeterminismError as NonDeterminismError
     from agent_saga.errors import NotApplied as NotApplied
     from agent_saga.errors import RepairRequested as RepairRequested
@@ -58,6 +63,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.errors import SagaError as SagaError
     from agent_saga.errors import SagaQuarantined as SagaQuarantined
     from agent_saga.errors import SagaStopped as SagaStopped
+    from agent_saga.errors import SignalRefused as SignalRefused
     from agent_saga.errors import StepRefused as StepRefused
     from agent_saga.errors import ToolFailed as ToolFailed
     from agent_saga.errors import WALError as WALError
@@ -101,6 +107,7 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.recovery.repair import RepairRefused as RepairRefused
     from agent_saga.recovery.repair import RepairSession as RepairSession
     from agent_saga.recovery.resume import resume as resume
+    from agent_saga.recovery.signals import signal as signal
     from agent_saga.registry import call_with as call_with
     from agent_saga.registry import compensator as compensator
     from agent_saga.registry import delete_by as delete_by
@@ -182,8 +189,11 @@ _PUBLIC: dict[str, str] = {
     "default_wal": "agent_saga.log",
     "delete_by": "agent_saga.registry",
     "durable": "agent_saga.durable_run",
+    "durable_sleep": "agent_saga.durable_run",
+    "durable_sleep_async": "agent_saga.durable_run",
     "derived": "agent_saga.runtime",
     "EscalationLevel": "agent_saga.approvals",
+    "EventTimedOut": "agent_saga.errors",
     "FailureModel": "agent_saga.learning",
     "FileApprovalStore": "agent_saga.approvals",
     "FileWAL": "agent_saga.log",
@@ -239,6 +249,8 @@ _PUBLIC: dict[str, str] = {
     "set_breaker": "agent_saga.gate",
     "set_default_gate": "agent_saga.context",
     "set_default_wal": "agent_saga.log",
+    "signal": "agent_saga.recovery.signals",
+    "SignalRefused": "agent_saga.errors",
     "sourced": "agent_saga.runtime",
     "speedups_active": "agent_saga.log",
     "Speculator": "agent_saga.runtime",
@@ -262,6 +274,8 @@ _PUBLIC: dict[str, str] = {
     "user_value": "agent_saga.runtime",
     "verify_disclosure": "agent_saga.audit",
     "verify_rollback_invariants": "agent_saga.proving",
+    "wait_for_event": "agent_saga.durable_run",
+    "wait_for_event_async": "agent_saga.durable_run",
     "WAL": "agent_saga.log",
     "WALError": "agent_saga.errors",
     "WALFull": "agent_saga.errors",

@@ -14,6 +14,11 @@ crash, ``agent_saga.resume`` or the recovery daemon (``recovery.resume``) calls 
 function again with the recorded inputs under the same saga id; the log answers the steps it
 recorded. The name, like a ``@compensator``'s, is what crosses the process boundary: the
 resuming process imports the module that defines it. See docs/RESUME.md.
+
+Inside a run, ``durable_sleep`` and ``wait_for_event`` (and their ``_async`` forms) wait
+durably (engine/waits.py): their wake-up time and their outcome are in the log, so a resumed
+run sleeps only what was left and gets the answer a wait already had. Outside a durable run
+they are refused: a sleep that silently stopped being durable is the mistake to catch.
 """
 
 from __future__ import annotations
@@ -26,14 +31,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from agent_saga.context import Boundary
+from agent_saga.context import Boundary, current_saga
+from agent_saga.engine.invoke import drive_async, drive_sync
 from agent_saga.engine.resumed import ON_CRASH, DurableRun, Replay
-from agent_saga.errors import ConfigurationError
+from agent_saga.engine.saga import Saga
+from agent_saga.engine.state import SagaStatus
+from agent_saga.engine.waits import DEFAULT_POLL, SYSTEM_CLOCK, WaitClock, event_wait, sleep
+from agent_saga.engine.waits import seconds as _seconds
+from agent_saga.errors import BoundaryRequired, ConfigurationError, SagaClosed
 from agent_saga.log.base import WAL
 from agent_saga.log.default import default_wal, shared_log
 from agent_saga.log.encodable import plain_json, unencodable
 
-__all__ = ["Entry", "durable", "entry", "log_of", "run_async", "run_sync"]
+__all__ = [
+    "Entry", "durable", "durable_sleep", "durable_sleep_async", "entry", "log_of", "run_async", "run_sync",
+    "wait_for_event", "wait_for_event_async",
+]
 
 R = TypeVar("R")
 LogTarget = WAL | str | os.PathLike[str] | None
@@ -190,3 +203,69 @@ async def run_async(
         saga.end_replay()
         run.done(value)
     return value
+
+
+def _waiting_run(what: str) -> tuple[Saga, DurableRun]:
+    """The open durable run this wait belongs to; refused in one line outside one."""
+    saga = current_saga()
+    run = saga.durable if saga is not None else None
+    if saga is None or run is None:
+        raise BoundaryRequired(
+            f"{what} is not inside a @durable run: its wake-up time is recorded in the run's log so that a "
+            "resumed run waits only what is left; call it from a @durable entry point (time.sleep or "
+            "asyncio.sleep sleep without a record)"
+        )
+    if saga.status is not SagaStatus.OPEN:
+        raise SagaClosed(f"{what}: saga {saga.saga_id} is {saga.status.value.lower()}; a wait needs an open run")
+    return saga, run
+
+
+def _event_args(name: Any, timeout: Any, poll: Any) -> tuple[str, float | None, float]:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"wait_for_event: the event's name must be a non-empty str, got {name!r}")
+    every = _seconds(poll, "wait_for_event(poll=)")
+    if not every:
+        raise ConfigurationError("wait_for_event(poll=) must be more than 0 seconds")
+    return name, None if timeout is None else _seconds(timeout, "wait_for_event(timeout=)"), every
+
+
+def durable_sleep(seconds: float, *, clock: WaitClock | None = None) -> None:
+    """Sleep ``seconds`` inside a ``@durable`` run, durably: the wake-up time is recorded first.
+
+    Resumed after a crash, the run sleeps only until that recorded time (none at all if the sleep
+    had ended). ``clock``: where time is read and spent (default the wall clock; a test passes
+    its own). Outside a durable run: ``BoundaryRequired``.
+    """
+    saga, run = _waiting_run("durable_sleep")
+    drive_sync(sleep(saga, run, _seconds(seconds, "durable_sleep(seconds)"), clock or SYSTEM_CLOCK))
+
+
+async def durable_sleep_async(seconds: float, *, clock: WaitClock | None = None) -> None:
+    """The ``async`` :func:`durable_sleep`: the event loop runs meanwhile."""
+    saga, run = _waiting_run("durable_sleep_async")
+    await drive_async(sleep(saga, run, _seconds(seconds, "durable_sleep_async(seconds)"), clock or SYSTEM_CLOCK))
+
+
+def wait_for_event(name: str, *, timeout: float | None, clock: WaitClock | None = None,
+                   poll: float = DEFAULT_POLL) -> Any:
+    """Wait inside a ``@durable`` run for the event ``name``; return its JSON data.
+
+    Signalled by ``agent_saga.signal`` or ``agent-saga signal SAGA NAME --data JSON`` from any
+    process: a signal sent before the wait began, or while the run was dead, counts. ``timeout``
+    (seconds; None waits for ever): ``EventTimedOut`` once it has passed with no signal, recorded,
+    so a resume raises it too. A signal from this process wakes the wait at once; one from another
+    process is seen within ``poll`` seconds (each look reads what the log gained since the last,
+    a whole server log). Outside a durable run:
+    ``BoundaryRequired``.
+    """
+    saga, run = _waiting_run("wait_for_event")
+    event, limit, every = _event_args(name, timeout, poll)
+    return drive_sync(event_wait(saga, run, event, limit, clock or SYSTEM_CLOCK, every))
+
+
+async def wait_for_event_async(name: str, *, timeout: float | None, clock: WaitClock | None = None,
+                               poll: float = DEFAULT_POLL) -> Any:
+    """The ``async`` :func:`wait_for_event`: the event loop runs meanwhile."""
+    saga, run = _waiting_run("wait_for_event_async")
+    event, limit, every = _event_args(name, timeout, poll)
+    return await drive_async(event_wait(saga, run, event, limit, clock or SYSTEM_CLOCK, every))

@@ -15,6 +15,7 @@ __all__ = [
     "CompensationError",
     "CompensationRefused",
     "ConfigurationError",
+    "EventTimedOut",
     "NonDeterminismError",
     "NotApplied",
     "RepairRequested",
@@ -23,6 +24,7 @@ __all__ = [
     "SagaError",
     "SagaQuarantined",
     "SagaStopped",
+    "SignalRefused",
     "StepRefused",
     "ToolFailed",
     "WALClosed",
@@ -141,6 +143,14 @@ class NonDeterminismError(SagaError):
 
 class ResumeRefused(SagaError):
     """A crashed durable run cannot be resumed (now); the message says why, and nothing ran."""
+
+
+class EventTimedOut(SagaError, TimeoutError):
+    """A durable wait for an event (``wait_for_event``) ran out of time; recorded, so a resume says the same."""
+
+
+class SignalRefused(SagaError, ValueError):
+    """A signal (``agent_saga.signal``) was not sent: the message says why, and nothing was written."""
 
 
 class ToolFailed(SagaError):

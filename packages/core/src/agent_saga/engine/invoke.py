@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any, TypeVar
+from typing import Protocol as Interface
 
 from agent_saga.engine.inflight import InFlight
 from agent_saga.engine.ports import GatePort, StepRequest
@@ -31,6 +32,8 @@ __all__ = [
     "Call",
     "Check",
     "Op",
+    "Park",
+    "Parking",
     "Protocol",
     "Settle",
     "Sleep",
@@ -85,7 +88,23 @@ class Settle:
     deadline: float
 
 
-Op = Barrier | Check | Call | Sleep | Settle
+class Parking(Interface):
+    """What a durable wait parks on (engine/waits.py): its clock, which knows how to spend time."""
+
+    def park(self, seconds: float) -> None: ...
+
+    async def park_async(self, seconds: float) -> None: ...
+
+
+@dataclass(slots=True)
+class Park:
+    """Wait at most ``seconds``, or until the wait is nudged (a signal sent in this process)."""
+
+    parking: Parking
+    seconds: float
+
+
+Op = Barrier | Check | Call | Sleep | Settle | Park
 Protocol = Generator[Op, Any, T]
 
 _KEY = "idempotency_key"
@@ -228,6 +247,8 @@ def drive_sync(protocol: Protocol[T]) -> T:
                 op.gate.check(op.request)
             elif isinstance(op, Settle):
                 value = op.inflight.wait(op.deadline)
+            elif isinstance(op, Park):
+                op.parking.park(op.seconds)
             else:
                 time.sleep(op.seconds)
         except BaseException as err:  # noqa: BLE001 - thrown into the protocol
@@ -336,6 +357,8 @@ async def drive_async(protocol: Protocol[T]) -> T:
                 await op.gate.check_async(op.request)
             elif isinstance(op, Settle):
                 value = await op.inflight.wait_async(op.deadline)
+            elif isinstance(op, Park):
+                await op.parking.park_async(op.seconds)
             else:
                 await asyncio.sleep(op.seconds)
         except BaseException as err:  # noqa: BLE001 - thrown into the protocol

@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent_saga.log.codec import canonical
 from agent_saga.log.results import SHAPE_KEY
 from agent_saga.redaction import REDACTED
 
-__all__ = ["ON_CRASH", "DurableRun", "RecordedStep", "Replay", "replayable"]
+__all__ = ["ON_CRASH", "DurableRun", "RecordedStep", "RecordedWait", "Replay", "WaitKey", "replayable"]
+
+#: A durable wait's identity in its run: (kind, name, n), the n-th wait (from 1) of that kind and name.
+WaitKey = tuple[str, str, int]
 
 #: What a durable run may do when its process dies: continue forward, or be unwound.
 ON_CRASH = ("resume", "unwind")
@@ -73,10 +76,29 @@ class RecordedStep:
         return {"step": self.index, "tool": self.tool, "args": dict(self.args)}
 
 
-class Replay:
-    """The recorded steps of a run being resumed, consumed in order by the resumed calls."""
+@dataclass(frozen=True, slots=True)
+class RecordedWait:
+    """A durable wait (``agent_saga.durable_wait``) the log recorded for a run being resumed.
 
-    def __init__(self, steps: Iterable[RecordedStep], *, last_index: int, by: str) -> None:
+    ``until``: the wake-up time recorded when it began (None: no timeout). ``outcome``: how it ended
+    (``"woke"``, ``"signalled"``, ``"timed_out"``), or None when the process died while it waited;
+    ``data``: the event's data when it ended ``"signalled"``.
+    """
+
+    until: float | None
+    outcome: str | None = None
+    data: Any = None
+
+
+class Replay:
+    """The recorded steps of a run being resumed, consumed in order by the resumed calls.
+
+    ``waits``: its recorded durable waits by key; a resumed wait with a key here is answered from it.
+    """
+
+    def __init__(self, steps: Iterable[RecordedStep], *, last_index: int, by: str,
+                 waits: Mapping[WaitKey, RecordedWait] | None = None) -> None:
+        self.waits: Mapping[WaitKey, RecordedWait] = dict(waits or {})
         self._steps = sorted(steps, key=lambda s: s.index)
         self._next = 0
         self._lock = threading.Lock()
@@ -123,6 +145,16 @@ class DurableRun:
     #: What the entry point returned (recorded in SAGA_COMPLETED); ``returned`` says if it did.
     result: Any = None
     returned: bool = False
+    #: How many durable waits of each (kind, name) the run began: the next one's ``n`` (engine/waits.py).
+    _waits: dict[tuple[str, str], int] = field(default_factory=dict, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def next_wait(self, kind: str, name: str) -> tuple[WaitKey, RecordedWait | None]:
+        """The key of the wait the run begins now, and what the log recorded for it when resumed."""
+        with self._lock:
+            n = self._waits[kind, name] = self._waits.get((kind, name), 0) + 1
+        key = (kind, name, n)
+        return key, (self.replay.waits.get(key) if self.replay is not None else None)
 
     def started(self) -> dict[str, Any]:
         """The ``durable`` field of the start record: enough to call the entry point again."""

@@ -103,3 +103,8 @@ class RecordType(enum.StrEnum):
     # run re-invoked under its own saga id; its recorded steps are served from the log, not run again.
     SAGA_RESUMED = "SAGA_RESUMED"  # who resumed it, how many steps were recorded; the new owner's lease
     SAGA_DIVERGED = "SAGA_DIVERGED"  # the re-invoked code asked for another call than the one recorded: unwound
+    # Issue 41 part 5, durable timers and events (engine/waits.py: durable_sleep, wait_for_event; and
+    # agent_saga.signal), under the run's saga. A wait is keyed by (wait, name, n): the n-th of that kind and name.
+    WAIT_STARTED = "WAIT_STARTED"  # a durable sleep or event wait began: its key and wake-up time ("until")
+    WAIT_ENDED = "WAIT_ENDED"  # "woke", "signalled" (+ the signal's seq), "timed_out": a resume answers the same
+    EVENT_SIGNALLED = "EVENT_SIGNALLED"  # a named event's JSON data, sent to the saga by any process ("by")

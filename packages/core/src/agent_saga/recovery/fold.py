@@ -38,8 +38,8 @@ from agent_saga.log.resolve import ServerWAL
 from agent_saga.log.server import open_stored
 
 __all__ = [
-    "DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "StepView", "fold",
-    "repair_operator",
+    "DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "SignalView", "StepView",
+    "WaitView", "fold", "repair_operator",
 ]
 
 #: Lease length assumed for a saga whose start record does not state one.
@@ -49,6 +49,7 @@ _REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
 _OUTCOMES = frozenset({R.STEP_COMMITTED.value, R.STEP_UNKNOWN.value})
+_NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value})
 _SETTLED = {
     R.STEP_COMPENSATED.value: "compensated",
     R.STEP_ORPHANED.value: "orphaned",
@@ -138,6 +139,24 @@ class StepView:
 
 
 @dataclass(slots=True)
+class WaitView:
+    """What the log says about one durable wait (a sleep, or a wait for an event) of a run."""
+
+    until: float | None = None  # its wake-up time (seconds since the epoch); None: no timeout
+    outcome: str | None = None  # "woke" | "signalled" | "timed_out" once WAIT_ENDED says so
+    signal: int | None = None  # the seq of the EVENT_SIGNALLED record it took ("signalled")
+
+
+@dataclass(frozen=True, slots=True)
+class SignalView:
+    """One EVENT_SIGNALLED record of a saga: the event's name, its JSON data, who sent it."""
+
+    name: str
+    data: Any
+    by: str
+
+
+@dataclass(slots=True)
 class SagaView:
     """What the log says about one saga."""
 
@@ -182,6 +201,9 @@ class SagaView:
     resumed_by: list[str] = field(default_factory=list)  # each SAGA_RESUMED's resumer, oldest first
     diverged: bool = False  # a resume found the code asking for other calls (SAGA_DIVERGED)
     result: Any = None  # what a durable run's entry returned, as SAGA_COMPLETED records it
+    #: A durable run's waits by (kind, name, n), and the signals sent to it by their records' seq.
+    waits: dict[tuple[str, str, int], WaitView] = field(default_factory=dict)
+    signals: dict[int, SignalView] = field(default_factory=dict)
 
     #: Steps left in flight by its rollback (``StepView.left``).
     left: set[int] = field(default_factory=set)
@@ -208,6 +230,31 @@ class SagaView:
 def _compensation(body: dict[str, Any]) -> dict[str, Any] | None:
     comp = body.get("compensation")
     return comp if isinstance(comp, dict) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _waited(view: SagaView, rtype: str, body: dict[str, Any], seq: Any) -> None:
+    """A durable wait's start or end (engine/waits.py), or a signal sent to the saga."""
+    name = body.get("name")
+    if not isinstance(name, str):
+        return
+    if rtype == R.EVENT_SIGNALLED:
+        if isinstance(seq, int):
+            view.signals[seq] = SignalView(name, body.get("data"), str(body.get("by", "")))
+        return
+    kind, n = body.get("wait"), body.get("n")
+    if not isinstance(kind, str) or not isinstance(n, int) or isinstance(n, bool):
+        return
+    wait = view.waits.setdefault((kind, name, n), WaitView())
+    if rtype == R.WAIT_STARTED:
+        wait.until = _number(body.get("until"))
+    elif isinstance(body.get("outcome"), str):
+        wait.outcome = body["outcome"]
+        signal = body.get("signal")
+        wait.signal = signal if isinstance(signal, int) and not isinstance(signal, bool) else None
 
 
 class _Folder:
@@ -247,7 +294,8 @@ class _Folder:
             raw = {}
         body: dict[str, Any] = raw
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
-        by_owner = not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_") and not (
+        # Nor is a signal: anyone may send one to a dead run.
+        by_owner = not view.recovered_by and rtype not in _NOT_OWNER and not rtype.startswith("REPAIR_") and not (
             rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
         )
         if isinstance(ts, int) and by_owner:
@@ -270,6 +318,8 @@ class _Folder:
             self._owned(view, body)
         elif rtype == R.SAGA_DIVERGED:
             view.diverged = True
+        elif rtype in (R.WAIT_STARTED, R.WAIT_ENDED, R.EVENT_SIGNALLED):
+            _waited(view, rtype, body, record.get("seq"))
         elif rtype in (R.SAGA_COMPLETED, R.SAGA_ROLLED_BACK):
             view.ended = rtype
             view.result = body.get("result")

@@ -28,7 +28,7 @@ from typing import Any
 
 from agent_saga.durable_run import Entry, entry, log_of, run_async, run_sync
 from agent_saga.engine.report import SagaAborted
-from agent_saga.engine.resumed import RecordedStep, Replay, replayable
+from agent_saga.engine.resumed import RecordedStep, RecordedWait, Replay, WaitKey, replayable
 from agent_saga.errors import ResumeRefused
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
@@ -106,6 +106,18 @@ def _recorded(step: StepView) -> RecordedStep | None:
                         result_ok, step.compensation, step.refusal if outcome == "refused" else step.error)
 
 
+def _waits(view: SagaView) -> dict[WaitKey, RecordedWait]:
+    """The run's durable waits as a resume answers them: each signalled one with the data of the signal it took."""
+    waits = {}
+    for key, wait in view.waits.items():
+        signal = view.signals.get(wait.signal) if wait.signal is not None else None
+        if wait.outcome == "signalled" and signal is None:  # its signal is not in the log: never served as None
+            waits[key] = RecordedWait(wait.until)
+        else:
+            waits[key] = RecordedWait(wait.until, wait.outcome, signal.data if signal is not None else None)
+    return waits
+
+
 def _in_doubt(view: SagaView) -> list[StepView]:
     return [view.steps[i] for i in sorted(view.steps) if view.steps[i].applied and not view.steps[i].committed]
 
@@ -145,7 +157,7 @@ def resume_claimed(view: SagaView, registered: Entry, log: WAL, escalations: Esc
         return held
     _, args, kwargs = _inputs(view)
     recorded = [r for r in map(_recorded, (view.steps[i] for i in sorted(view.steps))) if r is not None]
-    replay = Replay(recorded, last_index=max(view.steps, default=0), by=by)
+    replay = Replay(recorded, last_index=max(view.steps, default=0), by=by, waits=_waits(view))
     if registered.is_async:
         value = asyncio.run(run_async(registered, args, kwargs, saga_id=view.saga_id, wal=log, replay=replay))
     else:

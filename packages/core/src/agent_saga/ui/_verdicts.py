@@ -12,6 +12,7 @@ To show a new verdict record type, add one entry to ``LABELLERS``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -111,6 +112,32 @@ def _saga_diverged(body: Mapping[str, Any]) -> tuple[str, Kind]:
             f"the code {asked}; unwound"), "bad"
 
 
+def _when(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(value))
+    return "no time limit"
+
+
+def _wait(body: Mapping[str, Any]) -> str:
+    """A durable wait as its records name it: the sleep, or the wait for an event, and which one."""
+    what = f"wait for {_value(body.get('name'))}" if body.get("wait") == "event" else "sleep"
+    return f"{what} #{body.get('n', '?')}"
+
+
+def _wait_started(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return f"{_wait(body)} until {_when(body.get('until'))}", "ok"
+
+
+def _wait_ended(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    outcome = body.get("outcome")
+    how = f"signalled (seq {body.get('signal', '?')})" if outcome == "signalled" else str(outcome or "?")
+    return f"{_wait(body)} ended: {how}", "ok"  # a timeout is an answer the run handles, not a fault
+
+
+def _event_signalled(body: Mapping[str, Any]) -> tuple[str, Kind]:
+    return f"signal {_value(body.get('name'))} sent by {body.get('by', '?')}: {_value(body.get('data'))}", "ok"
+
+
 #: record type -> (body -> (label, kind)); a record type not here is not a verdict.
 LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     R.ANSWER_GROUNDED.value: _answer_grounded,
@@ -125,6 +152,10 @@ LABELLERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, Kind]]] = {
     # a durable run resumed forward after a crash (recovery.resume), and a resume that diverged
     R.SAGA_RESUMED.value: _saga_resumed,
     R.SAGA_DIVERGED.value: _saga_diverged,
+    # a durable run's sleeps and waits for events (engine.waits), and the signals sent to it
+    R.WAIT_STARTED.value: _wait_started,
+    R.WAIT_ENDED.value: _wait_ended,
+    R.EVENT_SIGNALLED.value: _event_signalled,
 }
 
 
