@@ -62,7 +62,6 @@ from agent_saga.adopt import DECIDE, require_decided
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "adopt",
-        help="find a project's agent tools and write the module that wraps them (semantics left to you)",
         description="Read the project's Python files (parsed, never imported), detect the agent frameworks "
         "it uses, find its tools and write a module wrapping each one as a saga step. Every tool's "
         "semantics is DECIDE: the module will not import until a person classified each.",

@@ -44,7 +44,6 @@ WORKER_LEASE_TTL = 1.0  # seconds: short, so the audience does not wait
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "demo",
-        help="watch a transaction fail and unwind, on the real engine (no network, no keys)",
         description=(
             "Three acts on the real engine: a multi-system transaction unwound newest-first; the "
             "gate refusing what cannot be undone and a budget stopping a runaway loop; a worker "

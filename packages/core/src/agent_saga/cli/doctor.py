@@ -64,7 +64,6 @@ class Finding:
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "doctor",
-        help="audit the postures that silently lose effects; exit 1 on blockers",
         description="Check the project in the current directory (its source, parsed, never imported), "
         "the environment and the log: an in-memory or unchosen log, a kill switch or limit store each "
         "replica keeps to itself, undos the recovery daemon would not import, a log others can read, "
@@ -229,7 +228,7 @@ class _Doctor:
                      "use the default log (AGENT_SAGA_WAL) or a FileWAL; keep MemoryWAL to tests")
 
     def log_file(self, path: Path) -> None:
-        from agent_saga.audit import verify_log
+        from agent_saga.log.chain import verify_file
         from agent_saga.recovery.paths import recovery_dir
 
         for item in [path, *sorted(recovery_dir(path).rglob("*"))]:
@@ -238,7 +237,7 @@ class _Doctor:
                 self.add("permissions", BLOCKER, f"{item} is readable or writable by others "
                          f"(mode {stat.S_IMODE(mode):04o}): it holds every saga's arguments and undos",
                          f"chmod 600 {item}")
-        report = verify_log(path)
+        report = verify_file(path)
         if report.status in ("unchained", "partial"):
             self.add("chain", BLOCKER, f"{path} is {report.label}: an edit to it would go unnoticed, so it "
                      "is not evidence", "write the log with chain=True (the default); start a new log")

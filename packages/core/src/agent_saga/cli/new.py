@@ -34,7 +34,6 @@ _TAKEN = frozenset({"agent_saga", "fastapi", "starlette", "pydantic", "uvicorn",
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "new",
-        help="create a small agent service (FastAPI, saga log, recovery, readiness) to start from",
         description="Write a service to start from into ./NAME: FastAPI with saga_lifespan and a "
         "fail-closed /readyz, tools with declared semantics and undos registered by name, the log "
         "chosen by AGENT_SAGA_WAL, a Dockerfile, a compose file and tests that prove the rollback runs.",

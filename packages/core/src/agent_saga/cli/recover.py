@@ -61,7 +61,6 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "recover",
-        help="unwind sagas whose process died (expired lease, no end record)",
         description="Sweep a log once (or keep sweeping with --watch) and roll back every saga "
         "whose owner is gone: compensations newest-first through registered handlers, each "
         "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
@@ -75,7 +74,6 @@ def register(verbs: Any) -> None:
 
     e = verbs.add_parser(
         "escalations",
-        help="list (or resolve) what recovery handed to a human",
         description="List the escalation queue of a log; exit 1 while any is open.",
         epilog="example: agent-saga escalations --wal-path agent-saga.wal",
     )
@@ -119,7 +117,7 @@ def _daemon_maker(args: argparse.Namespace, *, watching: bool = False) -> tuple[
     waits = watching and raw.strip() and not is_url(raw) and not os.path.lexists(raw)
     target = Path(raw) if waits else log_target(args)
     import_modules(args.imports, "@compensator handlers")
-    from agent_saga.cli.snapshots import named_stores
+    from agent_saga.snapshots._cli import named_stores
 
     stores = named_stores(args.snapshot_stores)
     return target, lambda log: RecoveryDaemon(

@@ -34,7 +34,6 @@ OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "repair",
-        help="continue a dead or quarantined saga (--resume), or hand it back to recovery (--abandon)",
         description=(
             "Repair one saga whose process died or that was quarantined: keep what it did, record the "
             "operator's amendments, and run a continuation in a new saga that can still undo everything; "

@@ -30,7 +30,6 @@ __all__ = ["register", "run_reconcile"]
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "reconcile",
-        help="ask the systems whether each logged effect landed and each undo is really in effect",
         description="A later, separate pass that does not take the log's word: for every effect in "
         "the log it asks the @reconciler registered for the tool (did it land?) and for its undo (is "
         "the undo in effect?), and reports drift. Unverifiable is never counted as confirmed. "

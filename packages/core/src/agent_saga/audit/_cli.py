@@ -33,7 +33,6 @@ def register(verbs: Any) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = verbs.add_parser(
         "verify", formatter_class=fmt,
-        help="check the log's hash chain; exit 0 only if intact (or empty)",
         description=(
             "Check every record's digest, hash, prev link and sequence, and name the first record "
             "that does not add up, reading one line at a time. A log written with chain=False is "
@@ -52,7 +51,6 @@ def register(verbs: Any) -> None:
 
     p = verbs.add_parser(
         "export", formatter_class=fmt,
-        help="write a write-once audit bundle (records.jsonl, manifest.json, SHA256SUMS)",
         description=(
             "Verify the log, then copy it verbatim into a new directory with a manifest (chain head, "
             "SHA-256, the verification rule in prose) and a SHA256SUMS file an auditor checks with "
@@ -76,7 +74,6 @@ def register(verbs: Any) -> None:
 
     p = verbs.add_parser(
         "certify", formatter_class=fmt,
-        help="prove every committed effect was compensated or kept by a completed saga",
         description=(
             "Verify the log's chain, then name every committed effect (COMPENSABLE or IRREVERSIBLE step, "
             "or an UNKNOWN outcome) that no record accounts for. Non-zero exit fails a CI gate."

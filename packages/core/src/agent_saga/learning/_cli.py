@@ -16,7 +16,6 @@ _FORMATS = ("jsonl", "parquet")
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "corpus",
-        help="write a log's steps as labelled training data (KEPT, UNDONE, COLLATERAL, UNKNOWN)",
         description=(
             "One example per executed step of the log, labelled by its fate: KEPT, UNDONE, COLLATERAL "
             "(a call that worked, rolled back because a later step failed) or UNKNOWN. With --pairs, "

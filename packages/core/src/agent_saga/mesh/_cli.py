@@ -21,7 +21,6 @@ _EXIT_CODES = (
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "mesh",
-        help="merge devices' own logs into one (a G-Set CRDT over their records)",
         description="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
         epilog="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -15,7 +15,6 @@ __all__ = ["named_stores", "register"]
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "snapshots",
-        help="durable snapshots (saga.snapshot with a store): gc",
         description="Durable snapshots taken by saga.snapshot(..., store=...).",
         epilog="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -20,7 +20,6 @@ __all__ = ["register", "run_synthesize"]
 def register(verbs: Any) -> None:
     p = verbs.add_parser(
         "synthesize", formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="fit a shareable profile of a log (--fit), or write a synthetic log from one (--profile)",
         description=(
             "Share a log's shape without its data. --fit reads a log and writes a small JSON profile: "
             "the order of records in each saga, the tool mix, the timing, and each field's shape "

@@ -49,7 +49,6 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 def register(verbs: Any) -> None:
     group = verbs.add_parser(
         "approvals",
-        help="list the requests waiting for a human, and approve, deny or break-glass them",
         description="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
         "waiting saga observes it; every decision names its approver, and a grant counts only if it is "
         "signed with a key the agent's host trusts.",
@@ -345,7 +344,7 @@ def _run_trust(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from agent_saga.cli.ui import serve_until_stopped
+    from agent_saga.cli.serve import serve_until_stopped
     from agent_saga.errors import ConfigurationError
     from agent_saga.ui._approvals_page import make_approvals_server
 

@@ -41,7 +41,6 @@ def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
 def register(verbs: Any) -> None:
     halt = verbs.add_parser(
         "halt",
-        help="refuse new steps (globally, for a tool, a tool prefix or a tag), or drain",
         description="Refuse new side effects in a scope until the TTL runs out or someone resumes it. "
         "With --drain: start no new sagas, let running ones finish.",
         epilog="examples:\n  agent-saga halt --scope tool:wire.send --reason 'fraud pattern' --by soc@corp\n"
@@ -58,7 +57,6 @@ def register(verbs: Any) -> None:
 
     drain = verbs.add_parser(
         "drain",
-        help="start no new sagas; running ones finish (same as halt --drain)",
         description="Refuse new sagas until the TTL runs out or someone resumes; running sagas finish.",
         epilog="example:\n  agent-saga drain --reason deploying --by ci@corp --ttl 600",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -71,7 +69,6 @@ def register(verbs: Any) -> None:
 
     quarantine = verbs.add_parser(
         "quarantine",
-        help="freeze one saga: no further steps, no rollback, no recovery until resumed",
         description="Freeze one saga. It is not rolled back, and the recovery daemon skips it; a human decides.",
         epilog="example:\n  agent-saga quarantine saga-8f3c --reason 'suspected duplicate charges' --by soc@corp",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -84,7 +81,6 @@ def register(verbs: Any) -> None:
 
     resume = verbs.add_parser(
         "resume",
-        help="lift a halt, the drain, or a quarantine",
         description="Lift a halt on a scope, the drain (--drain), or one saga's quarantine (--saga). "
         "Exits 1 when there was nothing to lift.",
         epilog="examples:\n  agent-saga resume --scope tool:wire.send --by soc@corp\n"
@@ -101,7 +97,6 @@ def register(verbs: Any) -> None:
 
     status = verbs.add_parser(
         "status",
-        help="show halts, the drain and quarantines in force (exit 1 if any)",
         description="Show what the kill switch holds. Exit 0: nothing in force; 1: something is halted, "
         "draining or quarantined; 3: the store could not be read.",
         epilog="example:\n  agent-saga status --store redis://switch.internal:6379/0",
@@ -112,7 +107,6 @@ def register(verbs: Any) -> None:
 
     init = verbs.add_parser(
         "init-host",
-        help="create the host-wide kill switch and trusted-approver-key locations (run once, as root)",
         description="Create /var/lib/agent-saga (the kill switch every process on the host obeys: readable by "
         "all users, writable by its owner, or by --group) and /etc/agent-saga/approver-keys (the public keys "
         "whose signatures make an approval count: root only) and /etc/agent-saga/approver-passkeys (the registered "
