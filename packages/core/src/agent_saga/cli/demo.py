@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_verb
 from agent_saga.log.resolve import DEFAULT_LOG_FILE
 
 __all__ = ["World", "register", "run_demo", "worker_main"]
@@ -42,14 +43,14 @@ WORKER_LEASE_TTL = 1.0  # seconds: short, so the audience does not wait
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "demo",
-        description=(
+    p = add_verb(
+        verbs, "demo", run_demo, raw=False,
+        about=(
             "Three acts on the real engine: a multi-system transaction unwound newest-first; the "
             "gate refusing what cannot be undone and a budget stopping a runaway loop; a worker "
             "killed mid-saga and the recovery daemon finishing its unwind exactly once."
         ),
-        epilog="example: agent-saga demo --no-color --dir /tmp/saga-demo",
+        examples="example: agent-saga demo --no-color --dir /tmp/saga-demo",
     )
     p.add_argument("--dir", default=".",
                    help="where the demo writes its log and its simulated world (default: %(default)s)")
@@ -58,7 +59,6 @@ def register(verbs: Any) -> None:
                         "if --dir already holds them")
     p.add_argument("--no-color", action="store_true", help="plain text (also: NO_COLOR, or a non-TTY stdout)")
     p.add_argument("--logs", action="store_true", help="also print the log records each act wrote")
-    p.set_defaults(run=run_demo)
 
 
 class World:

@@ -14,10 +14,10 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, SCHEMES, backend_of, default_target, is_url
@@ -28,7 +28,11 @@ if TYPE_CHECKING:
 __all__ = [
     "LOG_ENV",
     "add_imports_option",
+    "add_json_option",
     "add_log_option",
+    "add_out_option",
+    "add_reason_options",
+    "add_verb",
     "default_log",
     "existing_log",
     "given_log",
@@ -40,6 +44,35 @@ __all__ = [
 ]
 
 _DEFAULT_TEXT = f"${LOG_ENV}, else ./{DEFAULT_LOG_FILE}"
+
+
+def add_verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], about: str, examples: str,
+             *, raw: bool = True, **more: Any) -> argparse.ArgumentParser:
+    """A verb's (or one of its actions') parser: what it does, its examples under the options, and
+    the function that runs it. ``raw``: the text is shown as written (line breaks kept); ``more``
+    passes on to ``add_parser`` (an action's ``help``)."""
+    if raw:
+        more["formatter_class"] = argparse.RawDescriptionHelpFormatter
+    p: argparse.ArgumentParser = verbs.add_parser(name, description=about, epilog=examples, **more)
+    p.set_defaults(run=run)
+    return p
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str = "the report") -> None:
+    """``--json``: print ``what`` as one JSON document instead of lines for people."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def add_reason_options(p: argparse.ArgumentParser, who: str = "--by", *, reason_required: bool = True) -> None:
+    """``--reason WHY`` and ``--by WHO`` (or ``who``, e.g. ``--operator``): what a verb that changes
+    something records in the log with the change."""
+    p.add_argument("--reason", required=reason_required, default="", metavar="WHY", help="why (recorded in the log)")
+    p.add_argument(who, required=True, metavar="WHO", help="who (recorded in the log)")
+
+
+def add_out_option(p: argparse.ArgumentParser) -> None:
+    """``-o/--out FILE``: where a verb that draws or writes text puts it (standard output by default)."""
+    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
 
 
 def default_log() -> str:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import CliError
-from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
+from agent_saga.cli.options import add_imports_option, add_log_option, add_verb, import_modules, log_target
 from agent_saga.errors import WALError
 from agent_saga.inert import inert
 
@@ -59,29 +59,29 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "recover",
-        description="Sweep a log once (or keep sweeping with --watch) and roll back every saga "
-        "whose owner is gone: compensations newest-first through registered handlers, each "
-        "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
-        "on_crash='resume' is resumed forward instead (its entry point's module --import'ed; "
-        "docs/RESUME.md).",
-        epilog="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
+    p = add_verb(
+        verbs, "recover", run_recover, raw=False,
+        about=(
+            "Sweep a log once (or keep sweeping with --watch) and roll back every saga "
+            "whose owner is gone: compensations newest-first through registered handlers, each "
+            "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
+            "on_crash='resume' is resumed forward instead (its entry point's module --import'ed; "
+            "docs/RESUME.md)."
+        ),
+        examples="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
     )
     _add_daemon_options(p)
     p.add_argument("--watch", action="store_true", help="keep sweeping until interrupted")
-    p.set_defaults(run=run_recover)
 
-    e = verbs.add_parser(
-        "escalations",
-        description="List the escalation queue of a log; exit 1 while any is open.",
-        epilog="example: agent-saga escalations --wal-path agent-saga.wal",
+    e = add_verb(
+        verbs, "escalations", run_escalations, raw=False,
+        about="List the escalation queue of a log; exit 1 while any is open.",
+        examples="example: agent-saga escalations --wal-path agent-saga.wal",
     )
     add_log_option(e, "the log whose escalations to list")
     e.add_argument("--all", action="store_true", help="include resolved escalations")
     e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
     e.add_argument("--note", default="", help="what was done (with --resolve)")
-    e.set_defaults(run=run_escalations)
 
 
 def _print_report(report: Any, quiet: bool) -> None:

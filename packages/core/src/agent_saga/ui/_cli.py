@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.cli.options import add_log_option, add_out_option, add_verb, log_target
 from agent_saga.inert import inert
 
 if TYPE_CHECKING:
@@ -32,26 +32,24 @@ def register(verbs: Any) -> None:
 
 
 def _register_ui(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "ui",
-        description=(
+    p = add_verb(
+        verbs, "ui", run_ui,
+        about=(
             "Serve a page that lists the runs of a log, shows each run's steps newest-first by outcome, "
             "inspects a step's arguments and the compensation that ran, replays a run from its start, "
             "and follows the log as it grows. Binds 127.0.0.1; any other address needs a bearer token."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga ui --wal-path ./agent-saga.wal --port 8080\n"
             "  python -m agent_saga.ui --wal-path ./agent-saga.wal\n"
             f"  {TOKEN_ENV}=$(openssl rand -hex 24) agent-saga ui --wal-path ./prod.wal --host 0.0.0.0"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_option(p, "the log to show")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     p.add_argument("--port", type=int, default=8080, help="port (default: %(default)s; 0 picks a free one)")
     p.add_argument("--token", help=f"require this bearer token for the API (better: ${TOKEN_ENV}, which "
                                    "other users cannot read from the process list)")
-    p.set_defaults(run=run_ui)
 
 
 def run_ui(args: argparse.Namespace) -> int:
@@ -85,24 +83,30 @@ def run_ui(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _picture_options(p: argparse.ArgumentParser, saga: str | None = None, *, themed: bool = False) -> None:
+    """What every picture verb takes: the log; ``--saga`` (``saga`` says which) and ``--theme``."""
+    add_log_option(p, "the log to read")
+    if saga is not None:
+        p.add_argument("--saga", metavar="ID", help=f"{saga} (a unique prefix of its id is enough)")
+    if themed:
+        p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
+
+
 def _register_graph(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "graph",
-        description=(
+    p = add_verb(
+        verbs, "graph", run_graph,
+        about=(
             "Draw the shape of each saga in a log: its steps, and the rollback fork where compensated, "
             "COMPENSATION FAILED and ORPHANED are three visibly different outcomes."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga graph --wal ./agent-saga.wal > sagas.mmd\n"
             "  agent-saga graph --wal ./agent-saga.wal --format dot | dot -Tpng -o saga.png"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_log_option(p, "the log to read")
-    p.add_argument("--saga", metavar="ID", help="only this saga (a unique prefix of its id is enough)")
+    _picture_options(p, "only this saga")
     p.add_argument("--format", choices=("mermaid", "dot"), default="mermaid", help="default: %(default)s")
-    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
-    p.set_defaults(run=run_graph)
+    add_out_option(p)
 
 
 def run_graph(args: argparse.Namespace) -> int:
@@ -118,26 +122,22 @@ def run_graph(args: argparse.Namespace) -> int:
 
 
 def _register_animate(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "animate",
-        description=(
+    p = add_verb(
+        verbs, "animate", run_animate,
+        about=(
             "Draw one saga as an animated SVG: the forward steps build down, the compensations fire "
             "back up newest first, and a verdict banner closes it. CSS only: it renders in <img>, a "
             "GitHub comment or a PDF, and shows the final frame to viewers who asked for less motion. "
             "Without --saga, the first saga that did not complete is drawn (else the most recent one)."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga animate --wal ./agent-saga.wal -o rollback.svg\n"
             "  agent-saga animate --wal ./prod.wal --saga a1b2c3 --theme light --no-loop -o incident.svg"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_log_option(p, "the log to read")
-    p.add_argument("--saga", metavar="ID", help="the saga to draw (a unique prefix of its id is enough)")
-    p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
+    _picture_options(p, "the saga to draw", themed=True)
     p.add_argument("--no-loop", action="store_true", help="play once and stay on the final frame")
-    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
-    p.set_defaults(run=run_animate)
+    add_out_option(p)
 
 
 def run_animate(args: argparse.Namespace) -> int:
@@ -162,26 +162,23 @@ def run_animate(args: argparse.Namespace) -> int:
 
 
 def _register_viz(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "viz",
-        description=(
+    p = add_verb(
+        verbs, "viz", run_viz,
+        about=(
             "fleet: every saga as a bar on real elapsed time, unwinds striped as well as coloured. "
             "chain: the hash chain verified while drawing; a bad link is red and labelled BROKEN, and "
             "cropping keeps every break (exit 1 when the chain is broken, as 'verify'). outcomes: "
             "tool x outcome; tools seen fewer than five times show greyed raw counts."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga viz --wal ./prod.wal --kind fleet    -o fleet.svg\n"
             "  agent-saga viz --wal ./prod.wal --kind chain    -o chain.svg\n"
             "  agent-saga viz --wal ./prod.wal --kind outcomes -o outcomes.svg"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_log_option(p, "the log to read")
     p.add_argument("--kind", required=True, choices=("fleet", "chain", "outcomes"), help="which picture")
-    p.add_argument("--theme", choices=("light", "dark"), default="light", help="default: %(default)s")
-    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
-    p.set_defaults(run=run_viz)
+    _picture_options(p, themed=True)
+    add_out_option(p)
 
 
 def run_viz(args: argparse.Namespace) -> int:
