@@ -45,11 +45,6 @@ WORKER_LEASE_TTL = 1.0  # seconds: short, so the audience does not wait
 def register(verbs: Any) -> None:
     p = add_verb(
         verbs, "demo", run_demo, raw=False,
-        about=(
-            "Three acts on the real engine: a multi-system transaction unwound newest-first; the "
-            "gate refusing what cannot be undone and a budget stopping a runaway loop; a worker "
-            "killed mid-saga and the recovery daemon finishing its unwind exactly once."
-        ),
         examples="example: agent-saga demo --no-color --dir /tmp/saga-demo",
     )
     p.add_argument("--dir", default=".",
@@ -327,6 +322,10 @@ def _lock(directory: Path) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """Three acts on the real engine: a multi-system transaction unwound newest-first; the gate refusing
+    what cannot be undone and a budget stopping a runaway loop; a worker killed mid-saga and the
+    recovery daemon finishing its unwind exactly once.
+    """
     out = _Out(not (args.no_color or os.environ.get("NO_COLOR") or not sys.stdout.isatty()))
     directory = Path(args.dir).absolute()
     directory.mkdir(parents=True, exist_ok=True)

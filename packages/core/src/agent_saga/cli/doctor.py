@@ -64,12 +64,6 @@ class Finding:
 def register(verbs: Any) -> None:
     p = add_verb(
         verbs, "doctor", run_doctor, raw=False,
-        about=(
-            "Check the project in the current directory (its source, parsed, never imported), "
-            "the environment and the log: an in-memory or unchosen log, a kill switch or limit store each "
-            "replica keeps to itself, undos the recovery daemon would not import, a log others can read, "
-            "unchained or holding secrets in clear, and every TODO(agent-saga) left undecided."
-        ),
         examples="example: agent-saga doctor --replicas 3   (or --deploy for one replica in a container)",
     )
     p.add_argument("--replicas", type=int, default=1, metavar="N",
@@ -405,6 +399,11 @@ def diagnose(
 
 
 def run_doctor(args: argparse.Namespace) -> int:
+    """Check the project in the current directory (its source, parsed, never imported), the environment
+    and the log: an in-memory or unchosen log, a kill switch or limit store each replica keeps to
+    itself, undos the recovery daemon would not import, a log others can read, unchained or holding
+    secrets in clear, and every TODO(agent-saga) left undecided.
+    """
     if args.replicas < 1:
         raise CliError(f"--replicas must be at least 1, got {args.replicas}", EXIT_USAGE)
     root = Path(args.root)

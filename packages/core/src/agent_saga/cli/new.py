@@ -35,11 +35,6 @@ _TAKEN = frozenset({"agent_saga", "fastapi", "starlette", "pydantic", "uvicorn",
 def register(verbs: Any) -> None:
     p = add_verb(
         verbs, "new", run_new, raw=False,
-        about=(
-            "Write a service to start from into ./NAME: FastAPI with saga_lifespan and a "
-            "fail-closed /readyz, tools with declared semantics and undos registered by name, the log "
-            "chosen by AGENT_SAGA_WAL, a Dockerfile, a compose file and tests that prove the rollback runs."
-        ),
         examples="example: agent-saga new myagent && cd myagent && pytest && agent-saga doctor --replicas 3",
     )
     p.add_argument("name", help="the project's name; its Python package is the name with '-' as '_'")
@@ -84,6 +79,10 @@ def scaffold(name: str, target: Path) -> list[Path]:
 
 
 def run_new(args: argparse.Namespace) -> int:
+    """Write a service to start from into ./NAME: FastAPI with saga_lifespan and a fail-closed /readyz,
+    tools with declared semantics and undos registered by name, the log chosen by AGENT_SAGA_WAL, a
+    Dockerfile, a compose file and tests that prove the rollback runs.
+    """
     target = Path(args.dir) / args.name
     files = scaffold(args.name, target)
     print(f"created {target}/ ({len(files)} files):")

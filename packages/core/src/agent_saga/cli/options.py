@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -46,13 +47,16 @@ __all__ = [
 _DEFAULT_TEXT = f"${LOG_ENV}, else ./{DEFAULT_LOG_FILE}"
 
 
-def add_verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], about: str, examples: str,
-             *, raw: bool = True, **more: Any) -> argparse.ArgumentParser:
+def add_verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], *, examples: str,
+             about: str | None = None, raw: bool = True, **more: Any) -> argparse.ArgumentParser:
     """A verb's (or one of its actions') parser: what it does, its examples under the options, and
-    the function that runs it. ``raw``: the text is shown as written (line breaks kept); ``more``
-    passes on to ``add_parser`` (an action's ``help``)."""
+    the function that runs it. ``raw``: the text is shown as written (line breaks kept); otherwise it
+    is re-wrapped, and ``about`` may be left to ``run``'s docstring. ``more`` passes on to
+    ``add_parser`` (an action's ``help``)."""
     if raw:
         more["formatter_class"] = argparse.RawDescriptionHelpFormatter
+    elif about is None:
+        about = inspect.getdoc(run)
     p: argparse.ArgumentParser = verbs.add_parser(name, description=about, epilog=examples, **more)
     p.set_defaults(run=run)
     return p

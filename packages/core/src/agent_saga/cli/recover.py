@@ -61,13 +61,6 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
 def register(verbs: Any) -> None:
     p = add_verb(
         verbs, "recover", run_recover, raw=False,
-        about=(
-            "Sweep a log once (or keep sweeping with --watch) and roll back every saga "
-            "whose owner is gone: compensations newest-first through registered handlers, each "
-            "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
-            "on_crash='resume' is resumed forward instead (its entry point's module --import'ed; "
-            "docs/RESUME.md)."
-        ),
         examples="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
     )
     _add_daemon_options(p)
@@ -75,7 +68,6 @@ def register(verbs: Any) -> None:
 
     e = add_verb(
         verbs, "escalations", run_escalations, raw=False,
-        about="List the escalation queue of a log; exit 1 while any is open.",
         examples="example: agent-saga escalations --wal-path agent-saga.wal",
     )
     add_log_option(e, "the log whose escalations to list")
@@ -166,6 +158,11 @@ def _failure(daemon: Any, err: Exception) -> CliError:
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
+    """Sweep a log once (or keep sweeping with --watch) and roll back every saga whose owner is gone:
+    compensations newest-first through registered handlers, each exactly once; what cannot be undone
+    goes to the human queue. A @durable run started with on_crash='resume' is resumed forward instead
+    (its entry point's module --import'ed; docs/RESUME.md).
+    """
     watching = args.watch if watch is None else watch
     if watching:
         return _watch(args)
@@ -263,6 +260,7 @@ def _check_is_log(path: Path) -> None:
 
 
 def run_escalations(args: argparse.Namespace) -> int:
+    """List the escalation queue of a log; exit 1 while any is open."""
     from agent_saga.recovery.stores import recovery_store
 
     target = log_target(args)
