@@ -46,3 +46,9 @@ def test_every_durable_log_takes_the_options_and_spells_none_of_them_itself(back
     assert params["options"].default is None
     assert params["keywords"].kind is inspect.Parameter.VAR_KEYWORD
     assert not {f.name for f in fields(LogOptions)} & set(params)
+
+
+def test_the_keywords_type_names_every_option() -> None:
+    from agent_saga.log.group import LogKeywords
+
+    assert list(LogKeywords.__annotations__) == [f.name for f in fields(LogOptions)]
