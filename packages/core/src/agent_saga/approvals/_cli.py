@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, add_verb, open_log_to_write
+from agent_saga.cli.options import add_group, add_log_option, add_verb, open_log_to_write
 from agent_saga.inert import inert, inert_value
 from agent_saga.log.resolve import chosen_log
 
@@ -47,19 +47,15 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 
 def register(verbs: Any) -> None:
-    group = verbs.add_parser(
-        "approvals",
-        description="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
+    actions = add_group(
+        verbs, "approvals", "action",
+        about="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
         "waiting saga observes it; every decision names its approver, and a grant counts only if it is "
         "signed with a key the agent's host trusts.",
-        epilog=_EXAMPLES + "\n\nexit codes: 0 ok; 1 something is pending (list) or the request could not be "
+        examples=_EXAMPLES + "\n\nexit codes: 0 ok; 1 something is pending (list) or the request could not be "
         "decided (already decided, expired); 2 usage (no --approver, no signing key, unknown id); 3 the store "
         "(or the trusted key list) could not be used",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # Nested parsers inherit the group's class, so usage errors exit 2 like every verb.
-    actions = group.add_subparsers(dest="action", metavar="ACTION")
-    actions.required = True
 
     listing = add_verb(
         actions, "list", _run_list, help="show waiting requests (exit 1 if any)",

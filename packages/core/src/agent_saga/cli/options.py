@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOG_ENV",
+    "add_group",
     "add_imports_option",
     "add_json_option",
     "add_log_option",
@@ -60,6 +61,14 @@ def add_verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], *,
     p: argparse.ArgumentParser = verbs.add_parser(name, description=about, epilog=examples, **more)
     p.set_defaults(run=run)
     return p
+
+
+def add_group(verbs: Any, name: str, dest: str, *, about: str, examples: str, metavar: str = "ACTION") -> Any:
+    """A verb made of actions (``agent-saga mesh merge``): its parser, and the actions' sub-parsers
+    to :func:`add_verb` each action to (one is required; the chosen one's name lands in ``dest``)."""
+    p = verbs.add_parser(name, description=about, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Nested parsers inherit the verb's class, so usage errors exit 2 like every verb.
+    return p.add_subparsers(dest=dest, metavar=metavar, required=True)
 
 
 def add_json_option(p: argparse.ArgumentParser, what: str = "the report") -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
-from agent_saga.cli.options import add_json_option, add_verb
+from agent_saga.cli.options import add_group, add_json_option, add_verb
 
 __all__ = ["register", "run_enrol", "run_merge", "run_sign"]
 
@@ -20,13 +20,11 @@ _EXIT_CODES = (
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "mesh",
-        description="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
-        epilog="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sub = add_group(
+        verbs, "mesh", "mesh_verb",
+        about="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
+        examples="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
     )
-    sub = p.add_subparsers(dest="mesh_verb", metavar="ACTION", required=True)
     m = add_verb(
         sub, "merge", run_merge, help="merge device logs (or merged logs) into one log",
         about=(

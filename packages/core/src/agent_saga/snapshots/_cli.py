@@ -6,20 +6,18 @@ import argparse
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, add_verb, log_target
+from agent_saga.cli.options import add_group, add_log_option, add_verb, log_target
 from agent_saga.log.resolve import is_url
 
 __all__ = ["named_stores", "register"]
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "snapshots",
-        description="Durable snapshots taken by saga.snapshot(..., store=...).",
-        epilog="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sub = add_group(
+        verbs, "snapshots", "snapshots_verb", metavar="gc",
+        about="Durable snapshots taken by saga.snapshot(..., store=...).",
+        examples="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
     )
-    sub = p.add_subparsers(dest="snapshots_verb", metavar="gc", required=True)
     gc = add_verb(
         sub, "gc", run_gc, help="delete the snapshots of sagas that a log which verifies says are settled",
         about=(
