@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -319,18 +321,27 @@ def _run_keygen(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_trust(args: argparse.Namespace) -> int:
-    from agent_saga.approvals import trust_key
-    from agent_saga.approvals._authority import default_trust_path
+@contextmanager
+def _changing(path: Path) -> Iterator[None]:
+    """A change to one of the host's lists (trusted keys, passkeys): a bad line is a usage error,
+    a file that cannot be changed exit 3 (it is root's)."""
     from agent_saga.errors import ConfigurationError
 
-    path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
     try:
-        added = trust_key(args.public_key, path)
+        yield
     except ConfigurationError as err:
         raise CliError(str(err), EXIT_USAGE) from None
     except OSError as err:
         raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
+
+
+def _run_trust(args: argparse.Namespace) -> int:
+    from agent_saga.approvals import trust_key
+    from agent_saga.approvals._authority import default_trust_path
+
+    path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
+    with _changing(path):
+        added = trust_key(args.public_key, path)
     name = "+".join(args.public_key.strip().split("+", 2)[:2])
     print(f"{'trusted' if added else 'already trusted'}: {name} ({path}); gateways on this host act on grants it signs")
     return EXIT_OK
@@ -358,16 +369,11 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _run_trust_passkey(args: argparse.Namespace) -> int:
     from agent_saga.approvals import PasskeyCredential, trust_passkey
     from agent_saga.approvals._passkey import default_passkeys_path
-    from agent_saga.errors import ConfigurationError
 
     path = Path(args.passkeys) if args.passkeys else default_passkeys_path()
-    try:
+    with _changing(path):
         credential = PasskeyCredential.from_line(args.line.strip(), "LINE")
         added = trust_passkey(args.line, path)
-    except ConfigurationError as err:
-        raise CliError(str(err), EXIT_USAGE) from None
-    except OSError as err:
-        raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
     print(f"{'registered' if added else 'already registered'}: the passkey {inert(credential.credential_id[:16])} "
           f"of {inert(credential.approver)} ({path}); gateways on this host accept grants it makes")
     return EXIT_OK
