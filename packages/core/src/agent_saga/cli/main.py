@@ -89,6 +89,10 @@ class _Verbs(argparse._SubParsersAction):  # type: ignore[type-arg]
     """The verbs: each of this distribution's verbs is a placeholder (its name and help) until it
     is parsed; then its module is imported and its ``register(verbs)`` fills the parser in."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._filled: set[str] = set()  # the verbs whose module has registered them
+
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         if isinstance(values, list) and values:  # argparse hands the verb and what follows it
@@ -97,11 +101,10 @@ class _Verbs(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def fill(self, name: str) -> None:
         """Give the verb ``name`` its options (once; a verb of another distribution has them already)."""
-        filled: set[str] = self.__dict__.setdefault("_filled", set())
-        if name in VERBS and name not in filled:
+        if name in VERBS and name not in self._filled:
             module = VERBS[name][0]
             importlib.import_module(module).register(_Filler(self, module))
-            filled.update(verb for verb, (home, _text) in VERBS.items() if home == module)
+            self._filled.update(verb for verb, (home, _text) in VERBS.items() if home == module)
 
 
 class _Filler:
