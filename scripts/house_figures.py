@@ -25,9 +25,10 @@ SRC = ROOT / "packages" / "core" / "src" / "agent_saga"
 def main() -> None:
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     house = next(c for c in contracts if c["name"].startswith("the house"))
-    top, wings, kernel = ([m.strip() for m in layer.split(":")] for layer in house["layers"])
-    part_of = {m.removeprefix("agent_saga."): name for name, members in (("cli", top), ("kernel", kernel))
-               for m in members} | {w.removeprefix("agent_saga."): w.removeprefix("agent_saga.") for w in wings}
+    wings, kernel = ([m.strip() for m in layer.split(":")] for layer in house["layers"])
+    # The command is the kernel's, counted apart: its size is the figure issue 42 §3 follows.
+    part_of = {m.removeprefix("agent_saga."): "kernel" for m in kernel} | {"cli": "cli", "__main__": "cli"} | {
+        w.removeprefix("agent_saga."): w.removeprefix("agent_saga.") for w in wings}
 
     def part(module: str) -> str:
         head = module.split(".")[1] if "." in module else "__init__"

@@ -102,6 +102,18 @@ def fresh_gate_globals() -> Iterator[None]:
 
 
 @pytest.fixture
+def short_leases() -> Iterator[float]:
+    """Sagas' leases last 0.3 s (the value it gives) while the test runs, so one expires soon."""
+    from agent_saga.recovery.lease import configure_leases, lease_keeper
+
+    keeper = lease_keeper()
+    old = keeper.ttl
+    configure_leases(0.3)
+    yield 0.3
+    configure_leases(old)
+
+
+@pytest.fixture
 def wal_path(tmp_path: Path) -> Path:
     return tmp_path / "test.wal"
 

@@ -7,6 +7,7 @@ starts the real process.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 from cli_support import Ran, run_cli
+from house import WINGS
 
+from agent_saga.cli.main import VERBS as VERB_TABLE
 from agent_saga.cli.main import build_parser
 
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
@@ -31,6 +34,32 @@ def test_every_registered_verb_is_covered_here() -> None:
     parser = build_parser()
     (verbs,) = [a for a in parser._actions if a.dest == "verb"]
     assert sorted(verbs.choices) == VERBS  # type: ignore[arg-type]
+
+
+# Every wing's face, for the test below (house.py reads them from the import contract).
+_WING_PREFIXES = tuple(f"{wing}." for wing in WINGS)
+
+
+@pytest.mark.slow  # a fresh interpreter, so that what is imported is what the command imported
+def test_the_help_lists_every_verb_and_imports_no_wing_and_a_verb_only_its_own() -> None:
+    code = (
+        "import json, sys\n"
+        "from agent_saga.cli.main import build_parser\n"
+        "parser = build_parser()\n"
+        "help_text = parser.format_help()\n"
+        "after_help = sorted(m for m in sys.modules if m.startswith('agent_saga.'))\n"
+        "parser.parse_args(['mesh', 'merge', 'a.wal', '--out', 'b.wal'])\n"
+        "after_mesh = sorted(m for m in sys.modules if m.startswith('agent_saga.'))\n"
+        "print(json.dumps([help_text, after_help, after_mesh]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    help_text, after_help, after_mesh = json.loads(out.stdout)
+    assert [m for m in after_help if m.startswith(_WING_PREFIXES) or m in WINGS] == []
+    assert {m.partition("._")[0] for m in after_mesh if m.startswith(_WING_PREFIXES)} == {"agent_saga.mesh"}
+    listed = " ".join(help_text.split())  # argparse wraps the lines
+    for verb, (_module, text) in VERB_TABLE.items():  # each verb with its help line, in the table's order
+        assert f" {verb} {text} " in listed, verb
+    assert [listed.index(f" {verb} ") for verb in VERB_TABLE] == sorted(listed.index(f" {v} ") for v in VERB_TABLE)
 
 
 @pytest.mark.parametrize("verb", VERBS)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_saga.cli.main import VERB_MODULES, build_parser
+from agent_saga.cli.main import VERBS, build_parser
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +28,7 @@ def _without_agent_saga_mcp() -> None:
 def test_the_core_defines_no_mcp_verb() -> None:
     (verbs,) = [a for a in build_parser()._actions if a.dest == "verb"]
     assert "mcp" not in verbs.choices  # type: ignore[operator]
-    assert "mcp" not in VERB_MODULES
+    assert "mcp" not in VERBS
 
 
 @pytest.mark.slow

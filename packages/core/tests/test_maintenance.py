@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import json
 import os
 import random
@@ -19,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
+from open_saga import leave_open
 from operator_support import trusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
 from agent_saga.audit import verify_log
 from agent_saga.log import compact, read_records, redact_record, redact_where
 from agent_saga.log.maintenance import LogMaintenanceError, settled_sagas
-from agent_saga.recovery.lease import lease_keeper
 
 C, IRR, R = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE, ActionSemantics.REVERSIBLE
 
@@ -49,14 +48,7 @@ def run_sagas(wal: FileWAL) -> dict[str, str]:
         s.execute(tool="mail.send", semantics=IRR, forward=lambda: "sent")
         raise RuntimeError("model gave up")
 
-    def leave_open() -> str:
-        # In a context of its own, so the never-ended saga does not stay current.
-        s = saga_scope(wal, name="running").__enter__()
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
-        lease_keeper().release(wal.path, s.saga_id)  # its process is gone: nothing renews the lease
-        return s.saga_id
-
-    ids["open"] = contextvars.copy_context().run(leave_open)
+    ids["open"] = leave_open(wal, undo, release=True)  # its process is gone: nothing renews the lease
     wal.barrier()
     return ids
 

@@ -532,15 +532,20 @@ def _slow_booking(world: Bookings, release: threading.Event, ref: str) -> Callab
     return book
 
 
+def _book_past_its_timeout(s: Any, world: Bookings, release: threading.Event) -> None:
+    """A booking step that times out (0.05 s) while the booking goes on until ``release``."""
+    with pytest.raises(TimeoutError):
+        s.execute(tool="book", semantics="COMPENSABLE", forward=_slow_booking(world, release, "b1"),
+                  compensate=_undo, timeout=0.05)
+
+
 def test_a_call_that_times_out_and_then_returns_is_undone_by_the_later_rollback(
     log: SignalWAL, world: Bookings
 ) -> None:
     """It was UNKNOWN with no undo known before the call; when it returned, its undo became known."""
     release = threading.Event()
     with pytest.raises(SagaAborted) as caught, saga_scope(log) as s:
-        with pytest.raises(TimeoutError):
-            s.execute(tool="book", semantics="COMPENSABLE", forward=_slow_booking(world, release, "b1"),
-                      compensate=_undo, timeout=0.05)
+        _book_past_its_timeout(s, world, release)
         release.set()
         log.wait_for("STEP_COMMITTED", 1)  # recorded when it returned, on its own thread
         raise RuntimeError("the agent gave up")
@@ -558,9 +563,7 @@ def test_a_call_that_returns_after_its_rollback_is_escalated_with_its_result_and
 ) -> None:
     release = threading.Event()
     with pytest.raises(SagaAborted) as caught, saga_scope(log) as s:
-        with pytest.raises(TimeoutError):
-            s.execute(tool="book", semantics="COMPENSABLE", forward=_slow_booking(world, release, "b1"),
-                      compensate=_undo, timeout=0.05)
+        _book_past_its_timeout(s, world, release)
         raise RuntimeError("the agent gave up")
     assert not caught.value.report.clean  # UNKNOWN, no undo known before the call: unresolved
     release.set()

@@ -108,7 +108,7 @@ SUBNAMESPACES = {
         "export_bundle", "verify_disclosure", "verify_log", "verify_records",
     },
     "agent_saga.log": {
-        "BaseWAL", "ChainUnverified", "FileWAL", "GENESIS", "HEADER_FIELDS", "MemoryWAL", "PostgresWAL", "Record",
+        "BaseWAL", "ChainUnverified", "FileWAL", "GENESIS", "HEADER_FIELDS", "LogOptions", "MemoryWAL", "PostgresWAL", "Record",
         "RecordType", "RedisWAL", "TornTail", "VerifyReport", "WAL", "canonical", "chain_hash", "compact",
         "content_digest", "default_wal", "open_log", "read_records", "redact_record", "redact_where",
         "set_default_wal", "speedups_active", "verify_file",

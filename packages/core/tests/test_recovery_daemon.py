@@ -24,7 +24,7 @@ from agent_saga.errors import WALCorrupt
 from agent_saga.ids import operation_id
 from agent_saga.recovery import FileLedger, RecoveryDaemon, SweepReport, fold, try_claim
 from agent_saga.recovery.escalations import EscalationQueue
-from agent_saga.recovery.lease import configure_leases, lease_keeper, recovery_dir
+from agent_saga.recovery.lease import lease_keeper, recovery_dir
 from agent_saga.registry import unregister
 
 C = ActionSemantics.COMPENSABLE
@@ -331,15 +331,6 @@ def test_invalid_daemon_options_are_refused(wal_path: Path) -> None:
 
 
 # -- leases: a live saga is never touched; a PID is never believed --------------------
-
-
-@pytest.fixture
-def short_leases() -> Iterator[float]:
-    keeper = lease_keeper()
-    old = keeper.ttl
-    configure_leases(0.3)
-    yield 0.3
-    configure_leases(old)
 
 
 def test_an_expired_lease_is_recovered_although_its_recorded_pid_is_alive(

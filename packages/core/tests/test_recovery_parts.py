@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from agent_saga.recovery import (
     read_lease,
     try_claim,
 )
-from agent_saga.recovery.lease import LeaseKeeper, configure_leases, lease_keeper, lease_path
+from agent_saga.recovery.lease import LeaseKeeper, lease_keeper, lease_path
 
 REVERSIBLE = ActionSemantics.REVERSIBLE
 # The module, not the function of the same name that the package exports.
@@ -277,15 +277,6 @@ def test_bad_lease_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("AGENT_SAGA_LEASE_TTL", "soon")
     with pytest.raises(ValueError, match="AGENT_SAGA_LEASE_TTL='soon' is not a number"):
         LeaseKeeper()
-
-
-@pytest.fixture
-def short_leases() -> Iterator[float]:
-    keeper = lease_keeper()
-    old = keeper.ttl
-    configure_leases(0.3)
-    yield 0.3
-    configure_leases(old)
 
 
 def test_a_saga_on_a_file_log_holds_a_lease_until_its_end_is_durable(wal: FileWAL, short_leases: float) -> None:

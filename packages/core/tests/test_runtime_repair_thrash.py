@@ -260,14 +260,19 @@ def test_canonical_arguments_differ_when_the_values_differ(a: int, b: int) -> No
 # -- the records are evidence -----------------------------------------------------------------------
 
 
-def test_the_records_verify_and_fold(wal: Any, tmp_path: Path) -> None:
+def _repaired_then_thrashing(wal: Any, tmp_path: Path) -> Path:
+    """The log of a saga with one repaired call, then the same call three times (thrash aborts it)."""
     gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy())
     with pytest.raises(SagaAborted), saga_scope(wal, gate=gate) as saga:
         with pytest.raises(RepairRequested):
             step(saga, "charge", charge, amount="x")
         for _ in range(3):
             step(saga, "charge", charge, amount=1)
-    path = tmp_path / "runtime.wal"
+    return tmp_path / "runtime.wal"
+
+
+def test_the_records_verify_and_fold(wal: Any, tmp_path: Path) -> None:
+    path = _repaired_then_thrashing(wal, tmp_path)
     assert verify_log(path).ok
     (view,) = fold(read_records(path)).values()
     assert view.steps[1].refused  # the repaired call: refused, nothing ran
@@ -275,13 +280,7 @@ def test_the_records_verify_and_fold(wal: Any, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_agent_saga_verify_and_certify_accept_the_records(wal: Any, tmp_path: Path) -> None:
-    gate = PreFlightGate(repair=RepairPolicy({"charge": charge}), thrash=ThrashPolicy())
-    with pytest.raises(SagaAborted), saga_scope(wal, gate=gate) as saga:
-        with pytest.raises(RepairRequested):
-            step(saga, "charge", charge, amount="x")
-        for _ in range(3):
-            step(saga, "charge", charge, amount=1)
-    path = tmp_path / "runtime.wal"
+    path = _repaired_then_thrashing(wal, tmp_path)
     for verb in ("verify", "certify"):
         done_ = subprocess.run([sys.executable, "-m", "agent_saga", verb, "--wal-path", str(path)], capture_output=True,
                                text=True, timeout=60, check=False)

@@ -275,3 +275,19 @@ def test_a_run_helper_passes_the_frameworks_own_keywords_through() -> None:
     assert framework == {"task": "go", "config": None}
     wal = MemoryWAL()
     assert saga_run(lambda task: (task, _inside().name), wal=wal, task="go") == ("go", "gadgets")
+
+
+@pytest.mark.parametrize("kw", [True, False], ids=["keywords", "options"])
+def test_the_saga_itself_takes_the_options_and_spells_none_of_them(kw: bool) -> None:
+    import inspect
+
+    from agent_saga.engine.saga import Saga
+
+    values = _values()
+    wal = values["wal"]
+    saga = Saga(wal, **values) if kw else Saga(wal, options=SagaOptions(**values))
+    for name, value in values.items():
+        assert getattr(saga, name) == value, name
+    assert not saga_option_names() & set(inspect.signature(Saga).parameters) - {"wal"}
+    with pytest.raises(ConfigurationError, match="the log was given twice"):
+        Saga(MemoryWAL(), wal=wal)

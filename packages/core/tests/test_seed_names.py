@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from open_saga import leave_open
 
 import agent_saga
 from agent_saga import (
@@ -107,13 +107,7 @@ def test_daemon_compact_keeps_an_open_saga_whatever_its_age(tmp_path: Path, oper
     path = tmp_path / "agent-saga.wal"
     wal = FileWAL(path)
 
-    def leave_open() -> str:
-        # In a context of its own, so the never-ended saga does not stay current for later tests.
-        s = saga_scope(wal, name="running").__enter__()  # never ended: a crashed owner
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
-        return s.saga_id
-
-    running = contextvars.copy_context().run(leave_open)
+    running = leave_open(wal, undo)  # never ended: a crashed owner
     wal.barrier()
     wal.close()
     with RecoveryDaemon(path) as daemon:

@@ -207,10 +207,8 @@ class Boundary:
         else:
             o = self.options
             saga = Saga(
-                o.wal or default_wal(), gate=o.gate if o.gate is not None else default_gate(),
-                name=o.name or "saga", tags=o.tags, saga_id=self._saga_id, wait_for_commit=o.wait_for_commit,
-                halt_on_compensation_failure=o.halt_on_compensation_failure, compensation_retry=o.compensation_retry,
-                rollback_grace=o.rollback_grace, durable=self._durable,
+                o.wal or default_wal(), saga_id=self._saga_id, durable=self._durable,
+                options=o if o.gate is not None else o.with_changes(gate=default_gate()),
             )
             saga.start()
             self._token = _current.set(saga)

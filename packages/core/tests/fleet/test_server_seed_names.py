@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import contextvars
 from pathlib import Path
 from typing import Any
+
+from open_saga import leave_open
 
 from agent_saga import ActionSemantics, Compensation, RecoveryDaemon, saga_scope
 from agent_saga.audit import verify_records
@@ -23,12 +24,7 @@ def test_read_all_read_since_and_daemon_compact_on_a_server_log(url: str, operat
             done = s.saga_id
             s.execute(tool="crm.add", semantics=C, forward=lambda: {"id": 1}, compensate=undo)
 
-        def leave_open() -> str:
-            s = saga_scope(wal, name="running").__enter__()
-            s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
-            return s.saga_id
-
-        running = contextvars.copy_context().run(leave_open)
+        running = leave_open(wal, undo)
         wal.barrier()
         every = wal.read_all()
         seqs = [r["seq"] for r in every]

@@ -6,7 +6,6 @@ Each test runs on both backends (the ``backend`` fixture) unless its name says o
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import threading
 import uuid
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from open_saga import leave_open
 from servers import ThrowawayRedis
 
 from agent_saga import (
@@ -138,12 +138,7 @@ def test_compaction_and_redaction_keep_the_chain_verifiable(url: str, operator_k
             done = s.saga_id
             s.execute(tool="crm.add", semantics=C, forward=lambda: {"email": "ann@example.com"}, compensate=undo)
 
-        def leave_open() -> str:
-            s = saga_scope(wal, name="running").__enter__()
-            s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 3}, compensate=undo)
-            return s.saga_id
-
-        running = contextvars.copy_context().run(leave_open)
+        running = leave_open(wal, undo)
         wal.barrier()
         before = list(wal.records())
         target = next(r["seq"] for r in before if r["saga"] == running and r["type"] == "STEP_INTENT")

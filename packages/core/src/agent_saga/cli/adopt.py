@@ -20,6 +20,7 @@ from typing import Any
 
 from agent_saga._version import __version__
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_verb
 from agent_saga.cli.toolscan import FRAMEWORKS, Found, ProjectIndex, hint, index_project
 
 __all__ = ["register", "render", "run_adopt"]
@@ -60,18 +61,10 @@ from agent_saga.adopt import DECIDE, require_decided
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "adopt",
-        help="find a project's agent tools and write the module that wraps them (semantics left to you)",
-        description="Read the project's Python files (parsed, never imported), detect the agent frameworks "
-        "it uses, find its tools and write a module wrapping each one as a saga step. Every tool's "
-        "semantics is DECIDE: the module will not import until a person classified each.",
-        epilog="example: agent-saga adopt --out saga_tools.py",
-    )
+    p = add_verb(verbs, "adopt", run_adopt, raw=False, examples="example: agent-saga adopt --out saga_tools.py")
     p.add_argument("--out", required=True, metavar="FILE", help="the module to write (e.g. saga_tools.py)")
     p.add_argument("--root", default=".", metavar="DIR", help="the project to read (default: the current directory)")
     p.add_argument("--force", action="store_true", help="overwrite FILE (it may hold decisions already made)")
-    p.set_defaults(run=run_adopt)
 
 
 def _identifier(text: str) -> str:
@@ -195,6 +188,10 @@ def _print_index(index: ProjectIndex, out: Path) -> None:
 
 
 def run_adopt(args: argparse.Namespace) -> int:
+    """Read the project's Python files (parsed, never imported), detect the agent frameworks it uses,
+    find its tools and write a module wrapping each one as a saga step. Every tool's semantics is
+    DECIDE: the module will not import until a person classified each.
+    """
     root = Path(args.root)
     out = Path(args.out)
     if not root.is_dir():

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_verb
 from agent_saga.log.resolve import DEFAULT_LOG_FILE
 
 __all__ = ["World", "register", "run_demo", "worker_main"]
@@ -42,15 +43,9 @@ WORKER_LEASE_TTL = 1.0  # seconds: short, so the audience does not wait
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "demo",
-        help="watch a transaction fail and unwind, on the real engine (no network, no keys)",
-        description=(
-            "Three acts on the real engine: a multi-system transaction unwound newest-first; the "
-            "gate refusing what cannot be undone and a budget stopping a runaway loop; a worker "
-            "killed mid-saga and the recovery daemon finishing its unwind exactly once."
-        ),
-        epilog="example: agent-saga demo --no-color --dir /tmp/saga-demo",
+    p = add_verb(
+        verbs, "demo", run_demo, raw=False,
+        examples="example: agent-saga demo --no-color --dir /tmp/saga-demo",
     )
     p.add_argument("--dir", default=".",
                    help="where the demo writes its log and its simulated world (default: %(default)s)")
@@ -59,7 +54,6 @@ def register(verbs: Any) -> None:
                         "if --dir already holds them")
     p.add_argument("--no-color", action="store_true", help="plain text (also: NO_COLOR, or a non-TTY stdout)")
     p.add_argument("--logs", action="store_true", help="also print the log records each act wrote")
-    p.set_defaults(run=run_demo)
 
 
 class World:
@@ -328,6 +322,10 @@ def _lock(directory: Path) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
+    """Three acts on the real engine: a multi-system transaction unwound newest-first; the gate refusing
+    what cannot be undone and a budget stopping a runaway loop; a worker killed mid-saga and the
+    recovery daemon finishing its unwind exactly once.
+    """
     out = _Out(not (args.no_color or os.environ.get("NO_COLOR") or not sys.stdout.isatty()))
     directory = Path(args.dir).absolute()
     directory.mkdir(parents=True, exist_ok=True)

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option
+from agent_saga.cli.options import add_json_option, add_log_option, add_verb
 from agent_saga.cli.toolscan import ImportNames, module_files
 from agent_saga.inert import inert
 from agent_saga.install import pip_install
@@ -62,14 +62,9 @@ class Finding:
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "doctor",
-        help="audit the postures that silently lose effects; exit 1 on blockers",
-        description="Check the project in the current directory (its source, parsed, never imported), "
-        "the environment and the log: an in-memory or unchosen log, a kill switch or limit store each "
-        "replica keeps to itself, undos the recovery daemon would not import, a log others can read, "
-        "unchained or holding secrets in clear, and every TODO(agent-saga) left undecided.",
-        epilog="example: agent-saga doctor --replicas 3   (or --deploy for one replica in a container)",
+    p = add_verb(
+        verbs, "doctor", run_doctor, raw=False,
+        examples="example: agent-saga doctor --replicas 3   (or --deploy for one replica in a container)",
     )
     p.add_argument("--replicas", type=int, default=1, metavar="N",
                    help="how many processes (on how many hosts) will run it (default: %(default)s)")
@@ -78,8 +73,7 @@ def register(verbs: Any) -> None:
                    "a log nobody chose is then a blocker (implied by --replicas above 1)")
     p.add_argument("--root", default=".", metavar="DIR", help="the project (default: the current directory)")
     add_log_option(p, "the log to check", default="$AGENT_SAGA_WAL; none chosen is a warning, a blocker to deploy")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON")
-    p.set_defaults(run=run_doctor)
+    add_json_option(p, "the findings")
 
 
 # -- the project's source ------------------------------------------------------------------
@@ -229,7 +223,7 @@ class _Doctor:
                      "use the default log (AGENT_SAGA_WAL) or a FileWAL; keep MemoryWAL to tests")
 
     def log_file(self, path: Path) -> None:
-        from agent_saga.audit import verify_log
+        from agent_saga.log.chain import verify_file
         from agent_saga.recovery.paths import recovery_dir
 
         for item in [path, *sorted(recovery_dir(path).rglob("*"))]:
@@ -238,7 +232,7 @@ class _Doctor:
                 self.add("permissions", BLOCKER, f"{item} is readable or writable by others "
                          f"(mode {stat.S_IMODE(mode):04o}): it holds every saga's arguments and undos",
                          f"chmod 600 {item}")
-        report = verify_log(path)
+        report = verify_file(path)
         if report.status in ("unchained", "partial"):
             self.add("chain", BLOCKER, f"{path} is {report.label}: an edit to it would go unnoticed, so it "
                      "is not evidence", "write the log with chain=True (the default); start a new log")
@@ -405,6 +399,11 @@ def diagnose(
 
 
 def run_doctor(args: argparse.Namespace) -> int:
+    """Check the project in the current directory (its source, parsed, never imported), the environment
+    and the log: an in-memory or unchosen log, a kill switch or limit store each replica keeps to
+    itself, undos the recovery daemon would not import, a log others can read, unchained or holding
+    secrets in clear, and every TODO(agent-saga) left undecided.
+    """
     if args.replicas < 1:
         raise CliError(f"--replicas must be at least 1, got {args.replicas}", EXIT_USAGE)
     root = Path(args.root)

@@ -1,4 +1,4 @@
-"""Reading a log for the picture verbs: one-line errors, and picking one saga by id prefix.
+"""Reading a whole log for the verbs that draw or mine it, with one-line errors.
 
 A server log is read through a snapshot file (``cli.options.readable_log``).
 """
@@ -6,7 +6,6 @@ A server log is read through a snapshot file (``cli.options.readable_log``).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,9 +13,8 @@ from agent_saga.cli.main import EXIT_UNCHECKED, CliError
 
 if TYPE_CHECKING:
     from agent_saga.log.records import Record
-    from agent_saga.ui import GraphSaga
 
-__all__ = ["choose_saga", "read_log", "write_output"]
+__all__ = ["read_log", "write_output"]
 
 
 def read_log(target: Path | str) -> list[Record]:
@@ -35,14 +33,6 @@ def read_log(target: Path | str) -> list[Record]:
             raise CliError(f"{target} is a directory, not a log file (check --wal)", EXIT_UNCHECKED) from None
         except (PermissionError, WALCorrupt, UnicodeDecodeError) as err:
             raise CliError(f"cannot read {target}: {err}", EXIT_UNCHECKED) from None
-
-
-def choose_saga(sagas: Sequence[GraphSaga], prefix: str, where: Path | str) -> GraphSaga:
-    """The one saga ``prefix`` names in the log ``where`` (the same rule as every verb that takes a saga id)."""
-    from agent_saga.cli.sagaids import pick_saga_id
-
-    chosen = pick_saga_id(prefix, (s.saga_id for s in sagas), str(where))
-    return next(s for s in sagas if s.saga_id == chosen)
 
 
 def write_output(out: str | None, text: str) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_verb
 
 __all__ = ["register", "run_new", "scaffold"]
 
@@ -32,17 +33,12 @@ _TAKEN = frozenset({"agent_saga", "fastapi", "starlette", "pydantic", "uvicorn",
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "new",
-        help="create a small agent service (FastAPI, saga log, recovery, readiness) to start from",
-        description="Write a service to start from into ./NAME: FastAPI with saga_lifespan and a "
-        "fail-closed /readyz, tools with declared semantics and undos registered by name, the log "
-        "chosen by AGENT_SAGA_WAL, a Dockerfile, a compose file and tests that prove the rollback runs.",
-        epilog="example: agent-saga new myagent && cd myagent && pytest && agent-saga doctor --replicas 3",
+    p = add_verb(
+        verbs, "new", run_new, raw=False,
+        examples="example: agent-saga new myagent && cd myagent && pytest && agent-saga doctor --replicas 3",
     )
     p.add_argument("name", help="the project's name; its Python package is the name with '-' as '_'")
     p.add_argument("--dir", default=".", metavar="PARENT", help="where to create NAME/ (default: here)")
-    p.set_defaults(run=run_new)
 
 
 def package_name(name: str) -> str:
@@ -83,6 +79,10 @@ def scaffold(name: str, target: Path) -> list[Path]:
 
 
 def run_new(args: argparse.Namespace) -> int:
+    """Write a service to start from into ./NAME: FastAPI with saga_lifespan and a fail-closed /readyz,
+    tools with declared semantics and undos registered by name, the log chosen by AGENT_SAGA_WAL, a
+    Dockerfile, a compose file and tests that prove the rollback runs.
+    """
     target = Path(args.dir) / args.name
     files = scaffold(args.name, target)
     print(f"created {target}/ ({len(files)} files):")

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_saga.cli.main import EXIT_UNCHECKED, EXIT_USAGE, CliError
 from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, SCHEMES, backend_of, default_target, is_url
@@ -27,8 +28,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LOG_ENV",
+    "add_group",
     "add_imports_option",
+    "add_json_option",
     "add_log_option",
+    "add_out_option",
+    "add_reason_options",
+    "add_verb",
     "default_log",
     "existing_log",
     "given_log",
@@ -40,6 +46,46 @@ __all__ = [
 ]
 
 _DEFAULT_TEXT = f"${LOG_ENV}, else ./{DEFAULT_LOG_FILE}"
+
+
+def add_verb(verbs: Any, name: str, run: Callable[[argparse.Namespace], int], *, examples: str,
+             about: str | None = None, raw: bool = True, **more: Any) -> argparse.ArgumentParser:
+    """A verb's (or one of its actions') parser: what it does, its examples under the options, and
+    the function that runs it. ``raw``: the text is shown as written (line breaks kept); otherwise it
+    is re-wrapped, and ``about`` may be left to ``run``'s docstring. ``more`` passes on to
+    ``add_parser`` (an action's ``help``)."""
+    if raw:
+        more["formatter_class"] = argparse.RawDescriptionHelpFormatter
+    elif about is None:
+        about = inspect.getdoc(run)
+    p: argparse.ArgumentParser = verbs.add_parser(name, description=about, epilog=examples, **more)
+    p.set_defaults(run=run)
+    return p
+
+
+def add_group(verbs: Any, name: str, dest: str, *, about: str, examples: str, metavar: str = "ACTION") -> Any:
+    """A verb made of actions (``agent-saga mesh merge``): its parser, and the actions' sub-parsers
+    to :func:`add_verb` each action to (one is required; the chosen one's name lands in ``dest``)."""
+    p = verbs.add_parser(name, description=about, epilog=examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Nested parsers inherit the verb's class, so usage errors exit 2 like every verb.
+    return p.add_subparsers(dest=dest, metavar=metavar, required=True)
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str = "the report") -> None:
+    """``--json``: print ``what`` as one JSON document instead of lines for people."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
+
+
+def add_reason_options(p: argparse.ArgumentParser, who: str = "--by", *, reason_required: bool = True) -> None:
+    """``--reason WHY`` and ``--by WHO`` (or ``who``, e.g. ``--operator``): what a verb that changes
+    something records in the log with the change."""
+    p.add_argument("--reason", required=reason_required, default="", metavar="WHY", help="why (recorded in the log)")
+    p.add_argument(who, required=True, metavar="WHO", help="who (recorded in the log)")
+
+
+def add_out_option(p: argparse.ArgumentParser) -> None:
+    """``-o/--out FILE``: where a verb that draws or writes text puts it (standard output by default)."""
+    p.add_argument("-o", "--out", metavar="FILE", help="write here instead of standard output")
 
 
 def default_log() -> str:

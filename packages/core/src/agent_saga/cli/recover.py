@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import CliError
-from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
+from agent_saga.cli.options import add_imports_option, add_log_option, add_verb, import_modules, log_target
 from agent_saga.errors import WALError
 from agent_saga.inert import inert
 
@@ -59,31 +59,21 @@ def _add_daemon_options(p: argparse.ArgumentParser) -> None:
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "recover",
-        help="unwind sagas whose process died (expired lease, no end record)",
-        description="Sweep a log once (or keep sweeping with --watch) and roll back every saga "
-        "whose owner is gone: compensations newest-first through registered handlers, each "
-        "exactly once; what cannot be undone goes to the human queue. A @durable run started with "
-        "on_crash='resume' is resumed forward instead (its entry point's module --import'ed; "
-        "docs/RESUME.md).",
-        epilog="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
+    p = add_verb(
+        verbs, "recover", run_recover, raw=False,
+        examples="example: agent-saga recover --wal-path agent-saga.wal --import myapp.connectors",
     )
     _add_daemon_options(p)
     p.add_argument("--watch", action="store_true", help="keep sweeping until interrupted")
-    p.set_defaults(run=run_recover)
 
-    e = verbs.add_parser(
-        "escalations",
-        help="list (or resolve) what recovery handed to a human",
-        description="List the escalation queue of a log; exit 1 while any is open.",
-        epilog="example: agent-saga escalations --wal-path agent-saga.wal",
+    e = add_verb(
+        verbs, "escalations", run_escalations, raw=False,
+        examples="example: agent-saga escalations --wal-path agent-saga.wal",
     )
     add_log_option(e, "the log whose escalations to list")
     e.add_argument("--all", action="store_true", help="include resolved escalations")
     e.add_argument("--resolve", metavar="ID", help="mark escalation ID handled")
     e.add_argument("--note", default="", help="what was done (with --resolve)")
-    e.set_defaults(run=run_escalations)
 
 
 def _print_report(report: Any, quiet: bool) -> None:
@@ -119,7 +109,7 @@ def _daemon_maker(args: argparse.Namespace, *, watching: bool = False) -> tuple[
     waits = watching and raw.strip() and not is_url(raw) and not os.path.lexists(raw)
     target = Path(raw) if waits else log_target(args)
     import_modules(args.imports, "@compensator handlers")
-    from agent_saga.cli.snapshots import named_stores
+    from agent_saga.snapshots._cli import named_stores
 
     stores = named_stores(args.snapshot_stores)
     return target, lambda log: RecoveryDaemon(
@@ -168,6 +158,11 @@ def _failure(daemon: Any, err: Exception) -> CliError:
 
 
 def run_recover(args: argparse.Namespace, watch: bool | None = None) -> int:
+    """Sweep a log once (or keep sweeping with --watch) and roll back every saga whose owner is gone:
+    compensations newest-first through registered handlers, each exactly once; what cannot be undone
+    goes to the human queue. A @durable run started with on_crash='resume' is resumed forward instead
+    (its entry point's module --import'ed; docs/RESUME.md).
+    """
     watching = args.watch if watch is None else watch
     if watching:
         return _watch(args)
@@ -265,6 +260,7 @@ def _check_is_log(path: Path) -> None:
 
 
 def run_escalations(args: argparse.Namespace) -> int:
+    """List the escalation queue of a log; exit 1 while any is open."""
     from agent_saga.recovery.stores import recovery_store
 
     target = log_target(args)

@@ -22,7 +22,14 @@ import sys
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_imports_option, add_log_option, import_modules, log_target
+from agent_saga.cli.options import (
+    add_imports_option,
+    add_log_option,
+    add_reason_options,
+    add_verb,
+    import_modules,
+    log_target,
+)
 from agent_saga.inert import inert
 
 __all__ = ["OPERATOR_KEY_ENV", "register"]
@@ -32,25 +39,22 @@ OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "repair",
-        help="continue a dead or quarantined saga (--resume), or hand it back to recovery (--abandon)",
-        description=(
+    p = add_verb(
+        verbs, "repair", _run,
+        about=(
             "Repair one saga whose process died or that was quarantined: keep what it did, record the "
             "operator's amendments, and run a continuation in a new saga that can still undo everything; "
             "or abandon the repair so the recovery daemon unwinds it. With neither, print the plan."
         ),
-        epilog=(
+        examples=(
             "exit codes: 0 done (or a plan with no blockers), 1 cannot be repaired or the continuation "
             "failed (rolled back), 2 usage error, 3 could not read or write the log\n"
             "example:\n  agent-saga repair 2e78f498 --operator ops@example.com --operator-key ~/.ops.key "
             "--reason 'bad postcode' --amend postcode='SW1A 1AA' --resume myapp.repairs:onboard"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("saga_id", metavar="SAGA", help="the saga to repair (its id, or the start of it)")
-    p.add_argument("--operator", required=True, metavar="WHO", help="who repairs it (recorded in the log)")
-    p.add_argument("--reason", required=True, metavar="WHY", help="why (recorded in the log)")
+    add_reason_options(p, "--operator")
     p.add_argument("--operator-key", default=None, metavar="FILE",
                    help=f"the operator key that signs the repair, one the host trusts (default: ${OPERATOR_KEY_ENV}); "
                         "a repair record without a trusted signature is not a repair")
@@ -64,7 +68,6 @@ def register(verbs: Any) -> None:
                    help="a lease counts as held until this long after it runs out, as for the daemon (default 5)")
     add_imports_option(p, "@compensator handlers")
     add_log_option(p, "the saga's log")
-    p.set_defaults(run=_run)
 
 
 def amendments(words: list[str]) -> dict[str, Any]:

@@ -14,29 +14,26 @@ import json
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.cli.options import add_log_option, add_verb, log_target
 from agent_saga.inert import inert
 
 __all__ = ["register"]
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "signal",
-        help="send a named event (with JSON data) to a @durable run waiting for it, or that will",
-        description="Write an EVENT_SIGNALLED record to the saga's log. The run's wait_for_event(NAME) "
+    p = add_verb(
+        verbs, "signal", _run,
+        about="Write an EVENT_SIGNALLED record to the saga's log. The run's wait_for_event(NAME) "
         "takes the oldest signal of that name no earlier wait took: one sent before the wait began, or "
         "while the run's process was dead, counts. A signal is data for the run, never an approval.",
-        epilog="exit codes: 0 sent, 1 refused (ended, unwinding, not a durable run, a log that does not "
+        examples="exit codes: 0 sent, 1 refused (ended, unwinding, not a durable run, a log that does not "
         "verify), 2 usage (data not JSON, unknown saga id), 3 could not read or write the log\n"
         "example: agent-saga signal 2e78f498 approved --data '{\"by\": \"ops\"}' --wal-path agent-saga.wal",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("saga_id", metavar="SAGA", help="the run's saga id (or the start of it)")
     p.add_argument("name", metavar="NAME", help="the event's name, as the run waits for it")
     p.add_argument("--data", default="null", metavar="JSON", help="the event's data, as JSON (default: null)")
     add_log_option(p, "the run's log")
-    p.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

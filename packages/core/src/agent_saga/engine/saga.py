@@ -41,7 +41,7 @@ from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.error_text import describe_error as _describe_error
-from agent_saga.engine.inflight import ROLLBACK_GRACE, InFlight
+from agent_saga.engine.inflight import InFlight
 from agent_saga.engine.invoke import (
     Barrier,
     Call,
@@ -66,7 +66,8 @@ from agent_saga.engine.ports import GatePort, SagaInfo, SpeculationPort, StepReq
 from agent_saga.engine.reconcile_policy import DEFAULT_RECONCILE, ReconcilePolicy
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.resumed import DurableRun, RecordedStep, Replay
-from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
+from agent_saga.engine.retry import COMPENSATION_RETRY
+from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
@@ -124,28 +125,30 @@ class Saga:
     def __init__(
         self,
         wal: WAL,
+        /,
         *,
-        name: str = "saga",
-        gate: GatePort | None = None,
-        tags: frozenset[str] = frozenset(),
         saga_id: str | None = None,
-        halt_on_compensation_failure: bool = True,
-        compensation_retry: RetryPolicy = COMPENSATION_RETRY,
-        wait_for_commit: bool = False,
-        rollback_grace: float = ROLLBACK_GRACE,
         durable: DurableRun | None = None,
+        options: SagaOptions | None = None,
+        **more: Unpack[SagaKwargs],
     ) -> None:
-        _names_at_door(saga_id, name, tags)
+        """``options`` and/or the same names as keywords are the saga's (:class:`SagaOptions`);
+        ``wal`` is its log (a ``wal`` in the options must be that one)."""
+        o = SagaOptions.build(options, more)
+        if o.wal is not None and o.wal is not wal:
+            raise ConfigurationError("the log was given twice, positionally and in the options; give it once")
+        name = o.name or "saga"
+        _names_at_door(saga_id, name, o.tags)
         self.saga_id = saga_id or new_saga_id()
         self.name = name
         self.wal = wal
-        self.gate = gate
-        self.tags = tags
-        self.halt_on_compensation_failure = halt_on_compensation_failure
-        self.compensation_retry = compensation_retry
-        self.wait_for_commit = wait_for_commit
+        self.gate = o.gate
+        self.tags = o.tags
+        self.halt_on_compensation_failure = o.halt_on_compensation_failure
+        self.compensation_retry = o.compensation_retry
+        self.wait_for_commit = o.wait_for_commit
         #: Seconds this saga's end (rollback or commit) waits for its steps still in flight.
-        self.rollback_grace = rollback_grace
+        self.rollback_grace = o.rollback_grace
         self.status = SagaStatus.OPEN
         self.report: RollbackReport | None = None
         self._steps: list[Step] = []

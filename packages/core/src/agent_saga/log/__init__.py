@@ -8,6 +8,7 @@ from agent_saga.log.chain import ChainUnverified, VerifyReport, verify_file
 from agent_saga.log.codec import canonical, chain_hash, content_digest
 from agent_saga.log.default import default_wal, set_default_wal
 from agent_saga.log.file import FileWAL, TornTail, read_records
+from agent_saga.log.group import LogOptions
 from agent_saga.log.maintenance import compact, redact_record, redact_where
 from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one is created
 from agent_saga.log.records import GENESIS, HEADER_FIELDS, Record, RecordType
@@ -22,6 +23,7 @@ __all__ = [
     "BaseWAL",
     "ChainUnverified",
     "FileWAL",
+    "LogOptions",
     "MemoryWAL",
     "PostgresWAL",
     "Record",

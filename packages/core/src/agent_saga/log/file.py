@@ -23,12 +23,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Unpack
 
 from agent_saga.errors import WALCorrupt, WALError
 from agent_saga.log.codec import BodyCipher, chain_lines, decode_line, prepare_lines, seal
 from agent_saga.log.fs import FILE_MODE, fsync_dir, open_regular, private_dir, write_new
-from agent_saga.log.group import Entry, GroupCommitWAL
+from agent_saga.log.group import Entry, GroupCommitWAL, LogKeywords, LogOptions
 from agent_saga.log.lines import is_torn, iter_lines
 from agent_saga.log.records import GENESIS, Record
 
@@ -160,12 +160,8 @@ def read_records(
 class FileWAL(GroupCommitWAL):
     """The default durable log. Construct it and pass it on; no start/stop needed.
 
-    ``linger`` bounds how long a record nobody waits for stays only in memory;
-    ``barrier_timeout`` bounds every barrier (then ``WALStalled``);
-    ``max_pending`` with ``backpressure="refuse"`` (default) makes ``append``
-    raise ``WALFull`` instead of growing without bound; ``"block"`` waits (at most
-    ``barrier_timeout``). ``encryptor`` (see ``agent_saga.log.crypto``; default: a
-    key in ``$AGENT_SAGA_WAL_KEY``, else none) stores every body encrypted.
+    ``options`` (or the same names as keywords: ``chain``, ``linger``, ``barrier_timeout``,
+    ``max_pending``, ``backpressure``, ``encryptor``) are :class:`~agent_saga.log.group.LogOptions`.
 
     The queue, flusher, barriers and close are the group-commit base's
     (``log.group``); this class is the file's commit: prepare and chain the lines,
@@ -180,25 +176,12 @@ class FileWAL(GroupCommitWAL):
         self,
         path: str | os.PathLike[str] = "agent-saga.wal",
         *,
-        chain: bool = True,
-        linger: float = 0.002,
-        barrier_timeout: float = 30.0,
-        max_pending: int = 100_000,
-        backpressure: Literal["refuse", "block"] = "refuse",
-        encryptor: BodyCipher | None = None,
+        options: LogOptions | None = None,
+        **keywords: Unpack[LogKeywords],
     ) -> None:
         self.path = Path(path).absolute()
-        super().__init__(
-            str(self.path), linger=linger, barrier_timeout=barrier_timeout,
-            max_pending=max_pending, backpressure=backpressure, name=self.path.name,
-        )
-        self.chain = chain
+        super().__init__(str(self.path), options, name=self.path.name, **keywords)
         self.torn_tail: TornTail | None = None
-        if encryptor is None and os.environ.get("AGENT_SAGA_WAL_KEY"):
-            from agent_saga.log.crypto import AESGCMEncryptor
-
-            encryptor = AESGCMEncryptor.from_env()
-        self.encryptor = encryptor
         self.flushes = 0  # number of write+fsync rounds, for benchmarks
 
         self._seq = 0

@@ -32,19 +32,21 @@ import abc
 import asyncio
 import atexit
 import logging
+import os
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any, Literal, Self
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal, Self, TypedDict, Unpack
 
 from agent_saga.errors import WALClosed, WALError, WALFull, WALStalled
 from agent_saga.log.base import WAL
-from agent_saga.log.codec import encode_entry
+from agent_saga.log.codec import BodyCipher, encode_entry
 from agent_saga.log.waiters import AsyncWaiters, settle
 
-__all__ = ["Entry", "GroupCommitWAL"]
+__all__ = ["Entry", "GroupCommitWAL", "LogKeywords", "LogOptions"]
 
 log = logging.getLogger("agent_saga.wal")
 
@@ -57,6 +59,54 @@ _MAX_BACKOFF = 1.0
 # or idle, close from anywhere (a barrier must not cut a retry's backoff short).
 _RUNNING, _LINGERING, _IDLE, _BACKOFF = 0, 1, 2, -1
 _open_logs: weakref.WeakSet[GroupCommitWAL] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """How a durable log commits, whatever it writes to (FileWAL, PostgresWAL, RedisWAL).
+
+    ``chain``: hash-chain the records. ``linger`` bounds how long a record nobody waits for
+    stays only in memory; ``barrier_timeout`` bounds every barrier (then ``WALStalled``);
+    ``max_pending`` with ``backpressure="refuse"`` makes ``append`` raise ``WALFull`` instead
+    of growing without bound, ``"block"`` waits (at most ``barrier_timeout``). ``encryptor``
+    (``agent_saga.log.crypto``; default: a key in ``$AGENT_SAGA_WAL_KEY``, else none) stores
+    every body encrypted. Each constructor takes these as keywords too (``FileWAL(p, chain=False)``).
+    """
+
+    chain: bool = True
+    linger: float = 0.002
+    barrier_timeout: float = 30.0
+    max_pending: int = 100_000
+    backpressure: Literal["refuse", "block"] = "refuse"
+    encryptor: BodyCipher | None = None
+
+    def __post_init__(self) -> None:
+        if self.backpressure not in ("refuse", "block"):
+            raise ValueError(f"backpressure must be 'refuse' or 'block', got {self.backpressure!r}")
+        if self.max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {self.max_pending!r}")
+        if self.barrier_timeout <= 0:
+            raise ValueError(f"barrier_timeout must be a positive number of seconds, got {self.barrier_timeout!r}")
+
+    @classmethod
+    def given(cls, options: LogOptions | None, keywords: LogKeywords) -> LogOptions:
+        """``options`` (or the defaults) with the keywords a constructor was called with on top."""
+        unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
+        if unknown:
+            known = ", ".join(f.name for f in fields(cls))
+            raise TypeError(f"unknown log option(s) {', '.join(unknown)}: a log takes {known} (see LogOptions)")
+        return replace(options or cls(), **keywords)
+
+
+class LogKeywords(TypedDict, total=False):
+    """:class:`LogOptions`' fields as a constructor's keywords (``**keywords: Unpack[LogKeywords]``)."""
+
+    chain: bool
+    linger: float
+    barrier_timeout: float
+    max_pending: int
+    backpressure: Literal["refuse", "block"]
+    encryptor: BodyCipher | None
 
 
 class GroupCommitWAL(WAL):
@@ -77,27 +127,16 @@ class GroupCommitWAL(WAL):
     _store = "the server"
     _stall_hint = "the server is unreachable or very slow"
 
-    def __init__(
-        self,
-        location: str,
-        *,
-        linger: float,
-        barrier_timeout: float,
-        max_pending: int,
-        backpressure: Literal["refuse", "block"],
-        name: str | None = None,
-    ) -> None:
-        if backpressure not in ("refuse", "block"):
-            raise ValueError(f"backpressure must be 'refuse' or 'block', got {backpressure!r}")
-        if max_pending < 1:
-            raise ValueError(f"max_pending must be at least 1, got {max_pending!r}")
-        if barrier_timeout <= 0:
-            raise ValueError(f"barrier_timeout must be a positive number of seconds, got {barrier_timeout!r}")
+    def __init__(self, location: str, options: LogOptions | None = None, *, name: str | None = None,
+                 **keywords: Unpack[LogKeywords]) -> None:
+        options = LogOptions.given(options, keywords)
         self.location = location
-        self.linger = linger
-        self.barrier_timeout = barrier_timeout
-        self.max_pending = max_pending
-        self.backpressure = backpressure
+        self.linger = options.linger
+        self.barrier_timeout = options.barrier_timeout
+        self.max_pending = options.max_pending
+        self.backpressure = options.backpressure
+        self.chain = options.chain
+        self.encryptor = _default_encryptor(options.encryptor)
         #: Names this writer in a server's commit marker: which of its tickets are committed.
         self.writer = uuid.uuid4().hex
         self.commits = 0  # rounds committed, for benchmarks
@@ -419,3 +458,12 @@ def _close_all() -> None:
             wal.close(timeout=5.0)
         except Exception:  # best effort at interpreter exit
             log.exception("closing %r at exit failed", wal)
+
+
+def _default_encryptor(encryptor: BodyCipher | None) -> BodyCipher | None:
+    """``encryptor``, else the key in ``$AGENT_SAGA_WAL_KEY``, else None: the same for every backend."""
+    if encryptor is None and os.environ.get("AGENT_SAGA_WAL_KEY"):
+        from agent_saga.log.crypto import AESGCMEncryptor
+
+        return AESGCMEncryptor.from_env()
+    return encryptor

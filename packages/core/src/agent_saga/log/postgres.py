@@ -33,14 +33,14 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Unpack
 
 from agent_saga.errors import ConfigurationError, WALError
-from agent_saga.log.codec import BodyCipher, decode_line, seal
-from agent_saga.log.group import Entry, GroupCommitWAL
+from agent_saga.log.codec import decode_line, seal
+from agent_saga.log.group import Entry, GroupCommitWAL, LogKeywords, LogOptions
 from agent_saga.log.records import AUDIT_SAGA, GENESIS, Record
 from agent_saga.log.rewrite import Change, Rewritable, Stored
-from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
+from agent_saga.log.server import LogNotFound, decode_stored, split_url
 
 __all__ = ["PostgresWAL", "import_psycopg"]
 
@@ -79,14 +79,10 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
         self,
         url: str,
         *,
-        chain: bool = True,
-        linger: float = 0.002,
-        barrier_timeout: float = 30.0,
-        max_pending: int = 100_000,
-        backpressure: Literal["refuse", "block"] = "refuse",
-        encryptor: BodyCipher | None = None,
+        options: LogOptions | None = None,
         connect_timeout: float = 5.0,
         create: bool = True,
+        **keywords: Unpack[LogKeywords],
     ) -> None:
         self._psycopg = import_psycopg()
         self._conninfo, ours, location = split_url(url, log=DEFAULT_LOG, table=DEFAULT_TABLE)
@@ -97,14 +93,9 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
             )
         if not ours["log"]:
             raise ConfigurationError("log= must name the log (a non-empty string), e.g. ?log=orders")
-        super().__init__(
-            location, linger=linger, barrier_timeout=barrier_timeout,
-            max_pending=max_pending, backpressure=backpressure,
-        )
+        super().__init__(location, options, **keywords)
         self.log_name = ours["log"]
         self.table = table
-        self.chain = chain
-        self.encryptor = default_encryptor(encryptor)
         self.connect_timeout = connect_timeout
         self._sql = _Statements(self._psycopg, table)
         self._conn: Any = None

@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any, Unpack
 
 from agent_saga.errors import ConfigurationError, WALError
-from agent_saga.log.codec import BodyCipher, seal
-from agent_saga.log.group import Entry, GroupCommitWAL
+from agent_saga.log.codec import seal
+from agent_saga.log.group import Entry, GroupCommitWAL, LogKeywords, LogOptions
 from agent_saga.log.records import GENESIS, Record
 from agent_saga.log.rewrite import Change, Rewritable, Stored
-from agent_saga.log.server import LogNotFound, decode_stored, default_encryptor, split_url
+from agent_saga.log.server import LogNotFound, decode_stored, split_url
 
 __all__ = ["RedisWAL", "import_redis", "redis_client"]
 
@@ -121,16 +121,12 @@ class RedisWAL(GroupCommitWAL, Rewritable):
         self,
         url: str,
         *,
-        chain: bool = True,
-        linger: float = 0.002,
-        barrier_timeout: float = 30.0,
-        max_pending: int = 100_000,
-        backpressure: Literal["refuse", "block"] = "refuse",
-        encryptor: BodyCipher | None = None,
+        options: LogOptions | None = None,
         wait: int = 0,
         wait_timeout: float = 1.0,
         socket_timeout: float = 5.0,
         create: bool = True,
+        **keywords: Unpack[LogKeywords],
     ) -> None:
         self._redis = import_redis()
         driver_url, ours, location = split_url(url, log=DEFAULT_LOG)
@@ -138,13 +134,8 @@ class RedisWAL(GroupCommitWAL, Rewritable):
             raise ConfigurationError(f"log={ours['log']!r} must be a non-empty name without braces, e.g. ?log=orders")
         if isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
             raise ConfigurationError(f"wait= is a number of replicas (an int >= 0), got {wait!r}")
-        super().__init__(
-            location, linger=linger, barrier_timeout=barrier_timeout,
-            max_pending=max_pending, backpressure=backpressure,
-        )
+        super().__init__(location, options, **keywords)
         self.log_name = ours["log"]
-        self.chain = chain
-        self.encryptor = default_encryptor(encryptor)
         self.wait = wait
         self.wait_timeout = wait_timeout
         prefix = f"agent-saga:wal:{{{self.log_name}}}"

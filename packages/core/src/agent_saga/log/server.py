@@ -8,27 +8,17 @@ file, never returned silently without its body.
 
 from __future__ import annotations
 
-import os
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from agent_saga.errors import WALCorrupt, WALError
 from agent_saga.log.codec import BodyCipher, decode_line
 from agent_saga.log.records import Record
 
-__all__ = ["LogNotFound", "decode_stored", "default_encryptor", "open_stored", "split_url"]
+__all__ = ["LogNotFound", "decode_stored", "open_stored", "split_url"]
 
 
 class LogNotFound(WALError, FileNotFoundError):
     """A server log that was to be read does not exist (a tool that only reads never creates one)."""
-
-
-def default_encryptor(encryptor: BodyCipher | None) -> BodyCipher | None:
-    """``encryptor``, else the key in ``$AGENT_SAGA_WAL_KEY`` (as FileWAL), else None."""
-    if encryptor is None and os.environ.get("AGENT_SAGA_WAL_KEY"):
-        from agent_saga.log.crypto import AESGCMEncryptor
-
-        return AESGCMEncryptor.from_env()
-    return encryptor
 
 
 def open_stored(line: str, where: str) -> Record:

@@ -37,7 +37,7 @@ import secrets
 import threading
 import time
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ from agent_saga.approvals._passkey import (
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import StoreUnavailable
 from agent_saga.inert import inert_json
-from agent_saga.ui._debugger import CSP, is_loopback
+from agent_saga.ui._debugger import PageHandler, is_loopback
 
 __all__ = ["ApprovalsServer", "make_approvals_server"]
 
@@ -196,25 +196,9 @@ def _action(entry: ApprovalEntry) -> dict[str, Any]:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(PageHandler):
     server: ApprovalsServer
     server_version = "agent-saga-approvals"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: HTTPStatus, body: bytes, ctype: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Security-Policy", CSP)
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
     def _json(self, status: HTTPStatus, value: Any) -> None:
         # Every string inert: the store is the agent's to write, the page shows what arrives as text.
@@ -230,10 +214,10 @@ class _Handler(BaseHTTPRequestHandler):
             return False
         return True
 
-    def do_HEAD(self) -> None:
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server calls it by this name
         self.do_GET()
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 - likewise
         if not self._host_ok():
             return
         path = urlsplit(self.path).path
@@ -285,7 +269,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return data
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 - likewise
         if not self._host_ok():
             return
         data = self._body()

@@ -28,7 +28,7 @@ from agent_saga.inert import inert_json
 from agent_saga.ui._follow import RecordSource
 from agent_saga.ui._runs import RunStore
 
-__all__ = ["CSP", "DEFAULT_HOST", "DEFAULT_PORT", "UiServer", "is_loopback", "make_server"]
+__all__ = ["CSP", "DEFAULT_HOST", "DEFAULT_PORT", "PageHandler", "UiServer", "is_loopback", "make_server"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -98,9 +98,10 @@ def make_server(
     return UiServer((host, port), store, token)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: UiServer
-    server_version = "agent-saga-ui"
+class PageHandler(BaseHTTPRequestHandler):
+    """What every page the ui serves answers with (the debugger, the approvals page): the same
+    locked-down headers on every response, no body for HEAD, and no line per request."""
+
     sys_version = ""
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -119,6 +120,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+
+
+class _Handler(PageHandler):
+    server: UiServer
+    server_version = "agent-saga-ui"
 
     def _json(self, status: HTTPStatus, value: Any, extra: dict[str, str] | None = None) -> None:
         body = inert_json(value).encode()

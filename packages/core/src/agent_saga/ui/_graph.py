@@ -13,7 +13,8 @@ when every step that may have landed was undone or needed no undo.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from agent_saga.inert import inert
 from agent_saga.ui._model import LABELS, GraphSaga, GraphStep, build, short
@@ -64,6 +65,60 @@ def _under_line(step: GraphStep) -> str:
     return _refusal_line(step) if step.refusal else ""
 
 
+# The drawing both renderers write: the same nodes and edges, in the same order.
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    name: str
+    shape: str  # step | note | fork | end
+    lines: tuple[str, ...]  # the label, one entry per line (raw text: each renderer escapes it)
+    style: str  # a key of _STYLE ("" for the fork, drawn plain)
+
+
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    tail: str
+    head: str
+    kind: str  # next | said (a verdict's note) | fork (into the rollback) | undoes (an undo to its step)
+
+
+def _drawing(saga: GraphSaga, p: str) -> Iterator[_Node | _Edge]:
+    """One saga as nodes and edges: its steps, the runtime's verdicts, and the unwind if there was one."""
+    previous = None
+    for step in saga.steps:
+        node = f"{p}_f{step.index}"
+        under = _under_line(step)
+        yield _Node(node, "step", (f"{step.index}. {step.tool}", f"{step.semantics} - {step.state}",
+                                   *((under,) if under else ())), _forward_style(step))
+        if previous is not None:
+            yield _Edge(previous, node, "next")
+        previous = node
+    indexes = {step.index for step in saga.steps}
+    for k, said in enumerate(saga.verdicts):
+        node = f"{p}_a{k}"
+        yield _Node(node, "note", (short(said.label, 96),), "clean" if said.kind == "ok" else "dirty")
+        if said.after_step in indexes:
+            yield _Edge(f"{p}_f{said.after_step}", node, "said")
+    if saga.status != "completed":
+        fork = f"{p}_rb"
+        yield _Node(fork, "fork", (_fork_label(saga),), "")
+        if previous is not None:
+            yield _Edge(previous, fork, "fork")
+        chain = fork
+        for step in saga.unwound:
+            node, outcome = f"{p}_u{step.index}", str(step.outcome)
+            yield _Node(node, "step", (f"undo {step.index}. {step.tool}", LABELS[outcome]), outcome)
+            yield _Edge(chain, node, "next")
+            yield _Edge(node, f"{p}_f{step.index}", "undoes")
+            chain = node
+        yield _Node(f"{p}_v", "end", (saga.verdict,), _verdict_style(saga))
+        yield _Edge(chain, f"{p}_v", "next")
+    elif previous is not None:
+        yield _Node(f"{p}_v", "end", ("completed",), "clean")
+        yield _Edge(previous, f"{p}_v", "next")
+
+
 # -- Mermaid ------------------------------------------------------------------------------
 
 
@@ -71,6 +126,18 @@ def _m(text: str) -> str:
     """Text safe inside a quoted Mermaid label, and inert (control and bidi characters shown escaped)."""
     return (inert(text).replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;")
             .replace(">", "#gt;"))
+
+
+_MERMAID_SHAPES = {"step": ('["', '"]'), "note": ('[/"', '"/]'), "fork": ('{{"', '"}}'), "end": ('(["', '"])')}
+_MERMAID_EDGES = {"next": "-->", "said": "-.->", "fork": "==>", "undoes": "-.-"}
+
+
+def _mermaid(item: _Node | _Edge) -> str:
+    if isinstance(item, _Edge):
+        return f"    {item.tail} {_MERMAID_EDGES[item.kind]} {item.head}"
+    opening, closing = _MERMAID_SHAPES[item.shape]
+    css = f":::{item.style}" if item.style else ""
+    return f"    {item.name}{opening}{'<br/>'.join(map(_m, item.lines))}{closing}{css}"
 
 
 def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
@@ -83,44 +150,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
         title = f"saga {saga.name or ''} ({saga.saga_id[:8]})"
         lines.append(f'  subgraph {p}["{_m(title)}"]')
         lines.append("    direction TB")
-        previous = None
-        for step in saga.steps:
-            node = f"{p}_f{step.index}"
-            css = _forward_style(step)
-            under = _under_line(step)
-            under = f'<br/>{_m(under)}' if under else ""
-            lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}{under}"]:::{css}')
-            if previous is not None:
-                lines.append(f"    {previous} --> {node}")
-            previous = node
-        indexes = {step.index for step in saga.steps}
-        for k, said in enumerate(saga.verdicts):
-            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
-            lines.append(f'    {node}[/"{_m(short(said.label, 96))}"/]:::{css}')
-            if said.after_step in indexes:
-                lines.append(f"    {p}_f{said.after_step} -.-> {node}")
-        if saga.status != "completed":
-            fork = f"{p}_rb"
-            lines.append(f'    {fork}{{{{"{_m(_fork_label(saga))}"}}}}')
-            if previous is not None:
-                lines.append(f"    {previous} ==> {fork}")
-            chain = fork
-            for step in saga.unwound:
-                node = f"{p}_u{step.index}"
-                outcome = str(step.outcome)
-                lines.append(f'    {node}["{_m(f"undo {step.index}. {step.tool}")}<br/>'
-                             f'{_m(LABELS[outcome])}"]:::{outcome}')
-                lines.append(f"    {chain} --> {node}")
-                lines.append(f"    {node} -.- {p}_f{step.index}")
-                chain = node
-            verdict = f"{p}_v"
-            css = _verdict_style(saga)
-            lines.append(f'    {verdict}(["{_m(saga.verdict)}"]):::{css}')
-            lines.append(f"    {chain} --> {verdict}")
-        elif previous is not None:
-            lines.append(f'    {p}_v(["completed"]):::clean')
-            lines.append(f"    {previous} --> {p}_v")
+        lines.extend(map(_mermaid, _drawing(saga, p)))
         lines.append("  end")
     return "\n".join(lines) + "\n"
 
@@ -139,48 +169,24 @@ def _dot_style(name: str) -> str:
     return f'style="{style}", fillcolor="{fill}", color="{stroke}", penwidth={width}'
 
 
+_DOT_BREAK = "\\n"  # a line break inside a DOT label: backslash, n
+_DOT_SHAPES = {"step": "", "note": "shape=note, ", "fork": "shape=hexagon, ", "end": "shape=oval, "}
+_DOT_EDGES = {"next": "", "said": " [style=dotted]", "fork": " [penwidth=2]", "undoes": " [style=dotted, arrowhead=none]"}
+
+
+def _dot(item: _Node | _Edge) -> str:
+    if isinstance(item, _Edge):
+        return f"    {item.tail} -> {item.head}{_DOT_EDGES[item.kind]};"
+    style = f", {_dot_style(item.style)}" if item.style else ""
+    return f'    {item.name} [{_DOT_SHAPES[item.shape]}label="{_DOT_BREAK.join(map(_d, item.lines))}"{style}];'
+
+
 def to_dot(sagas: Iterable[GraphSaga]) -> str:
     lines = ["digraph sagas {", '  rankdir=TB; node [shape=box, fontname="Helvetica"];']
     for n, saga in enumerate(sagas):
         p = f"s{n}"
         lines.append(f'  subgraph cluster_{n} {{ label="{_d(f"saga {saga.name} ({saga.saga_id[:8]})")}";')
-        previous = None
-        for step in saga.steps:
-            node = f"{p}_f{step.index}"
-            css = _forward_style(step)
-            label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
-            if under := _under_line(step):
-                label += "\\n" + _d(under)
-            lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
-            if previous is not None:
-                lines.append(f"    {previous} -> {node};")
-            previous = node
-        indexes = {step.index for step in saga.steps}
-        for k, said in enumerate(saga.verdicts):
-            node, css = f"{p}_a{k}", "clean" if said.kind == "ok" else "dirty"
-            lines.append(f'    {node} [shape=note, label="{_d(short(said.label, 96))}", {_dot_style(css)}];')
-            if said.after_step in indexes:
-                lines.append(f"    {p}_f{said.after_step} -> {node} [style=dotted];")
-        if saga.status != "completed":
-            fork = f"{p}_rb"
-            lines.append(f'    {fork} [shape=hexagon, label="{_d(_fork_label(saga))}"];')
-            if previous is not None:
-                lines.append(f"    {previous} -> {fork} [penwidth=2];")
-            chain = fork
-            for step in saga.unwound:
-                node = f"{p}_u{step.index}"
-                outcome = str(step.outcome)
-                label = _d(f"undo {step.index}. {step.tool}") + "\\n" + _d(LABELS[outcome])
-                lines.append(f'    {node} [label="{label}", {_dot_style(outcome)}];')
-                lines.append(f"    {chain} -> {node};")
-                lines.append(f"    {node} -> {p}_f{step.index} [style=dotted, arrowhead=none];")
-                chain = node
-            css = _verdict_style(saga)
-            lines.append(f'    {p}_v [shape=oval, label="{_d(saga.verdict)}", {_dot_style(css)}];')
-            lines.append(f"    {chain} -> {p}_v;")
-        elif previous is not None:
-            lines.append(f'    {p}_v [shape=oval, label="completed", {_dot_style("clean")}];')
-            lines.append(f"    {previous} -> {p}_v;")
+        lines.extend(map(_dot, _drawing(saga, p)))
         lines.append("  }")
     lines.append("}")
     return "\n".join(lines) + "\n"

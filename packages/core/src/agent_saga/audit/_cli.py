@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, given_log, read_as_file, readable_log
+from agent_saga.cli.options import (
+    add_json_option,
+    add_log_option,
+    add_verb,
+    given_log,
+    read_as_file,
+    readable_log,
+)
 from agent_saga.cli.progress import Progress
 from agent_saga.inert import inert
 from agent_saga.log.chain import ChainUnverified
@@ -30,16 +37,14 @@ __all__ = ["register", "run_certify", "run_export", "run_verify"]
 
 
 def register(verbs: Any) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = verbs.add_parser(
-        "verify", formatter_class=fmt,
-        help="check the log's hash chain; exit 0 only if intact (or empty)",
-        description=(
+    p = add_verb(
+        verbs, "verify", run_verify,
+        about=(
             "Check every record's digest, hash, prev link and sequence, and name the first record "
             "that does not add up, reading one line at a time. A log written with chain=False is "
             "reported as unchained, and a plain line inside a chained log as a break (exit 1)."
         ),
-        epilog=(
+        examples=(
             "example:\n  agent-saga verify --wal-path ./agent-saga.wal\n"
             "  agent-saga verify --wal-path ./agent-saga.wal --expect-head <hash from a manifest>\n\n"
             "exit codes: 0 intact or empty, 1 broken/unchained/partial, 2 usage, 3 could not read the log\n"
@@ -47,18 +52,16 @@ def register(verbs: Any) -> None:
     )
     add_log_option(p)
     p.add_argument("--expect-head", metavar="HASH", help="a chain head recorded earlier that the log must still contain")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(run=run_verify)
+    add_json_option(p)
 
-    p = verbs.add_parser(
-        "export", formatter_class=fmt,
-        help="write a write-once audit bundle (records.jsonl, manifest.json, SHA256SUMS)",
-        description=(
+    p = add_verb(
+        verbs, "export", run_export,
+        about=(
             "Verify the log, then copy it verbatim into a new directory with a manifest (chain head, "
             "SHA-256, the verification rule in prose) and a SHA256SUMS file an auditor checks with "
             "sha256sum -c. A chain that does not verify is refused unless --allow-broken."
         ),
-        epilog=(
+        examples=(
             "example:\n  agent-saga export --wal-path ./agent-saga.wal --out ./audit-2026-07\n"
             "  (cd ./audit-2026-07 && sha256sum -c SHA256SUMS)\n\n"
             "exit codes: 0 exported, 1 the chain does not verify (refused, or exported labelled with\n"
@@ -72,16 +75,14 @@ def register(verbs: Any) -> None:
                    help="export a log whose chain does not verify (broken, unchained, partial), labelled so")
     p.add_argument("--synthetic-ok", action="store_true",
                    help="export a log made by `agent-saga synthesize` as a test fixture, labelled so")
-    p.set_defaults(run=run_export)
 
-    p = verbs.add_parser(
-        "certify", formatter_class=fmt,
-        help="prove every committed effect was compensated or kept by a completed saga",
-        description=(
+    p = add_verb(
+        verbs, "certify", run_certify,
+        about=(
             "Verify the log's chain, then name every committed effect (COMPENSABLE or IRREVERSIBLE step, "
             "or an UNKNOWN outcome) that no record accounts for. Non-zero exit fails a CI gate."
         ),
-        epilog=(
+        examples=(
             "example:\n  agent-saga certify --wal-path ./agent-saga.wal\n"
             "  AGENT_SAGA_WAL_KEY=... agent-saga certify --wal-path ./encrypted.wal --json\n\n"
             "exit codes: 0 certified, 1 an effect is unaccounted for (or the chain does not verify),\n"
@@ -89,12 +90,11 @@ def register(verbs: Any) -> None:
         ),
     )
     add_log_option(p)
-    p.add_argument("--json", action="store_true", help="print the certificate as JSON")
+    add_json_option(p, "the certificate")
     p.add_argument("--allow-unverified", action="store_true",
                    help="certify a log whose chain does not verify; a broken chain is still never certified")
     p.add_argument("--synthetic-ok", action="store_true",
                    help="certify a log made by `agent-saga synthesize` as a test fixture, labelled so")
-    p.set_defaults(run=run_certify)
 
 
 def _check_path(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, CliError
+from agent_saga.cli.options import add_group, add_json_option, add_verb
 
 __all__ = ["register", "run_enrol", "run_merge", "run_sign"]
 
@@ -19,44 +20,41 @@ _EXIT_CODES = (
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "mesh",
-        help="merge devices' own logs into one (a G-Set CRDT over their records)",
-        description="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
-        epilog="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sub = add_group(
+        verbs, "mesh", "mesh_verb",
+        about="Offline mesh sagas: each device keeps its own log; merge them, in any order, any number of times.",
+        examples="example:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
     )
-    sub = p.add_subparsers(dest="mesh_verb", metavar="ACTION", required=True)
-    m = sub.add_parser(
-        "merge",
-        help="merge device logs (or merged logs) into one log",
-        description=(
+    m = add_verb(
+        sub, "merge", run_merge, help="merge device logs (or merged logs) into one log",
+        about=(
             "Merge device logs into one chained log: any order, grouping and repetition of the same logs gives "
             "the same bytes. Each device's chain is verified; a record that does not verify is named with "
             "everything after it on that device's chain, and left out."
         ),
-        epilog=_EXIT_CODES + "\nexample:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=_EXIT_CODES + "\nexample:\n  agent-saga mesh merge phone.wal laptop.wal --out merged.wal",
     )
     m.add_argument("logs", nargs="+", metavar="LOG", help="a device's log file, or a merged log")
     m.add_argument("--out", required=True, metavar="FILE", help="the merged log to write (replaced atomically)")
-    m.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_json_option(m, "the result")
     m.add_argument("--device-keys", metavar="FILE",
                    help="the trusted device keys (default: the host's list, /etc/agent-saga/device-keys)")
     m.add_argument("--allow-unsigned", action="store_true",
                    help="take the logs of devices with no key (written before device keys) as claims")
-    m.set_defaults(run=run_merge)
     for verb, run, text in (
         ("enrol", run_enrol, "start a device's log with its key (the log's first record names it)"),
         ("sign", run_sign, "sign the device's head with its key: a hub merges nothing after the last signed head"),
     ):
-        v = sub.add_parser(verb, help=text, description=text[0].upper() + text[1:] + ".",
-                           epilog="example:\n  agent-saga approvals keygen --approver phone-1 --key phone.key\n"
-                                  f"  agent-saga mesh {verb} phone.wal --key phone.key",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        v = add_verb(
+            sub, verb, run, help=text,
+            about=text[0].upper() + text[1:] + ".",
+            examples=(
+                "example:\n  agent-saga approvals keygen --approver phone-1 --key phone.key\n"
+                f"  agent-saga mesh {verb} phone.wal --key phone.key"
+            ),
+        )
         v.add_argument("log", metavar="LOG", help="the device's own log")
         v.add_argument("--key", required=True, metavar="FILE", help="the device's private key file")
-        v.set_defaults(run=run)
 
 
 def run_merge(args: argparse.Namespace) -> int:

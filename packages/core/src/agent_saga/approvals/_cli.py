@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, open_log_to_write
+from agent_saga.cli.options import add_group, add_log_option, add_verb, open_log_to_write
 from agent_saga.inert import inert, inert_value
 from agent_saga.log.resolve import chosen_log
 
@@ -47,33 +49,27 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 
 def register(verbs: Any) -> None:
-    group = verbs.add_parser(
-        "approvals",
-        help="list the requests waiting for a human, and approve, deny or break-glass them",
-        description="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
+    actions = add_group(
+        verbs, "approvals", "action",
+        about="Requests an ApprovalGateway is waiting on. A decision lands in the store, where the "
         "waiting saga observes it; every decision names its approver, and a grant counts only if it is "
         "signed with a key the agent's host trusts.",
-        epilog=_EXAMPLES + "\n\nexit codes: 0 ok; 1 something is pending (list) or the request could not be "
+        examples=_EXAMPLES + "\n\nexit codes: 0 ok; 1 something is pending (list) or the request could not be "
         "decided (already decided, expired); 2 usage (no --approver, no signing key, unknown id); 3 the store "
         "(or the trusted key list) could not be used",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    # Nested parsers inherit the group's class, so usage errors exit 2 like every verb.
-    actions = group.add_subparsers(dest="action", metavar="ACTION")
-    actions.required = True
 
-    listing = actions.add_parser(
-        "list",
-        help="show waiting requests (exit 1 if any)",
-        description="Show each pending request: tool, rule and reason, id, the action digest an approver's "
-        "signature covers, the step's arguments, and, marked (unsigned), what the store alone says (age, "
-        "expiry, who was asked). Every character that could act on a terminal is shown escaped (\\x1b, \\u202e).",
-        epilog="example:\n  agent-saga approvals list --store redis://approvals.internal:6379/0",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    listing = add_verb(
+        actions, "list", _run_list, help="show waiting requests (exit 1 if any)",
+        about=(
+            "Show each pending request: tool, rule and reason, id, the action digest an approver's "
+            "signature covers, the step's arguments, and, marked (unsigned), what the store alone says (age, "
+            "expiry, who was asked). Every character that could act on a terminal is shown escaped (\\x1b, \\u202e)."
+        ),
+        examples="example:\n  agent-saga approvals list --store redis://approvals.internal:6379/0",
     )
     listing.add_argument("--all", action="store_true", help="include decided and expired requests")
     _store_arg(listing)
-    listing.set_defaults(run=_run_list)
 
     for name, verdict, text in (
         ("approve", "approve", "let the step run"),
@@ -99,42 +95,42 @@ def register(verbs: Any) -> None:
                        "log when it sees it")
         p.set_defaults(run=_run_decide, verdict=verdict)
 
-    keygen = actions.add_parser(
-        "keygen",
-        help="make an approver's signing key (once per approver)",
-        description="Write a new Ed25519 signing key, readable by you alone (0600), and print its public key "
-        "for root to trust on each agent host. Keep it away from the agent's user: whoever can read it can "
-        "approve. Never overwrites a key.",
-        epilog="example:\n  agent-saga approvals keygen --approver risk@corp",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    keygen = add_verb(
+        actions, "keygen", _run_keygen, help="make an approver's signing key (once per approver)",
+        about=(
+            "Write a new Ed25519 signing key, readable by you alone (0600), and print its public key "
+            "for root to trust on each agent host. Keep it away from the agent's user: whoever can read it can "
+            "approve. Never overwrites a key."
+        ),
+        examples="example:\n  agent-saga approvals keygen --approver risk@corp",
     )
     keygen.add_argument("--approver", required=True, help="the key's name: your approver handle (no spaces)")
     keygen.add_argument("--key", default=None, help="where to write it (default: as for approve --key)")
-    keygen.set_defaults(run=_run_keygen)
 
-    trust = actions.add_parser(
-        "trust",
-        help="trust an approver's public key on this host (as root)",
-        description="Add a public key (as printed by keygen) to the host's trusted approver keys, "
-        "/etc/agent-saga/approver-keys: gateways on this host then act on grants it signs. Remove its line "
-        "from the file to revoke it.",
-        epilog="example:\n  sudo agent-saga approvals trust 'risk@corp+1a2b3c4d+AQ...'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    trust = add_verb(
+        actions, "trust", _run_trust, help="trust an approver's public key on this host (as root)",
+        about=(
+            "Add a public key (as printed by keygen) to the host's trusted approver keys, "
+            "/etc/agent-saga/approver-keys: gateways on this host then act on grants it signs. Remove its line "
+            "from the file to revoke it."
+        ),
+        examples="example:\n  sudo agent-saga approvals trust 'risk@corp+1a2b3c4d+AQ...'",
     )
     trust.add_argument("public_key", metavar="KEY", help="<name>+<id>+<base64>, as keygen printed it")
     trust.add_argument("--trusted-keys", default=None, help="the key list (default: /etc/agent-saga/approver-keys)")
-    trust.set_defaults(run=_run_trust)
 
-    serve = actions.add_parser(
-        "serve",
-        help="approve or deny pending requests in a browser with a passkey (127.0.0.1)",
-        description="Serve a page that lists the pending requests and, for one, the exact action (tool, every "
-        "argument as inert text, the action digest), and approves it with a passkey (WebAuthn; the challenge "
-        "is the action digest) or denies it with one, with an optional note (the denial's own digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
-        "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0'.",
-        epilog="examples:\n  agent-saga approvals serve --port 8765\n"
-        "  ssh -L 8765:127.0.0.1:8765 agent-host   # then open http://localhost:8765 on your machine",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    serve = add_verb(
+        actions, "serve", _run_serve, help="approve or deny pending requests in a browser with a passkey (127.0.0.1)",
+        about=(
+            "Serve a page that lists the pending requests and, for one, the exact action (tool, every "
+            "argument as inert text, the action digest), and approves it with a passkey (WebAuthn; the challenge "
+            "is the action digest) or denies it with one, with an optional note (the denial's own digest). It registers passkeys too. Binds 127.0.0.1 only; open it as http://localhost:PORT "
+            "(WebAuthn needs a secure context). Needs pip install 'agent-saga[passkey]>=3.0.0'."
+        ),
+        examples=(
+            "examples:\n  agent-saga approvals serve --port 8765\n"
+            "  ssh -L 8765:127.0.0.1:8765 agent-host   # then open http://localhost:8765 on your machine"
+        ),
     )
     _store_arg(serve)
     serve.add_argument("--port", type=int, default=8765, help="port (default: %(default)s; 0 picks a free one)")
@@ -147,20 +143,18 @@ def register(verbs: Any) -> None:
                        "only from the URL it prints (it carries a per-run enrolment token) "
                        "(run by its owner, root, while setting up); without it the page prints the trust-passkey "
                        "command")
-    serve.set_defaults(run=_run_serve)
 
-    trust_pk = actions.add_parser(
-        "trust-passkey",
-        help="register a passkey on this host (as root)",
-        description="Add a passkey line (as 'approvals serve' printed it) to the host's registered passkeys, "
-        "/etc/agent-saga/approver-passkeys: gateways on this host then accept grants it makes. Remove its "
-        "line to revoke it.",
-        epilog="example:\n  sudo agent-saga approvals trust-passkey '{\"algorithm\":-7,...}'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    trust_pk = add_verb(
+        actions, "trust-passkey", _run_trust_passkey, help="register a passkey on this host (as root)",
+        about=(
+            "Add a passkey line (as 'approvals serve' printed it) to the host's registered passkeys, "
+            "/etc/agent-saga/approver-passkeys: gateways on this host then accept grants it makes. Remove its "
+            "line to revoke it."
+        ),
+        examples="example:\n  sudo agent-saga approvals trust-passkey '{\"algorithm\":-7,...}'",
     )
     trust_pk.add_argument("line", metavar="LINE", help="the registered passkey, one JSON line")
     trust_pk.add_argument("--passkeys", default=None, help="the list (default: /etc/agent-saga/approver-passkeys)")
-    trust_pk.set_defaults(run=_run_trust_passkey)
 
 
 def _open_store(args: argparse.Namespace) -> Any:
@@ -327,25 +321,34 @@ def _run_keygen(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_trust(args: argparse.Namespace) -> int:
-    from agent_saga.approvals import trust_key
-    from agent_saga.approvals._authority import default_trust_path
+@contextmanager
+def _changing(path: Path) -> Iterator[None]:
+    """A change to one of the host's lists (trusted keys, passkeys): a bad line is a usage error,
+    a file that cannot be changed exit 3 (it is root's)."""
     from agent_saga.errors import ConfigurationError
 
-    path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
     try:
-        added = trust_key(args.public_key, path)
+        yield
     except ConfigurationError as err:
         raise CliError(str(err), EXIT_USAGE) from None
     except OSError as err:
         raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
+
+
+def _run_trust(args: argparse.Namespace) -> int:
+    from agent_saga.approvals import trust_key
+    from agent_saga.approvals._authority import default_trust_path
+
+    path = Path(args.trusted_keys) if args.trusted_keys else default_trust_path()
+    with _changing(path):
+        added = trust_key(args.public_key, path)
     name = "+".join(args.public_key.strip().split("+", 2)[:2])
     print(f"{'trusted' if added else 'already trusted'}: {name} ({path}); gateways on this host act on grants it signs")
     return EXIT_OK
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    from agent_saga.cli.ui import serve_until_stopped
+    from agent_saga.cli.serve import serve_until_stopped
     from agent_saga.errors import ConfigurationError
     from agent_saga.ui._approvals_page import make_approvals_server
 
@@ -366,16 +369,11 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _run_trust_passkey(args: argparse.Namespace) -> int:
     from agent_saga.approvals import PasskeyCredential, trust_passkey
     from agent_saga.approvals._passkey import default_passkeys_path
-    from agent_saga.errors import ConfigurationError
 
     path = Path(args.passkeys) if args.passkeys else default_passkeys_path()
-    try:
+    with _changing(path):
         credential = PasskeyCredential.from_line(args.line.strip(), "LINE")
         added = trust_passkey(args.line, path)
-    except ConfigurationError as err:
-        raise CliError(str(err), EXIT_USAGE) from None
-    except OSError as err:
-        raise CliError(f"cannot change {path}: {err.strerror or err} (run it as root)", EXIT_UNCHECKED) from None
     print(f"{'registered' if added else 'already registered'}: the passkey {inert(credential.credential_id[:16])} "
           f"of {inert(credential.approver)} ({path}); gateways on this host accept grants it makes")
     return EXIT_OK

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, CliError
-from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.cli.options import add_log_option, add_verb, log_target
 
 __all__ = ["register", "run_corpus"]
 
@@ -14,27 +14,24 @@ _FORMATS = ("jsonl", "parquet")
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "corpus",
-        help="write a log's steps as labelled training data (KEPT, UNDONE, COLLATERAL, UNKNOWN)",
-        description=(
+    p = add_verb(
+        verbs, "corpus", run_corpus,
+        about=(
             "One example per executed step of the log, labelled by its fate: KEPT, UNDONE, COLLATERAL "
             "(a call that worked, rolled back because a later step failed) or UNKNOWN. With --pairs, "
             "DPO preference pairs (prompt, chosen, rejected) within one tool and comparable contexts. "
             "A log whose hash chain does not verify is refused (exit 1): check it with 'agent-saga verify'."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga corpus --wal ./agent-saga.wal --out corpus.jsonl\n"
             "  agent-saga corpus --wal ./agent-saga.wal --out pairs.jsonl --pairs\n"
             "  agent-saga corpus --wal ./agent-saga.wal --out corpus.parquet   # needs agent-saga[corpus]"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_option(p, "the log to read")
     p.add_argument("--out", metavar="FILE", required=True,
                    help="where to write: .parquet writes Parquet (the corpus extra), anything else JSON Lines")
     p.add_argument("--pairs", action="store_true", help="write preference pairs instead of examples")
-    p.set_defaults(run=run_corpus)
 
 
 def run_corpus(args: argparse.Namespace) -> int:

@@ -12,23 +12,23 @@ from pathlib import Path
 from typing import Any
 
 from agent_saga.cli.main import EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
+from agent_saga.cli.options import add_verb
 from agent_saga.inert import inert
 
 __all__ = ["register", "run_synthesize"]
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "synthesize", formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="fit a shareable profile of a log (--fit), or write a synthetic log from one (--profile)",
-        description=(
+    p = add_verb(
+        verbs, "synthesize", run_synthesize,
+        about=(
             "Share a log's shape without its data. --fit reads a log and writes a small JSON profile: "
             "the order of records in each saga, the tool mix, the timing, and each field's shape "
             "(lengths, character classes, magnitudes), never a value anyone wrote. --profile draws "
             "sagas from a profile into a new chained log whose every record is marked __synthetic__ "
             "(certify and export refuse it unless --synthetic-ok)."
         ),
-        epilog=(
+        examples=(
             "examples:\n"
             "  agent-saga synthesize --fit ./agent-saga.wal --profile-out profile.json --redact email account_id\n"
             "  agent-saga synthesize --profile profile.json --sagas 50 --seed 7 --out shareable.wal\n\n"
@@ -45,7 +45,6 @@ def register(verbs: Any) -> None:
     p.add_argument("--sagas", type=int, default=50, metavar="N", help="with --profile: how many sagas (default: 50)")
     p.add_argument("--seed", type=int, default=7, help="with --profile: the same seed gives the same log (default: 7)")
     p.add_argument("--out", metavar="LOG", help="with --profile: the new log file to write (must not exist)")
-    p.set_defaults(run=run_synthesize)
 
 
 def _enums(given: list[str]) -> dict[str, list[str]]:

@@ -6,35 +6,30 @@ import argparse
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, log_target
+from agent_saga.cli.options import add_group, add_log_option, add_verb, log_target
 from agent_saga.log.resolve import is_url
 
 __all__ = ["named_stores", "register"]
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "snapshots",
-        help="durable snapshots (saga.snapshot with a store): gc",
-        description="Durable snapshots taken by saga.snapshot(..., store=...).",
-        epilog="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    sub = add_group(
+        verbs, "snapshots", "snapshots_verb", metavar="gc",
+        about="Durable snapshots taken by saga.snapshot(..., store=...).",
+        examples="examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots --dry-run",
     )
-    sub = p.add_subparsers(dest="snapshots_verb", metavar="gc", required=True)
-    gc = sub.add_parser(
-        "gc",
-        help="delete the snapshots of sagas that a log which verifies says are settled",
-        description=(
+    gc = add_verb(
+        sub, "gc", run_gc, help="delete the snapshots of sagas that a log which verifies says are settled",
+        about=(
             "Delete a saga's snapshots only when the log verifies and holds that saga's SAGA_COMPLETED, "
             "or its SAGA_ROLLED_BACK with clean true, and no unsettled saga's undo still names them. "
             "A log that does not verify deletes nothing (exit 1); a saga the log does not mention is kept."
         ),
-        epilog=(
+        examples=(
             "examples:\n  agent-saga snapshots gc --wal-path ./agent-saga.wal --store ./snapshots\n"
             "  agent-saga snapshots gc --wal-path redis://127.0.0.1:6379/0?log=orders "
             "--store redis://127.0.0.1:6379/0 --name redis --dry-run"
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_log_option(gc, "the log that says which sagas are settled")
     gc.add_argument("--store", metavar="DIR|URL", required=True,
@@ -42,7 +37,6 @@ def register(verbs: Any) -> None:
     gc.add_argument("--name", metavar="NAME", default=None,
                     help="the store's name, as the sagas' undos record it (default: file, redis or postgres)")
     gc.add_argument("--dry-run", action="store_true", help="say what would be deleted; delete nothing")
-    gc.set_defaults(run=run_gc)
 
 
 def _store(where: str, name: str | None) -> Any:

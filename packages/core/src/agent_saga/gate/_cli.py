@@ -19,7 +19,13 @@ import time
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import add_log_option, default_log, open_log_to_write
+from agent_saga.cli.options import (
+    add_log_option,
+    add_reason_options,
+    add_verb,
+    default_log,
+    open_log_to_write,
+)
 from agent_saga.cli.sagaids import resolve_saga_id
 from agent_saga.inert import inert
 
@@ -39,89 +45,81 @@ def _common(p: argparse.ArgumentParser, log: bool = True) -> None:
 
 
 def register(verbs: Any) -> None:
-    halt = verbs.add_parser(
-        "halt",
-        help="refuse new steps (globally, for a tool, a tool prefix or a tag), or drain",
-        description="Refuse new side effects in a scope until the TTL runs out or someone resumes it. "
-        "With --drain: start no new sagas, let running ones finish.",
-        epilog="examples:\n  agent-saga halt --scope tool:wire.send --reason 'fraud pattern' --by soc@corp\n"
-        "  agent-saga halt --drain --reason deploying --by ci@corp --ttl 600",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    halt = add_verb(
+        verbs, "halt", _run_halt,
+        about=(
+            "Refuse new side effects in a scope until the TTL runs out or someone resumes it. "
+            "With --drain: start no new sagas, let running ones finish."
+        ),
+        examples=(
+            "examples:\n  agent-saga halt --scope tool:wire.send --reason 'fraud pattern' --by soc@corp\n"
+            "  agent-saga halt --drain --reason deploying --by ci@corp --ttl 600"
+        ),
     )
     halt.add_argument("--scope", help="global | tool:NAME | tool:prefix.* | tag:NAME")
     halt.add_argument("--drain", action="store_true", help="drain instead: no new sagas, running ones finish")
-    halt.add_argument("--reason", required=True, help="why (recorded in the log)")
-    halt.add_argument("--by", required=True, help="who (recorded in the log)")
+    add_reason_options(halt)
     halt.add_argument("--ttl", type=float, default=None, help="seconds until it lifts by itself (default 3600)")
     _common(halt)
-    halt.set_defaults(run=_run_halt)
 
     drain = verbs.add_parser(
         "drain",
-        help="start no new sagas; running ones finish (same as halt --drain)",
         description="Refuse new sagas until the TTL runs out or someone resumes; running sagas finish.",
         epilog="example:\n  agent-saga drain --reason deploying --by ci@corp --ttl 600",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    drain.add_argument("--reason", required=True, help="why (recorded in the log)")
-    drain.add_argument("--by", required=True, help="who (recorded in the log)")
+    add_reason_options(drain)
     drain.add_argument("--ttl", type=float, default=None, help="seconds until it lifts by itself (default 3600)")
     _common(drain)
     drain.set_defaults(run=_run_halt, drain=True, scope=None)
 
-    quarantine = verbs.add_parser(
-        "quarantine",
-        help="freeze one saga: no further steps, no rollback, no recovery until resumed",
-        description="Freeze one saga. It is not rolled back, and the recovery daemon skips it; a human decides.",
-        epilog="example:\n  agent-saga quarantine saga-8f3c --reason 'suspected duplicate charges' --by soc@corp",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    quarantine = add_verb(
+        verbs, "quarantine", _run_quarantine,
+        about="Freeze one saga. It is not rolled back, and the recovery daemon skips it; a human decides.",
+        examples="example:\n  agent-saga quarantine saga-8f3c --reason 'suspected duplicate charges' --by soc@corp",
     )
     quarantine.add_argument("saga_id", metavar="SAGA_ID", help="the saga to freeze (its id, or the start of it)")
-    quarantine.add_argument("--reason", required=True, help="why (recorded in the log)")
-    quarantine.add_argument("--by", required=True, help="who (recorded in the log)")
+    add_reason_options(quarantine)
     _common(quarantine)
-    quarantine.set_defaults(run=_run_quarantine)
 
-    resume = verbs.add_parser(
-        "resume",
-        help="lift a halt, the drain, or a quarantine",
-        description="Lift a halt on a scope, the drain (--drain), or one saga's quarantine (--saga). "
-        "Exits 1 when there was nothing to lift.",
-        epilog="examples:\n  agent-saga resume --scope tool:wire.send --by soc@corp\n"
-        "  agent-saga resume --drain --by ci@corp\n  agent-saga resume --saga saga-8f3c --by soc@corp",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    resume = add_verb(
+        verbs, "resume", _run_resume,
+        about=(
+            "Lift a halt on a scope, the drain (--drain), or one saga's quarantine (--saga). "
+            "Exits 1 when there was nothing to lift."
+        ),
+        examples=(
+            "examples:\n  agent-saga resume --scope tool:wire.send --by soc@corp\n"
+            "  agent-saga resume --drain --by ci@corp\n  agent-saga resume --saga saga-8f3c --by soc@corp"
+        ),
     )
     resume.add_argument("--scope", help="the halt scope to lift (as given to halt)")
     resume.add_argument("--drain", action="store_true", help="lift the drain")
     resume.add_argument("--saga", dest="saga_id", help="lift this saga's quarantine (its id, or the start of it)")
-    resume.add_argument("--by", required=True, help="who (recorded in the log)")
-    resume.add_argument("--reason", default="", help="why (recorded in the log)")
+    add_reason_options(resume, reason_required=False)
     _common(resume)
-    resume.set_defaults(run=_run_resume)
 
-    status = verbs.add_parser(
-        "status",
-        help="show halts, the drain and quarantines in force (exit 1 if any)",
-        description="Show what the kill switch holds. Exit 0: nothing in force; 1: something is halted, "
-        "draining or quarantined; 3: the store could not be read.",
-        epilog="example:\n  agent-saga status --store redis://switch.internal:6379/0",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    status = add_verb(
+        verbs, "status", _run_status,
+        about=(
+            "Show what the kill switch holds. Exit 0: nothing in force; 1: something is halted, "
+            "draining or quarantined; 3: the store could not be read."
+        ),
+        examples="example:\n  agent-saga status --store redis://switch.internal:6379/0",
     )
     _common(status, log=False)
-    status.set_defaults(run=_run_status)
 
-    init = verbs.add_parser(
-        "init-host",
-        help="create the host-wide kill switch and trusted-approver-key locations (run once, as root)",
-        description="Create /var/lib/agent-saga (the kill switch every process on the host obeys: readable by "
-        "all users, writable by its owner, or by --group) and /etc/agent-saga/approver-keys (the public keys "
-        "whose signatures make an approval count: root only) and /etc/agent-saga/approver-passkeys (the registered "
-        "passkeys: root only). Safe to run again; it resets the modes.",
-        epilog="examples:\n  sudo agent-saga init-host\n  sudo agent-saga init-host --group agent-saga-ops",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    init = add_verb(
+        verbs, "init-host", _run_init_host,
+        about=(
+            "Create /var/lib/agent-saga (the kill switch every process on the host obeys: readable by "
+            "all users, writable by its owner, or by --group) and /etc/agent-saga/approver-keys (the public keys "
+            "whose signatures make an approval count: root only) and /etc/agent-saga/approver-passkeys (the registered "
+            "passkeys: root only). Safe to run again; it resets the modes."
+        ),
+        examples="examples:\n  sudo agent-saga init-host\n  sudo agent-saga init-host --group agent-saga-ops",
     )
     init.add_argument("--group", help="operators' group: its members may halt, drain and resume without root")
-    init.set_defaults(run=_run_init_host)
 
 
 def _switch(args: argparse.Namespace, log: bool = True) -> Any:

@@ -18,7 +18,9 @@ from typing import Any
 from agent_saga.cli.main import EXIT_FINDING, EXIT_UNCHECKED, CliError
 from agent_saga.cli.options import (
     add_imports_option,
+    add_json_option,
     add_log_option,
+    add_verb,
     import_modules,
     log_target,
     readable_log,
@@ -28,25 +30,26 @@ __all__ = ["register", "run_reconcile"]
 
 
 def register(verbs: Any) -> None:
-    p = verbs.add_parser(
-        "reconcile",
-        help="ask the systems whether each logged effect landed and each undo is really in effect",
-        description="A later, separate pass that does not take the log's word: for every effect in "
-        "the log it asks the @reconciler registered for the tool (did it land?) and for its undo (is "
-        "the undo in effect?), and reports drift. Unverifiable is never counted as confirmed. "
-        "Reads only: nothing is written to the log.",
-        epilog="example: agent-saga reconcile --wal-path agent-saga.wal --import agent_saga.connectors.stripe\n"
-        "exit codes: 0 clean, 1 drift (or a chain that does not verify), 2 usage, 3 could not verify",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_verb(
+        verbs, "reconcile", run_reconcile,
+        about=(
+            "A later, separate pass that does not take the log's word: for every effect in "
+            "the log it asks the @reconciler registered for the tool (did it land?) and for its undo (is "
+            "the undo in effect?), and reports drift. Unverifiable is never counted as confirmed. "
+            "Reads only: nothing is written to the log."
+        ),
+        examples=(
+            "example: agent-saga reconcile --wal-path agent-saga.wal --import agent_saga.connectors.stripe\n"
+            "exit codes: 0 clean, 1 drift (or a chain that does not verify), 2 usage, 3 could not verify"
+        ),
     )
     add_log_option(p, "the log whose effects to check")
     add_imports_option(p, "@reconciler functions")
     p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                    help="bound on each question to a system (default: %(default)s)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_json_option(p)
     p.add_argument("--trust-unverified", action="store_true",
                    help="reconcile a log whose chain does not verify (the report says so)")
-    p.set_defaults(run=run_reconcile)
 
 
 def run_reconcile(args: argparse.Namespace) -> int:
