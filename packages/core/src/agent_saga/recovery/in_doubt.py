@@ -23,6 +23,7 @@ from typing import Any
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import Call, drive_sync
 from agent_saga.engine.saga import describe
+from agent_saga.engine.undo_run import Write
 from agent_saga.errors import CompensationError
 from agent_saga.ids import operation_id
 from agent_saga.log.records import RecordType as R
@@ -35,9 +36,6 @@ __all__ = ["ASK_TIMEOUT", "ask", "settle_in_flight"]
 
 #: Seconds one question to a reconciler may take before it counts as "could not tell".
 ASK_TIMEOUT = 10.0
-
-Write = Callable[[R, dict[str, Any], int | None], None]
-
 
 def _one(call: Call) -> Generator[Call, Any, Any]:
     return (yield call)
