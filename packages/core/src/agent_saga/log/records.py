@@ -103,3 +103,5 @@ class RecordType(enum.StrEnum):
     # run re-invoked under its own saga id; its recorded steps are served from the log, not run again.
     SAGA_RESUMED = "SAGA_RESUMED"  # who resumed it, how many steps were recorded; the new owner's lease
     SAGA_DIVERGED = "SAGA_DIVERGED"  # the re-invoked code asked for another call than the one recorded: unwound
+    # A resumed run's call answered from the log (its recorded result, or its recorded failure): nothing ran.
+    STEP_SERVED = "STEP_SERVED"  # under the recorded step's number: its position in the replay, the outcome served

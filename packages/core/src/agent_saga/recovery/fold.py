@@ -89,6 +89,7 @@ class StepView:
     settled: str | None = None  # compensated | orphaned | unresolved | kept (latest)
     compensation_started: int = 0
     compensation_failed: int = 0
+    served: bool = False  # a resumed run took it from the log (STEP_SERVED): nothing ran for it then
     #: Its saga's rollback ended while it was in flight (STEP_UNRESOLVED ``in_flight``), or its
     #: outcome was recorded after the saga rolled back: it is settled when it lands (``late_open``).
     left: bool = False
@@ -396,6 +397,8 @@ class _Folder:
                 step.result, step.has_result = body["result"], True
             if step.semantics is None:
                 step.semantics = "REVERSIBLE"  # only REVERSIBLE commits carry no intent
+        elif rtype == R.STEP_SERVED:
+            step.served = True
         elif rtype == R.STEP_UNKNOWN:
             step.unknown = True
             step.unknown_compensation = _compensation(body)

@@ -90,7 +90,7 @@ def to_mermaid(sagas: Iterable[GraphSaga]) -> str:
             under = _under_line(step)
             under = f'<br/>{_m(under)}' if under else ""
             lines.append(f'    {node}["{_m(f"{step.index}. {step.tool}")}<br/>'
-                         f'{_m(f"{step.semantics} - {step.state}")}{under}"]:::{css}')
+                         f'{_m(step.state_line)}{under}"]:::{css}')
             if previous is not None:
                 lines.append(f"    {previous} --> {node}")
             previous = node
@@ -148,7 +148,7 @@ def to_dot(sagas: Iterable[GraphSaga]) -> str:
         for step in saga.steps:
             node = f"{p}_f{step.index}"
             css = _forward_style(step)
-            label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(f"{step.semantics} - {step.state}")
+            label = _d(f"{step.index}. {step.tool}") + "\\n" + _d(step.state_line)
             if under := _under_line(step):
                 label += "\\n" + _d(under)
             lines.append(f'    {node} [label="{label}", {_dot_style(css)}];')
