@@ -28,7 +28,7 @@ EXIT_BROKEN_PIPE = 128 + 13  # as a shell reports a command ended by SIGPIPE
 # Verb modules under agent_saga.cli; each defines register(subparsers).
 VERB_MODULES = (
     "adopt", "animate", "approvals", "audit", "corpus", "demo", "doctor", "graph", "mesh", "new", "reconcile", "recover",
-    "repair", "snapshots", "switch", "synthesize", "ui", "viz",
+    "repair", "settle", "snapshots", "switch", "synthesize", "ui", "viz",
 )
 
 

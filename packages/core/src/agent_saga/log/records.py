@@ -105,3 +105,5 @@ class RecordType(enum.StrEnum):
     SAGA_DIVERGED = "SAGA_DIVERGED"  # the re-invoked code asked for another call than the one recorded: unwound
     # A resumed run's call answered from the log (its recorded result, or its recorded failure): nothing ran.
     STEP_SERVED = "STEP_SERVED"  # under the recorded step's number: its position in the replay, the outcome served
+    # A person's finding about a step in doubt that held a resume (recovery.settle), signed by an operator key.
+    STEP_SETTLED = "STEP_SETTLED"  # operator, reason, landed; if it landed, the result and the undo built from it

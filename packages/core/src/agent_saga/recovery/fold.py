@@ -248,7 +248,8 @@ class _Folder:
             raw = {}
         body: dict[str, Any] = raw
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
-        by_owner = not view.recovered_by and rtype != R.RECOVERY_CLAIMED and not rtype.startswith("REPAIR_") and not (
+        by_owner = not view.recovered_by and rtype not in (R.RECOVERY_CLAIMED, R.STEP_SETTLED) and not rtype.startswith(
+            "REPAIR_") and not (
             rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
         )
         if isinstance(ts, int) and by_owner:
@@ -289,6 +290,8 @@ class _Folder:
         elif rtype.startswith("REPAIR_"):
             if self._signed_repair(view, rtype, body, record):
                 self._repair(view, rtype, body)
+        elif rtype == R.STEP_SETTLED and step is not None:
+            self._settled(step, body, record)
         elif rtype == R.ESCALATED:
             kind = str(body.get("kind", ""))
             (step.escalated if step is not None else view.escalated).add(kind)
@@ -303,6 +306,30 @@ class _Folder:
                 view.left.add(step.index)
         if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
+
+    def _settled(self, step: StepView, body: dict[str, Any], record: Record) -> None:
+        """A person's finding about a step in doubt (``recovery.settle``): believed only signed by a trusted operator key.
+
+        Believed, the step reads as a reconciler's answer would have left it: committed with the
+        result given (served on resume), or not applied and asked about (run again live on resume).
+        Unsigned, it changes nothing: the step stays in doubt, and its note says a claim was made.
+        """
+        who = str(body.get("operator", "?"))
+        why = self.keys.saga_problem(record)
+        if why:
+            step.note = f"settled by {who} (unsigned, not believed): {why}"
+            return
+        if step.committed or step.not_applied:
+            return  # settled in the log before: a later finding changes nothing
+        step.asked_in_recovery = True
+        if body.get("landed") is True:
+            step.committed, step.committed_compensation = True, _compensation(body)
+            step.problem = str(body.get("problem", ""))
+            if "result" in body:
+                step.result, step.has_result = body["result"], True
+        else:
+            step.not_applied = True
+            step.error = f"settled by {who}: it did not land ({body.get('reason', '')})"
 
     def _signed_repair(self, view: SagaView, rtype: str, body: dict[str, Any], record: Record) -> bool:
         """Whether a REPAIR_* record is an operator's act: signed by a trusted operator key, in its session.

@@ -32,7 +32,7 @@ from agent_saga.recovery.fold import StepView
 from agent_saga.registry import from_recipe, reconciler_for
 from agent_saga.semantics import Observation
 
-__all__ = ["ASK_TIMEOUT", "ask", "settle_in_flight"]
+__all__ = ["ASK_TIMEOUT", "ask", "settle_in_flight", "undo_from"]
 
 #: Seconds one question to a reconciler may take before it counts as "could not tell".
 ASK_TIMEOUT = 10.0
@@ -102,7 +102,7 @@ def settle_in_flight(
         step.not_applied = True
         return True
     if seen.exists is True:
-        comp, problem = _undo_from(saga_id, step, seen.result)
+        comp, problem = undo_from(saga_id, step, seen.result)
         body: dict[str, Any] = {"op": op, "compensation": comp, "reconciled": True}
         if problem:
             body["problem"] = problem
@@ -114,7 +114,7 @@ def settle_in_flight(
     return False
 
 
-def _undo_from(saga_id: str, step: StepView, result: Any) -> tuple[dict[str, Any] | None, str]:
+def undo_from(saga_id: str, step: StepView, result: Any) -> tuple[dict[str, Any] | None, str]:
     """The undo of a step that landed, as the log describes one, or why there is none."""
     key = operation_id(saga_id, step.index, step.tool or "", "compensate")
     if step.recipe is not None:
