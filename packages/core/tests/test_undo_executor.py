@@ -3,7 +3,7 @@ their undos through ``engine.undo_run``, so what one checked and the other did n
 
 Each test pins a difference the two callers had, on the side that had it wrong: the daemon's
 undo ran before its intent was on disk, broke inside a running event loop, and broke the
-sweep on error text that is not UTF-8; the rollback logged an undo as started that a halt never let run, ran a
+sweep on error text that is not UTF-8, and showed the interceptors none of the steps it settled; the rollback logged an undo as started that a halt never let run, ran a
 wrapper with kwargs its function does not take (three times), and retried an undo whose system
 said "done" without a proof. Real parts: FileWALs, the host's kill switch under the test's
 AGENT_SAGA_HOST_ROOT, registered handlers, the daemon sweeping the log the saga left open.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ from recovery_checks import read_log
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, compensator
 from agent_saga.context import default_gate
+from agent_saga.engine.observe import Interceptor, RollbackEvent, add_interceptor, remove_interceptor
+from agent_saga.engine.report import StepOutcome
 from agent_saga.engine.saga import Saga
 from agent_saga.errors import CompensationUnproven
 from agent_saga.gate import default_switch
@@ -110,6 +112,36 @@ def test_the_daemon_records_a_failed_undo_whose_error_text_is_not_utf8(wal_path:
     assert report.held == [saga_id] and report.compensated == 0
     (failed,) = [r["body"] for r in read_log(wal_path) if r["type"] == "COMPENSATION_FAILED"]
     assert failed["error"].startswith("ValueError: refund of ") and failed["error"].endswith(" failed for ch-1")
+
+
+class Seen(Interceptor):
+    """Every rollback step the interceptors are shown, with how it ended."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[RollbackEvent, StepOutcome]] = []
+
+    def rollback_step(self, event: RollbackEvent) -> Generator[None, StepOutcome, None]:
+        end = yield
+        self.steps.append((event, end))
+
+
+def test_the_daemon_shows_the_interceptors_each_step_it_settles(wal_path: Path) -> None:
+    undone = orphan(wal_path, "test.executor.refund")
+    failing = orphan(wal_path, "test.executor.garbled")
+    seen = Seen()
+    add_interceptor(seen)
+    try:
+        report = sweep(wal_path)
+    finally:
+        remove_interceptor(seen)
+    assert report.recovered == [undone] and report.held == [failing]
+    shown = {event.saga_id: (event, end) for event, end in seen.steps}
+    assert set(shown) == {undone, failing} and len(seen.steps) == 2  # as the rollback shows its own, once each
+    event, end = shown[undone]
+    assert (event.step, event.tool, event.handler) == (1, "t.charge", "test.executor.refund")
+    assert (end.outcome.value, end.attempts, end.idempotency_key) == ("compensated", 1, event.idempotency_key)
+    event, end = shown[failing]
+    assert (end.outcome.value, end.attempts) == ("failed", 1) and end.detail.startswith("ValueError: refund of ")
 
 
 # -- the rollback's side ------------------------------------------------------------------

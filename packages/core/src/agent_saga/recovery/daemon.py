@@ -53,8 +53,9 @@ from agent_saga.context import default_gate
 from agent_saga.durable_run import entry
 from agent_saga.engine.error_text import describe_error
 from agent_saga.engine.invoke import drive_sync
+from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.report import SagaAborted
+from agent_saga.engine.report import SagaAborted, StepOutcome
 from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.undo_run import UndoJob, run_undo
 from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError
@@ -79,7 +80,7 @@ from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.resume import resumable, resume_claimed
 from agent_saga.recovery.stores import recovery_store
 from agent_saga.registry import registered
-from agent_saga.semantics import ActionSemantics, Outcome
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
@@ -629,6 +630,7 @@ class _Run:
         self.dry = dry_run
         self.claimed = False
         self.outcomes: dict[str, int] = {}
+        self.settled: StepOutcome | None = None  # how the step being settled ended, for the observers
 
     def _act(self, step: int | None, kind: str, detail: str = "") -> None:
         self.report.actions.append(Action(self.view.saga_id, step, kind, detail))
@@ -686,6 +688,26 @@ class _Run:
         if settle_in_flight(self.view.saga_id, step, self._write, dry_run=self.dry):
             self._act(step.index, "not-applied", step.facts)  # the provider says it never happened
             return
+        # Observed as the agent's own rollback observes each step it settles (engine.observe):
+        # whatever settles it below says how (``settled``); a step held for a later sweep ends unresolved.
+        observed = None if self.dry or not interceptors() else _observe(self.view.saga_id, step)
+        self.settled = None
+        try:
+            self._settle(step)
+        finally:
+            if observed is not None:
+                observed.end(self.settled or self._outcome(step, Outcome.UNRESOLVED, "held for a later sweep"))
+
+    def _outcome(self, step: StepView, outcome: Outcome, detail: str, attempts: int = 0) -> StepOutcome:
+        """What the observers are told about ``step`` (as the rollback's StepOutcome)."""
+        comp = step.compensation or {}
+        key, label = comp.get("key"), comp.get("description") or comp.get("handler")
+        return StepOutcome(step.index, step.tool or "?", _semantics(step),
+                           StepState.COMMITTED if step.committed else StepState.UNKNOWN, outcome,
+                           str(label) if label else None, attempts, key if isinstance(key, str) else None, detail)
+
+    def _settle(self, step: StepView) -> None:
+        """Settle one applied step not settled yet: keep it, undo it, or escalate it (``_Halt``: hold the saga)."""
         if step.state == "in-flight" and not self.dry:
             # Its process died between the durable intent and any outcome: the call may
             # or may not have landed. Say so in the log before acting on it.
@@ -700,6 +722,7 @@ class _Run:
             self._act(step.index, "keep", "REVERSIBLE with nothing to undo")
             self._write(R.STEP_KEPT, {"op": step.op, "detail": "REVERSIBLE with nothing to undo"}, step.index)
             self._count("kept")
+            self.settled = self._outcome(step, Outcome.KEPT, "REVERSIBLE with nothing to undo")
             return
         usable = (
             comp is not None and comp.get("recoverable") is True
@@ -734,6 +757,7 @@ class _Run:
         self._escalate(step, kind, detail)
         self._resolve_escalation(step, "in-flight", f"superseded by [{kind}] from {self.d.name}")
         self._count(wanted)
+        self.settled = self._outcome(step, Outcome.ORPHANED if step.committed else Outcome.UNRESOLVED, detail)
 
     def _compensate(self, step: StepView, comp: dict[str, Any]) -> None:
         saga = self.view.saga_id
@@ -747,6 +771,7 @@ class _Run:
             self._act(step.index, "compensated-earlier", f"{handler} (key {key}) per the ledger")
             self._write(R.STEP_COMPENSATED, {"key": key, "attempts": state.attempts, "source": "ledger"}, step.index)
             self._count("compensated")
+            self.settled = self._outcome(step, Outcome.COMPENSATED, "per the ledger", state.attempts)
             return
         if not registered(handler):
             # Deliberately not an attempt (the rollback's would be one): this daemon may be
@@ -764,6 +789,7 @@ class _Run:
             job, gate=self.d.gate, write=self._write, wal=None if self.dry else self.d._wal, retry=_ONE_ATTEMPT,
             attempts_before=state.attempts, journal=_Ledgered(self, step, job, state),
         ))
+        self.settled = self._outcome(step, end.outcome, end.detail, end.attempts)
         if end.halt is not None:
             # Not attempted (no attempt counts toward dead-lettering): it runs once the halt is lifted.
             self._escalate(step, "undo-halted", (
@@ -847,6 +873,16 @@ class _Run:
             "clean": clean, "halted": False, "outcomes": dict(sorted(self.outcomes.items())),
             "recovered": True,
         })
+
+
+def _observe(saga_id: str, step: StepView) -> Wrappers | None:
+    """Start the interceptors' ``rollback_step`` for a step this daemon settles."""
+    comp = step.compensation or {}
+    label, key, handler = comp.get("description") or comp.get("handler"), comp.get("key"), comp.get("handler")
+    return Wrappers.start("rollback_step", RollbackEvent(
+        saga_id, step.index, step.tool or "?", _semantics(step), str(label) if label else None,
+        key if isinstance(key, str) else None, handler if isinstance(handler, str) else None,
+    ))
 
 
 def _semantics(step: StepView) -> ActionSemantics:
