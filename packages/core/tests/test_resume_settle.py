@@ -45,6 +45,7 @@ def _held(tmp_path: Path) -> tuple[Path, str]:
     assert held.returncode == 1, held.stdout + held.stderr
     (escalation,) = queue_of(wal).pending()
     assert (escalation.kind, escalation.step) == ("resume-unknown", 4)
+    assert f"agent-saga settle {escalation.id} --landed --result JSON" in escalation.detail  # what to run
     return wal, escalation.id
 
 
