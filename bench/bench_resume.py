@@ -4,8 +4,8 @@
 
 One ``@durable`` entry point calls a REVERSIBLE tool ``--steps`` times. A *live* block runs it
 as a fresh durable run; a *served* block runs the same entry as a resumed run whose replay holds
-the live run's recorded steps (the log answers every call: nothing runs, no step record is
-written). Blocks alternate, live then served, ``--rounds`` times, on a MemoryWAL (the engine's
+the live run's recorded steps (the log answers every call: nothing runs; each served step
+appends its STEP_SERVED record). Blocks alternate, live then served, ``--rounds`` times, on a MemoryWAL (the engine's
 own Python) and on a FileWAL (as a user gets it); each figure is the median over the rounds of
 the process CPU time (``time.process_time``) per step.
 

@@ -23,7 +23,7 @@ from agent_saga.cli.main import build_parser
 # The core's own verbs; `mcp` comes with agent-saga-mcp (test_cli_mcp.py).
 VERBS = ["adopt", "animate", "approvals", "certify", "corpus", "demo", "doctor", "drain", "escalations", "export",
          "graph", "halt", "init-host", "mesh", "new", "quarantine", "reconcile", "recover", "repair", "resume",
-         "signal", "snapshots", "status", "synthesize", "ui", "verify", "viz"]
+         "settle", "signal", "snapshots", "status", "synthesize", "ui", "verify", "viz"]
 
 
 def cli(*args: str) -> Ran:
@@ -94,6 +94,8 @@ def test_no_verb_is_a_usage_error() -> None:
     ("reconcile", ["--wal-path", "{missing}"]),
     ("signal", ["s1", "go", "--wal-path", "{missing}"]),
     ("escalations", ["--wal-path", "{missing}"]),
+    ("settle", ["e1", "--not-landed", "--operator", "o", "--reason", "r", "--operator-key", "{tmp}/o.key",
+                "--wal-path", "{missing}"]),
     ("status", ["--store", "{tmp}"]),  # a directory where the switch file should be
     ("halt", ["--scope", "global", "--reason", "r", "--by", "me", "--store", "{tmp}"]),
     ("drain", ["--reason", "r", "--by", "me", "--store", "{tmp}"]),
@@ -123,6 +125,7 @@ LOG_READERS = {
     "verify": [], "export": ["--out", "{tmp}/bundle"], "certify": [], "recover": [], "escalations": [],
     "graph": [], "animate": ["-o", "{tmp}/a.svg"], "viz": ["--kind", "fleet", "-o", "{tmp}/v.svg"], "ui": [],
     "reconcile": [], "corpus": ["--out", "{tmp}/corpus.jsonl"],
+    "settle": ["e1", "--not-landed", "--operator", "o", "--reason", "r", "--operator-key", "{tmp}/o.key"],
 }
 
 

@@ -179,8 +179,8 @@ def test_resume_serves_the_recorded_steps_and_runs_the_rest(tmp_path: Path, worl
     assert _seen(world, "book") == {"paris": 1, "rome": 1, "oslo": 1}
     assert _seen(world, "think") == {"paris": 1, "rome": 1, "oslo": 1}
     types = [r["type"] for r in _records(wal)]
-    assert types[types.index("SAGA_RESUMED"):] == ["SAGA_RESUMED", "STEP_COMMITTED", "STEP_INTENT",
-                                                     "STEP_COMMITTED", "SAGA_COMPLETED"]
+    assert types[types.index("SAGA_RESUMED"):] == ["SAGA_RESUMED", *["STEP_SERVED"] * 4, "STEP_COMMITTED",
+                                                     "STEP_INTENT", "STEP_COMMITTED", "SAGA_COMPLETED"]
     graph = run_cli("graph", "--wal", str(wal)).stdout  # the picture says it was resumed, and by whom
     assert "RESUMED by resume@" in graph and "after 4 recorded step(s)" in graph
 

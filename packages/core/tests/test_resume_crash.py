@@ -71,8 +71,9 @@ def test_a_killed_run_resumes_forward_each_booking_once_each_model_call_once(tmp
     assert types[-1] == "SAGA_COMPLETED" and "ROLLBACK_STARTED" not in types
     assert _body(wal, "SAGA_COMPLETED")["result"] == ["R-paris", "R-rome", "R-oslo"]
     assert _body(wal, "SAGA_RESUMED")["recorded_steps"] == 5
-    # The served steps wrote nothing; the live one is numbered after the recorded ones.
-    assert [r["step"] for r in read_log(wal)[AFTER_OSLO_THOUGHT + 1:-1]] == [6, 6]
+    # The served steps ran nothing (each says it was served); the live one is numbered after the recorded ones.
+    assert [(r["type"], r["step"]) for r in read_log(wal)[AFTER_OSLO_THOUGHT + 1:-1]] == [
+        *[("STEP_SERVED", i) for i in range(1, 6)], ("STEP_INTENT", 6), ("STEP_COMMITTED", 6)]
     assert chain_ok(wal)
 
     again = _recover(wal, tmp_path)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
+from resumed_log import resumed_run
 from viz_logs import DEMO_TOOLS, write_mixed_log
 
 from agent_saga import FileWAL, saga_scope
@@ -95,6 +96,29 @@ def test_arguments_show_references_and_redactions_never_secrets(page: Page, serv
     expect(page.locator("#inspect tr[data-kind=reference]")).to_contain_text("vault://stripe/prod")
     expect(page.locator("#inspect tr[data-kind=reference] .badge")).to_have_text("reference")
     assert "SECRET1" not in page.content()
+
+
+def test_a_resumed_run_marks_the_steps_served_from_the_log(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # Issue 41 part 8: the steps a resume took from the log, apart from the ones it ran; a city named
+    # like markup, from the log, stays text.
+    served, live = resumed_run(tmp_path / "r.wal", ["paris", '<img src=x onerror="alert(1)">', "oslo"])
+    server = serve(tmp_path / "r.wal")
+    page.goto(server.url)
+    open_run(page, "marks.trip")
+    forward = page.locator("#forward button")
+    expect(forward).to_have_count(len(served) + len(live))
+    marks = forward.evaluate_all("bs => bs.map(b => [Number(b.dataset.step), b.dataset.served, b.textContent])")
+    assert {step for step, flag, _ in marks if flag == "true"} == served
+    assert {step for step, flag, _ in marks if flag == "false"} == live
+    assert all(("served from the log" in text) == (flag == "true") for _, flag, text in marks)
+    page.locator("#forward button[data-step='3']").click()  # think about the markup city: served
+    inspector = page.locator("#inspect")
+    expect(inspector).to_contain_text("served from the log: nothing ran")
+    expect(inspector).to_contain_text('<img src=x onerror="alert(1)">')
+    assert page.locator("img").count() == 0
+    page.locator("#forward button[data-step='5']").click()  # oslo, run live
+    expect(inspector).to_contain_text("Step 5: think")
+    expect(inspector).not_to_contain_text("served from the log")
 
 
 def test_watch_from_start_replays_the_run_to_its_verdict(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:

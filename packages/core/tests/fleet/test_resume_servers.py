@@ -76,7 +76,8 @@ def test_resume_by_url_serves_the_recorded_steps_and_ends_the_run(server_wal: WA
     assert resume("srv-1", wal=url, clock=later) == ["R-paris", "R-rome", "R-oslo"]
     assert BOOKED == {"paris": 1, "rome": 1, "oslo": 1}
     types = _types(server_wal, "srv-1")
-    assert types[types.index("SAGA_RESUMED"):] == ["SAGA_RESUMED", "STEP_INTENT", "STEP_COMMITTED", "SAGA_COMPLETED"]
+    assert types[types.index("SAGA_RESUMED"):] == ["SAGA_RESUMED", "STEP_SERVED", "STEP_SERVED", "STEP_INTENT",
+                                                     "STEP_COMMITTED", "SAGA_COMPLETED"]
     with pytest.raises(ResumeRefused, match="already ended"):
         resume("srv-1", wal=url, clock=later)
 

@@ -54,6 +54,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "escalations": ("agent_saga.cli.recover", "list (or resolve) what recovery handed to a human"),
     "repair": ("agent_saga.cli.repair",
                "continue a dead or quarantined saga (--resume), or hand it back to recovery (--abandon)"),
+    "settle": ("agent_saga.cli.settle",
+               "say what a person found about a step in doubt that holds a resume (signed by an operator key)"),
     "signal": ("agent_saga.cli.signal",
                "send a named event (with JSON data) to a @durable run waiting for it, or that will"),
     "snapshots": ("agent_saga.snapshots._cli", "durable snapshots (saga.snapshot with a store): gc"),

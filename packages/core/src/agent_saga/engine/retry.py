@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from agent_saga.errors import CompensationRefused, ConfigurationError, StepRefused
+from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError, StepRefused
 
 __all__ = ["COMPENSATION_RETRY", "RetryPolicy"]
 
@@ -20,7 +20,8 @@ class RetryPolicy:
 
     ``retry_on`` lists the exception types worth another attempt; ``give_up_on``
     wins over it. A refusal by the gate is never retried, nor a handler's refusal of
-    what it was asked (``CompensationRefused``: asking again gets the same answer). The step's ``timeout``
+    what it was asked (``CompensationRefused``), nor an undo its system reported done without
+    a proof (``CompensationUnproven``): asking again gets the same answer. The step's ``timeout``
     applies to each attempt separately, never to the whole loop.
     """
 
@@ -53,7 +54,7 @@ class RetryPolicy:
 
     def should_retry(self, error: BaseException, attempt: int) -> bool:
         """Whether failed attempt ``attempt`` with ``error`` deserves another try."""
-        if attempt >= self.max_attempts or isinstance(error, (StepRefused, CompensationRefused)):
+        if attempt >= self.max_attempts or isinstance(error, (StepRefused, CompensationRefused, CompensationUnproven)):
             return False
         if self.give_up_on and isinstance(error, self.give_up_on):
             return False

@@ -598,6 +598,7 @@ class Saga:
             # (a retry loop retries, a skipped item is skipped) instead of a new one that diverges.
             failed: NotApplied = StepRefused(tool, f"{recorded.error} (recorded; served from the log)", "resume") if (
                 recorded.outcome == "refused") else NotApplied(f"{tool}: {recorded.error} (recorded; served from the log)")
+            self._append(R.STEP_SERVED, {"position": position, "outcome": recorded.outcome}, recorded.index)
             self._failed(tool, failed)
             raise failed
         compensate = undo_for(tool, forward, opts)
@@ -616,6 +617,9 @@ class Saga:
                 self._check_open()
             self._steps.append(step)
         replay.served += 1
+        # The log says which steps a resumed run took from it (the pictures mark them): one record,
+        # queued, not waited for (a crash before it is written loses only the mark; the next resume serves it again).
+        self._append(R.STEP_SERVED, {"position": position, "outcome": "committed"}, recorded.index)
         if problem is not None:
             self._failed(tool, problem)
             raise problem

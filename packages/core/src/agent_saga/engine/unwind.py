@@ -1,6 +1,7 @@
 """Unwinding a saga: its steps newest-first, each undone, kept, orphaned or left unresolved.
 
-Each undo's COMPENSATION_STARTED is made durable (with everything queued before it, so
+Each undo runs through ``engine.undo_run``, the executor the recovery daemon runs its undos
+through too: its COMPENSATION_STARTED is made durable (with everything queued before it, so
 the previous undo's outcome, in one flush) before the undo is called, and the end record
 is waited for: a crash mid-rollback leaves at most the one undo in flight without its
 outcome on disk, the only one the recovery daemon calls again (same idempotency key).
@@ -18,28 +19,23 @@ the two).
 
 from __future__ import annotations
 
-import concurrent.futures
-import logging
 from typing import TYPE_CHECKING, Any
 
-from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.error_text import describe_error
-from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, accepts_idempotency_key, still_running
+from agent_saga.engine.invoke import Protocol
 from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.undo import as_undo_of, halt_on_undo, undo_name
+from agent_saga.engine.undo import undo_name
+from agent_saga.engine.undo_run import UndoJob, run_undo
 from agent_saga.errors import SagaClosed
 from agent_saga.log.records import RecordType as R
-from agent_saga.registry import resolve
 from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 if TYPE_CHECKING:
     from agent_saga.engine.saga import Saga
 
 __all__ = ["unwind"]
-
-log = logging.getLogger(__name__)
 
 _IRREVERSIBLE = ActionSemantics.IRREVERSIBLE
 _REVERSIBLE = ActionSemantics.REVERSIBLE
@@ -231,88 +227,22 @@ def _observe_rollback(saga: Saga, step: Step) -> Wrappers | None:
     ))
 
 
-def _follow_undo(
-    saga: Saga, step: Step, attempt: int, secrets: list[str], call: concurrent.futures.Future[Any] | None,
-) -> None:
-    """Record the outcome of an undo whose task was cancelled while its thread ran on, when it ends.
-
-    A thread cannot be stopped: without this its COMPENSATION_STARTED would stay without an
-    outcome, and the recovery daemon would run the undo again. As ``Saga._straggled`` follows a
-    forward call. Runs on the undo's thread: it never raises.
-    """
-    if call is None:
-        return  # an async undo, cancelled with its task: it did not finish, and recovery runs it
-    key = step.compensation.idempotency_key if step.compensation is not None else None
-
-    def landed(done: concurrent.futures.Future[Any]) -> None:
-        try:
-            error = None if done.cancelled() else done.exception()
-            if error is None and not done.cancelled():
-                saga._append(R.STEP_COMPENSATED, {"key": key, "attempts": attempt, "late": True}, step.index)
-            else:
-                detail = scrub(describe_error(error) if error is not None else "cancelled before it ran", secrets)
-                saga._append(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": detail, "late": True},
-                             step.index)
-        except Exception:  # on a finished undo's thread: logged, never raised
-            log.exception("saga %s: could not record the undo of step %d after its task was cancelled",
-                          saga.saga_id, step.index)
-
-    call.add_done_callback(landed)
-
-
 def _compensate(saga: Saga, step: Step) -> Protocol[StepOutcome]:
     comp = step.compensation
     assert comp is not None
     observed = _observe_rollback(saga, step)
-    ticket = saga._append(R.COMPENSATION_STARTED, {"key": comp.idempotency_key, "handler": comp.handler},
-                          step.index)
-    if saga.wal.durable:
-        # No undo starts before every record ahead of it is on disk: the previous undo's
-        # outcome (and this one's intent, in the same flush). A crash then leaves at most
-        # this one undo unrecorded, the only one the daemon repeats (same key).
-        yield Barrier(saga.wal, ticket)
-    policy = saga.compensation_retry
-    attempt = 0
-    secrets: list[str] = []
-    while True:
-        attempt += 1
-        # Undos run under a halt unless it names them: asked before every attempt.
-        stop = halt_on_undo(saga.gate, saga.saga_id, step.index, undo_name(comp), step.semantics, saga.tags)
-        if stop is not None:
-            attempt -= 1  # the attempts that ran
-            detail = f"undo not run (attempt {attempt + 1} stopped by the gate): {stop.reason}"
-            saga._append(R.STEP_UNRESOLVED, {
-                "op": step.operation_id, "key": comp.idempotency_key, "detail": detail, "rule": stop.rule,
-            }, step.index)
-            outcome = Outcome.UNRESOLVED
-            break
-        try:
-            # Resolved per attempt: a handler missing now is a failed attempt, not a crash.
-            fn = comp.fn if comp.fn is not None else resolve(comp.handler or "")
-            # Credential references become secrets only here, for this call.
-            kwargs, secrets = resolve_credentials(comp.kwargs)
-            if accepts_idempotency_key(fn):
-                kwargs["idempotency_key"] = comp.idempotency_key
-            yield Call(as_undo_of(saga.saga_id, fn), kwargs)
-        except BaseException as err:  # every failure of an undo is recorded, none hidden
-            if not isinstance(err, Exception):  # cancelled (a loop shutting down): its thread may run on
-                _follow_undo(saga, step, attempt, secrets, still_running(err))
-                raise
-            if policy.should_retry(err, attempt):
-                yield Sleep(policy.delay(attempt))
-                continue
-            detail = scrub(describe_error(err), secrets)
-            saga._append(R.COMPENSATION_FAILED, {
-                "key": comp.idempotency_key, "attempts": attempt, "error": detail,
-            }, step.index)
-            outcome = Outcome.FAILED
-            break
-        saga._append(R.STEP_COMPENSATED, {"key": comp.idempotency_key, "attempts": attempt}, step.index)
-        outcome, detail = Outcome.COMPENSATED, ""
-        break
+    assert comp.idempotency_key is not None  # every undo the engine builds carries its key (undo.normalize)
+    job = UndoJob(saga.saga_id, step.index, step.semantics, undo_name(comp), comp.handler, comp.fn, comp.kwargs,
+                  comp.idempotency_key, saga.tags)
+    end = yield from run_undo(job, gate=saga.gate, write=saga._append, wal=saga.wal, retry=saga.compensation_retry)
+    if end.halt is not None:
+        # The rollback goes on without it (its report is not clean): the step stays unresolved.
+        saga._append(R.STEP_UNRESOLVED, {
+            "op": step.operation_id, "key": comp.idempotency_key, "detail": end.detail, "rule": end.halt.rule,
+        }, step.index)
     result = StepOutcome(
-        step.index, step.tool, step.semantics, step.state, outcome, comp.label, attempt,
-        comp.idempotency_key, detail, step.via_fallback,
+        step.index, step.tool, step.semantics, step.state, end.outcome, comp.label, end.attempts,
+        comp.idempotency_key, end.detail, step.via_fallback,
     )
     if observed is not None:
         observed.end(result)

@@ -108,3 +108,7 @@ class RecordType(enum.StrEnum):
     WAIT_STARTED = "WAIT_STARTED"  # a durable sleep or event wait began: its key and wake-up time ("until")
     WAIT_ENDED = "WAIT_ENDED"  # "woke", "signalled" (+ the signal's seq), "timed_out": a resume answers the same
     EVENT_SIGNALLED = "EVENT_SIGNALLED"  # a named event's JSON data, sent to the saga by any process ("by")
+    # A resumed run's call answered from the log (its recorded result, or its recorded failure): nothing ran.
+    STEP_SERVED = "STEP_SERVED"  # under the recorded step's number: its position in the replay, the outcome served
+    # A person's finding about a step in doubt that held a resume (recovery.settle), signed by an operator key.
+    STEP_SETTLED = "STEP_SETTLED"  # operator, reason, landed; if it landed, the result and the undo built from it

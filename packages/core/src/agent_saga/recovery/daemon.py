@@ -6,7 +6,9 @@ has no end record and whose owner's lease has expired:
 1. claims it (``claims``), re-reads the log and the ledger, checks again;
 2. walks its steps newest-first and, per step, compensates it through the
    handler the log names (with the recorded idempotency key), or skips it when
-   it is already compensated (log or ledger), or escalates it;
+   it is already compensated (log or ledger), or escalates it. The undo runs
+   through the executor the agent's own rollback uses (``engine.undo_run``: the
+   halt, the kwargs check, credentials, the key, the records), one attempt per sweep;
 3. writes everything it did into the same log, chained, and ends the saga
    with ``SAGA_ROLLED_BACK`` unless something newer blocks the older steps.
 
@@ -36,9 +38,7 @@ it is escalated (``resume-unavailable``) and left open, never unwound behind its
 
 from __future__ import annotations
 
-import asyncio
 import errno
-import inspect
 import logging
 import os
 import socket
@@ -50,12 +50,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_saga.context import default_gate
-from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.durable_run import entry
-from agent_saga.engine.invoke import accepts_idempotency_key
+from agent_saga.engine.error_text import describe_error
+from agent_saga.engine.invoke import drive_sync
+from agent_saga.engine.observe import RollbackEvent, Wrappers, interceptors
 from agent_saga.engine.ports import GatePort
-from agent_saga.engine.report import SagaAborted
-from agent_saga.engine.undo import halt_on_undo, undo_of
+from agent_saga.engine.report import SagaAborted, StepOutcome
+from agent_saga.engine.retry import RetryPolicy
+from agent_saga.engine.undo_run import UndoJob, run_undo
 from agent_saga.errors import CompensationRefused, CompensationUnproven, ConfigurationError
 from agent_saga.ids import operation_id
 from agent_saga.inert import inert
@@ -72,13 +74,13 @@ from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import DEFAULT_LEASE_TTL, SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import owner_expiry
-from agent_saga.recovery.ledger import Ledger
+from agent_saga.recovery.ledger import KeyState, Ledger
 from agent_saga.recovery.mesh_register import recovered_elsewhere
 from agent_saga.recovery.protocols import EscalationsLike
 from agent_saga.recovery.resume import resumable, resume_claimed
 from agent_saga.recovery.stores import recovery_store
-from agent_saga.registry import registered, resolve
-from agent_saga.semantics import ActionSemantics
+from agent_saga.registry import registered
+from agent_saga.semantics import ActionSemantics, Outcome, StepState
 
 if TYPE_CHECKING:
     from agent_saga.engine.snapshot import SnapshotStore
@@ -578,7 +580,7 @@ class RecoveryDaemon:
             report.recovered.append(view.saga_id)
             return True
         except Exception as err:  # noqa: BLE001 - refused before it began (a drain, a closed gate): tried again next sweep
-            report.actions.append(Action(view.saga_id, None, "resume", f"could not resume it now: {_text(err)}"))
+            report.actions.append(Action(view.saga_id, None, "resume", f"could not resume it now: {describe_error(err)}"))
             report.held.append(view.saga_id)
             return False
         report.actions.append(Action(view.saga_id, None, "resume", outcome.detail))
@@ -613,9 +615,9 @@ class RecoveryDaemon:
         report.recovered.append(view.saga_id)
         return True
 
-    def _append(self, rtype: R, saga: str, body: dict[str, Any], step: int | None = None) -> None:
+    def _append(self, rtype: R, saga: str, body: dict[str, Any], step: int | None = None) -> int:
         assert self._wal is not None
-        self._wal.append(rtype.value, saga, {**body, "by": self.name}, step)
+        return self._wal.append(rtype.value, saga, {**body, "by": self.name}, step)
 
 
 class _Run:
@@ -628,13 +630,15 @@ class _Run:
         self.dry = dry_run
         self.claimed = False
         self.outcomes: dict[str, int] = {}
+        self.settled: StepOutcome | None = None  # how the step being settled ended, for the observers
 
     def _act(self, step: int | None, kind: str, detail: str = "") -> None:
         self.report.actions.append(Action(self.view.saga_id, step, kind, detail))
 
-    def _write(self, rtype: R, body: dict[str, Any], step: int | None = None) -> None:
+    def _write(self, rtype: R, body: dict[str, Any], step: int | None = None) -> int | None:
+        """Append one record of this saga (claiming it first, once); its ticket, None in a dry run."""
         if self.dry:
-            return
+            return None
         if not self.claimed:
             self.claimed = True
             claim: dict[str, Any] = {
@@ -652,7 +656,7 @@ class _Run:
                 self.d._append(R.ROLLBACK_STARTED, self.view.saga_id, {
                     "cause": "recovery: the owner's lease expired before the saga ended",
                 })
-        self.d._append(rtype, self.view.saga_id, body, step)
+        return self.d._append(rtype, self.view.saga_id, body, step)
 
     def _count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
@@ -684,6 +688,26 @@ class _Run:
         if settle_in_flight(self.view.saga_id, step, self._write, dry_run=self.dry):
             self._act(step.index, "not-applied", step.facts)  # the provider says it never happened
             return
+        # Observed as the agent's own rollback observes each step it settles (engine.observe):
+        # whatever settles it below says how (``settled``); a step held for a later sweep ends unresolved.
+        observed = None if self.dry or not interceptors() else _observe(self.view.saga_id, step)
+        self.settled = None
+        try:
+            self._settle(step)
+        finally:
+            if observed is not None:
+                observed.end(self.settled or self._outcome(step, Outcome.UNRESOLVED, "held for a later sweep"))
+
+    def _outcome(self, step: StepView, outcome: Outcome, detail: str, attempts: int = 0) -> StepOutcome:
+        """What the observers are told about ``step`` (as the rollback's StepOutcome)."""
+        comp = step.compensation or {}
+        key, label = comp.get("key"), comp.get("description") or comp.get("handler")
+        return StepOutcome(step.index, step.tool or "?", _semantics(step),
+                           StepState.COMMITTED if step.committed else StepState.UNKNOWN, outcome,
+                           str(label) if label else None, attempts, key if isinstance(key, str) else None, detail)
+
+    def _settle(self, step: StepView) -> None:
+        """Settle one applied step not settled yet: keep it, undo it, or escalate it (``_Halt``: hold the saga)."""
         if step.state == "in-flight" and not self.dry:
             # Its process died between the durable intent and any outcome: the call may
             # or may not have landed. Say so in the log before acting on it.
@@ -698,6 +722,7 @@ class _Run:
             self._act(step.index, "keep", "REVERSIBLE with nothing to undo")
             self._write(R.STEP_KEPT, {"op": step.op, "detail": "REVERSIBLE with nothing to undo"}, step.index)
             self._count("kept")
+            self.settled = self._outcome(step, Outcome.KEPT, "REVERSIBLE with nothing to undo")
             return
         usable = (
             comp is not None and comp.get("recoverable") is True
@@ -732,6 +757,7 @@ class _Run:
         self._escalate(step, kind, detail)
         self._resolve_escalation(step, "in-flight", f"superseded by [{kind}] from {self.d.name}")
         self._count(wanted)
+        self.settled = self._outcome(step, Outcome.ORPHANED if step.committed else Outcome.UNRESOLVED, detail)
 
     def _compensate(self, step: StepView, comp: dict[str, Any]) -> None:
         saga = self.view.saga_id
@@ -739,62 +765,53 @@ class _Run:
         key = comp.get("key")
         if not isinstance(key, str):
             key = operation_id(saga, step.index, step.tool or "", "compensate")
-        ledger = self.d.ledger
-        state = ledger.state(key)
+        state = self.d.ledger.state(key)
         if state.done:
             # It ran; only its log record was lost (the daemon died before writing it).
             self._act(step.index, "compensated-earlier", f"{handler} (key {key}) per the ledger")
             self._write(R.STEP_COMPENSATED, {"key": key, "attempts": state.attempts, "source": "ledger"}, step.index)
             self._count("compensated")
+            self.settled = self._outcome(step, Outcome.COMPENSATED, "per the ledger", state.attempts)
             return
         if not registered(handler):
+            # Deliberately not an attempt (the rollback's would be one): this daemon may be
+            # started again with the import, and then the undo runs.
             self._escalate(step, "handler-missing", (
                 f"handler {handler!r} is not registered in this daemon; start it with "
                 "--import <the module that declares it>"
             ))
             self._act(step.index, "hold", "older steps wait until this one is undone")
             raise _Halt
-        stop = halt_on_undo(self.d.gate, saga, step.index, handler, _semantics(step))
-        if stop is not None:
+        job = UndoJob(saga, step.index, _semantics(step), handler, handler, None, dict(comp["kwargs"]), key)
+        # The executor the agent's own rollback uses (engine.undo_run), one attempt per sweep:
+        # the ledger counts them across sweeps and daemons (_Ledgered).
+        end = drive_sync(run_undo(
+            job, gate=self.d.gate, write=self._write, wal=None if self.dry else self.d._wal, retry=_ONE_ATTEMPT,
+            attempts_before=state.attempts, journal=_Ledgered(self, step, job, state),
+        ))
+        self.settled = self._outcome(step, end.outcome, end.detail, end.attempts)
+        if end.halt is not None:
             # Not attempted (no attempt counts toward dead-lettering): it runs once the halt is lifted.
             self._escalate(step, "undo-halted", (
-                f"the undo {handler} (key {key}) was not run: {stop.reason}; it runs at the first sweep after "
+                f"the undo {handler} (key {key}) was not run: {end.halt.reason}; it runs at the first sweep after "
                 "the halt is lifted"
             ))
             self._act(step.index, "hold", "halted: older steps wait until this one is undone")
             raise _Halt
-        if state.attempts >= self.d.max_attempts:
-            self._dead_letter(step, key, state.attempts, state.last_error)
-        if state.failures:
-            ready_at = state.last_failed_at + self.d.retry_delay * 2 ** (state.failures - 1)
-            if self.d.clock() < ready_at:
-                self._act(step.index, "retry-later", f"backing off after {state.failures} failure(s)")
-                raise _Halt
-        attempt = state.attempts + 1
-        self._act(step.index, "compensate", f"{handler}({_args(comp['kwargs'])}) key={key} attempt {attempt}")
-        if self.dry:
+        if end.outcome is Outcome.UNRESOLVED:  # a dry run: what it would do is said
             self._count("compensated")
             return
-        ledger.attempt(key, saga, step.index, self.d.name)
-        self._write(R.COMPENSATION_STARTED, {"key": key, "handler": handler, "attempt": attempt}, step.index)
-        try:
-            _call(handler, dict(comp["kwargs"]), key, saga)
-        except Exception as err:  # noqa: BLE001 - a failed undo is recorded and retried, never hidden
-            error = str(err) if isinstance(err, _HandlerFailed) else _text(err)
-            ledger.failed(key, saga, step.index, self.d.name, error)
-            self._write(R.COMPENSATION_FAILED, {"key": key, "attempts": attempt, "error": error}, step.index)
-            kind = err.kind if isinstance(err, _HandlerFailed) else _kind_of(err)
+        if end.outcome is Outcome.FAILED:
+            kind = _kind_of(end.error)
             if kind is not None:
                 # The handler will not do what the record asks (a program, a URL, a server it
                 # does not know), or its system said "done" with no proof: asking again gets the
                 # same answer, so a person decides now.
-                self._dead_letter(step, key, attempt, error, kind=kind)
-            if attempt >= self.d.max_attempts:
-                self._dead_letter(step, key, attempt, error)
-            self._act(step.index, "retry-later", f"attempt {attempt}/{self.d.max_attempts} failed: {error}")
-            raise _Halt from None
-        ledger.done(key, saga, step.index, self.d.name)
-        self._write(R.STEP_COMPENSATED, {"key": key, "attempts": attempt}, step.index)
+                self._dead_letter(step, key, end.attempts, end.detail, kind=kind)
+            if end.attempts >= self.d.max_attempts:
+                self._dead_letter(step, key, end.attempts, end.detail)
+            self._act(step.index, "retry-later", f"attempt {end.attempts}/{self.d.max_attempts} failed: {end.detail}")
+            raise _Halt
         # Restarted with the missing import, or the undo the agent's rollback gave up on
         # worked now, or the step the rollback left in flight is undone: those escalations are answered.
         for kind in ("handler-missing", "undo-halted", "compensation-failing", "in-flight", "unknown-outcome",
@@ -858,6 +875,16 @@ class _Run:
         })
 
 
+def _observe(saga_id: str, step: StepView) -> Wrappers | None:
+    """Start the interceptors' ``rollback_step`` for a step this daemon settles."""
+    comp = step.compensation or {}
+    label, key, handler = comp.get("description") or comp.get("handler"), comp.get("key"), comp.get("handler")
+    return Wrappers.start("rollback_step", RollbackEvent(
+        saga_id, step.index, step.tool or "?", _semantics(step), str(label) if label else None,
+        key if isinstance(key, str) else None, handler if isinstance(handler, str) else None,
+    ))
+
+
 def _semantics(step: StepView) -> ActionSemantics:
     """The step's semantics as the log states them (COMPENSABLE when it states none it can read)."""
     try:
@@ -870,57 +897,49 @@ def _args(kwargs: Any) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in dict(kwargs).items())
 
 
-def _fits(handler: str, fn: Any, kwargs: dict[str, Any]) -> None:
-    """Refuse kwargs the handler does not take: the record, not the handler, would decide what runs."""
-    try:
-        inspect.signature(fn).bind(**kwargs)
-    except ValueError:
-        return  # no signature to check against (a builtin): the call itself decides
-    except TypeError as err:
-        raise CompensationRefused(
-            f"the recorded kwargs {sorted(kwargs)} do not fit handler {handler!r} ({err}); it was not called"
-        ) from None
+#: The daemon makes one attempt of an undo per sweep: its ledger counts the attempts across
+#: sweeps and daemons, and it waits between them (``retry_delay``) without holding up the sweep.
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 
-def _kind_of(err: BaseException) -> str | None:
+class _Ledgered:
+    """The daemon's journal of one undo (``engine.undo_run.Journal``): its ledger, and its checks before an attempt.
+
+    Asked after the halt, before the attempt: a saga whose undo used up its attempts is
+    dead-lettered, one still backing off waits (both hold the saga, raising ``_Halt``); a dry
+    run says what it would do and stops there.
+    """
+
+    def __init__(self, run: _Run, step: StepView, job: UndoJob, state: KeyState) -> None:
+        self.run, self.step, self.job, self.state = run, step, job, state
+
+    def before(self, attempt: int) -> bool:
+        run, step, state, d = self.run, self.step, self.state, self.run.d
+        if state.attempts >= d.max_attempts:
+            run._dead_letter(step, self.job.key, state.attempts, state.last_error)
+        if state.failures:
+            ready_at = state.last_failed_at + d.retry_delay * 2 ** (state.failures - 1)
+            if d.clock() < ready_at:
+                run._act(step.index, "retry-later", f"backing off after {state.failures} failure(s)")
+                raise _Halt
+        run._act(step.index, "compensate",
+                 f"{self.job.handler}({_args(self.job.kwargs)}) key={self.job.key} attempt {attempt}")
+        if run.dry:
+            return False
+        d.ledger.attempt(self.job.key, run.view.saga_id, step.index, d.name)
+        return True
+
+    def done(self) -> None:
+        self.run.d.ledger.done(self.job.key, self.run.view.saga_id, self.step.index, self.run.d.name)
+
+    def failed(self, detail: str) -> None:
+        self.run.d.ledger.failed(self.job.key, self.run.view.saga_id, self.step.index, self.run.d.name, detail)
+
+
+def _kind_of(err: BaseException | None) -> str | None:
     """The escalation a failed undo gets at once (no retry), or None for an ordinary failure."""
     if isinstance(err, CompensationRefused):
         return "undo-refused"  # it will not run what the record asks
     if isinstance(err, CompensationUnproven):
         return "compensation-unproven"  # its system said done, with no proof this daemon trusts
     return None
-
-
-class _HandlerFailed(Exception):
-    """A handler's failure, described with the credentials resolved for it scrubbed out.
-
-    ``kind``: the escalation it gets at once (``_kind_of``), or None for an ordinary failure.
-    """
-
-    def __init__(self, text: str, kind: str | None = None) -> None:
-        super().__init__(text)
-        self.kind = kind
-
-
-def _text(err: BaseException) -> str:
-    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-
-
-def _call(handler: str, kwargs: dict[str, Any], key: str, saga: str) -> None:
-    """Run ``handler`` as an undo of ``saga`` (engine.undo.undoing answers ``saga`` inside it)."""
-    fn = resolve(handler)
-    _fits(handler, fn, {**kwargs, "idempotency_key": key} if accepts_idempotency_key(fn) else kwargs)
-    # Credential references become secrets only here, for this call; never logged.
-    kwargs, secrets = resolve_credentials(kwargs)
-    if accepts_idempotency_key(fn):
-        kwargs["idempotency_key"] = key
-    try:
-        with undo_of(saga):
-            result = fn(**kwargs)
-            if inspect.isawaitable(result):
-                async def wait() -> None:
-                    await result
-
-                asyncio.run(wait())
-    except Exception as err:  # noqa: BLE001 - re-raised, described without the secrets
-        raise _HandlerFailed(scrub(_text(err), secrets), _kind_of(err)) from None

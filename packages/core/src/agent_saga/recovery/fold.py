@@ -49,7 +49,7 @@ _REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
 _OUTCOMES = frozenset({R.STEP_COMMITTED.value, R.STEP_UNKNOWN.value})
-_NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value})
+_NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value, R.STEP_SETTLED.value})
 _SETTLED = {
     R.STEP_COMPENSATED.value: "compensated",
     R.STEP_ORPHANED.value: "orphaned",
@@ -90,6 +90,7 @@ class StepView:
     settled: str | None = None  # compensated | orphaned | unresolved | kept (latest)
     compensation_started: int = 0
     compensation_failed: int = 0
+    served: bool = False  # a resumed run took it from the log (STEP_SERVED): nothing ran for it then
     #: Its saga's rollback ended while it was in flight (STEP_UNRESOLVED ``in_flight``), or its
     #: outcome was recorded after the saga rolled back: it is settled when it lands (``late_open``).
     left: bool = False
@@ -294,7 +295,7 @@ class _Folder:
             raw = {}
         body: dict[str, Any] = raw
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
-        # Nor is a signal: anyone may send one to a dead run.
+        # Nor is a signal (anyone may send one to a dead run), nor a person's finding about a step.
         by_owner = not view.recovered_by and rtype not in _NOT_OWNER and not rtype.startswith("REPAIR_") and not (
             rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
         )
@@ -338,6 +339,8 @@ class _Folder:
         elif rtype.startswith("REPAIR_"):
             if self._signed_repair(view, rtype, body, record):
                 self._repair(view, rtype, body)
+        elif rtype == R.STEP_SETTLED and step is not None:
+            self._settled(step, body, record)
         elif rtype == R.ESCALATED:
             kind = str(body.get("kind", ""))
             (step.escalated if step is not None else view.escalated).add(kind)
@@ -352,6 +355,30 @@ class _Folder:
                 view.left.add(step.index)
         if view.parts and not view.continued_as:  # a resumed repair ended it, whatever its parts say
             view.ended = spanning_end(view.parts)
+
+    def _settled(self, step: StepView, body: dict[str, Any], record: Record) -> None:
+        """A person's finding about a step in doubt (``recovery.settle``): believed only signed by a trusted operator key.
+
+        Believed, the step reads as a reconciler's answer would have left it: committed with the
+        result given (served on resume), or not applied and asked about (run again live on resume).
+        Unsigned, it changes nothing: the step stays in doubt, and its note says a claim was made.
+        """
+        who = str(body.get("operator", "?"))
+        why = self.keys.saga_problem(record)
+        if why:
+            step.note = f"settled by {who} (unsigned, not believed): {why}"
+            return
+        if step.committed or step.not_applied:
+            return  # settled in the log before: a later finding changes nothing
+        step.asked_in_recovery = True
+        if body.get("landed") is True:
+            step.committed, step.committed_compensation = True, _compensation(body)
+            step.problem = str(body.get("problem", ""))
+            if "result" in body:
+                step.result, step.has_result = body["result"], True
+        else:
+            step.not_applied = True
+            step.error = f"settled by {who}: it did not land ({body.get('reason', '')})"
 
     def _signed_repair(self, view: SagaView, rtype: str, body: dict[str, Any], record: Record) -> bool:
         """Whether a REPAIR_* record is an operator's act: signed by a trusted operator key, in its session.
@@ -446,6 +473,8 @@ class _Folder:
                 step.result, step.has_result = body["result"], True
             if step.semantics is None:
                 step.semantics = "REVERSIBLE"  # only REVERSIBLE commits carry no intent
+        elif rtype == R.STEP_SERVED:
+            step.served = True
         elif rtype == R.STEP_UNKNOWN:
             step.unknown = True
             step.unknown_compensation = _compensation(body)

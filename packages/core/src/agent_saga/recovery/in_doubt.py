@@ -23,6 +23,7 @@ from typing import Any
 from agent_saga.credentials import resolve_credentials, scrub
 from agent_saga.engine.invoke import Call, drive_sync
 from agent_saga.engine.saga import describe
+from agent_saga.engine.undo_run import Write
 from agent_saga.errors import CompensationError
 from agent_saga.ids import operation_id
 from agent_saga.log.records import RecordType as R
@@ -31,13 +32,10 @@ from agent_saga.recovery.fold import StepView
 from agent_saga.registry import from_recipe, reconciler_for
 from agent_saga.semantics import Observation
 
-__all__ = ["ASK_TIMEOUT", "ask", "settle_in_flight"]
+__all__ = ["ASK_TIMEOUT", "ask", "settle_in_flight", "undo_from"]
 
 #: Seconds one question to a reconciler may take before it counts as "could not tell".
 ASK_TIMEOUT = 10.0
-
-Write = Callable[[R, dict[str, Any], int | None], None]
-
 
 def _one(call: Call) -> Generator[Call, Any, Any]:
     return (yield call)
@@ -104,7 +102,7 @@ def settle_in_flight(
         step.not_applied = True
         return True
     if seen.exists is True:
-        comp, problem = _undo_from(saga_id, step, seen.result)
+        comp, problem = undo_from(saga_id, step, seen.result)
         body: dict[str, Any] = {"op": op, "compensation": comp, "reconciled": True}
         if problem:
             body["problem"] = problem
@@ -116,7 +114,7 @@ def settle_in_flight(
     return False
 
 
-def _undo_from(saga_id: str, step: StepView, result: Any) -> tuple[dict[str, Any] | None, str]:
+def undo_from(saga_id: str, step: StepView, result: Any) -> tuple[dict[str, Any] | None, str]:
     """The undo of a step that landed, as the log describes one, or why there is none."""
     key = operation_id(saga_id, step.index, step.tool or "", "compensate")
     if step.recipe is not None:

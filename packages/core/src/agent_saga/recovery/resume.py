@@ -33,7 +33,7 @@ from agent_saga.errors import ResumeRefused
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
-from agent_saga.recovery.escalations import Escalation
+from agent_saga.recovery.escalations import Escalation, escalation_id
 from agent_saga.recovery.fold import SagaView, StepView
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import owner_expiry
@@ -134,8 +134,9 @@ def _settle(view: SagaView, log: WAL, escalations: EscalationsLike, by: str) -> 
         detail = (
             f"step {step.index} {step.tool!r} was {step.state} when its process died and "
             + (step.facts or "no @reconciler is registered for it")
-            + "; nobody can tell whether it landed, so the run is not resumed on a guess: settle it with its "
-            "provider, then resume or unwind the saga"
+            + "; nobody can tell whether it landed, so the run is not resumed on a guess: check with its provider, "
+            f"then say what you found: agent-saga settle {escalation_id(view.saga_id, step.index, 'resume-unknown')} "
+            "--landed --result JSON (or --not-landed), signed with an operator key; the next sweep resumes the run"
         )
         filed, created = escalations.add(view.saga_id, step.index, "resume-unknown", detail)
         if "resume-unknown" not in step.escalated:

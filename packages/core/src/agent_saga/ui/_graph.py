@@ -89,7 +89,7 @@ def _drawing(saga: GraphSaga, p: str) -> Iterator[_Node | _Edge]:
     for step in saga.steps:
         node = f"{p}_f{step.index}"
         under = _under_line(step)
-        yield _Node(node, "step", (f"{step.index}. {step.tool}", f"{step.semantics} - {step.state}",
+        yield _Node(node, "step", (f"{step.index}. {step.tool}", step.state_line,
                                    *((under,) if under else ())), _forward_style(step))
         if previous is not None:
             yield _Edge(previous, node, "next")

@@ -70,6 +70,12 @@ class GraphStep:
     undo: str = ""  # the compensation the log names for this step ("" if none)
     refusal: str = ""  # "<rule>: <reason>" when the gate refused it (agent-written: render inert)
     note: str = ""  # a runtime verdict on the call (repair requested, thrash stopped), one line
+    served: bool = False  # a resumed run took it from the log (STEP_SERVED) instead of running it
+
+    @property
+    def state_line(self) -> str:
+        """Its semantics and state, and "served from the log" when a resumed run took it from there."""
+        return f"{self.semantics} - {self.state}" + (" - served from the log" if self.served else "")
 
     def final(self, status: Status) -> FinalOutcome:
         """Where this step ended up in a saga that ended with ``status``."""
@@ -175,7 +181,7 @@ def _undo(step: StepView) -> str:
 def graph_step(step: StepView, unwinding: bool) -> GraphStep:
     """The drawable model of one step of a saga that is (or is not) unwinding."""
     return GraphStep(step.index, step.tool or "?", step.semantics or "?", step.state, _outcome(step, unwinding),
-                     _undo(step), step.refusal, short(step.note) if step.note else "")
+                     _undo(step), step.refusal, short(step.note) if step.note else "", step.served)
 
 
 def saga_status(view: SagaView) -> tuple[Status, bool]:

@@ -96,6 +96,7 @@ def _step_state(step: GraphStep, status: Status) -> dict[str, Any]:
         "index": step.index, "tool": step.tool, "semantics": step.semantics, "state": step.state,
         "outcome": step.outcome, "final": final,
         "label": LABELS[step.outcome] if step.outcome else final, "note": step.note,
+        **({"served": True} if step.served else {}),  # a resumed run took it from the log
     }
 
 

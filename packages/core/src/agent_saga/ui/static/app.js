@@ -99,6 +99,7 @@ function stepButton(step, label, what, unwind) {
   const outcome = unwind ? step.outcome : step.final;
   return el("li", {}, el("button", {
     type: "button", class: cls(outcome), "data-step": step.index, "data-outcome": outcome,
+    "data-served": step.served ? "true" : "false",
     "aria-pressed": state.inspected === step.index ? "true" : "false",
   },
   el("span", { class: "sym", "aria-hidden": "true" }, SYMBOL[outcome] || "\u2022"),
@@ -124,8 +125,10 @@ function renderSteps(view, focus) {
   // view: {steps, unwound, status, verdict, verdict_kind, tally}, from the run or from a replay frame
   const byIndex = new Map(view.steps.map((s) => [s.index, s]));
   if (focus === undefined) focus = state.inspected;
+  // A step a resumed run took from the log is said so in words (the log's text stays text: el()).
   drawWindow($("forward"), view.steps, focus, (s) =>
-    stepButton(s, s.index + ". " + s.tool, s.semantics + " \u00b7 " + s.state, false));
+    stepButton(s, s.index + ". " + s.tool,
+      s.semantics + " \u00b7 " + s.state + (s.served ? " \u00b7 served from the log" : ""), false));
   const unwound = view.unwound.map((i) => byIndex.get(i)).filter(Boolean);
   drawWindow($("unwind"), unwound, focus, (s) => {
     const comp = state.byIndex && state.byIndex.get(s.index);
@@ -216,6 +219,7 @@ function renderInspector() {
   const parts = [
     el("h3", {}, "Step " + step.index + ": " + step.tool),
     dl([["semantics", step.semantics], ["state", step.state], ["outcome", step.label],
+      ["resumed run", step.served ? "served from the log: nothing ran" : null],
       ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
       ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null],
       ["verdict", step.note]]),
