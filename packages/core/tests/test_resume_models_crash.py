@@ -62,8 +62,8 @@ def test_a_run_killed_after_its_first_model_call_resumes_without_asking_the_mode
     assert [(e["ev"], e["city"]) for e in effects(tmp_path)] == [("book", "oslo")]
     records = read_log(wal)
     assert records[-1]["type"] == "SAGA_COMPLETED" and records[-1]["body"]["result"] == ["oslo", "R-oslo", "booked"]
-    # The served call wrote nothing; the resumed run wrote the booking and the second call.
+    # The served call wrote only its mark; the resumed run wrote the booking and the second call.
     assert [(r["type"], r["body"].get("tool")) for r in records[2:-1]] == [
-        ("SAGA_RESUMED", None), ("STEP_INTENT", "abook" if entry.endswith("async") else "book"), ("STEP_COMMITTED", None),
+        ("SAGA_RESUMED", None), ("STEP_SERVED", None), ("STEP_INTENT", "abook" if entry.endswith("async") else "book"), ("STEP_COMMITTED", None),
         ("STEP_COMMITTED", "openai.responses.create")]
     assert KEY.encode() not in wal.read_bytes() and chain_ok(wal)

@@ -55,7 +55,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "repair": ("agent_saga.cli.repair",
                "continue a dead or quarantined saga (--resume), or hand it back to recovery (--abandon)"),
     "settle": ("agent_saga.cli.settle",
-               "say what a person found about a step in doubt that holds a resume (signed by an operator key)"),
+               "say whether a step in doubt (a resume-unknown escalation) landed, signed by an operator key"),
     "signal": ("agent_saga.cli.signal",
                "send a named event (with JSON data) to a @durable run waiting for it, or that will"),
     "snapshots": ("agent_saga.snapshots._cli", "durable snapshots (saga.snapshot with a store): gc"),
