@@ -20,7 +20,8 @@ Figures (each a few metrics):
 * ``durable``: a lone durable COMPENSABLE step: CPU µs per step and p50 ÷ the write+fsync floor;
 * ``durable-256``: 256 sagas at once on one log: CPU µs per step and steps/s;
 * ``instructions``: instructions per REVERSIBLE and per durable step (``bench_instructions.py``,
-  callgrind), which the machine's load does not move. Needs valgrind; slow (minutes).
+  callgrind), which the machine's load does not move: one round per side whatever ``--rounds``.
+  Needs valgrind; slow (minutes per side on a loaded machine).
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def compare(ref: str, figures: list[str], rounds: int, steps: int) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="agent-saga-compare-") as tmp:
         sides = {"ref": _extract(ref, Path(tmp)), "work": ROOT / "packages" / "core" / "src"}
         for figure in figures:
-            for r in range(rounds):
+            # An instruction count does not move with the machine's load: one round of it is enough.
+            for r in range(1 if figure == "instructions" else rounds):
                 for name in (("ref", "work") if r % 2 == 0 else ("work", "ref")):
                     for metric, value in _side(sides[name], figure, Path(tmp), steps).items():
                         per = results.setdefault(f"{figure}: {metric}", {"ref": {}, "work": {}})
