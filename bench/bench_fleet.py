@@ -37,6 +37,16 @@ def _undo(result: object) -> Compensation:
     return Compensation(fn=lambda: None, description="undo")
 
 
+async def _saga(wal: Any, latencies: list[float]) -> None:
+    """One saga of STEPS durable steps; each step's latency, as its caller sees it, into ``latencies``."""
+    async with saga_scope(wal, name="bench") as s:
+        for _ in range(STEPS):
+            started = time.perf_counter()
+            await s.execute(tool="bench.step", semantics=ActionSemantics.COMPENSABLE,
+                            forward=lambda: {"ok": True}, compensate=_undo)
+            latencies.append(time.perf_counter() - started)
+
+
 async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, float]:
     wal = open_log(target)
     latencies: list[float] = []
@@ -48,12 +58,7 @@ async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, flo
     async def worker() -> None:
         while not queue.empty():
             queue.get_nowait()
-            async with saga_scope(wal, name="bench") as s:
-                for _ in range(STEPS):
-                    started = time.perf_counter()
-                    await s.execute(tool="bench.step", semantics=ActionSemantics.COMPENSABLE,
-                                    forward=lambda: {"ok": True}, compensate=_undo)
-                    latencies.append(time.perf_counter() - started)
+            await _saga(wal, latencies)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -93,12 +98,7 @@ async def _lone_pg(pg: str, run: str, total_steps: int) -> dict[str, float]:
         for _ in range(max(1, total_steps // 50)):
             floor += _bare_commits(conn, 50)
             for _ in range(50 // STEPS):
-                async with saga_scope(wal, name="bench") as s:
-                    for _ in range(STEPS):
-                        started = time.perf_counter()
-                        await s.execute(tool="bench.step", semantics=ActionSemantics.COMPENSABLE,
-                                        forward=lambda: {"ok": True}, compensate=_undo)
-                        steps.append(time.perf_counter() - started)
+                await _saga(wal, steps)
     finally:
         conn.execute("DROP TABLE agent_saga_bench_floor")
         conn.commit()

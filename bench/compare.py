@@ -74,26 +74,14 @@ async def _cpu_over(direct: Callable[[], Awaitable[Any]], stepped: Callable[[], 
 async def _reversible(inline: bool | None, directory: Path, steps: int) -> dict[str, float]:
     from bench_wal import Ours
 
-    async def tool() -> int:
-        return 1
-
-    def sync_tool() -> int:
-        return 1
-
-    async def call_async() -> int:
-        return await tool()
-
-    async def call_sync() -> int:
-        return sync_tool()
-
     ours = Ours()
     wal = await ours.open_log(directory / "compare.wal")
     try:
         async with ours.scope(wal) as saga:
             if inline is None:
-                direct, stepped = call_async, (lambda: ours.reversible_async(saga, tool))
+                direct, stepped = harness.call_async, (lambda: ours.reversible_async(saga, harness.async_tool))
             else:
-                direct, stepped = call_sync, (lambda: ours.reversible_sync(saga, sync_tool, True))
+                direct, stepped = harness.call_sync, (lambda: ours.reversible_sync(saga, harness.sync_tool, True))
             cpu = await _cpu_over(direct, stepped, steps * 10)
             wall = await harness._overhead(direct, stepped, steps * 4)
     finally:
