@@ -29,6 +29,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import pytest
+
 from agent_saga import FileWAL, saga_scope
 
 #: Opcodes per REVERSIBLE step / opcodes of the floor, as measured when set (CPython 3.11), times 1.25.
@@ -95,6 +97,11 @@ async def _ratio(wal: FileWAL, extra: Callable[[], None] | None = None) -> tuple
     """(opcodes per REVERSIBLE step, that / the floor's), both counted now, in this process."""
     counter = _Counter()
     floor = await counter.per_call(_Floor().step, STEPS)
+    if floor < 100:
+        # A tracer that reports (almost) no opcode events for a frame whose events are turned on
+        # in its own call event leaves nothing to divide by (seen once with CPython 3.13 outside
+        # pytest). Measured: 3.11 (CI) 4.44, 3.12 and 3.13 4.23 for this round's engine.
+        pytest.skip(f"this interpreter's tracer reports {floor:.0f} opcode events for the floor's step")
     async with saga_scope(wal) as saga:
         async def step() -> Any:
             if extra is not None:
