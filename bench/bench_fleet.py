@@ -5,7 +5,7 @@ One durable step is one COMPENSABLE ``execute`` inside a saga: its intent is mad
 the call (the caller waits for that), its commit record is queued for the next round. Every saga
 runs STEPS steps then commits. Latency is per step, as the caller sees it.
 
-usage: python bench/bench_fleet.py [--pg URL] [--redis URL] [--dbos-python PATH] [--steps N]
+usage: python bench/bench_fleet.py [--pg URL] [--redis URL] [--dbos-python PATH] [--steps N] [--lone | --processes P]
 Needs agent-saga[postgres,redis]; the servers of `scripts/services start`. Prints a Markdown table.
 """
 
@@ -22,6 +22,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from agent_saga import ActionSemantics, Compensation, saga_scope
 from agent_saga.log.resolve import open_log
@@ -29,10 +30,21 @@ from agent_saga.log.resolve import open_log
 STEPS = 5  # per saga
 CONCURRENCY = (1, 8, 64)
 DBOS_SCRIPT = Path(__file__).with_name("bench_dbos_step.py")
+FLOOR_LINE = "x" * 400  # about one intent record's line
 
 
 def _undo(result: object) -> Compensation:
     return Compensation(fn=lambda: None, description="undo")
+
+
+async def _saga(wal: Any, latencies: list[float]) -> None:
+    """One saga of STEPS durable steps; each step's latency, as its caller sees it, into ``latencies``."""
+    async with saga_scope(wal, name="bench") as s:
+        for _ in range(STEPS):
+            started = time.perf_counter()
+            await s.execute(tool="bench.step", semantics=ActionSemantics.COMPENSABLE,
+                            forward=lambda: {"ok": True}, compensate=_undo)
+            latencies.append(time.perf_counter() - started)
 
 
 async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, float]:
@@ -46,12 +58,7 @@ async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, flo
     async def worker() -> None:
         while not queue.empty():
             queue.get_nowait()
-            async with saga_scope(wal, name="bench") as s:
-                for _ in range(STEPS):
-                    started = time.perf_counter()
-                    await s.execute(tool="bench.step", semantics=ActionSemantics.COMPENSABLE,
-                                    forward=lambda: {"ok": True}, compensate=_undo)
-                    latencies.append(time.perf_counter() - started)
+            await _saga(wal, latencies)
 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -62,6 +69,62 @@ async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, flo
         "steps_per_s": len(latencies) / elapsed,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+    }
+
+
+def _bare_commits(conn: Any, n: int) -> list[float]:
+    """``n`` round trips of one ``INSERT`` of a log-sized line and its ``COMMIT``: the floor of any durable
+    write to this server."""
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        conn.execute("INSERT INTO agent_saga_bench_floor (line) VALUES (%s)", (FLOOR_LINE,))
+        conn.commit()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+async def _lone_pg(pg: str, run: str, total_steps: int) -> dict[str, float]:
+    """A lone saga's durable step on PostgresWAL against a bare INSERT + COMMIT, in alternating blocks."""
+    import psycopg
+
+    wal = open_log(f"{pg}?log=bench-{run}-lone")
+    conn = psycopg.connect(pg)
+    conn.execute("CREATE TABLE IF NOT EXISTS agent_saga_bench_floor (id bigserial PRIMARY KEY, line text)")
+    conn.commit()
+    floor: list[float] = []
+    steps: list[float] = []
+    try:
+        for _ in range(max(1, total_steps // 50)):
+            floor += _bare_commits(conn, 50)
+            for _ in range(50 // STEPS):
+                await _saga(wal, steps)
+    finally:
+        conn.execute("DROP TABLE agent_saga_bench_floor")
+        conn.commit()
+        conn.close()
+        wal.close()
+    return {
+        "floor_p50_ms": statistics.median(floor) * 1000, "step_p50_ms": statistics.median(steps) * 1000,
+        "ratio": statistics.median(steps) / statistics.median(floor),
+    }
+
+
+def _fleet(pg: str, run: str, processes: int, concurrency: int, total_steps: int) -> dict[str, float]:
+    """``processes`` processes at once, each ``concurrency`` sagas on its own PostgresWAL of one shared log."""
+    children = [
+        subprocess.Popen([sys.executable, __file__, "--pg", pg, "--one-process", f"{run}:{concurrency}:{total_steps}"],
+                         stdout=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
+    results = [json.loads(child.communicate(timeout=1800)[0]) for child in children]
+    # From the first process's first step to the last one's end: their start-ups are not counted,
+    # and a process that began late only stretches the span.
+    elapsed = max(r["ended"] for r in results) - min(r["began"] for r in results)
+    return {
+        "steps_per_s": processes * total_steps / elapsed,
+        "p50_ms": statistics.median(r["p50_ms"] for r in results),
+        "p99_ms": max(r["p99_ms"] for r in results),
     }
 
 
@@ -78,8 +141,29 @@ def main() -> None:
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6399/0"))
     parser.add_argument("--dbos-python", help="a python with `dbos` installed (its own venv)")
     parser.add_argument("--steps", type=int, default=600, help="durable steps per measurement")
+    parser.add_argument("--lone", action="store_true",
+                        help="only a lone saga's PostgresWAL step against a bare INSERT + COMMIT, alternating")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="only PostgresWAL: this many processes at once, 64 sagas each, on one log")
+    parser.add_argument("--one-process", help=argparse.SUPPRESS)
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
+    if args.one_process:
+        name, concurrency, total = args.one_process.split(":")
+        began = time.time()  # the wall clock, comparable between the processes
+        result = asyncio.run(_run(f"{args.pg}?log=bench-{name}-fleet", int(concurrency), int(total)))
+        print(json.dumps({**result, "began": began, "ended": time.time()}))
+        return
+    if args.processes:
+        fleet = _fleet(args.pg, run, args.processes, 64, args.steps)
+        print(f"PostgresWAL, {args.processes} processes x 64 sagas, one log: {fleet['steps_per_s']:.0f} durable "
+              f"steps/s in total, p50 {fleet['p50_ms']:.2f} ms, p99 {fleet['p99_ms']:.2f} ms")
+        return
+    if args.lone:
+        lone = asyncio.run(_lone_pg(args.pg, run, args.steps))
+        print(f"bare INSERT + COMMIT p50 {lone['floor_p50_ms']:.3f} ms; lone PostgresWAL durable step p50 "
+              f"{lone['step_p50_ms']:.3f} ms; step / floor {lone['ratio']:.2f}x")
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         targets = {

@@ -33,7 +33,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["LINE", "SAGA_COUNTS", "BlockingSubject", "Subject", "cpu_seconds", "floor_samples", "percentile", "run", "throughput"]
+__all__ = ["LINE", "SAGA_COUNTS", "BlockingSubject", "Subject", "async_tool", "call_async", "call_sync", "cpu_seconds", "floor_samples", "percentile", "run", "sync_tool", "throughput"]
 
 SAGA_COUNTS = (1, 8, 64, 256)
 # What a typical intent record weighs on disk; the floor writes one such line.
@@ -158,19 +158,27 @@ async def _overhead(direct: Callable[[], Awaitable[Any]], stepped: Callable[[], 
     return [x - base for x in through]
 
 
+async def async_tool() -> int:
+    """The tool of the REVERSIBLE figures (async)."""
+    return 1
+
+
+def sync_tool() -> int:
+    """The tool of the REVERSIBLE figures (sync)."""
+    return 1
+
+
+async def call_async() -> int:
+    """``async_tool`` called directly: what a REVERSIBLE step's overhead is measured over."""
+    return await async_tool()
+
+
+async def call_sync() -> int:
+    """``sync_tool`` called directly."""
+    return sync_tool()
+
+
 async def _reversible(subject: Subject, wal: Any, n: int) -> dict[str, dict[str, float] | None]:
-    async def async_tool() -> int:
-        return 1
-
-    def sync_tool() -> int:
-        return 1
-
-    async def call_async() -> int:
-        return await async_tool()
-
-    async def call_sync() -> int:
-        return sync_tool()
-
     loop = asyncio.get_running_loop()
 
     async def hop() -> int:

@@ -7,6 +7,7 @@ stopped measuring a figure, fails here rather than on the day someone needs it.
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,29 @@ def test_bench_speculation_prints_both_sides_and_every_count(tmp_path: Path) -> 
     # 5 real calls and the 11 redeemed guesses ran; a wasted guess may have been cancelled unrun
     assert 16 <= on["executions"] <= 16 + 3
     assert on["seconds"] > 0 and "saved" in on and "saved_pct" in on
+
+
+def test_compare_runs_both_sides_alternating_and_prints_ratios(tmp_path: Path) -> None:
+    # The reference is this very commit: both sides run the same core, each in its own
+    # interpreter (compare.py refuses a side that imported the other's core).
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "compare.py"), "--ref", "HEAD", "--figures", "reversible,durable",
+         "--rounds", "2", "--steps", "20", "--json"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=BENCH,
+    )
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)
+    assert set(run["figures"]) == {"reversible: cpu_us_per_step", "reversible: p50_us",
+                                   "durable: cpu_us_per_step", "durable: p50_over_floor"}
+    for row in run["figures"].values():
+        assert len(row["ref"]) == len(row["work"]) == len(row["ratio_by_round"]) == 2
+        assert row["ratio"] == statistics.median(row["work"]) / statistics.median(row["ref"])
+
+
+def test_compare_names_a_ref_git_cannot_find(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "compare.py"), "--ref", "no-such-commit-xyz"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=BENCH,
+    )
+    assert done.returncode != 0
+    assert "--ref 'no-such-commit-xyz': git archive failed" in done.stderr

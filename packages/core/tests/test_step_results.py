@@ -232,3 +232,21 @@ def test_a_flat_result_is_recorded_as_the_redacted_value_exactly_when_it_fits(va
         assert entry == redacted and canonical(entry) == text
     else:
         assert entry == {SHAPE_KEY: shape_of(value)}
+
+
+@settings(max_examples=examples(300))
+@given(value=_scalar | st.integers(min_value=10**17, max_value=10**19) | st.text(min_size=300, max_size=400),
+       limit=st.sampled_from([8, 30, 400, MAX_RESULT_BYTES]))
+def test_a_scalar_result_is_recorded_as_the_general_path_records_it(value: Any, limit: int) -> None:
+    # Issue 43: a scalar result is decided in a few tests, without the walk and the encoding;
+    # what it records must be what the general path records, whatever the scalar and the bound.
+    from agent_saga.log import results
+
+    quick = logged_result(value, "value", (), limit)
+    general = results._small_scalar
+    results._small_scalar = lambda *_: False  # type: ignore[assignment]
+    try:
+        walked = logged_result(value, "value", (), limit)
+    finally:
+        results._small_scalar = general
+    assert quick == walked

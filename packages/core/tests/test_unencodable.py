@@ -24,6 +24,7 @@ from agent_saga import (
     CompensationError,
     ConfigurationError,
     FileWAL,
+    MemoryWAL,
     SagaAborted,
     StepRefused,
     WALRefused,
@@ -32,6 +33,7 @@ from agent_saga import (
     tool,
 )
 from agent_saga.audit import verify_log
+from agent_saga.engine import saga as saga_module
 from agent_saga.log.codec import seal
 from agent_saga.log.encodable import encodable, unencodable
 from agent_saga.log.group import Entry, GroupCommitWAL
@@ -192,6 +194,60 @@ def test_a_nan_in_a_result_still_commits_the_step_and_the_refund_runs_in_process
     assert committed[0]["compensation"]["kwargs"] is None
     assert "compensation.kwargs.fee is NaN" in committed[0]["problem"]
     assert len(_body(wal, "STEP_COMPENSATED")) == 1
+
+
+def _nan_fee_step(log: Any) -> None:
+    """A COMPENSABLE charge whose undo, built from the result, holds a NaN; then a later failure."""
+    def charge() -> dict[str, Any]:
+        return {"id": "ch_1", "fee": float("nan")}
+
+    with pytest.raises(SagaAborted):
+        with saga_scope(log) as s:
+            with pytest.raises(CompensationError, match=r"'charge' ran, but its undo cannot be recorded "
+                               r"\(compensation\.kwargs\.fee is NaN: .*\); it is undone in this process"):
+                s.execute(tool="charge", forward=charge, semantics="COMPENSABLE",
+                          compensate=lambda r: Compensation(handler="door.refund",
+                                                            kwargs={"charge": r["id"], "fee": r["fee"]}))
+            raise RuntimeError("a later step failed")
+
+
+def test_an_unrecordable_undo_is_refused_alike_on_a_log_that_does_not_encode_on_append(
+    wal: FileWAL, refund: list[dict[str, Any]]
+) -> None:
+    # FileWAL encodes the commit record as it is appended, and that encoding checks the undo;
+    # a MemoryWAL keeps the body as it is given, so the engine walks the undo first. Same door,
+    # same message, same record, either way.
+    mem = MemoryWAL()
+    for log in (wal, mem):
+        _nan_fee_step(log)
+    assert [r["charge"] for r in refund] == ["ch_1", "ch_1"]
+    committed = [_body(wal, "STEP_COMMITTED")[0], next(r["body"] for r in mem.records() if r["type"] == "STEP_COMMITTED")]
+    for body in committed:
+        assert body["compensation"]["recoverable"] is False and body["compensation"]["kwargs"] is None
+        assert "compensation.kwargs.fee is NaN" in body["problem"]
+    assert committed[0]["problem"] == committed[1]["problem"]
+
+
+def test_an_undo_the_log_can_hold_is_checked_once_by_the_commit_records_encoding(
+    wal: FileWAL, refund: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 43: the check is done once. On a log that encodes each record as it is appended,
+    # the undo is not walked before that encoding; on one that does not, it is.
+    walked: list[str] = []
+    real = saga_module.unencodable
+
+    def counted(value: Any, where: str = "value") -> str | None:
+        walked.append(where)
+        return real(value, where)
+
+    monkeypatch.setattr(saga_module, "unencodable", counted)
+    for log in (wal, MemoryWAL()):
+        with saga_scope(log) as s:
+            s.execute(tool="charge", forward=lambda: {"id": "ch_1"}, semantics="COMPENSABLE",
+                      compensate=lambda r: Compensation(handler="door.refund", kwargs={"charge": r["id"], "fee": 1.5}))
+        if log is wal:
+            assert walked == []
+    assert walked == ["compensation"]
 
 
 def test_a_direct_append_the_log_cannot_encode_fails_for_that_caller_only(tmp_path: Path) -> None:

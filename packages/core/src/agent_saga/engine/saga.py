@@ -84,6 +84,7 @@ from agent_saga.errors import (
     SagaQuarantined,
     SagaStopped,
     StepRefused,
+    WALRefused,
 )
 from agent_saga.ids import new_saga_id
 from agent_saga.log.base import WAL
@@ -99,6 +100,8 @@ __all__ = ["COMPENSATION_RETRY", "Saga", "SagaStatus", "Step", "describe"]
 log = logging.getLogger("agent_saga.engine")
 
 _REVERSIBLE = ActionSemantics.REVERSIBLE
+#: What _undo_from answers for a step with no undo: no undo, none described, nothing wrong.
+_NO_UNDO: tuple[None, None, None] = (None, None, None)
 _OPEN = SagaStatus.OPEN
 # A saga whose rollback began (or ended, or was handed over): a call not yet begun never begins.
 # A step the rollback left in flight may reach its call after the rollback ended.
@@ -178,6 +181,9 @@ class Saga:
         self.durable = durable
         self._replay: Replay | None = durable.replay if durable is not None else None
         self._result_limit = MAX_RESULT_BYTES if durable is None else DURABLE_RESULT_BYTES
+        # A log that encodes each record as it is appended checks the undo in the commit record's
+        # encoding; any other is given an undo walked first (see _commit).
+        self._walk_undo = not getattr(wal, "encodes_on_append", False)
         # The highest step number given so far: a resumed run's live steps come after the recorded ones.
         self._last = self._replay.last_index if self._replay is not None else 0
 
@@ -1012,7 +1018,8 @@ class Saga:
         Returns (its ticket, what went wrong with the undo, whether it landed late: see ``_land``).
         """
         tool = step.tool
-        comp, described, problem = self._undo_from(step, compensate, result)
+        comp, described, problem = _NO_UNDO if compensate is None else self._undo_from(
+            step, compensate, result, self._walk_undo)
         step.compensation = comp
         step.problem = str(problem) if problem else ""
         step.state = StepState.COMMITTED
@@ -1033,7 +1040,17 @@ class Saga:
         if opts.record_result != "none":  # what it returned, bounded and redacted (log/results.py)
             body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         try:
-            ticket = self._append(R.STEP_COMMITTED, body, step.index)
+            try:
+                ticket = self._append(R.STEP_COMMITTED, body, step.index)
+            except WALRefused:
+                # This log encodes each record as it is appended: that encoding checked the undo
+                # (the work done once). Only a refusal walks the undo, to say what it cannot hold.
+                marked = _unrecordable(tool, described) if comp is not None and not self._walk_undo else None
+                if marked is None:
+                    raise
+                body["compensation"], problem = marked
+                body["problem"] = step.problem = str(problem)
+                ticket = self._append(R.STEP_COMMITTED, body, step.index)
         except BaseException:
             self._land(step)  # the record was refused (a broken log): out of flight all the same
             raise
@@ -1044,9 +1061,13 @@ class Saga:
         return ticket, problem, self._land(step)
 
     def _undo_from(
-        self, step: Step, compensate: CompensationFactory | Compensation | None, result: Any
+        self, step: Step, compensate: CompensationFactory | Compensation | None, result: Any, walk: bool = True,
     ) -> tuple[Compensation | None, dict[str, Any] | None, CompensationError | None]:
-        """The undo built from the result, as the commit record describes it, and what went wrong."""
+        """The undo built from the result, as the commit record describes it, and what went wrong.
+
+        ``walk``: check here that the log can hold the undo; False when the record's own encoding
+        checks it (see ``_commit``).
+        """
         problem: CompensationError | None = None
         comp: Compensation | None = None
         if compensate is not None:
@@ -1055,18 +1076,10 @@ class Saga:
             except CompensationError as err:
                 problem = err
         described = describe(comp)
-        unfit = unencodable(described, "compensation") if comp is not None else None
-        if unfit is not None:
-            # The undo, built from the result, holds a value the log cannot hold (a NaN
-            # amount): the commit record still says what ran, with the undo marked as not
-            # replayable, and the step fails with its effect standing, so the rollback runs
-            # the undo here and now. Carrying on would leave an effect only this process
-            # can undo: a crash would orphan it. (Failing the commit record instead would
-            # lose the step from the log and break the log for every saga.)
-            described = encodable({**(described or {}), "kwargs": None, "recoverable": False})
-            problem = CompensationError(
-                f"{step.tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
-            )
+        if walk and comp is not None:
+            marked = _unrecordable(step.tool, described)
+            if marked is not None:
+                described, problem = marked
         return comp, described, problem
 
     def _failed(self, tool: str, err: BaseException) -> None:
@@ -1217,6 +1230,23 @@ class Saga:
         self._finish_observers(SagaStatus.ABANDONED)
 
 _owners: dict[int, str] = {}
+
+
+def _unrecordable(tool: str, described: dict[str, Any] | None) -> tuple[dict[str, Any], CompensationError] | None:
+    """The undo's description marked as not replayable, and the step's problem, if the log cannot hold it.
+
+    The undo, built from the result, holds a value the log cannot hold (a NaN amount): the
+    commit record still says what ran, with the undo marked as not replayable, and the step
+    fails with its effect standing, so the rollback runs the undo here and now. Carrying on
+    would leave an effect only this process can undo: a crash would orphan it. (Failing the
+    commit record instead would lose the step from the log and break the log for every saga.)
+    """
+    unfit = unencodable(described, "compensation")
+    if unfit is None:
+        return None
+    return encodable({**(described or {}), "kwargs": None, "recoverable": False}), CompensationError(
+        f"{tool!r} ran, but its undo cannot be recorded ({unfit}); it is undone in this process"
+    )
 
 
 def _names_at_door(saga_id: str | None, name: str, tags: frozenset[str]) -> None:

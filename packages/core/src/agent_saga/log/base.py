@@ -27,6 +27,10 @@ class WAL(abc.ABC):
     durable: bool = False
     #: Where the log lives, for messages and for the recovery daemon.
     location: str = ""
+    #: True when :meth:`append` encodes the record on the caller's thread and refuses one the log
+    #: cannot hold (``WALRefused``), queueing nothing: the engine then lets that encoding check
+    #: what it would otherwise walk first. A subclass whose append bypasses that must say False.
+    encodes_on_append: bool = False
 
     @abc.abstractmethod
     def append(

@@ -32,7 +32,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from agent_saga.errors import WALRefused
-from agent_saga.log.encodable import unencodable, utf8_safe
+from agent_saga.log.encodable import MAX_INT_DIGITS, unencodable, utf8_safe
 from agent_saga.log.records import HEADER_FIELDS, Record
 
 __all__ = [
@@ -129,6 +129,9 @@ def _body_json(body: Mapping[str, Any] | str) -> str:
     return body if type(body) is str else _encode(body)
 
 
+_STEP_LIMIT = 10**MAX_INT_DIGITS  # what unencodable() accepts of an int, compared in place
+
+
 def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> str:
     """The canonical JSON of ``body``, or WALRefused naming what cannot be encoded.
 
@@ -142,7 +145,7 @@ def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> s
         for name, text in (("type", rtype), ("saga", saga)):
             if not isinstance(text, str) or utf8_safe(text) != text:
                 raise WALRefused(f"record refused: its {name} must be valid text, got {text!r}; nothing was written")
-    if step is not None and (type(step) is not int or unencodable(step) is not None):
+    if step is not None and (type(step) is not int or not -_STEP_LIMIT < step < _STEP_LIMIT):
         raise WALRefused(f"record refused: its step must be an int or None, got {step!r}; nothing was written")
     try:
         body_json = _encode(body)

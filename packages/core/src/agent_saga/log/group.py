@@ -121,6 +121,7 @@ class GroupCommitWAL(WAL):
     """
 
     durable = True
+    encodes_on_append = True  # see append
     #: The most records one commit carries (a server caps a statement or script's size).
     max_batch = 5000
     #: What holds the queued records, and what to suspect when a barrier stalls.

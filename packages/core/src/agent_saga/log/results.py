@@ -141,6 +141,21 @@ def _flat_fits(value: dict[Any, Any], limit: int) -> bool:
 _BIG = 10**18
 
 
+def _small_scalar(kind: type, value: Any, limit: int) -> bool:
+    """Whether ``value`` is a scalar the general path would record as it is: known in a few tests.
+
+    An int below 10**18, a finite float, a bool or None (at most 25 characters of JSON), or an
+    ASCII str with no URL in it (nothing to redact) whose JSON surely fits ``limit``.
+    """
+    if kind is int:
+        return bool(-_BIG < value < _BIG) and limit >= 20
+    if kind is str:
+        return bool(value.isascii()) and "://" not in value and 6 * len(value) + 2 <= limit
+    if kind is bool or value is None:
+        return limit >= 5
+    return kind is float and value - value == 0.0 and limit >= 25
+
+
 def _shaped(value: Any) -> dict[str, Any]:
     return {SHAPE_KEY: shape_of(value)}
 
@@ -157,10 +172,12 @@ def logged_result(
     """
     if mode == "none":
         return False, None
+    kind = type(result)
+    if mode == "value" and _small_scalar(kind, result, limit):
+        return True, result  # the usual REVERSIBLE result, decided without the walk and the encoding
     try:
         if mode == "shape":
             return True, _shaped(result)
-        kind = type(result)
         if kind is dict and _flat_fits(result, limit):
             if SHAPE_KEY in result:
                 return True, _shaped(result)

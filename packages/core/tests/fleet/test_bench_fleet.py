@@ -1,0 +1,43 @@
+"""bench_fleet.py's PostgreSQL figures (issue 43, item 4) keep running and keep printing what BENCHMARKS.md reports.
+
+Only the shapes are checked, never a timing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servers import pg_url
+
+pytestmark = pytest.mark.slow
+
+BENCH = Path(__file__).resolve().parents[4] / "bench"
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, str(BENCH / "bench_fleet.py"), "--pg", pg_url(), *args],
+                          capture_output=True, text=True, timeout=600, check=False, cwd=BENCH)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_a_lone_step_is_measured_against_a_bare_commit_in_the_same_run() -> None:
+    out = _run("--lone", "--steps", "50")
+    found = re.fullmatch(r"bare INSERT \+ COMMIT p50 ([\d.]+) ms; lone PostgresWAL durable step p50 ([\d.]+) ms; "
+                         r"step / floor ([\d.]+)x\n", out)
+    assert found, out
+    floor, step, ratio = map(float, found.groups())
+    assert floor > 0 and step > 0
+    assert abs(ratio - step / floor) < 0.01 * ratio + 0.01  # the printed ratio is of the printed medians
+
+
+def test_processes_share_one_log_and_their_steps_are_summed() -> None:
+    out = _run("--processes", "2", "--steps", "40")
+    found = re.fullmatch(r"PostgresWAL, 2 processes x 64 sagas, one log: (\d+) durable steps/s in total, "
+                         r"p50 ([\d.]+) ms, p99 ([\d.]+) ms\n", out)
+    assert found, out
+    assert int(found.group(1)) > 0 and float(found.group(3)) >= float(found.group(2))
