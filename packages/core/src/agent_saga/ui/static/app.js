@@ -24,6 +24,7 @@ const state = {
   total: 0, next: null, truncated: null, loading: null, at: -1, shown: null, byIndex: null,
   // the run the URL names (#run=<saga id>, and &watch=1 to replay it from its start), until it is shown
   opening: null,
+  requests: 0,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -50,7 +51,18 @@ function showError(message) {
   box.hidden = !message;
 }
 
+// The number of requests in flight is on the body (data-requests): 0 once everything asked for
+// has been drawn, which is what a screenshot waits for.
 async function api(path) {
+  document.body.dataset.requests = ++state.requests;
+  try {
+    return await request(path);
+  } finally {
+    document.body.dataset.requests = --state.requests;
+  }
+}
+
+async function request(path) {
   const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
   const response = await fetch(path, { headers, cache: "no-store" });
   let body = null;
@@ -146,8 +158,11 @@ function renderRun() {
   $("run-view").hidden = !run;
   if (!run) return;
   $("run-title").textContent = (run.name || "(unnamed)") + " \u2014 " + run.verdict;
-  $("run-meta").textContent = "saga " + run.id + " \u00b7 started " + time(run.started_us) + " \u00b7 lasted " +
-    duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "");
+  // Two lines, always: on one, the id and the times together wrapped or not by how many digits
+  // the duration had, and moved everything below them.
+  $("run-meta").replaceChildren(el("span", { class: "line" }, "saga " + run.id),
+    el("span", { class: "line" }, "started " + time(run.started_us) + " \u00b7 lasted " +
+      duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "")));
   $("run-cause").textContent = run.cause ? "Cause: " + run.cause : "";
   $("run-verdicts").replaceChildren(...(run.verdicts || []).map((v) => el("li", { class: "verdict-line " + v.kind },
     "seq " + v.seq + " " + v.type + " \u2014 " + v.label)));
