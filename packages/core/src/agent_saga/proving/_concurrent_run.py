@@ -142,11 +142,14 @@ class ScheduledWAL(FileWAL):
 
     @contextlib.contextmanager
     def _saying_where(self) -> Iterator[None]:
-        """A stalled barrier's error also says where every actor was: the one that did not arrive is named."""
+        """A stalled barrier's error also says where every actor was (the one that did not arrive is
+        named) and whether the log's flusher thread still runs (ended: it died; alive: it is stuck)."""
         try:
             yield
         except WALStalled as stalled:
-            raise WALStalled(f"{stalled}; actors: {self.scheduler.whereabouts()}") from stalled
+            flusher = self._flusher
+            state = "alive" if flusher is not None and flusher.is_alive() else "ended"
+            raise WALStalled(f"{stalled}; flusher thread {state}; actors: {self.scheduler.whereabouts()}") from stalled
 
 
 def _points(rtype: str, step: int | None) -> list[str]:
