@@ -302,6 +302,28 @@ def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page:
     assert acting == []
 
 
+def test_each_step_shows_the_framework_it_came_from_as_text(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # The origin an adapter records with each step (issue 44 §11): a column of the forward
+    # timeline and a line of the inspector; what a framework name holds is drawn, never run.
+    hostile = "<img src=x onerror=\"document.title='pwned'\">\u202e"
+    wal = FileWAL(tmp_path / "origin.wal")
+    with saga_scope(wal, name="mixed") as s:
+        s.execute(tool="search", semantics="REVERSIBLE", forward=lambda: 1, origin="langgraph")
+        s.execute(tool="book", semantics="REVERSIBLE", forward=lambda: 2, origin=hostile)
+        s.execute(tool="note", semantics="REVERSIBLE", forward=lambda: 3)
+    wal.close()
+    server = serve(tmp_path / "origin.wal")
+    page.goto(server.url)
+    open_run(page, "mixed")
+    origins = page.locator("#forward button .origin")
+    expect(origins).to_have_count(2)  # the step no framework made has none
+    assert origins.all_inner_texts() == ["langgraph", hostile.replace("\u202e", "\\u202e")]
+    page.locator("#forward button").first.click()
+    expect(page.locator("#inspect dl")).to_contain_text("framework")
+    expect(page.locator("#inspect dl")).to_contain_text("langgraph")
+    assert page.locator("img").count() == 0 and page.title() == "agent-saga flight recorder"
+
+
 def write_long_run(path: Path, steps: int) -> None:
     """One saga of ``steps`` compensable steps that rolls back: 4 * steps + 3 records."""
     saga = "5a" * 16

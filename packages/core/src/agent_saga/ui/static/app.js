@@ -109,13 +109,17 @@ function renderRuns() {
 
 function stepButton(step, label, what, unwind) {
   const outcome = unwind ? step.outcome : step.final;
+  // The framework that made the call (a replay frame carries only the state: the run has the rest).
+  const detail = state.byIndex && state.byIndex.get(step.index);
+  const origin = !unwind && detail && detail.origin;
   return el("li", {}, el("button", {
     type: "button", class: cls(outcome), "data-step": step.index, "data-outcome": outcome,
     "aria-pressed": state.inspected === step.index ? "true" : "false",
   },
   el("span", { class: "sym", "aria-hidden": "true" }, SYMBOL[outcome] || "\u2022"),
   el("span", { class: "step-text" }, el("span", {}, label), el("span", { class: "what" }, what),
-    el("span", { class: "tag" }, step.label))));
+    el("span", { class: "tag" }, step.label)),
+  origin ? el("span", { class: "origin", title: "the framework that made the call" }, origin) : null));
 }
 
 // At most MAX_STEPS_DRAWN of `steps`, around the one whose index is `focus`; with a line for each
@@ -231,7 +235,7 @@ function renderInspector() {
   const parts = [
     el("h3", {}, "Step " + step.index + ": " + step.tool),
     dl([["semantics", step.semantics], ["state", step.state], ["outcome", step.label],
-      ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
+      ["operation id", step.op ? el("code", {}, step.op) : null], ["framework", step.origin], ["error", step.error],
       ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null],
       ["verdict", step.note]]),
     el("h3", {}, "Arguments"), argsTable(step.args),
