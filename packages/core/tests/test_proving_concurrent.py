@@ -209,4 +209,4 @@ def test_a_stalled_log_names_the_actor_that_did_not_arrive_and_where_each_was(tm
         wal.close()
     text = str(stalled.value)
     assert "not durable" in text
-    assert "flusher thread alive; actors: main on its way from fail; s0 on its way, not stopped yet, expected at call" in text
+    assert "flusher committing, 0 record(s) queued; actors: main on its way from fail; s0 on its way, not stopped yet, expected at call" in text

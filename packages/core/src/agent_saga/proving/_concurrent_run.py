@@ -143,13 +143,21 @@ class ScheduledWAL(FileWAL):
     @contextlib.contextmanager
     def _saying_where(self) -> Iterator[None]:
         """A stalled barrier's error also says where every actor was (the one that did not arrive is
-        named) and whether the log's flusher thread still runs (ended: it died; alive: it is stuck)."""
+        named) and what the log's flusher was doing: ended (it died), committing (stuck in its
+        write or sync), or waiting with records queued (a wake-up lost)."""
         try:
             yield
         except WALStalled as stalled:
             flusher = self._flusher
-            state = "alive" if flusher is not None and flusher.is_alive() else "ended"
-            raise WALStalled(f"{stalled}; flusher thread {state}; actors: {self.scheduler.whereabouts()}") from stalled
+            with self._lock:
+                doing = _FLUSHER.get(self._parked, "waiting") if flusher is not None and flusher.is_alive() else "ended"
+                queued = len(self._pending)
+            raise WALStalled(f"{stalled}; flusher {doing}, {queued} record(s) queued; actors: "
+                             f"{self.scheduler.whereabouts()}") from stalled
+
+
+# What the flusher is doing, by its state in ``log.group`` (0 running, 1 lingering, 2 idle, -1 backoff).
+_FLUSHER = {0: "committing", 1: "lingering", 2: "idle", -1: "backing off after a failed commit"}
 
 
 def _points(rtype: str, step: int | None) -> list[str]:
