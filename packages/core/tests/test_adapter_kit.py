@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import functools
 import inspect
 import re
 from collections.abc import Callable
@@ -147,6 +148,26 @@ def test_a_type_error_from_the_function_body_stays_unknown(adapter: Gadgets) -> 
     with pytest.raises(SagaAborted) as aborted, saga_scope(MemoryWAL()):
         Runtime().call(safe, amount=5)
     assert not aborted.value.report.clean and calls_seen == [("charge", 5)]
+
+
+def test_a_decorated_function_is_checked_against_what_the_decorator_takes(adapter: Gadgets) -> None:
+    # A decorator (functools.wraps) that fills a parameter itself takes a call the function alone would not.
+    def with_currency(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def decorated(*args: Any, currency: str = "EUR", **kwargs: Any) -> Any:
+            calls_seen.append(("currency", currency))
+            return fn(*args, **kwargs)
+        return decorated
+
+    @with_currency
+    def pay(amount: int) -> dict[str, Any]:
+        return {"id": f"ch_{amount}"}
+
+    safe = adapter.wrap_tool(Gadget("pay", "Pay.", pay), semantics="COMPENSABLE", compensate=refund)
+    with pytest.raises(SagaAborted) as aborted, saga_scope(MemoryWAL()):
+        Runtime().call(safe, amount=5, currency="USD")
+        raise RuntimeError("later failure")
+    assert aborted.value.report.clean and calls_seen == [("currency", "USD"), ("refund", "ch_5")]
 
 
 async def test_an_async_function_is_checked_the_same_way(adapter: Gadgets) -> None:

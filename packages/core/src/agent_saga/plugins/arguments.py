@@ -24,7 +24,8 @@ __all__ = ["refusing_unbound"]
 def refusing_unbound(fn: Callable[..., Any], tool: str) -> Callable[..., Any]:
     """``fn`` (same shape, sync or async), raising NotApplied for a call its parameters cannot take."""
     try:
-        signature = inspect.signature(fn)
+        # The callable's own parameters, not those of what it wraps: a decorator may take more.
+        signature = inspect.signature(fn, follow_wrapped=False)
     except (TypeError, ValueError):  # no signature to check (some builtins): Python's own error stands
         return fn
 
