@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import dataclasses
+import functools
 import inspect
 import re
 from collections.abc import Callable
@@ -123,6 +124,60 @@ def _steps(wal: MemoryWAL) -> list[dict[str, Any]]:
 
 
 # -- wrap_tool ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arguments", [{"amount": 5, "currency": "EUR"}, {}], ids=["made-up", "left-out"])
+def test_a_call_the_function_cannot_take_is_not_applied_and_never_reaches_it(
+        adapter: Gadgets, arguments: dict[str, Any]) -> None:
+    safe = adapter.wrap_tool(Gadget("charge", "Charge the card.", charge), semantics="COMPENSABLE", compensate=refund)
+    wal = MemoryWAL()
+    with pytest.raises(SagaAborted) as aborted, saga_scope(wal):
+        Runtime().call(safe, **arguments)
+    assert aborted.value.report.clean and calls_seen == []
+    assert "does not fit its parameters" in str(aborted.value.cause)
+    assert [r["type"] for r in wal.records() if r.get("step") == 1][-1] == "STEP_NOT_APPLIED"
+
+
+def test_a_type_error_from_the_function_body_stays_unknown(adapter: Gadgets) -> None:
+    # Raised after the arguments were bound: the body ran, and may have acted before it raised.
+    def charge_then_fail(amount: int) -> None:
+        calls_seen.append(("charge", amount))
+        raise TypeError("the card processor's client broke")
+
+    safe = adapter.wrap_tool(Gadget("charge", "Charge.", charge_then_fail), semantics="COMPENSABLE", compensate=refund)
+    with pytest.raises(SagaAborted) as aborted, saga_scope(MemoryWAL()):
+        Runtime().call(safe, amount=5)
+    assert not aborted.value.report.clean and calls_seen == [("charge", 5)]
+
+
+def test_a_decorated_function_is_checked_against_what_the_decorator_takes(adapter: Gadgets) -> None:
+    # A decorator (functools.wraps) that fills a parameter itself takes a call the function alone would not.
+    def with_currency(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def decorated(*args: Any, currency: str = "EUR", **kwargs: Any) -> Any:
+            calls_seen.append(("currency", currency))
+            return fn(*args, **kwargs)
+        return decorated
+
+    @with_currency
+    def pay(amount: int) -> dict[str, Any]:
+        return {"id": f"ch_{amount}"}
+
+    safe = adapter.wrap_tool(Gadget("pay", "Pay.", pay), semantics="COMPENSABLE", compensate=refund)
+    with pytest.raises(SagaAborted) as aborted, saga_scope(MemoryWAL()):
+        Runtime().call(safe, amount=5, currency="USD")
+        raise RuntimeError("later failure")
+    assert aborted.value.report.clean and calls_seen == [("currency", "USD"), ("refund", "ch_5")]
+
+
+async def test_an_async_function_is_checked_the_same_way(adapter: Gadgets) -> None:
+    safe = adapter.wrap_tool(Gadget("acharge", "Charge.", acharge), semantics="COMPENSABLE", compensate=refund)
+    assert inspect.iscoroutinefunction(safe.fn)
+    with pytest.raises(SagaAborted) as aborted:
+        async with saga_scope(MemoryWAL()):
+            await safe.fn(amount=5, ctx=RunContext(), currency="EUR")
+    assert aborted.value.report.clean and calls_seen == []
+
 
 
 def test_wrap_tool_keeps_the_type_and_name_and_makes_every_call_a_step(adapter: Gadgets) -> None:

@@ -181,3 +181,32 @@ def test_the_report_states_its_bound() -> None:
     assert "1..2 sibling(s) x 7 fates x 6 landing moments" in text
     assert "after 0..1 step(s) before them, halt or not, threads and tasks" in text
     assert "not a claim for more siblings, for other interleavings than these moments, nor for crashes" in text
+
+
+def test_a_stalled_log_names_the_actor_that_did_not_arrive_and_where_each_was(tmp_path: Any) -> None:
+    # The stall is forced: another holder keeps the log file's lock, so the flusher cannot write.
+    import fcntl
+    import os
+
+    from agent_saga.errors import WALStalled
+    from agent_saga.proving._concurrent_run import ScheduledWAL
+    from agent_saga.proving._scheduler import Scheduler, acting
+
+    scheduler = Scheduler()
+    wal = ScheduledWAL(tmp_path / "saga.wal", scheduler)
+    holder = os.open(tmp_path / "saga.wal", os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX)
+    try:
+        scheduler.hold("s0", "call")  # s0 is awaited at its call and never gets there
+        with acting("main"):
+            scheduler.trace.append(("main", "fail"))  # where main last stopped, as a run records it
+            ticket = wal.append("SAGA_STARTED", "saga-1", {})
+            with pytest.raises(WALStalled) as stalled:
+                wal.barrier(ticket, timeout=0.2)  # the bound of a stall that is certain
+    finally:
+        fcntl.flock(holder, fcntl.LOCK_UN)
+        os.close(holder)
+        wal.close()
+    text = str(stalled.value)
+    assert "not durable" in text
+    assert "flusher committing, 0 record(s) queued; actors: main on its way from fail; s0 on its way, not stopped yet, expected at call" in text

@@ -157,6 +157,41 @@ def test_escalations_resolve_and_dry_run(tmp_path: Path) -> None:
     assert chain_ok(wal)
 
 
+def _unknown_step(wal: Path) -> str:
+    """A saga whose one step raised (UNKNOWN), escalated into the log's queue; its id."""
+    from agent_saga import FileWAL, SagaAborted, saga_scope
+
+    def lost() -> None:
+        raise RuntimeError("the answer was lost")
+
+    log = FileWAL(wal)
+    try:
+        with pytest.raises(SagaAborted), saga_scope(log, name="pay") as s:
+            s.execute(tool="pay", semantics="COMPENSABLE", forward=lost, compensate=lambda r: None)
+        return s.saga_id
+    finally:
+        log.close()
+
+
+def test_escalations_of_a_log_written_anew_are_marked_stale_and_not_counted_open(tmp_path: Path) -> None:
+    # issue 44 §11: the queue beside a log outlives it; a log deleted and written again at the same
+    # path (an example run twice) must not list the old log's sagas as open work.
+    wal = tmp_path / "agent.wal"
+    gone = _unknown_step(wal)
+    wal.unlink()
+    here = _unknown_step(wal)
+    listing = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert listing.returncode == 1, listing.stderr  # the escalation of the log as it is still needs a human
+    lines = {w[3]: w[1] for w in map(str.split, listing.stdout.splitlines()) if len(w) > 3 and w[2] == "saga"}
+    assert lines == {gone: "STALE", here: "OPEN"}
+    assert "1 open escalation(s)" in listing.stdout
+    assert f"1 stale: their saga is not in {wal}" in listing.stdout
+    eid = next(line.split()[0] for line in listing.stdout.splitlines() if here in line)
+    assert agent_saga(tmp_path, "escalations", "--wal-path", str(wal), "--resolve", eid).returncode == 0
+    after = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert after.returncode == 0 and "0 open escalation(s)" in after.stdout  # only the stale one is left
+
+
 def test_watch_mode_recovers_a_saga_that_dies_while_it_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
     import signal
     import time

@@ -65,6 +65,7 @@ from agent_saga.engine.saga_options import SagaKwargs, SagaOptions, positional_w
 from agent_saga.engine.step_options import StepKwargs, StepOptions
 from agent_saga.log.base import WAL
 from agent_saga.plugins import support
+from agent_saga.plugins.arguments import refusing_unbound
 from agent_saga.plugins.config import PatchConfig
 from agent_saga.plugins.discovery import FrameworkUnsupported, require_framework
 from agent_saga.plugins.hookspecs import hookimpl
@@ -174,9 +175,11 @@ class Adapter(abc.ABC):
 
         Inside a saga each call is a step; outside one it calls straight through (or
         refuses, with ``require_boundary``). :meth:`framework_params` reach ``fn``
-        but are not logged.
+        but are not logged. A call whose arguments ``fn`` cannot take raises
+        ``NotApplied`` without calling it (``agent_saga.plugins.arguments``).
         """
-        return spec.wrap(fn, hidden=self.framework_params(fn))
+        # A call the function's parameters cannot take never reaches it: not applied, not UNKNOWN.
+        return spec.wrap(refusing_unbound(fn, spec.name), hidden=self.framework_params(fn))
 
     def wrap_tool(
         self,

@@ -43,6 +43,18 @@ def test_the_page_lists_the_demo_runs_and_names_its_tools(page: Page, serve: Ser
     shot(page, "runs")
 
 
+def test_how_long_a_run_lasted_moves_nothing_below_it(page: Page, serve: Serve, demo_copy: Path) -> None:
+    # The README's screenshot is compared to the pixel outside the text that differs per run: a
+    # duration of 111.1 ms instead of 72.2 ms wrapped the run's line and moved 12% of the pixels.
+    server = serve(demo_copy)
+    page.goto(server.url)
+    open_run(page, "onboard-acme")
+    below = page.locator("#watch").bounding_box()
+    page.evaluate("state.detail.ended_us = state.detail.started_us + 1234.56e6; renderRun()")
+    expect(page.locator("#run-meta")).to_contain_text("lasted 1234.56 s")
+    assert page.locator("#watch").bounding_box() == below
+
+
 def test_filters_show_runs_by_status(page: Page, serve: Serve, tmp_path: Path) -> None:
     log = write_mixed_log(tmp_path / "mixed.wal")
     server = serve(log)
@@ -312,6 +324,28 @@ def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page:
     assert "s" + shown in text
     acting = [f"U+{ord(c):04X}" for c in text if c in "\x1b\u202e\u200b\u2066"]
     assert acting == []
+
+
+def test_each_step_shows_the_framework_it_came_from_as_text(page: Page, serve: Serve, tmp_path: Path) -> None:
+    # The origin an adapter records with each step (issue 44 §11): a column of the forward
+    # timeline and a line of the inspector; what a framework name holds is drawn, never run.
+    hostile = "<img src=x onerror=\"document.title='pwned'\">\u202e"
+    wal = FileWAL(tmp_path / "origin.wal")
+    with saga_scope(wal, name="mixed") as s:
+        s.execute(tool="search", semantics="REVERSIBLE", forward=lambda: 1, origin="langgraph")
+        s.execute(tool="book", semantics="REVERSIBLE", forward=lambda: 2, origin=hostile)
+        s.execute(tool="note", semantics="REVERSIBLE", forward=lambda: 3)
+    wal.close()
+    server = serve(tmp_path / "origin.wal")
+    page.goto(server.url)
+    open_run(page, "mixed")
+    origins = page.locator("#forward button .origin")
+    expect(origins).to_have_count(2)  # the step no framework made has none
+    assert origins.all_inner_texts() == ["langgraph", hostile.replace("\u202e", "\\u202e")]
+    page.locator("#forward button").first.click()
+    expect(page.locator("#inspect dl")).to_contain_text("framework")
+    expect(page.locator("#inspect dl")).to_contain_text("langgraph")
+    assert page.locator("img").count() == 0 and page.title() == "agent-saga flight recorder"
 
 
 def write_long_run(path: Path, steps: int) -> None:

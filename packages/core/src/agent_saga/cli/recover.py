@@ -281,11 +281,28 @@ def run_escalations(args: argparse.Namespace) -> int:
         raise CliError(f"could not read the escalation queue of {target}: {err}", _EXIT_UNCHECKED) from None
     finally:
         store.close()
+    stale = _stale(shown, target)
     for escalation in shown:
-        print(escalation.line())
-    pending = sum(1 for e in shown if not e.resolved) if args.all else len(shown)
+        print(escalation.line(stale=escalation.id in stale))
+    pending = sum(1 for e in shown if not e.resolved and e.id not in stale)
     print(f"{pending} open escalation(s)")
+    left = sum(1 for e in shown if not e.resolved and e.id in stale)
+    if left:
+        print(f"{left} stale: their saga is not in {inert(str(target))} (the log was written anew, or the saga compacted away); "
+              "resolve each with --resolve ID once it is known to need nothing")
     return _EXIT_FINDING if pending else _EXIT_OK
+
+
+def _stale(shown: Sequence[Any], target: Path | str) -> set[str]:
+    """The ids of the escalations whose saga the log file does not hold (a server log: none checked)."""
+    from agent_saga.cli.stale import stale_ids
+
+    if not isinstance(target, Path) or not shown:
+        return set()
+    try:
+        return stale_ids(shown, target)
+    except OSError as err:
+        raise CliError(f"could not read {target} to check its escalations: {err}", _EXIT_UNCHECKED) from None
 
 
 def _record_resolution(wal: Any, escalation: Any) -> None:

@@ -22,7 +22,7 @@ import contextvars
 import functools
 import tempfile
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from agent_saga.context import saga_scope
 from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.saga import Saga
-from agent_saga.errors import NotApplied
+from agent_saga.errors import NotApplied, WALStalled
 from agent_saga.log.file import FileWAL
 from agent_saga.log.records import Record
 from agent_saga.log.records import RecordType as R
@@ -129,14 +129,35 @@ class ScheduledWAL(FileWAL):
         return ticket
 
     def barrier(self, ticket: int | None = None, timeout: float | None = None) -> None:
-        super().barrier(ticket, timeout)
+        with self._saying_where():
+            super().barrier(ticket, timeout)
         if ticket in self._types:
             self.scheduler.park(f"barrier:{self._types[ticket]}")
 
     async def barrier_async(self, ticket: int | None = None, timeout: float | None = None) -> None:
-        await super().barrier_async(ticket, timeout)
+        with self._saying_where():
+            await super().barrier_async(ticket, timeout)
         if ticket in self._types:
             await self.scheduler.park_async(f"barrier:{self._types[ticket]}")
+
+    @contextlib.contextmanager
+    def _saying_where(self) -> Iterator[None]:
+        """A stalled barrier's error also says where every actor was (the one that did not arrive is
+        named) and what the log's flusher was doing: ended (it died), committing (stuck in its
+        write or sync), or waiting with records queued (a wake-up lost)."""
+        try:
+            yield
+        except WALStalled as stalled:
+            flusher = self._flusher
+            with self._lock:
+                doing = _FLUSHER.get(self._parked, "waiting") if flusher is not None and flusher.is_alive() else "ended"
+                queued = len(self._pending)
+            raise WALStalled(f"{stalled}; flusher {doing}, {queued} record(s) queued; actors: "
+                             f"{self.scheduler.whereabouts()}") from stalled
+
+
+# What the flusher is doing, by its state in ``log.group`` (0 running, 1 lingering, 2 idle, -1 backoff).
+_FLUSHER = {0: "committing", 1: "lingering", 2: "idle", -1: "backing off after a failed commit"}
 
 
 def _points(rtype: str, step: int | None) -> list[str]:

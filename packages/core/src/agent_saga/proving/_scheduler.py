@@ -138,7 +138,7 @@ class Scheduler:
             raise Unforced(f"{name} stopped at {where} before reaching {point}")
         if name in self._done:
             raise Unforced(f"{name} ended without reaching {point}")
-        raise Unforced(f"{name} did not reach {point} within {self.bound:g}s")
+        raise Unforced(f"{name} did not reach {point} within {self.bound:g}s ({self.whereabouts()})")
 
     def resume(self, name: str) -> None:
         """Let actor ``name`` run on from where it is parked."""
@@ -158,13 +158,13 @@ class Scheduler:
                 return
         if where is not None:
             raise Unforced(f"{name} stopped at {where} where it was expected to end")
-        raise Unforced(f"{name} did not end within {self.bound:g}s")
+        raise Unforced(f"{name} did not end within {self.bound:g}s ({self.whereabouts()})")
 
     def stopped(self, name: str) -> str | None:
         """Wait until actor ``name`` is parked (the point) or has ended (None); :class:`Unforced` after the bound."""
         with self._cond:
             if not self._cond.wait_for(lambda: name in self._at or name in self._done, self.bound):
-                raise Unforced(f"{name} neither stopped nor ended within {self.bound:g}s")
+                raise Unforced(f"{name} neither stopped nor ended within {self.bound:g}s ({self.whereabouts()})")
             return self._at.get(name)
 
     def until(self, predicate: Callable[[], bool], what: str) -> None:
@@ -172,9 +172,32 @@ class Scheduler:
         deadline = time.monotonic() + self.bound
         while not predicate():
             if time.monotonic() > deadline:
-                raise Unforced(f"{what} did not happen within {self.bound:g}s")
+                raise Unforced(f"{what} did not happen within {self.bound:g}s ({self.whereabouts()})")
             with self._cond:
                 self._cond.wait(0.002)
+
+    def whereabouts(self) -> str:
+        """Where each actor is, in one line: for the message of an ordering or a log that stalled.
+
+        An actor is parked at a point, ended, or on its way (then: the last point it stopped
+        at); and, unless ended, the points it is held for and has not reached yet.
+        """
+        with self._cond:
+            names = sorted({*self._holds, *self._at, *self._done, *(name for name, _ in self.trace)})
+            parts = []
+            for name in names:
+                last = next((point for who, point in reversed(self.trace) if who == name), None)
+                if name in self._at:
+                    where = f"parked at {self._at[name]}"
+                elif name in self._done:
+                    where = "ended"
+                else:
+                    where = "on its way" + (f" from {last}" if last else ", not stopped yet")
+                missing = sorted(self._holds.get(name, ())) if name not in self._done else []
+                if missing:
+                    where += f", expected at {', '.join(missing)}"
+                parts.append(f"{name} {where}")
+        return "; ".join(parts) or "no actor started"
 
     def release_all(self) -> None:
         """Give up forcing: every parked actor runs on, and no actor parks again."""

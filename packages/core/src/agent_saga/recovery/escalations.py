@@ -78,9 +78,10 @@ class Escalation:
     resolved: bool = False
     note: str = ""
 
-    def line(self) -> str:
+    def line(self, *, stale: bool = False) -> str:
+        """One line for a person; ``stale``: the saga is not in the log any more (see ``cli.stale``)."""
         where = f"step {self.step}" if self.step is not None else "saga"
-        state = "resolved" if self.resolved else "OPEN"
+        state = "resolved" if self.resolved else "STALE" if stale else "OPEN"
         return f"{inert(self.id)}  {state:8}  saga {inert(self.saga)} {where}  [{inert(self.kind)}] {inert(self.detail)}"
 
 

@@ -290,13 +290,15 @@ class RunStore:
 def _step_detail(records: list[Record]) -> dict[str, Any]:
     """Arguments, errors, the compensation the log names and what running it did."""
     detail: dict[str, Any] = {"args": [], "op": None, "error": None, "refusal": None, "compensation": None,
-                              "undo_records": [], "provenance": []}
+                              "undo_records": [], "provenance": [], "origin": None}
     for r in records:
         body, rtype = _body(r), r.get("type")
         if "args" in body:
             detail["args"] = _arguments(body["args"])
         if isinstance(body.get("op"), str):
             detail["op"] = body["op"]
+        if isinstance(body.get("origin"), str):  # the framework (adapter) or front door that made the call
+            detail["origin"] = body["origin"]
         if rtype in (R.STEP_UNKNOWN, R.STEP_NOT_APPLIED) and body.get("error"):
             detail["error"] = str(body["error"])
         if rtype == R.STEP_REFUSED:

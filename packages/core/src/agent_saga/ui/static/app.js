@@ -24,6 +24,7 @@ const state = {
   total: 0, next: null, truncated: null, loading: null, at: -1, shown: null, byIndex: null,
   // the run the URL names (#run=<saga id>, and &watch=1 to replay it from its start), until it is shown
   opening: null,
+  requests: 0,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -50,7 +51,18 @@ function showError(message) {
   box.hidden = !message;
 }
 
+// The number of requests in flight is on the body (data-requests): 0 once everything asked for
+// has been drawn, which is what a screenshot waits for.
 async function api(path) {
+  document.body.dataset.requests = ++state.requests;
+  try {
+    return await request(path);
+  } finally {
+    document.body.dataset.requests = --state.requests;
+  }
+}
+
+async function request(path) {
   const headers = state.token ? { Authorization: "Bearer " + state.token } : {};
   const response = await fetch(path, { headers, cache: "no-store" });
   let body = null;
@@ -97,6 +109,9 @@ function renderRuns() {
 
 function stepButton(step, label, what, unwind) {
   const outcome = unwind ? step.outcome : step.final;
+  // The framework that made the call (a replay frame carries only the state: the run has the rest).
+  const detail = state.byIndex && state.byIndex.get(step.index);
+  const origin = !unwind && detail && detail.origin;
   return el("li", {}, el("button", {
     type: "button", class: cls(outcome), "data-step": step.index, "data-outcome": outcome,
     "data-served": step.served ? "true" : "false",
@@ -104,7 +119,8 @@ function stepButton(step, label, what, unwind) {
   },
   el("span", { class: "sym", "aria-hidden": "true" }, SYMBOL[outcome] || "\u2022"),
   el("span", { class: "step-text" }, el("span", {}, label), el("span", { class: "what" }, what),
-    el("span", { class: "tag" }, step.label))));
+    el("span", { class: "tag" }, step.label)),
+  origin ? el("span", { class: "origin", title: "the framework that made the call" }, origin) : null));
 }
 
 // At most MAX_STEPS_DRAWN of `steps`, around the one whose index is `focus`; with a line for each
@@ -149,8 +165,11 @@ function renderRun() {
   $("run-view").hidden = !run;
   if (!run) return;
   $("run-title").textContent = (run.name || "(unnamed)") + " \u2014 " + run.verdict;
-  $("run-meta").textContent = "saga " + run.id + " \u00b7 started " + time(run.started_us) + " \u00b7 lasted " +
-    duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "");
+  // Two lines, always: on one, the id and the times together wrapped or not by how many digits
+  // the duration had, and moved everything below them.
+  $("run-meta").replaceChildren(el("span", { class: "line" }, "saga " + run.id),
+    el("span", { class: "line" }, "started " + time(run.started_us) + " \u00b7 lasted " +
+      duration(run.ended_us - run.started_us) + (run.recovered ? " \u00b7 finished by the recovery daemon" : "")));
   $("run-cause").textContent = run.cause ? "Cause: " + run.cause : "";
   $("run-verdicts").replaceChildren(...(run.verdicts || []).map((v) => el("li", { class: "verdict-line " + v.kind },
     "seq " + v.seq + " " + v.type + " \u2014 " + v.label)));
@@ -220,7 +239,7 @@ function renderInspector() {
     el("h3", {}, "Step " + step.index + ": " + step.tool),
     dl([["semantics", step.semantics], ["state", step.state], ["outcome", step.label],
       ["resumed run", step.served ? "served from the log: nothing ran" : null],
-      ["operation id", step.op ? el("code", {}, step.op) : null], ["error", step.error],
+      ["operation id", step.op ? el("code", {}, step.op) : null], ["framework", step.origin], ["error", step.error],
       ["refused by", step.refusal ? (step.refusal.rule + ": " + step.refusal.reason) : null],
       ["verdict", step.note]]),
     el("h3", {}, "Arguments"), argsTable(step.args),
