@@ -28,3 +28,26 @@ WINGS: tuple[str, ...] = WING_LAYER
 KERNEL: tuple[str, ...] = KERNEL_LAYER
 #: What the wingless plugin refuses: every wing (each brings its own verbs, so the CLI stays).
 BLOCKED: tuple[str, ...] = WINGS
+
+#: Each wing's page in docs/: what it promises, and a "Names, records, verbs" section that lists
+#: its face's ``__all__`` (test_wing_pages.py). Two pairs share a page, each with its own section:
+#: learning and synthetic (LEARNING.md), service and observability (SERVICE.md).
+PAGES: dict[str, str] = {
+    "agent_saga.approvals": "APPROVALS.md",
+    "agent_saga.audit": "AUDIT.md",
+    "agent_saga.connectors": "CONNECTORS.md",
+    "agent_saga.distributed": "DISTRIBUTED.md",
+    "agent_saga.gate": "GATE.md",
+    "agent_saga.isolation": "FLEET.md",
+    "agent_saga.learning": "LEARNING.md",
+    "agent_saga.mesh": "MESH.md",
+    "agent_saga.observability": "SERVICE.md",
+    "agent_saga.proving": "PROVING.md",
+    "agent_saga.reconciliation": "RECONCILIATION.md",
+    "agent_saga.runtime": "AGENT_RUNTIME.md",
+    "agent_saga.service": "SERVICE.md",
+    "agent_saga.snapshots": "SNAPSHOTS.md",
+    "agent_saga.synthetic": "LEARNING.md",
+    "agent_saga.testing": "TESTING.md",
+    "agent_saga.ui": "VISUALS.md",
+}
