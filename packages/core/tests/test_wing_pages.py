@@ -2,7 +2,8 @@
 
 The section lists every name of the face's ``__all__`` (one line each), names only record types the
 log knows, and names every verb the wing's ``_cli`` module brings (cli/main.py's ``VERBS``): a new
-public name, a renamed record type or a new verb without its line fails here (issue 42 §6).
+public name, a renamed record type or a new verb without its line fails here (issue 42 §6). And
+ARCHITECTURE.md's map of the house is the one the contracts draw now.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import importlib
 import re
 
 import pytest
-from house import PAGES, ROOT, WINGS
+from house import MAP_END, MAP_START, PAGES, ROOT, WINGS, architecture_with_map
 
 from agent_saga.cli.main import VERBS
 from agent_saga.log.records import RecordType
@@ -61,3 +62,11 @@ def test_the_page_names_the_wings_verbs_and_only_record_types_that_exist(wing: s
     mine = [verb for verb, (module, _help) in VERBS.items() if module == f"{wing}._cli"]
     missing = [verb for verb in mine if f"`{verb}`" not in verbs and f"`agent-saga {verb}" not in verbs]
     assert not missing, f"docs/{PAGES[wing]} ({wing}) does not name its verbs {missing}"
+
+
+def test_the_architecture_map_is_the_one_the_contracts_draw() -> None:
+    text = (DOCS / "ARCHITECTURE.md").read_text()
+    assert text.count(MAP_START) == 1 and text.count(MAP_END) == 1, "ARCHITECTURE.md must hold the map's markers once"
+    assert text == architecture_with_map(text), (
+        "docs/ARCHITECTURE.md's map of the house is not the one the contracts draw: "
+        "run `python packages/core/tests/house.py --write` and commit the result")
