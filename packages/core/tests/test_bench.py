@@ -156,5 +156,5 @@ def test_bench_resume_dbos_prints_every_figure_for_each_side(tmp_path: Path) -> 
         expected |= {"PostgresWAL REVERSIBLE", "PostgresWAL COMPENSABLE"} | ({"DBOS"} if dbos else set())
     assert set(run["sides"]) == expected
     for row in run["sides"].values():
-        for key in ("wall_ms", "cpu_ms", "served_wall_us", "served_cpu_us", "live_wall_us", "live_cpu_us"):
+        for key in ("wall_ms", "cpu_ms", "body_ms", "served_wall_us", "served_cpu_us", "live_wall_us", "live_cpu_us"):
             assert row[key] > 0, key
