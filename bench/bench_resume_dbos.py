@@ -155,6 +155,7 @@ def main(argv: list[str]) -> int:
     print(f"a {args.steps}-step run crashed after {args.after} steps, recovered; medians of {args.rounds} rounds")
     for side, row in figures.items():
         print(f"{side:23} recovery {row['wall_ms']:8.1f} ms wall {row['cpu_ms']:7.1f} ms CPU, body {row['body_ms']:6.1f} ms"
+              + (f", started after {row['to_body_ms']:6.1f} ms" if "to_body_ms" in row else "")
               + "".join(f" | {name} step {row[f'{name}_wall_us']:7.0f} us wall {row[f'{name}_cpu_us']:6.0f} us CPU"
                         for name in ("served", "live") if f"{name}_wall_us" in row))
     return 0
