@@ -6,7 +6,9 @@ stopped measuring a figure, fails here rather than on the day someone needs it.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -142,3 +144,17 @@ def test_compare_names_a_ref_git_cannot_find(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert "--ref 'no-such-commit-xyz': git archive failed" in done.stderr
+
+
+def test_bench_resume_dbos_prints_every_figure_for_each_side(tmp_path: Path) -> None:
+    # DBOS's side runs only where `dbos` is installed (with this python) and PostgreSQL is named.
+    dbos = ["--dbos-python", sys.executable] if importlib.util.find_spec("dbos") else []
+    run = _run("bench_resume_dbos.py", "--rounds", "1", "--steps", "10", "--after", "4", *dbos, cwd=tmp_path)
+    assert (run["steps"], run["after"], run["rounds"]) == (10, 4, 1)
+    expected = {"FileWAL REVERSIBLE", "FileWAL COMPENSABLE"}
+    if os.environ.get("AGENT_SAGA_TEST_PG_URL"):
+        expected |= {"PostgresWAL REVERSIBLE", "PostgresWAL COMPENSABLE"} | ({"DBOS"} if dbos else set())
+    assert set(run["sides"]) == expected
+    for row in run["sides"].values():
+        for key in ("wall_ms", "cpu_ms", "body_ms", "served_wall_us", "served_cpu_us", "live_wall_us", "live_cpu_us"):
+            assert row[key] > 0, key
