@@ -14,9 +14,17 @@ from google.adk.tools import FunctionTool, LongRunningFunctionTool, ToolContext
 from google_adk_drive import POOL, new_runner, run, session
 
 import agent_saga
-from agent_saga import FileWAL, SagaAborted, StepOptions, patch_all, saga_scope, testing
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import DONE, TRIP, book_flight, cancelled, charge_card, committed, refunded
+from agent_saga import FileWAL, SagaAborted, patch_all, saga_scope, testing
+from agent_saga.testing import (
+    DONE,
+    TRIP,
+    assert_wrap_tool_hook,
+    book_flight,
+    cancelled,
+    charge_card,
+    committed,
+    refunded,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -130,11 +138,7 @@ def test_saga_run_awaits_the_run_and_a_tool_error_answered_by_a_callback_still_u
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    plugins().register(adapter, "google_adk")
-    wrapped = plugins().wrap_tool(FunctionTool(book_flight), StepOptions("REVERSIBLE"))
-    assert type(wrapped) is FunctionTool and adapter.spec_of(wrapped).name == "book_flight"
-    assert plugins().wrap_tool(book_flight, StepOptions("REVERSIBLE")) is None  # plain functions: only this wrap_tool
-    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+    assert_wrap_tool_hook("google_adk", FunctionTool(book_flight), "book_flight", plain=book_flight)
 
 
 def test_other_tools_are_refused_naming_what_wrap_tool_takes() -> None:

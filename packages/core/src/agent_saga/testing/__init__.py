@@ -6,7 +6,8 @@ calls, run ahead by a Speculator); ``ChatServer`` is a local Chat Completions se
 answers from a script (a ``JSONServer``, as an adapter's own scripted model server may be);
 ``assert_trip_undone`` runs one of the repository's examples as a user does;
 ``every_step_option`` and ``spy_on_steps`` check that a front door hands every step option
-to the engine. What an adapter's own tests tell besides: the trip (``book_flight``,
+to the engine, ``assert_wrap_tool_hook`` that an adapter's plugin hook wraps its own tools only.
+What an adapter's own tests tell besides: the trip (``book_flight``,
 ``charge_card``, ``DONE``, ...), the fleet snippet (``assert_fleet_undone``) and the
 moved-framework check (``assert_moved_fails_at_import``), the trip a model books with a malformed
 call (``SeatTrip``, ``REFUSED_CALLS``, ``assert_refused_call_is_no_step``), and a durable run killed in a process
@@ -43,7 +44,7 @@ from agent_saga.testing._planned import (
     records,
     run_ahead,
 )
-from agent_saga.testing._shared import every_step_option, spy_on_steps
+from agent_saga.testing._shared import assert_wrap_tool_hook, every_step_option, spy_on_steps
 from agent_saga.testing._trip import (
     DONE,
     REF_UNDO,
@@ -65,7 +66,7 @@ __all__ = [
     "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "DONE", "EXAMPLES", "REFUSED_CALLS", "REF_UNDO", "RUN_ON",
     "TOUCHES", "TRIP", "TRIP_POLICY", "UNDO_HANDLER", "AdapterConformance", "Call", "ChatServer", "Desk",
     "JSONServer", "Received", "Reply", "SeatTrip", "World", "assert_fleet_undone", "assert_moved_fails_at_import",
-    "assert_refused_call_is_no_step", "assert_seat_released", "assert_trip_undone", "assert_trip_undone_newest_first", "book_flight", "cancel_ref", "cancelled",
+    "assert_refused_call_is_no_step", "assert_seat_released", "assert_trip_undone", "assert_trip_undone_newest_first", "assert_wrap_tool_hook", "book_flight", "cancel_ref", "cancelled",
     "charge_card", "check_ran_once", "check_redeemed", "committed", "every_step_option", "hold", "kill_at", "ledger",
     "records", "recover", "refunded", "root_cause", "run_ahead", "send_confirmation", "spy_on_steps", "trip_world",
     "wait_out_lease", "world_env",
