@@ -205,10 +205,7 @@ class PasskeyCredentials:
         anyone who can add a line there can approve.
         """
         file = Path(path) if path is not None else default_passkeys_path()
-        try:
-            text = read_host_list(file, "the registered passkeys")
-        except ValueError as err:
-            raise ConfigurationError(str(err)) from None
+        text = read_host_list(file, "the registered passkeys")
         return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
 
 
