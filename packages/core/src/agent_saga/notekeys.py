@@ -28,8 +28,17 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.install import pip_install
 
 __all__ = [
-    "ANONYMOUS", "ED25519", "approver_name", "check_name", "ed25519", "generate_signer", "key_id", "key_material",
-    "read_host_list", "verifier_keys",
+    "ANONYMOUS",
+    "ED25519",
+    "approver_name",
+    "check_name",
+    "ed25519",
+    "generate_signer",
+    "host_list_lines",
+    "key_id",
+    "key_material",
+    "read_host_list",
+    "verifier_keys",
 ]
 
 #: The signature-type byte of an Ed25519 key in this format.
@@ -135,6 +144,12 @@ def read_host_list(file: Path, what: str) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
+
+
+def host_list_lines(file: Path, what: str) -> list[str]:
+    """The lines of the host's trust list ``file`` (none when it is absent), held to :func:`read_host_list`'s rule."""
+    text = read_host_list(file, what)
+    return [] if text is None else text.splitlines()
 
 
 _MAX_LINKS = 40  # as the kernel's own limit on a path's symlinks (ELOOP)
