@@ -18,7 +18,7 @@ from agno.tools.function import Function
 from agno_drive import ScriptedModel, new_agent, run
 
 import agent_saga
-from agent_saga import FileWAL, SagaAborted, patch_all, saga_scope, testing
+from agent_saga import FileWAL, SagaAborted, patch_all, testing
 from agent_saga.testing import DONE, TRIP, assert_wrap_tool_hook, book_flight, cancelled, committed, refunded
 
 
@@ -114,13 +114,7 @@ def test_two_bookings_then_a_failure_undo_both_newest_first_exactly_once(tmp_pat
     tools = [wrap(Function.from_callable(book_flight), semantics="COMPENSABLE", compensate=cancelled),
              wrap(Function.from_callable(charge_card), semantics="COMPENSABLE", compensate=refunded)]
     assert [type(t) for t in tools] == [Function, Function]
-    wal = FileWAL(tmp_path / "trip.wal")
-    with pytest.raises(SagaAborted) as caught, saga_scope(wal):
-        run(new_agent(tools, TRIP), sync=sync)
-        raise RuntimeError("payment declined")
-    testing.assert_trip_undone_newest_first(wal, caught.value)
-    assert str(caught.value.cause) == "payment declined"
-    wal.close()
+    testing.assert_trip_failing_after_the_run_undone(tmp_path, lambda: run(new_agent(tools, TRIP), sync=sync))
 
 
 class FailingModel(ScriptedModel):

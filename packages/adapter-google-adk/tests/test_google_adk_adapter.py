@@ -14,7 +14,7 @@ from google.adk.tools import FunctionTool, LongRunningFunctionTool, ToolContext
 from google_adk_drive import POOL, new_runner, run, session
 
 import agent_saga
-from agent_saga import FileWAL, SagaAborted, patch_all, saga_scope, testing
+from agent_saga import FileWAL, SagaAborted, patch_all, testing
 from agent_saga.testing import (
     DONE,
     TRIP,
@@ -101,13 +101,7 @@ def test_two_bookings_then_a_failure_undo_both_newest_first_exactly_once(tmp_pat
     tools = [wrap(FunctionTool(book_flight), semantics="COMPENSABLE", compensate=cancelled),
              wrap(FunctionTool(charge_card), semantics="COMPENSABLE", compensate=refunded)]
     assert [type(t) for t in tools] == [FunctionTool, FunctionTool]
-    wal = FileWAL(tmp_path / "trip.wal")
-    with pytest.raises(SagaAborted) as caught, saga_scope(wal):
-        run(new_runner(tools, TRIP), sync=sync)
-        raise RuntimeError("payment declined")
-    testing.assert_trip_undone_newest_first(wal, caught.value)
-    assert str(caught.value.cause) == "payment declined"
-    wal.close()
+    testing.assert_trip_failing_after_the_run_undone(tmp_path, lambda: run(new_runner(tools, TRIP), sync=sync))
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["run", "run_async"])
