@@ -18,9 +18,8 @@ from agno.tools.function import Function
 from agno_drive import ScriptedModel, new_agent, run
 
 import agent_saga
-from agent_saga import FileWAL, SagaAborted, StepOptions, patch_all, saga_scope, testing
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import DONE, TRIP, book_flight, cancelled, committed, refunded
+from agent_saga import FileWAL, SagaAborted, patch_all, testing
+from agent_saga.testing import DONE, TRIP, assert_wrap_tool_hook, book_flight, cancelled, committed, refunded
 
 
 @pytest.fixture(autouse=True)
@@ -115,13 +114,7 @@ def test_two_bookings_then_a_failure_undo_both_newest_first_exactly_once(tmp_pat
     tools = [wrap(Function.from_callable(book_flight), semantics="COMPENSABLE", compensate=cancelled),
              wrap(Function.from_callable(charge_card), semantics="COMPENSABLE", compensate=refunded)]
     assert [type(t) for t in tools] == [Function, Function]
-    wal = FileWAL(tmp_path / "trip.wal")
-    with pytest.raises(SagaAborted) as caught, saga_scope(wal):
-        run(new_agent(tools, TRIP), sync=sync)
-        raise RuntimeError("payment declined")
-    testing.assert_trip_undone_newest_first(wal, caught.value)
-    assert str(caught.value.cause) == "payment declined"
-    wal.close()
+    testing.assert_trip_failing_after_the_run_undone(tmp_path, lambda: run(new_agent(tools, TRIP), sync=sync))
 
 
 class FailingModel(ScriptedModel):
@@ -173,11 +166,7 @@ def test_the_wrapped_copy_owns_its_schema_and_the_helpers_refuse_to_stream(tmp_p
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    plugins().register(adapter, "agno")
-    wrapped = plugins().wrap_tool(Function.from_callable(book_flight), StepOptions("REVERSIBLE"))
-    assert type(wrapped) is Function and adapter.spec_of(wrapped).name == "book_flight"
-    assert plugins().wrap_tool(book_flight, StepOptions("REVERSIBLE")) is None  # plain functions: only this wrap_tool
-    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+    assert_wrap_tool_hook("agno", Function.from_callable(book_flight), "book_flight", plain=book_flight)
 
 
 def test_other_tools_are_refused_naming_what_wrap_tool_takes() -> None:

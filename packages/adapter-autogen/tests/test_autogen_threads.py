@@ -20,9 +20,9 @@ from autogen_core.tools import BaseTool, FunctionTool
 from autogen_drive import agent
 from pydantic import BaseModel
 
-from agent_saga import Compensation, FileWAL, SagaAborted, StepOptions, compensator, current_saga
-from agent_saga.plugins.manager import plugins
+from agent_saga import Compensation, FileWAL, SagaAborted, compensator, current_saga
 from agent_saga.plugins.patching import patch_all, unpatch_all
+from agent_saga.testing import assert_wrap_tool_hook
 
 SEEN: list[tuple[str | None, str]] = []
 WORLD: list[str] = []
@@ -172,13 +172,10 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     from agent_saga.adapters import autogen
 
     assert autogen is agent_saga_autogen
-    plugins().register(adapter, "autogen")
     tool = FunctionTool(probe, description="probe")
-    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "ops.probe")
-    assert type(wrapped) is FunctionTool and wrapped.schema == tool.schema
-    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "ops.probe"
+    wrapped = assert_wrap_tool_hook("autogen", tool, "ops.probe", name="ops.probe")
+    assert wrapped.schema == tool.schema
     assert adapter.spec_of(tool) is None and adapter.spec_of(OpenTicket()) is None
-    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
 
 
 def cancellable_hold(slot: str, cancellation_token: CancellationToken) -> dict[str, Any]:

@@ -14,9 +14,8 @@ from crewai.tools import BaseTool, tool
 from crewai_drive import crew, react_crew
 from pydantic import BaseModel
 
-from agent_saga import FileWAL, NotApplied, SagaAborted, StepOptions, patch_all, unpatch_all
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import DONE, REF_UNDO, cancel_ref, trip_world
+from agent_saga import FileWAL, NotApplied, SagaAborted, patch_all, unpatch_all
+from agent_saga.testing import DONE, REF_UNDO, assert_wrap_tool_hook, cancel_ref, trip_world
 
 
 class BookArgs(BaseModel):
@@ -110,14 +109,9 @@ def test_wrap_tool_names_what_it_needs() -> None:
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
     from agent_saga_crewai import adapter
 
-    plugins().register(adapter, "crewai")
-    options = StepOptions("REVERSIBLE")
-    wrapped = plugins().wrap_tool(order_lunch, options, "catering.order")
-    assert type(wrapped) is type(order_lunch)
+    wrapped = assert_wrap_tool_hook("crewai", order_lunch, "catering.order", name="catering.order")
     assert wrapped.args_schema is order_lunch.args_schema
-    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "catering.order"
     assert adapter.spec_of(order_lunch) is None and adapter.spec_of(BookRoom()) is None
-    assert plugins().wrap_tool(object(), options) is None
 
 
 _POLICY = {"mode": "enforce", "tools": {

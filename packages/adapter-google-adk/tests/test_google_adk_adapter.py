@@ -14,9 +14,17 @@ from google.adk.tools import FunctionTool, LongRunningFunctionTool, ToolContext
 from google_adk_drive import POOL, new_runner, run, session
 
 import agent_saga
-from agent_saga import FileWAL, SagaAborted, StepOptions, patch_all, saga_scope, testing
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import DONE, TRIP, book_flight, cancelled, charge_card, committed, refunded
+from agent_saga import FileWAL, SagaAborted, patch_all, testing
+from agent_saga.testing import (
+    DONE,
+    TRIP,
+    assert_wrap_tool_hook,
+    book_flight,
+    cancelled,
+    charge_card,
+    committed,
+    refunded,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -93,13 +101,7 @@ def test_two_bookings_then_a_failure_undo_both_newest_first_exactly_once(tmp_pat
     tools = [wrap(FunctionTool(book_flight), semantics="COMPENSABLE", compensate=cancelled),
              wrap(FunctionTool(charge_card), semantics="COMPENSABLE", compensate=refunded)]
     assert [type(t) for t in tools] == [FunctionTool, FunctionTool]
-    wal = FileWAL(tmp_path / "trip.wal")
-    with pytest.raises(SagaAborted) as caught, saga_scope(wal):
-        run(new_runner(tools, TRIP), sync=sync)
-        raise RuntimeError("payment declined")
-    testing.assert_trip_undone_newest_first(wal, caught.value)
-    assert str(caught.value.cause) == "payment declined"
-    wal.close()
+    testing.assert_trip_failing_after_the_run_undone(tmp_path, lambda: run(new_runner(tools, TRIP), sync=sync))
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["run", "run_async"])
@@ -130,11 +132,7 @@ def test_saga_run_awaits_the_run_and_a_tool_error_answered_by_a_callback_still_u
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    plugins().register(adapter, "google_adk")
-    wrapped = plugins().wrap_tool(FunctionTool(book_flight), StepOptions("REVERSIBLE"))
-    assert type(wrapped) is FunctionTool and adapter.spec_of(wrapped).name == "book_flight"
-    assert plugins().wrap_tool(book_flight, StepOptions("REVERSIBLE")) is None  # plain functions: only this wrap_tool
-    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+    assert_wrap_tool_hook("google_adk", FunctionTool(book_flight), "book_flight", plain=book_flight)
 
 
 def test_other_tools_are_refused_naming_what_wrap_tool_takes() -> None:

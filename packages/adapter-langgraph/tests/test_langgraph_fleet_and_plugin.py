@@ -9,9 +9,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import StructuredTool
 from langgraph_drive import agent_graph, script
 
-from agent_saga import StepOptions
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import assert_fleet_undone, send_confirmation, trip_world
+from agent_saga.testing import assert_fleet_undone, assert_wrap_tool_hook, send_confirmation, trip_world
 
 
 def publish_draft(title: str) -> dict[str, Any]:
@@ -33,13 +31,6 @@ def test_the_fleet_snippet_through_a_real_langgraph_run(tmp_path: Path) -> None:
 
 
 def test_the_wrap_tool_hook_answers_for_its_own_tool_type_only() -> None:
-    from agent_saga_langgraph import adapter
-
-    plugins().register(adapter, "langgraph")
     tool = StructuredTool.from_function(publish_draft)
-    options = StepOptions("REVERSIBLE")
-    wrapped = plugins().wrap_tool(tool, options)
-    assert type(wrapped) is StructuredTool
+    wrapped = assert_wrap_tool_hook("langgraph", tool, "publish_draft")
     assert wrapped.args_schema is tool.args_schema
-    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "publish_draft"
-    assert plugins().wrap_tool(object(), options) is None

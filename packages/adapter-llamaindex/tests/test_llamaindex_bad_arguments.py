@@ -17,9 +17,9 @@ from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 
-from agent_saga import Compensation, FileWAL, SagaAborted
+from agent_saga import FileWAL, SagaAborted
 from agent_saga.adapters.llamaindex import saga_run, wrap_tool
-from agent_saga.recovery.escalations import queue_of
+from agent_saga.testing import SeatTrip, assert_seat_released
 
 # llama-index-workflows walks the agent with inspect.getmembers(), which touches pydantic's
 # deprecated accessors: the framework's warnings, not ours (as in the conformance suite).
@@ -34,18 +34,7 @@ pytestmark = [
                          ids=["a-parameter-made-up", "a-parameter-left-out"])
 async def test_a_call_that_does_not_fit_the_function_is_not_applied_and_the_rollback_is_clean(
         tmp_path: Path, bad: dict[str, Any]) -> None:
-    world: dict[str, str] = {}
-
-    def hold_seat(flight: str) -> dict[str, str]:
-        """Hold a seat on a flight."""
-        world["seat"] = flight
-        return {"seat": "seat"}
-
-    def book_hotel(city: str, nights: int) -> dict[str, str]:
-        """Book a hotel room."""
-        world["room"] = city
-        return {"room": "room"}
-
+    trip = SeatTrip()
     calls = [("hold_seat", {"flight": "TP1351"}), ("book_hotel", bad)]
 
     def scripted(messages: list[ChatMessage], **_: Any) -> ChatMessage:
@@ -56,15 +45,11 @@ async def test_a_call_that_does_not_fit_the_function_is_not_applied_and_the_roll
         return ChatMessage(role=MessageRole.ASSISTANT,
                            blocks=[ToolCallBlock(tool_call_id=f"call_{turn}", tool_name=name, tool_kwargs=args)])
 
-    def release(seat: str) -> None:
-        world[seat] = "released"
-
     agent = FunctionAgent(
         llm=MockFunctionCallingLLM(response_generator=scripted), system_prompt="Book the trip.",
-        tools=[wrap_tool(FunctionTool.from_defaults(hold_seat), semantics="COMPENSABLE",
-                         compensate=lambda r: Compensation(fn=release, kwargs={"seat": r["seat"]})),
-               wrap_tool(FunctionTool.from_defaults(book_hotel), semantics="COMPENSABLE",
-                         compensate=lambda r: Compensation(fn=release, kwargs={"seat": r["room"]}))],
+        tools=[wrap_tool(FunctionTool.from_defaults(trip.hold_seat), semantics="COMPENSABLE", compensate=trip.seat_undo),
+               wrap_tool(FunctionTool.from_defaults(trip.book_hotel), semantics="COMPENSABLE",
+                         compensate=trip.room_undo)],
     )
     wal = FileWAL(tmp_path / "trip.wal")
     try:
@@ -73,9 +58,6 @@ async def test_a_call_that_does_not_fit_the_function_is_not_applied_and_the_roll
         records = [(r["type"], r.get("step")) for r in wal.records()]
     finally:
         wal.close()
-    report = aborted.value.report
-    assert report.clean, report.format_text()
-    assert world == {"seat": "released"}  # the room was never booked: the function was not called
+    assert_seat_released(trip, tmp_path / "trip.wal", aborted.value)
     assert ("STEP_NOT_APPLIED", 2) in records and ("STEP_UNKNOWN", 2) not in records
     assert "does not fit its parameters" in str(aborted.value.cause)
-    assert queue_of(tmp_path / "trip.wal").all() == []  # nothing for a human

@@ -7,15 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_saga_llamaindex import adapter, saga_run, wrap_tool
+from agent_saga_llamaindex import saga_run, wrap_tool
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.tools import FunctionTool
 from llama_index.core.workflow import Context
 from test_llamaindex_conformance import pytestmark, scripted  # noqa: F401 - the framework's own warnings
 
-from agent_saga import FileWAL, StepOptions
-from agent_saga.plugins.manager import plugins
-from agent_saga.testing import Call, assert_moved_fails_at_import
+from agent_saga import FileWAL
+from agent_saga.testing import Call, assert_moved_fails_at_import, assert_wrap_tool_hook
 
 SEEN: list[Any] = []
 
@@ -78,12 +77,9 @@ def test_the_wrap_tool_hook_and_the_namespace_import() -> None:
     from agent_saga.adapters import llamaindex
 
     assert llamaindex is agent_saga_llamaindex
-    plugins().register(adapter, "llamaindex")
     tool = FunctionTool.from_defaults(lookup)
-    wrapped = plugins().wrap_tool(tool, StepOptions("REVERSIBLE"), "research.lookup")
-    assert type(wrapped) is FunctionTool and wrapped.metadata is tool.metadata
-    assert adapter.spec_of(wrapped) is not None and adapter.spec_of(wrapped).name == "research.lookup"
-    assert plugins().wrap_tool(object(), StepOptions("REVERSIBLE")) is None
+    wrapped = assert_wrap_tool_hook("llamaindex", tool, "research.lookup", name="research.lookup")
+    assert wrapped.metadata is tool.metadata
 
 
 def test_an_install_whose_llamaindex_moved_fails_at_import_naming_the_supported_range() -> None:

@@ -32,6 +32,7 @@ from agent_saga.approvals._authority import default_trust_path
 from agent_saga.approvals._passkey import default_passkeys_path
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.attestation import OperatorKeys, operator_keys_path
+from agent_saga.notekeys import read_host_list
 
 
 def approver_keys() -> tuple[Path, Callable[[], object]]:
@@ -84,6 +85,15 @@ def test_a_sticky_directory_is_not_a_way_in(made: Callable[[], tuple[Path, Calla
     os.chmod(path.parent, 0o1777)
     with pytest.raises(ConfigurationError, match=r"writable by group or others \(mode 1777\).*chmod go-w"):
         load()
+
+
+def test_the_one_reader_raises_the_configuration_error_each_loader_passes_on(tmp_path: Path) -> None:
+    """Every loader lets the reader's refusal through as it is: none rewraps it in its own way."""
+    listed = tmp_path / "keys"
+    listed.write_text("")
+    listed.chmod(0o666)
+    with pytest.raises(ConfigurationError, match=r"the trusted approver keys .* writable by group or others"):
+        read_host_list(listed, "the trusted approver keys")
 
 
 @as_root

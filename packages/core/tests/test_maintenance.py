@@ -106,6 +106,17 @@ def test_redact_where_erases_every_match_in_one_rewrite(wal_path: Path, operator
     assert verify_log(wal_path).ok
 
 
+def test_the_path_face_refuses_a_predicate_or_seq_it_cannot_use_and_leaves_the_log(wal_path: Path) -> None:
+    with FileWAL(wal_path) as wal:
+        wal.append("STEP_COMMITTED", "s0", {"user": "bob"}, 1)
+    before = wal_path.read_bytes()
+    with pytest.raises(TypeError, match=r"predicate must be a callable \(record\) -> bool, got 'bob'"):
+        redact_where(wal_path, "bob", by="dpo", reason="erasure")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"seq must be a record's sequence number \(int\), got True"):
+        redact_record(wal_path, True, by="dpo", reason="erasure")
+    assert wal_path.read_bytes() == before
+
+
 def test_compaction_drops_settled_sagas_and_attests_them(wal_path: Path, operator_key: Path) -> None:
     wal = FileWAL(wal_path)
     ids = run_sagas(wal)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -265,27 +267,37 @@ def _wait_for(check: Any, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def _watch(wal: Path, tmp_path: Path, stderr: Any, **env: str) -> subprocess.Popen[str]:
+    """``agent-saga recover --watch`` over ``wal`` as the host's daemon (its undos from recovery_world)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
+         str(wal), "--import", "recovery_world", "--lease-grace", "0"],
+        env=env_for(tmp_path, role="daemon", **env), stdout=subprocess.PIPE, stderr=stderr, text=True,
+    )
+
+
+@contextmanager
+def _reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc``, killed and reaped on the way out if it still runs: a failed test leaves no daemon behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
 def test_a_stop_during_a_sweep_lets_the_undo_in_progress_finish(tmp_path: Path, stop: str) -> None:
     import signal
 
     wal = tmp_path / "agent.wal"
     assert run_worker(wal, tmp_path, "three", RECOVERY_CRASH_EFFECT="charge:B:after") == 137
-    watcher = subprocess.Popen(
-        [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
-         str(wal), "--import", "recovery_world", "--lease-grace", "0"],
-        env=env_for(tmp_path, role="daemon", RECOVERY_EFFECT_DELAY="2"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-    )
-    try:
+    with _reaped(_watch(wal, tmp_path, subprocess.PIPE, RECOVERY_EFFECT_DELAY="2")) as watcher:
         # Each refund takes 2 s: the stop lands while the second one (A, after B) is under way.
         _wait_for(lambda: len(world.applied(world.entries(tmp_path), "refund")) == 1, "the first refund")
         watcher.send_signal(getattr(signal, stop))
         out, err = watcher.communicate(timeout=60)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
     assert watcher.returncode == 0, out + err
     assert "Traceback" not in err, err
     # The world, not the daemon's word: the unwind it had begun is whole.
@@ -299,12 +311,8 @@ def test_watch_mode_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path, stop
     wal = tmp_path / "later" / "agent.wal"  # neither the log nor its directory exists yet
     err_path = tmp_path / "watch.err"
     with open(err_path, "w") as err:
-        watcher = subprocess.Popen(
-            [sys.executable, "-m", "agent_saga", "recover", "--watch", "--interval", "0.1", "--wal-path",
-             str(wal), "--import", "recovery_world", "--lease-grace", "0"],
-            env=env_for(tmp_path, role="daemon"), stdout=subprocess.PIPE, stderr=err, text=True,
-        )
-    try:
+        watcher = _watch(wal, tmp_path, err)
+    with _reaped(watcher):
         _wait_for(lambda: watcher.poll() is not None or "waiting for it to appear" in err_path.read_text(),
                   "the daemon says it waits")
         assert watcher.poll() is None, err_path.read_text()  # not exit 3: it waits
@@ -313,10 +321,6 @@ def test_watch_mode_waits_for_a_log_that_does_not_exist_yet(tmp_path: Path, stop
         _wait_for(lambda: len(world.applied(world.entries(tmp_path), "refund")) == 2, "the refunds in the world")
         watcher.send_signal(getattr(signal, stop))
         out, _ = watcher.communicate(timeout=30)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
-            watcher.wait()
     text = err_path.read_text()
     assert watcher.returncode == 0, out + text
     assert [e["ref"] for e in world.applied(world.entries(tmp_path), "refund")] == ["B", "A"]

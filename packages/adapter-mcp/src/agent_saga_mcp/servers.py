@@ -67,10 +67,7 @@ def load_servers(path: str | os.PathLike[str] | None = None) -> dict[str, Server
     documented shape, or when its owner or mode would let someone else choose what runs.
     """
     file = Path(path) if path is not None else servers_path()
-    try:
-        text = read_host_list(file, "the MCP servers listed in")
-    except ValueError as err:
-        raise ConfigurationError(str(err)) from None
+    text = read_host_list(file, "the MCP servers listed in")
     if text is None:
         return {}
     try:

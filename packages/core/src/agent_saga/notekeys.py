@@ -28,8 +28,17 @@ from agent_saga.errors import ConfigurationError
 from agent_saga.install import pip_install
 
 __all__ = [
-    "ANONYMOUS", "ED25519", "approver_name", "check_name", "ed25519", "generate_signer", "key_id", "key_material",
-    "read_host_list", "verifier_keys",
+    "ANONYMOUS",
+    "ED25519",
+    "approver_name",
+    "check_name",
+    "ed25519",
+    "generate_signer",
+    "host_list_lines",
+    "key_id",
+    "key_material",
+    "read_host_list",
+    "verifier_keys",
 ]
 
 #: The signature-type byte of an Ed25519 key in this format.
@@ -102,8 +111,9 @@ def read_host_list(file: Path, what: str) -> str | None:
     above are owned by root or by the reading user; the list and its directory are writable
     by nobody else, a sticky directory included (there anyone may create the list while it
     is absent). A symlink counts as the file it leads to: that file and the directories of
-    every link on the way are held to the same rule. ValueError naming the place and the fix
-    otherwise, or when the list cannot be read: whoever can change a list is trusted by it.
+    every link on the way are held to the same rule. ConfigurationError (a ValueError) naming the
+    place and the fix otherwise, or when the list cannot be read: whoever can change a list is
+    trusted by it.
     """
     me = os.geteuid()
     try:
@@ -118,22 +128,28 @@ def read_host_list(file: Path, what: str) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as err:
-        raise ValueError(f"cannot read {what} {file}: {err}") from None
+        raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"{what} {file} are refused: {target} is not a regular file")
+            raise ConfigurationError(f"{what} {file} are refused: {target} is not a regular file")
         _kept(target, info, file, what, me, strict=True, via=linked if len(holders) > 1 else "")
         with os.fdopen(fd, "rb", closefd=False) as stream:
             data = stream.read()
     except OSError as err:
-        raise ValueError(f"cannot read {what} {file}: {err}") from None
+        raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
     finally:
         os.close(fd)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ValueError(f"cannot read {what} {file}: {err}") from None
+        raise ConfigurationError(f"cannot read {what} {file}: {err}") from None
+
+
+def host_list_lines(file: Path, what: str) -> list[str]:
+    """The lines of the host's trust list ``file`` (none when it is absent), held to :func:`read_host_list`'s rule."""
+    text = read_host_list(file, what)
+    return [] if text is None else text.splitlines()
 
 
 _MAX_LINKS = 40  # as the kernel's own limit on a path's symlinks (ELOOP)
@@ -163,13 +179,13 @@ def _kept(place: Path, info: os.stat_result, file: Path, what: str, me: int, *, 
     root can move an entry owned by root or by the reader, and that entry is checked too.
     """
     if info.st_uid not in (0, me):
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} {file} are refused: {place} is owned by uid {info.st_uid}, not by root or by this user "
             f"(uid {me}), so its owner could change them{via}; chown root {place}"
         )
     mode = info.st_mode
     if mode & (stat.S_IWGRP | stat.S_IWOTH) and (strict or not mode & stat.S_ISVTX):
-        raise ValueError(
+        raise ConfigurationError(
             f"{what} {file} are refused: {place} is writable by group or others "
             f"(mode {stat.S_IMODE(mode):o}), so anyone could add to them{via}; chmod go-w {place}"
         )

@@ -42,8 +42,8 @@ from agent_saga.notekeys import (
     approver_name,
     ed25519,
     generate_signer,
+    host_list_lines,
     key_material,
-    read_host_list,
     verifier_keys,
 )
 
@@ -220,11 +220,7 @@ class TrustedKeys:
     def load(cls, path: str | os.PathLike[str] | None = None) -> TrustedKeys:
         """The keys listed at ``path`` (default: the host's); none if the file does not exist."""
         file = Path(path) if path is not None else default_trust_path()
-        try:
-            text = read_host_list(file, "the trusted approver keys")
-        except ValueError as err:
-            raise ConfigurationError(str(err)) from None
-        return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
+        return cls.of(host_list_lines(file, "the trusted approver keys"), str(file))
 
     def verify(self, decided: ApprovalEntry, request: ApprovalEntry) -> str:
         """The ``<name>+<id>`` of the trusted key that signed ``decided`` for ``request``.

@@ -44,7 +44,7 @@ from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir
 from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical
 from agent_saga.log.records import RecordType
-from agent_saga.notekeys import read_host_list
+from agent_saga.notekeys import host_list_lines
 
 __all__ = [
     "ALGORITHMS",
@@ -205,11 +205,7 @@ class PasskeyCredentials:
         anyone who can add a line there can approve.
         """
         file = Path(path) if path is not None else default_passkeys_path()
-        try:
-            text = read_host_list(file, "the registered passkeys")
-        except ValueError as err:
-            raise ConfigurationError(str(err)) from None
-        return cls({}, str(file)) if text is None else cls.of(text.splitlines(), str(file))
+        return cls.of(host_list_lines(file, "the registered passkeys"), str(file))
 
 
 def trust_passkey(line: str, path: str | os.PathLike[str] | None = None) -> bool:

@@ -170,9 +170,7 @@ def redact_record(
     ``signer`` is the operator's key (its file's path) that signs the REDACTION
     record; without one, or with one the host does not trust, nothing is changed.
     """
-    if isinstance(seq, bool) or not isinstance(seq, int):
-        raise TypeError(f"seq must be a record's sequence number (int), got {seq!r}")
-    return _LogFile(path).redact_record(seq, by=by, reason=reason, signer=signer)
+    return _LogFile(path).redact_record(seq, by=by, reason=reason, signer=signer)  # Rewritable checks seq
 
 
 def redact_where(
@@ -190,8 +188,7 @@ def redact_where(
     with ``encryptor`` or ``$AGENT_SAGA_WAL_KEY`` when the log is encrypted). COMPACTION
     and REDACTION records are never erased. ``signer`` as for :func:`redact_record`.
     """
-    if not callable(predicate):
-        raise TypeError(f"predicate must be a callable (record) -> bool, got {predicate!r}")
+    # Rewritable.redact_where checks the predicate, for this face and every backend's alike.
     return _LogFile(path).redact_where(predicate, by=by, reason=reason, encryptor=encryptor, signer=signer)
 
 

@@ -333,21 +333,26 @@ class Session:
         self._threads.append(worker)
         worker.start()
 
-    def _main_sync(self) -> None:
+    @contextlib.contextmanager
+    def _main(self) -> Iterator[None]:
+        """The main actor's life, either face: how its saga ended is kept, and the scheduler told."""
         with acting(MAIN):
             try:
-                with saga_scope(self.wal, **self.options) as s:
-                    self.saga, self.execute = s.saga, s.execute
-                    for step in range(1, self.before + 1):
-                        s.execute(**self._before(step))
-                    self.scheduler.park("fail")
-                    raise SagaFails("the agent gives up")
+                yield
             except SagaAborted as aborted:
                 self.report = aborted.report
             except BaseException as err:  # noqa: BLE001 - a broken engine's escape is a finding
                 self.error = err
             finally:
                 self.scheduler.done(MAIN)
+
+    def _main_sync(self) -> None:
+        with self._main(), saga_scope(self.wal, **self.options) as s:
+            self.saga, self.execute = s.saga, s.execute
+            for step in range(1, self.before + 1):
+                s.execute(**self._before(step))
+            self.scheduler.park("fail")
+            raise SagaFails("the agent gives up")
 
     def _sibling_sync(self, position: int) -> None:
         with acting(f"s{position}"):
@@ -374,20 +379,13 @@ class Session:
         self.context.copy().run(asyncio.run_coroutine_threadsafe, coro, self._loop)
 
     async def _main_async(self) -> None:
-        with acting(MAIN):
-            try:
-                async with saga_scope(self.wal, **self.options) as saga:
-                    self.saga, self.execute = saga, saga.execute
-                    for step in range(1, self.before + 1):
-                        await saga.execute(**self._before(step))
-                    await self.scheduler.park_async("fail")
-                    raise SagaFails("the agent gives up")
-            except SagaAborted as aborted:
-                self.report = aborted.report
-            except BaseException as err:  # noqa: BLE001 - a broken engine's escape is a finding
-                self.error = err
-            finally:
-                self.scheduler.done(MAIN)
+        with self._main():
+            async with saga_scope(self.wal, **self.options) as saga:
+                self.saga, self.execute = saga, saga.execute
+                for step in range(1, self.before + 1):
+                    await saga.execute(**self._before(step))
+                await self.scheduler.park_async("fail")
+                raise SagaFails("the agent gives up")
 
     async def _sibling_async(self, position: int) -> None:
         with acting(f"s{position}"):

@@ -527,7 +527,22 @@ def fold(records: Any) -> dict[str, SagaView]:
     return folder.sagas
 
 
-class LogTail:
+class _Tail:
+    """What a log file's tail and a server log's tail both answer from their checked fold."""
+
+    _fold: CheckedFold
+
+    @property
+    def sagas(self) -> dict[str, SagaView]:
+        return self._fold.sagas
+
+    @property
+    def verdict(self) -> VerifyReport:
+        """The chain verdict over everything read so far (``ok``: intact or empty)."""
+        return self._fold.verdict
+
+
+class LogTail(_Tail):
     """An incremental reader of one log file; ``refresh()`` checks and folds what was appended."""
 
     def __init__(self, path: str | os.PathLike[str], *, encryptor: BodyCipher | None = None) -> None:
@@ -539,15 +554,6 @@ class LogTail:
         self._unterminated = False  # the last record consumed still lacks its newline
         self._mark: ReadMark | None = None
         self.records = 0
-
-    @property
-    def sagas(self) -> dict[str, SagaView]:
-        return self._fold.sagas
-
-    @property
-    def verdict(self) -> VerifyReport:
-        """The chain verdict over everything read so far (``ok``: intact or empty)."""
-        return self._fold.verdict
 
     def refresh(self) -> int:
         """Read, check and fold every record appended since the last call; return how many.
@@ -662,7 +668,7 @@ class CheckedFold:
             return record
 
 
-class ServerTail:
+class ServerTail(_Tail):
     """An incremental, chain-checked fold of a server log: only records past the last seq seen are read.
 
     A compaction or redaction (the head's rewrite count moved) starts the fold over,
@@ -680,15 +686,6 @@ class ServerTail:
         self._seq = 0
         self._rewrites: int | None = None
         self.records = 0
-
-    @property
-    def sagas(self) -> dict[str, SagaView]:
-        return self._fold.sagas
-
-    @property
-    def verdict(self) -> VerifyReport:
-        """The chain verdict over everything read so far (``ok``: intact or empty)."""
-        return self._fold.verdict
 
     def refresh(self) -> int:
         """Read, check and fold every record committed since the last call; return how many."""

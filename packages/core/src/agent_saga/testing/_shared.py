@@ -8,6 +8,7 @@ locked, and a test can wait (bounded) for it to balance after calls that end lat
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections import Counter
 from dataclasses import dataclass
@@ -21,11 +22,12 @@ from agent_saga.engine.retry import RetryPolicy
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.step_options import StepOptions, option_names
 from agent_saga.errors import ToolFailed
+from agent_saga.plugins.manager import plugins
 from agent_saga.registry import compensator
-from agent_saga.semantics import Compensation
+from agent_saga.semantics import ActionSemantics, Compensation
 
 __all__ = [
-    "UNDO_HANDLER", "Call", "clear_ledger", "every_step_option", "ledger", "left_standing", "note", "root_cause",
+    "UNDO_HANDLER", "Call", "assert_wrap_tool_hook", "clear_ledger", "every_step_option", "ledger", "left_standing", "note", "root_cause",
     "spy_on_steps", "standing", "undo", "undo_of", "wait_balanced",
 ]
 
@@ -143,3 +145,24 @@ def spy_on_steps(monkeypatch: pytest.MonkeyPatch) -> list[StepOptions]:
 
     monkeypatch.setattr(Saga, "_step", spy)
     return seen
+
+
+def assert_wrap_tool_hook(framework: str, tool: Any, step: str, *, name: str | None = None, plain: Any = None) -> Any:
+    """The adapter's ``wrap_tool`` plugin hook wraps ``tool`` and passes on what is not its framework's.
+
+    ``tool`` comes back the same type, a step named ``step`` (``name``, when given, is the name
+    the hook is asked for); an object, and ``plain`` (a plain function, where the framework's
+    tools are not plain functions), get None. Returns the wrapped tool for the adapter's own checks.
+    """
+    adapter = importlib.import_module(f"agent_saga_{framework}").adapter
+    plugins().register(adapter, framework)
+    options = StepOptions(ActionSemantics.REVERSIBLE)
+    wrapped = plugins().wrap_tool(tool, options, name)
+    assert type(wrapped) is type(tool)
+    spec = adapter.spec_of(wrapped)
+    assert spec is not None, f"{framework}'s adapter does not know the tool its hook wrapped"
+    assert spec.name == step
+    if plain is not None:
+        assert plugins().wrap_tool(plain, options) is None  # plain functions: only agent_saga.wrap_tool
+    assert plugins().wrap_tool(object(), options) is None
+    return wrapped

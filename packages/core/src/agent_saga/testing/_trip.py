@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from agent_saga.context import saga_scope
 from agent_saga.engine.report import SagaAborted
 from agent_saga.fleet import SagaFleet
 from agent_saga.log.file import FileWAL
@@ -28,7 +29,8 @@ from agent_saga.semantics import Compensation
 from agent_saga.testing._planned import records
 
 __all__ = [
-    "DONE", "REF_UNDO", "TRIP", "TRIP_POLICY", "assert_fleet_undone", "assert_trip_undone_newest_first", "book_flight",
+    "DONE", "REF_UNDO", "TRIP", "TRIP_POLICY", "assert_fleet_undone", "assert_trip_failing_after_the_run_undone",
+    "assert_trip_undone_newest_first", "book_flight",
     "cancel_ref", "cancelled", "charge_card", "committed", "refunded", "send_confirmation", "trip_world",
 ]
 
@@ -121,6 +123,27 @@ def assert_trip_undone_newest_first(wal: FileWAL, err: SagaAborted, *, clean: bo
     assert [s.tool for s in err.report.compensated] == ["charge_card", "book_flight"]
     assert [r["step"] for r in records(wal, "STEP_COMPENSATED")] == [2, 1]
     assert err.report.clean is clean  # a failed IRREVERSIBLE step is UNKNOWN: never clean
+
+
+def assert_trip_failing_after_the_run_undone(where: Path, run: Callable[[], object]) -> None:
+    """The scenario users try first: the trip booked in a saga, then the work after it fails.
+
+    ``run()`` books the trip through the framework's loop inside one ``saga_scope`` (logged in
+    ``where``/trip.wal); both bookings are undone newest-first, exactly once, and the saga's
+    error is the work's own.
+    """
+    wal = FileWAL(where / "trip.wal")
+
+    def work() -> None:
+        with saga_scope(wal):
+            run()
+            raise RuntimeError("payment declined")
+
+    with pytest.raises(SagaAborted) as caught:
+        work()
+    assert_trip_undone_newest_first(wal, caught.value)
+    assert str(caught.value.cause) == "payment declined"
+    wal.close()
 
 
 # -- the fleet snippet: one saga over two frameworks' tools ---------------------------------
