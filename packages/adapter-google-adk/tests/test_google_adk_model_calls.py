@@ -7,7 +7,6 @@ stopped after its first ADK run is resumed, and that run's model turns and tool 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 from google_adk_drive import message
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable, resume
-from agent_saga.log.default import shared_log
+from agent_saga import MemoryWAL, SagaQuarantined, durable
 from agent_saga.log.file import read_records
+from agent_saga.testing import committed_tools, stopped_then_resumed
 
 STEP = "google_adk.generate_content"
 asked: list[str] = []
@@ -126,17 +125,15 @@ def two_runs(first: str, second: str) -> list[str]:
 
 def test_a_resumed_durable_run_is_served_the_first_runs_model_turns_and_its_tool_call(tmp_path: Path) -> None:
     wal = tmp_path / "adk.wal"
-    STOP["after_first"] = True
-    with pytest.raises(SagaQuarantined):
-        two_runs("oslo", "rome", saga_id="adk-1", wal=wal)
-    shared_log(wal).barrier()
-    STOP.clear()
-    assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
 
-    assert resume("adk-1", wal=wal, clock=lambda: time.time() + 3600) == ["oslo it is", "rome it is"]
+    def first_run_only() -> None:
+        assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
+
+    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="adk-1", wal=wal, stop=STOP, after_stop=first_run_only)
+    assert value == ["oslo it is", "rome it is"]
     # Only the second ADK run reached the model and the tool: the first run's were served from the log.
     assert asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
     assert looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
-    assert [s["tool"] for s in _committed(records)] == [STEP, "lookup", STEP] * 2
+    assert committed_tools(records) == [STEP, "lookup", STEP] * 2

@@ -7,7 +7,6 @@ stopped after its first graph run is resumed, and that run's model calls and too
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,9 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph_drive import agent_graph
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable, resume
-from agent_saga.log.default import shared_log
+from agent_saga import MemoryWAL, SagaQuarantined, durable
 from agent_saga.log.file import read_records
+from agent_saga.testing import committed_tools, stopped_then_resumed
 
 STEP = "langchain.chat_model.generate"
 asked: list[str] = []
@@ -123,17 +122,15 @@ def two_runs(first: str, second: str) -> list[str]:
 
 def test_a_resumed_durable_run_is_served_the_first_graph_runs_model_calls_and_its_tool_call(tmp_path: Path) -> None:
     wal = tmp_path / "lg.wal"
-    STOP["after_first"] = True
-    with pytest.raises(SagaQuarantined):
-        two_runs("oslo", "rome", saga_id="lg-1", wal=wal)
-    shared_log(wal).barrier()
-    STOP.clear()
-    assert len(asked) == 2 and looked_up == ["oslo"]
 
-    assert resume("lg-1", wal=wal, clock=lambda: time.time() + 3600) == ["oslo it is", "rome it is"]
+    def first_run_only() -> None:
+        assert len(asked) == 2 and looked_up == ["oslo"]
+
+    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="lg-1", wal=wal, stop=STOP, after_stop=first_run_only)
+    assert value == ["oslo it is", "rome it is"]
     # Only the second graph run reached the model and the tool: the first run's were served from the log.
     assert [a.split(" tools")[0] for a in asked] == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
     assert looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
-    assert [s["tool"] for s in _committed(records)] == [STEP, "lookup", STEP] * 2
+    assert committed_tools(records) == [STEP, "lookup", STEP] * 2

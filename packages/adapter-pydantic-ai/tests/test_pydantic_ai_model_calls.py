@@ -6,7 +6,6 @@ agent run is resumed, and the first run's model requests and tool call are serve
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_saga import MemoryWAL, SagaAborted, SagaQuarantined, durable, resume
-from agent_saga.log.default import shared_log
+from agent_saga import MemoryWAL, SagaAborted, SagaQuarantined, durable
 from agent_saga.log.file import read_records
+from agent_saga.testing import committed_tools, stopped_then_resumed
 
 STEP = "pydantic_ai.model.request"
 KEY = "sk-test-Qw3rTy7uI9oP1aS5"
@@ -59,10 +58,6 @@ def _clean() -> Iterator[None]:
     STOP.clear()
 
 
-def _committed(records: list[dict[str, Any]]) -> list[str]:
-    return [r["body"]["tool"] for r in records if r["type"] == "STEP_COMMITTED"]
-
-
 def _requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r["body"] for r in records if r["type"] == "STEP_COMMITTED" and r["body"]["tool"] == STEP]
 
@@ -72,7 +67,7 @@ def test_each_model_request_of_a_run_is_a_step_beside_its_tool_call() -> None:
     result = saga_run_sync(_agent(), "go to oslo", wal=wal, model_settings={"temperature": 0.5, "extra_headers": {"x-key": KEY}})
     assert result.output == "oslo it is" and asked == ["oslo turn 1", "oslo turn 2"]
     records = list(wal.records())
-    assert _committed(records) == [STEP, "lookup", STEP]
+    assert committed_tools(records) == [STEP, "lookup", STEP]
     first_step = _requests(records)[0]
     assert (first_step["semantics"], first_step["origin"]) == ("REVERSIBLE", "pydantic_ai")
     assert first_step["result"]["parts"][0]["args"] == {"city": "oslo"}  # the response, as Pydantic AI dumps it
@@ -132,17 +127,16 @@ def two_runs(first: str, second: str) -> list[str]:
 
 def test_a_resumed_durable_run_is_served_the_first_runs_model_requests_and_its_tool_call(tmp_path: Path) -> None:
     wal = tmp_path / "pai.wal"
-    STOP["after_first"] = True
-    with pytest.raises(SagaQuarantined):
-        two_runs("go to oslo", "go to rome", saga_id="pai-1", wal=wal)
-    shared_log(wal).barrier()
-    STOP.clear()
-    assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
 
-    assert resume("pai-1", wal=wal, clock=lambda: time.time() + 3600) == ["oslo it is", "rome it is"]
+    def first_run_only() -> None:
+        assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
+
+    value = stopped_then_resumed(two_runs, "go to oslo", "go to rome", saga_id="pai-1", wal=wal, stop=STOP,
+                                 after_stop=first_run_only)
+    assert value == ["oslo it is", "rome it is"]
     # Only the second agent run reached the model and the tool: the first run's were served from the log.
     assert asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
     assert looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
-    assert _committed(records) == [STEP, "lookup", STEP, STEP, "lookup", STEP]
+    assert committed_tools(records) == [STEP, "lookup", STEP] * 2

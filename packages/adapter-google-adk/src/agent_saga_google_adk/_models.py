@@ -22,8 +22,8 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 
-from agent_saga.context import current_saga
-from agent_saga.toolspec import ToolSpec
+from agent_saga import current_saga
+from agent_saga.adapter import ToolSpec
 
 __all__ = ["STEP", "SagaLlm", "request_of", "wrap_llm"]
 

@@ -33,8 +33,8 @@ from langchain_core.messages import (
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableBinding
 
-from agent_saga.context import current_saga
-from agent_saga.toolspec import ToolSpec
+from agent_saga import current_saga
+from agent_saga.adapter import ToolSpec
 
 __all__ = ["STEP", "SagaChatModel", "request_of", "wrap_chat_model"]
 

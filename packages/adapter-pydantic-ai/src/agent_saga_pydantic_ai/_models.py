@@ -25,8 +25,8 @@ from pydantic_ai.models import KnownModelName, Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from agent_saga.context import current_saga
-from agent_saga.toolspec import ToolSpec
+from agent_saga import current_saga
+from agent_saga.adapter import ToolSpec
 
 __all__ = ["STEP", "SagaModel", "request_of", "wrap_model"]
 

@@ -37,6 +37,7 @@ from agent_saga.testing._planned import (
     run_ahead,
 )
 from agent_saga.testing._shared import every_step_option, spy_on_steps
+from agent_saga.testing._stopped import committed_tools, stopped_then_resumed
 from agent_saga.testing._trip import (
     DONE,
     REF_UNDO,
@@ -59,7 +60,8 @@ __all__ = [
     "TOUCHES", "TRIP", "TRIP_POLICY", "UNDO_HANDLER", "AdapterConformance", "Call", "ChatServer", "Desk",
     "JSONServer", "Received", "Reply", "World", "assert_fleet_undone", "assert_moved_fails_at_import",
     "assert_trip_undone", "assert_trip_undone_newest_first", "book_flight", "cancel_ref", "cancelled",
-    "charge_card", "check_ran_once", "check_redeemed", "committed", "every_step_option", "hold", "kill_at", "ledger",
-    "records", "recover", "refunded", "root_cause", "run_ahead", "send_confirmation", "spy_on_steps", "trip_world",
+    "charge_card", "check_ran_once", "check_redeemed", "committed", "committed_tools", "every_step_option", "hold", "kill_at", "ledger",
+    "records", "recover", "refunded", "root_cause", "run_ahead", "send_confirmation", "spy_on_steps", "stopped_then_resumed",
+    "trip_world",
     "wait_out_lease", "world_env",
 ]
