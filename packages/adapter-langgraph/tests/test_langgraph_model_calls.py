@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph_drive import agent_graph
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable
+from agent_saga import MemoryWAL, SagaQuarantined, durable, saga_scope
 from agent_saga.log.file import read_records
 from agent_saga.testing import committed_tools, stopped_then_resumed
 
@@ -99,6 +99,15 @@ async def test_an_async_graph_run_records_its_model_calls_too() -> None:
     out = await saga_run(_graph(), _ask("rome"), wal=wal)
     assert out["messages"][-1].content == "rome it is"
     assert [s["tool"] for s in _committed(list(wal.records()))] == [STEP, "lookup", STEP]
+
+
+def test_a_graph_streaming_messages_gets_whole_answers_each_a_step() -> None:
+    """The wrapper has no ``_stream``: LangChain asks it for whole answers, so a streamed graph's calls are steps too."""
+    wal = MemoryWAL()
+    with saga_scope(wal):
+        chunks = list(_graph().stream(_ask("oslo"), stream_mode="messages"))
+    assert [type(message).__name__ for message, _ in chunks] == ["AIMessage", "ToolMessage", "AIMessage"]
+    assert committed_tools(list(wal.records())) == [STEP, "lookup", STEP]
 
 
 def test_outside_every_saga_a_call_passes_straight_through() -> None:

@@ -16,8 +16,9 @@ from pydantic_ai import Agent, Tool
 from pydantic_ai.exceptions import ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 
-from agent_saga import MemoryWAL, SagaAborted, SagaQuarantined, durable
+from agent_saga import MemoryWAL, SagaAborted, SagaQuarantined, durable, saga_scope
 from agent_saga.log.file import read_records
 from agent_saga.testing import committed_tools, stopped_then_resumed
 
@@ -96,6 +97,15 @@ def test_the_request_leaves_out_what_pydantic_ai_sets_afresh_each_run() -> None:
 def test_outside_every_saga_a_request_passes_straight_through() -> None:
     assert _agent().run_sync("go to rome").output == "rome it is"
     assert asked == ["rome turn 1", "rome turn 2"] and looked_up == ["rome"]
+
+
+async def test_a_streamed_run_passes_through_unrecorded() -> None:
+    """``run_stream`` asks the model through ``request_stream``: the caller's as it arrives, no step (asked again on resume)."""
+    wal = MemoryWAL()
+    async with saga_scope(wal):
+        async with Agent(wrap_model(TestModel(custom_output_text="streamed"))).run_stream("go") as run:
+            assert await run.get_output() == "streamed"
+    assert committed_tools(list(wal.records())) == []
 
 
 def test_a_failed_request_is_not_applied_and_the_run_gets_pydantic_ais_own_error() -> None:
