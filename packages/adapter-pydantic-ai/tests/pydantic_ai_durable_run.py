@@ -4,8 +4,9 @@ usage: python pydantic_ai_durable_run.py WAL
 
 The agent books one city a turn (Paris, then Rome) and says "booked". Its model answers from
 the conversation (how many responses it gave so far), so a resumed run, which asks the model
-again from its first turn (model calls are not steps until the OpenAI SDK is patched), asks
-for the same tools in the same order and the recorded bookings are served.
+again from its first turn (its requests are not steps), asks for the same tools in the same
+order and the recorded bookings are served. With ``$PAI_WRAP_MODEL=1`` the model is
+``wrap_model``'s: its requests are steps too, and a resumed run is served the turns the log holds.
 ``$AGENT_SAGA_KILLED_WORLD`` holds the world (every booking, cancellation and model turn);
 ``$PAI_HOLD_AT_TURN=N``: the model's N-th turn says ``model turn N`` and waits to be killed.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
-from agent_saga_pydantic_ai import wrap_tool
+from agent_saga_pydantic_ai import wrap_model, wrap_tool
 from pydantic_ai import Agent, Tool
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -46,7 +47,9 @@ booking = wrap_tool(Tool(book), semantics="COMPENSABLE", compensate=booking_canc
 
 @durable("pai.trip")
 def run_trip(request: str) -> str:
-    agent = Agent(FunctionModel(scripted), instructions="Book the trip.", tools=[booking])
+    model = FunctionModel(scripted)
+    agent = Agent(wrap_model(model) if os.environ.get("PAI_WRAP_MODEL") == "1" else model,
+                  instructions="Book the trip.", tools=[booking])
     return agent.run_sync(request).output
 
 

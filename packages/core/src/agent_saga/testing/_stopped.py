@@ -1,0 +1,45 @@
+"""A durable run stopped part-way in this process and resumed: the adapters' model-call tests share it.
+
+The entry point raises ``SagaQuarantined`` where ``stop["after_first"]`` is set (a crash's
+stand-in: the saga ends with no end record, so ``resume`` takes it up); :func:`stopped_then_resumed`
+runs it that way, lets the test check what the first part did, and resumes it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_saga.errors import SagaQuarantined
+from agent_saga.log.default import shared_log
+from agent_saga.recovery.resume import resume
+
+__all__ = ["committed_tools", "stopped_then_resumed"]
+
+
+def stopped_then_resumed(
+    entry: Callable[..., Any], *args: Any, saga_id: str, wal: Path, stop: dict[str, bool],
+    after_stop: Callable[[], None],
+) -> Any:
+    """Run ``entry(*args)`` stopped after its first part, call ``after_stop`` (its checks), resume it; the value.
+
+    The resume takes the run's lease as run out (the clock an hour on): nothing else holds it.
+    """
+    stop["after_first"] = True
+    try:
+        with pytest.raises(SagaQuarantined):
+            entry(*args, saga_id=saga_id, wal=wal)
+    finally:
+        stop.clear()
+    shared_log(wal).barrier()
+    after_stop()
+    return resume(saga_id, wal=wal, clock=lambda: time.time() + 3600)
+
+
+def committed_tools(records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The tools of the committed steps, in log order."""
+    return [r["body"]["tool"] for r in records if r["type"] == "STEP_COMMITTED"]
