@@ -161,6 +161,12 @@ async def test_records_as_the_seed_passes_them_repair_the_default_log(
     FileWAL(tmp_path / "elsewhere.wal").close()
     with pytest.raises(RepairRefused, match=f"no saga {saga_id} in .*elsewhere.wal"):
         RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    # No default log at all (the seed's form, run where the saga's log is not the default one):
+    # the line says the records were the question and wal= the answer, not just "no log at".
+    monkeypatch.setenv("AGENT_SAGA_WAL", str(tmp_path / "absent.wal"))
+    with pytest.raises(RepairRefused, match=r"records do not say which log they came from, and the default log "
+                                            r".*absent\.wal .*does not exist: pass wal= the log they were read from"):
+        RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     monkeypatch.setenv("AGENT_SAGA_WAL", str(wal.path))
     with RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER) as session:
         assert "kept (2)" in session.format_text()

@@ -52,7 +52,7 @@ from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
 from agent_saga.log.encodable import unencodable
 from agent_saga.log.records import RecordType as R
-from agent_saga.log.resolve import default_target
+from agent_saga.log.resolve import backend_of, default_target
 from agent_saga.log.rewrite import operator_signer
 from agent_saga.notekeys import ANONYMOUS, approver_name
 from agent_saga.recovery.daemon import owner_expiry
@@ -254,7 +254,13 @@ def _log_of(records: Any, saga_id: str, wal: WAL | None) -> str | os.PathLike[st
         ) from None
     if saga_id not in sagas:
         raise RepairRefused(f"no saga {saga_id} in the records given: give its full id (agent-saga graph lists them)")
-    return default_target()
+    target = default_target()
+    if backend_of(target) == "file" and not os.path.exists(target):  # else "no log at" would blame the records
+        raise RepairRefused(
+            f"records do not say which log they came from, and the default log {target} ($AGENT_SAGA_WAL, else "
+            "./agent-saga.wal) does not exist: pass wal= the log they were read from"
+        )
+    return target
 
 
 class RepairSession:
