@@ -175,6 +175,15 @@ async def test_records_as_the_seed_passes_them_repair_the_default_log(
         "REPAIR_OPENED", "REPAIR_ABANDONED"]
 
 
+async def test_resume_takes_the_log_by_its_path_as_every_door_does(wal: FileWAL) -> None:
+    # issue 44 §5: wal= takes what --wal-path takes; resume refused the path of the saga's own log.
+    saga_id = await dead_onboarding(wal)
+    session = RepairSession.open(str(wal.path), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    session.amend(postcode="SW1A 1AA")
+    await session.resume(world.onboard, wal=str(wal.path))
+    assert "REPAIR_RESUMED" in types(FileWAL(wal.path), saga_id) and session.continued_as is not None
+
+
 async def test_bad_input_is_refused_in_one_line(wal: FileWAL) -> None:
     saga_id = await dead_onboarding(wal)
     with pytest.raises(RepairRefused, match="no saga nope in"):
