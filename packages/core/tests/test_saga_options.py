@@ -264,6 +264,9 @@ def test_the_gate_and_the_approval_gateway_take_a_log_by_path_too(tmp_path: Path
     gate = PreFlightGate(wal="trip.wal")
     gateway = ApprovalGateway(wal=tmp_path / "trip.wal", policy=ApprovalPolicy(timeout=5))
     assert isinstance(gate.wal, FileWAL) and gate.wal is gateway.wal is SagaOptions(wal="trip.wal").wal
+    from agent_saga.gate import CircuitBreaker, KillSwitch
+
+    assert CircuitBreaker(wal="trip.wal").wal is KillSwitch(wal="trip.wal").wal is gate.wal  # their transitions' log
     for make in (lambda: PreFlightGate(wal=3), lambda: ApprovalGateway(wal="", policy=ApprovalPolicy(timeout=5))):
         with pytest.raises(ConfigurationError, match=r"^wal= must be a log \(FileWAL, MemoryWAL, ...\), a file path"):
             make()
