@@ -295,9 +295,12 @@ def test_the_wheelhouse_builds_and_checks_every_distribution(wheelhouse: tuple[P
 
 
 def test_the_classifiers_name_the_python_ci_runs_and_the_readme_says_so() -> None:
-    core = tomllib.loads((ROOT / "packages" / "core" / "pyproject.toml").read_text())["project"]
-    versions = {c.rsplit(" :: ", 1)[1] for c in core["classifiers"] if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
-    assert versions == {f"{sys.version_info.major}.{sys.version_info.minor}"} == {"3.11"}  # what CI runs
+    for folder in ("core", *OURS):  # every distribution, not the core alone: each installs on its own
+        project = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())["project"]
+        classifiers = project.get("classifiers", [])
+        versions = {c.rsplit(" :: ", 1)[1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+        assert versions == {f"{sys.version_info.major}.{sys.version_info.minor}"} == {"3.11"}, folder  # what CI runs
+        assert "Programming Language :: Python :: Implementation :: CPython" in classifiers, folder
     assert "CI runs CPython 3.11 only" in (ROOT / "README.md").read_text()
 
 

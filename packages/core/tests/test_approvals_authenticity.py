@@ -319,3 +319,7 @@ def test_trusted_keys_are_read_from_a_file_or_given_in_code(tmp_path: Path, key:
     assert listed.verify(key.sign(granted(entry)), entry) == key.key_id
     with pytest.raises(ConfigurationError, match="line 2"):
         TrustedKeys.of(["# a comment", "garbage"], location="config")
+    for empty in ("", "   ", "# a comment"):  # `approvals trust ''` raised a bare unpacking ValueError
+        with pytest.raises(ConfigurationError, match=r"^the key to trust .* holds no key: give the line keygen printed"):
+            trust_key(empty, tmp_path / "keys")
+    assert not (tmp_path / "keys").exists()

@@ -263,6 +263,13 @@ def test_with_wal_and_no_saga_the_record_is_written_and_durable() -> None:
     assert ground(f"The limit is 4200 kPa [{sid}].", broker).logged is None  # no saga, no wal: nothing
 
 
+def test_the_log_may_be_named_by_its_path_as_the_cli_takes_it(tmp_path: Path) -> None:
+    # issue 44 §5: wal= takes what --wal-path takes; a path was kept as a str and failed at the write.
+    broker, sid = broker_with_summary()
+    report = ground(f"The limit is 4200 kPa [{sid}].", broker, wal=tmp_path / "g.wal")
+    assert [(r["type"], r["saga"]) for r in read_records(tmp_path / "g.wal")] == [("ANSWER_GROUNDED", report.logged[0])]  # type: ignore[index]
+
+
 @pytest.mark.slow
 def test_verify_certify_and_the_recovery_fold_accept_the_record(tmp_path: Path) -> None:
     path = tmp_path / "a.wal"

@@ -103,3 +103,20 @@ def test_the_seeds_names_without_a_behaviour_get_one_line_and_nothing_invented()
             getattr(saga, name)
     with pytest.raises(AttributeError, match=r"^module 'agent_saga' has no attribute 'no_such_name'$"):
         saga.no_such_name  # noqa: B018 - an unknown name stays Python's plain error
+
+
+def test_a_from_import_of_a_2x_name_keeps_the_line_python_would_drop() -> None:
+    # Python turns an AttributeError raised for ``from m import X`` into a bare "cannot import
+    # name 'X'": 2.x code writes exactly that statement, so it must get the line as an ImportError.
+    with pytest.raises(ImportError, match=r"^agent_saga\.SagaConfig was exported by agent-saga 2\.x "
+                                          r"\(agent_saga\.config\); in 3\.x: removed: no counterpart"):
+        from agent_saga import SagaConfig  # noqa: F401
+    with pytest.raises(ImportError, match=r"^agent_saga\.omni was named by the agent-saga 2\.x README"):
+        from agent_saga import omni  # noqa: F401
+    with pytest.raises(ImportError, match=r"^agent_saga\.Rule lives in agent_saga\.gate since 3\.0"):
+        from agent_saga import Rule  # noqa: F401
+    # every other way of asking still gets the AttributeError (hasattr and getattr's default rely on it)
+    assert not hasattr(agent_saga, "SagaConfig")
+    assert getattr(agent_saga, "omni", None) is None
+    with pytest.raises(ImportError, match=r"^cannot import name 'no_such_name' from 'agent_saga'"):
+        from agent_saga import no_such_name  # noqa: F401

@@ -194,6 +194,26 @@ def test_escalations_of_a_log_written_anew_are_marked_stale_and_not_counted_open
     assert after.returncode == 0 and "0 open escalation(s)" in after.stdout  # only the stale one is left
 
 
+def test_escalations_of_a_deleted_log_are_listed_stale_not_refused(tmp_path: Path) -> None:
+    # issue 44 §11: a log deleted and not written again leaves its queue behind; the listing said
+    # only "no log at" (exit 3), so those escalations could be neither seen nor told apart from work.
+    wal = tmp_path / "agent.wal"
+    gone = _unknown_step(wal)
+    wal.unlink()
+    listing = agent_saga(tmp_path, "escalations", "--wal-path", str(wal))
+    assert listing.returncode == 0, listing.stderr  # nothing in it is open work
+    assert [w[1] for w in map(str.split, listing.stdout.splitlines()) if gone in w] == ["STALE"]
+    assert "0 open escalation(s)" in listing.stdout
+    assert f"1 stale: their log {wal} is gone; delete {wal}.recovery once" in listing.stdout
+    eid = listing.stdout.split()[0]
+    refused = agent_saga(tmp_path, "escalations", "--wal-path", str(wal), "--resolve", eid)
+    assert refused.returncode == 3 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"no log at {wal} to record the resolution in" in refused.stderr
+    assert not wal.exists()  # refusing created no log
+    missing = agent_saga(tmp_path, "escalations", "--wal-path", str(tmp_path / "never.wal"))
+    assert missing.returncode == 3 and "no log at" in missing.stderr  # no queue either: still refused
+
+
 def test_watch_mode_recovers_a_saga_that_dies_while_it_runs_and_stops_on_sigterm(tmp_path: Path) -> None:
     import signal
     import time

@@ -161,12 +161,27 @@ async def test_records_as_the_seed_passes_them_repair_the_default_log(
     FileWAL(tmp_path / "elsewhere.wal").close()
     with pytest.raises(RepairRefused, match=f"no saga {saga_id} in .*elsewhere.wal"):
         RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    # No default log at all (the seed's form, run where the saga's log is not the default one):
+    # the line says the records were the question and wal= the answer, not just "no log at".
+    monkeypatch.setenv("AGENT_SAGA_WAL", str(tmp_path / "absent.wal"))
+    with pytest.raises(RepairRefused, match=r"records do not say which log they came from, and the default log "
+                                            r".*absent\.wal .*does not exist: pass wal= the log they were read from"):
+        RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
     monkeypatch.setenv("AGENT_SAGA_WAL", str(wal.path))
     with RepairSession.open(records, saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER) as session:
         assert "kept (2)" in session.format_text()
         session.abandon(reason="seen")
     assert [r["type"] for r in FileWAL(wal.path).records() if r["type"].startswith("REPAIR_")] == [
         "REPAIR_OPENED", "REPAIR_ABANDONED"]
+
+
+async def test_resume_takes_the_log_by_its_path_as_every_door_does(wal: FileWAL) -> None:
+    # issue 44 §5: wal= takes what --wal-path takes; resume refused the path of the saga's own log.
+    saga_id = await dead_onboarding(wal)
+    session = RepairSession.open(str(wal.path), saga_id, signer=signer(), operator=OPERATOR, reason=WHY, clock=LATER)
+    session.amend(postcode="SW1A 1AA")
+    await session.resume(world.onboard, wal=str(wal.path))
+    assert "REPAIR_RESUMED" in types(FileWAL(wal.path), saga_id) and session.continued_as is not None
 
 
 async def test_bad_input_is_refused_in_one_line(wal: FileWAL) -> None:

@@ -235,6 +235,14 @@ async def test_an_exhausted_ladder_is_one_cascade_exhausted_record() -> None:
     assert rec["body"]["host"] is None and rec["body"]["tokens_used"] == 3
 
 
+async def test_the_log_may_be_named_by_its_path_as_the_cli_takes_it(tmp_path: Path) -> None:
+    # issue 44 §5: wal= takes what --wal-path takes; a path was kept as a str and failed at the write.
+    with pytest.raises(CascadeExhausted):
+        await cascade("x", ladder=[ScriptedTier("a", calls("nope", tokens=3))], verify=tools_must_exist(TOOLS),
+                      wal=str(tmp_path / "run.wal"), saga_id="run-1")
+    assert [r["type"] for r in read_records(tmp_path / "run.wal")] == ["CASCADE_EXHAUSTED"]
+
+
 async def test_outside_a_saga_and_without_a_log_nothing_is_written() -> None:
     result = await cascade("x", ladder=[ScriptedTier("a", calls("send_email"))], verify=tools_must_exist(TOOLS))
     assert result.seq is None

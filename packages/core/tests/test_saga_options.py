@@ -255,6 +255,23 @@ def test_every_door_takes_a_log_by_path_as_the_cli_does(door: str, tmp_path: Pat
     assert started == [first.saga_id, again.saga_id]
 
 
+def test_the_gate_and_the_approval_gateway_take_a_log_by_path_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # issue 44 §5: PreFlightGate kept the str (its first advisory then failed on str.append) and
+    # ApprovalGateway refused it; both now take what --wal-path takes, the process's one writer.
+    from agent_saga import ApprovalGateway, ApprovalPolicy, PreFlightGate
+
+    monkeypatch.chdir(tmp_path)
+    gate = PreFlightGate(wal="trip.wal")
+    gateway = ApprovalGateway(wal=tmp_path / "trip.wal", policy=ApprovalPolicy(timeout=5))
+    assert isinstance(gate.wal, FileWAL) and gate.wal is gateway.wal is SagaOptions(wal="trip.wal").wal
+    from agent_saga.gate import CircuitBreaker, KillSwitch
+
+    assert CircuitBreaker(wal="trip.wal").wal is KillSwitch(wal="trip.wal").wal is gate.wal  # their transitions' log
+    for make in (lambda: PreFlightGate(wal=3), lambda: ApprovalGateway(wal="", policy=ApprovalPolicy(timeout=5))):
+        with pytest.raises(ConfigurationError, match=r"^wal= must be a log \(FileWAL, MemoryWAL, ...\), a file path"):
+            make()
+
+
 def test_options_that_are_not_saga_options_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="options= must be a SagaOptions, got dict"):
         saga_scope(options={"name": "n"})  # type: ignore[arg-type]

@@ -352,9 +352,7 @@ def __getattr__(name: str) -> object:
         except ImportError as missing:  # the extra is not installed: report it when the name is used
             return _missing_extra(name, missing)
     moved = _MOVED.get(name)
-    if moved is not None:
-        raise AttributeError(f"agent_saga.{name} lives in {moved} since 3.0: use `from {moved} import {name}`")
-    if name.isidentifier() and not name.startswith("__"):
+    if moved is None and name.isidentifier() and not name.startswith("__"):
         # ``import agent_saga`` used to import the subpackages too, so ``agent_saga.gate.X``
         # worked without importing agent_saga.gate: a subpackage is still found by its name.
         try:
@@ -362,9 +360,14 @@ def __getattr__(name: str) -> object:
         except ModuleNotFoundError as missing:
             if missing.name != f"{__name__}.{name}":
                 raise
-    from agent_saga._migrating import answer
+    import sys
 
-    raise AttributeError(answer(name) or f"module 'agent_saga' has no attribute {name!r}")
+    from agent_saga._migrating import answer, refusal
+
+    line = f"agent_saga.{name} lives in {moved} since 3.0: use `from {moved} import {name}`" if moved else answer(name)
+    if line is None:
+        raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
+    raise refusal(name, line, sys._getframe(1))  # the frame that asked: ``from agent_saga import`` or not
 
 
 def __dir__() -> list[str]:

@@ -7,7 +7,14 @@ had a defined behaviour: they get this one line, never an invented one.
 
 from __future__ import annotations
 
-__all__ = ["GONE", "NEVER_DEFINED", "answer"]
+import dis
+import functools
+import sys
+from types import CodeType, FrameType
+
+from agent_saga.toolspec import PROVEN_BYTECODE
+
+__all__ = ["GONE", "NEVER_DEFINED", "answer", "refusal"]
 
 #: 2.x name -> (its 2.x module, what 3.x has instead), as docs/MIGRATING.md's table says.
 GONE: dict[str, tuple[str, str]] = {
@@ -203,3 +210,28 @@ def answer(name: str) -> str | None:
         return None
     module, instead = gone
     return f"agent_saga.{name} was exported by agent-saga 2.x ({module}); in 3.x: {instead} (docs/MIGRATING.md)"
+
+
+# ``from agent_saga import X`` is recognised from the importing frame's instruction
+# (``IMPORT_FROM``) on the interpreters whose bytecode toolspec.PROVEN_BYTECODE lists. Anywhere
+# else every caller gets the AttributeError, which such an import turns into Python's bare
+# "cannot import name": the line is lost, nothing else changes.
+_BYTECODE_KNOWN = sys.implementation.name == "cpython" and sys.version_info[:2] in PROVEN_BYTECODE
+
+
+@functools.lru_cache(maxsize=256)
+def _imports_from_at(code: CodeType, lasti: int) -> bool:
+    return any(i.offset == lasti and i.opname == "IMPORT_FROM" for i in dis.get_instructions(code))
+
+
+def refusal(name: str, line: str, caller: FrameType | None) -> Exception:
+    """What ``agent_saga.<name>`` raises with ``line``, for the frame ``caller`` that asked.
+
+    Python replaces an AttributeError raised for ``from agent_saga import X`` with its own
+    "cannot import name 'X'", which drops the line; an ImportError reaches the importer as it
+    is. So that statement gets an ImportError (what it raises anyway), every other access
+    (``agent_saga.X``, ``getattr``, ``hasattr``) the AttributeError.
+    """
+    if _BYTECODE_KNOWN and caller is not None and _imports_from_at(caller.f_code, caller.f_lasti):
+        return ImportError(line, name=name)
+    return AttributeError(line)

@@ -135,6 +135,13 @@ def _billing(tmp_path: Path, now: list[float]) -> tuple[SagaContextMiddleware, F
     return app, wal
 
 
+def test_the_services_log_may_be_named_by_its_path(tmp_path: Path) -> None:
+    # issue 44 §5: wal= takes what --wal-path takes; the middleware kept a path as a str.
+    app = SagaContextMiddleware(_billing_app, service="billing", signer_key=SIGNER, ledger=tmp_path / "billing.ledger",
+                                wal=str(tmp_path / "billing.wal"))
+    assert isinstance(app.wal, FileWAL) and app.wal.path == tmp_path / "billing.wal"
+
+
 async def test_fifty_refused_compensations_are_counted_not_written_out(tmp_path: Path) -> None:
     now = [1000.0]
     app, wal = _billing(tmp_path, now)

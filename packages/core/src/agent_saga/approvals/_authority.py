@@ -276,7 +276,12 @@ def trust_key(public: str, path: str | os.PathLike[str] | None = None) -> bool:
     """
     file = Path(path) if path is not None else default_trust_path()
     line = public.strip()
-    (key_id,) = TrustedKeys.of([line], "the key to trust").keys
+    keys = TrustedKeys.of([line], "the key to trust").keys
+    if len(keys) != 1:  # a blank or "#" line holds no key (the list skips those)
+        raise ConfigurationError(
+            f"the key to trust {line!r} holds no key: give the line keygen printed (<name>+<id>+<key>)"
+        )
+    (key_id,) = keys
     if key_id in TrustedKeys.load(file).keys:
         return False
     make_dirs(file.parent, 0o755)

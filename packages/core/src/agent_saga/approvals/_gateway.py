@@ -77,7 +77,7 @@ from agent_saga.engine.invoke import Barrier, Call, Protocol, Sleep, drive_async
 from agent_saga.errors import ConfigurationError
 from agent_saga.gate import ApprovalDecision, ApprovalRequest, StoreUnavailable
 from agent_saga.log.base import WAL
-from agent_saga.log.default import default_wal
+from agent_saga.log.default import default_wal, log_argument
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import scrub_text
 
@@ -110,7 +110,7 @@ class ApprovalGateway:
         *,
         store: ApprovalStore | None = None,
         notifier: Notifier | None = None,
-        wal: WAL | None = None,
+        wal: WAL | str | os.PathLike[str] | None = None,
         policy: ApprovalPolicy,
         trusted_keys: TrustedKeys | str | os.PathLike[str] | None = None,
         passkeys: PasskeyCredentials | str | os.PathLike[str] | None = None,
@@ -130,9 +130,7 @@ class ApprovalGateway:
         self.notifier: Notifier = notifier if notifier is not None else ConsoleNotifier()
         if not isinstance(self.notifier, Notifier):
             raise ConfigurationError(f"notifier= must have a notify(notification) method, got {notifier!r}")
-        if wal is not None and not isinstance(wal, WAL):
-            raise ConfigurationError(f"wal= must be a log (FileWAL, ...), got {wal!r}")
-        self.wal = wal
+        self.wal = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
         if trusted_keys is not None and not isinstance(trusted_keys, (TrustedKeys, str, os.PathLike)):
             raise ConfigurationError(
                 f"trusted_keys= must be TrustedKeys or the path of a key list, got {trusted_keys!r}"

@@ -261,8 +261,21 @@ def _check_is_log(path: Path) -> None:
 
 def run_escalations(args: argparse.Namespace) -> int:
     """List the escalation queue of a log; exit 1 while any is open."""
+    from agent_saga.cli.options import given_log
+    from agent_saga.cli.stale import orphaned_queue
+    from agent_saga.recovery.escalations import queue_of
     from agent_saga.recovery.stores import recovery_store
 
+    gone = orphaned_queue(given_log(args))
+    if gone is not None:  # the log was deleted, its queue left beside it: nothing in it is open work
+        if args.resolve:
+            raise CliError(f"no log at {inert(str(gone))} to record the resolution in; every escalation of its queue "
+                           f"is stale: delete {inert(str(gone))}.recovery once they are known to need nothing",
+                           _EXIT_UNCHECKED)
+        queue = queue_of(gone)
+        shown = queue.all() if args.all else queue.pending()
+        return _print_queue(shown, {e.id for e in shown}, f"their log {inert(str(gone))} is gone; delete "
+                                                          f"{inert(str(gone))}.recovery once they are known to need nothing")
     target = log_target(args)
     if isinstance(target, Path):
         _check_is_log(target)
@@ -281,15 +294,20 @@ def run_escalations(args: argparse.Namespace) -> int:
         raise CliError(f"could not read the escalation queue of {target}: {err}", _EXIT_UNCHECKED) from None
     finally:
         store.close()
-    stale = _stale(shown, target)
+    return _print_queue(shown, _stale(shown, target), f"their saga is not in {inert(str(target))} (the log was "
+                        "written anew, or the saga compacted away); resolve each with --resolve ID once it is known "
+                        "to need nothing")
+
+
+def _print_queue(shown: Sequence[Any], stale: set[str], why_stale: str) -> int:
+    """Print the escalations ``shown`` (those in ``stale`` marked STALE) and the counts; the exit code."""
     for escalation in shown:
         print(escalation.line(stale=escalation.id in stale))
     pending = sum(1 for e in shown if not e.resolved and e.id not in stale)
     print(f"{pending} open escalation(s)")
     left = sum(1 for e in shown if not e.resolved and e.id in stale)
     if left:
-        print(f"{left} stale: their saga is not in {inert(str(target))} (the log was written anew, or the saga compacted away); "
-              "resolve each with --resolve ID once it is known to need nothing")
+        print(f"{left} stale: {why_stale}")
     return _EXIT_FINDING if pending else _EXIT_OK
 
 

@@ -4,7 +4,8 @@ The queue lives beside the log (``<log>.recovery/escalations.jsonl``) and outliv
 deleted and written anew at the same path (an example run again, a test) leaves the old
 log's escalations in the queue of the new one. They name sagas the log no longer holds, so
 no one can act on them through it; ``agent-saga escalations`` marks them STALE and does not
-count them as open.
+count them as open. A log deleted and not written again leaves its queue behind alone: every
+escalation in it is stale.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 from agent_saga.log.codec import decode_line
 from agent_saga.log.fs import open_regular
 from agent_saga.log.lines import iter_lines
+from agent_saga.log.resolve import is_url
 from agent_saga.recovery.escalations import Escalation
+from agent_saga.recovery.paths import recovery_dir
 
-__all__ = ["sagas_in", "stale_ids"]
+__all__ = ["orphaned_queue", "sagas_in", "stale_ids"]
 
 
 def sagas_in(path: Path) -> set[str]:
@@ -40,3 +43,16 @@ def stale_ids(escalations: Iterable[Escalation], path: Path) -> set[str]:
     """The ids of those ``escalations`` whose saga the log at ``path`` does not hold."""
     held = sagas_in(path)
     return {e.id for e in escalations if e.saga not in held}
+
+
+def orphaned_queue(target: str) -> Path | None:
+    """The log file ``target`` when it is gone and its escalation queue is still beside it; else None.
+
+    Deleting a log leaves ``<log>.recovery/`` behind: its escalations name sagas no log holds.
+    """
+    if is_url(target) or not target.strip():
+        return None
+    path = Path(target)
+    if path.exists() or not (recovery_dir(path) / "escalations.jsonl").is_file():
+        return None
+    return path

@@ -57,7 +57,7 @@ from agent_saga.distributed._token import (
 )
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
-from agent_saga.log.default import default_wal
+from agent_saga.log.default import default_wal, log_argument
 from agent_saga.log.records import AUDIT_SAGA
 from agent_saga.log.records import RecordType as R
 from agent_saga.registry import resolve
@@ -93,7 +93,7 @@ class SagaContextMiddleware:
         service: str,
         signer_key: str,
         ledger: str | os.PathLike[str] | Ledger,
-        wal: WAL | None = None,
+        wal: WAL | str | os.PathLike[str] | None = None,
         prefix: str = "/_saga",
         refusal_window: float = 60.0,
         clock: Callable[[], float] = time.time,
@@ -115,7 +115,7 @@ class SagaContextMiddleware:
         self._signer = signer_key
         self._keys = {kid: public}
         self.ledger = ledger if isinstance(ledger, Ledger) else Ledger(ledger)
-        self._wal = wal
+        self._wal = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
         self._compensate = f"{prefix}/compensate"
         self._status = f"{prefix}/status/"
         self._refusals = _Refusals(refusal_window, clock)

@@ -25,7 +25,7 @@ from agent_saga.engine.ports import GatePort
 from agent_saga.engine.retry import COMPENSATION_RETRY, RetryPolicy
 from agent_saga.errors import ConfigurationError
 from agent_saga.log.base import WAL
-from agent_saga.log.default import shared_log
+from agent_saga.log.default import log_argument
 
 __all__ = ["SagaKwargs", "SagaOptions", "positional_wal", "saga_option_names", "split_saga_options"]
 
@@ -88,12 +88,8 @@ class SagaOptions:
             raise ConfigurationError(f"gate= must be a gate (GatePort: check, check_async, observe), got {self.gate!r}")
         wal: Any = self.wal  # a door may pass what SagaKwargs allows: a path or URL too
         if wal is not None and not isinstance(wal, WAL):
-            if not isinstance(wal, str | os.PathLike) or not os.fspath(wal):
-                raise ConfigurationError(
-                    f"wal= must be a log (FileWAL, MemoryWAL, ...), a file path or a log URL, got {wal!r}"
-                )
             # A path or URL, as --wal-path takes it: the process's one writer for it (log.default).
-            object.__setattr__(self, "wal", shared_log(wal))
+            object.__setattr__(self, "wal", log_argument(wal))
         for flag in ("wait_for_commit", "halt_on_compensation_failure"):
             if not isinstance(getattr(self, flag), bool):
                 raise ConfigurationError(f"{flag}= must be True or False, got {getattr(self, flag)!r}")

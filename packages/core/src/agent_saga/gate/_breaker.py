@@ -23,6 +23,7 @@ under the saga whose call caused them).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -34,6 +35,7 @@ from agent_saga.engine.ports import StepRequest
 from agent_saga.errors import ConfigurationError, StepRefused
 from agent_saga.gate._stores import StoreUnavailable
 from agent_saga.log.base import WAL
+from agent_saga.log.default import log_argument
 from agent_saga.log.records import RecordType
 
 __all__ = [
@@ -211,7 +213,7 @@ class CircuitBreaker:
         self,
         policy: BreakerPolicy | None = None,
         *,
-        wal: WAL | None = None,
+        wal: WAL | str | os.PathLike[str] | None = None,
         store: BreakerStore | None = None,
         key: Callable[[StepRequest], str] = _tool_key,
         clock: Callable[[], float] = time.time,
@@ -219,7 +221,7 @@ class CircuitBreaker:
         if policy is not None and not isinstance(policy, BreakerPolicy):
             raise ConfigurationError(f"CircuitBreaker needs a BreakerPolicy, got {policy!r}")
         self.policy = policy or BreakerPolicy()
-        self.wal = wal
+        self.wal = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
         self.store = store
         self.local = LocalBreakerStore()
         self._key = key

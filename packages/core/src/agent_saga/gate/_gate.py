@@ -24,6 +24,7 @@ stops one (see docs/GATE.md).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from agent_saga.gate._switch import (
     switch_settings,
 )
 from agent_saga.log.base import WAL
+from agent_saga.log.default import log_argument
 from agent_saga.log.records import RecordType
 from agent_saga.semantics import ActionSemantics
 
@@ -94,7 +96,7 @@ class PreFlightGate:
         breaker: CircuitBreaker | None = None,
         switch: KillSwitch | None = None,
         store: LimitStore | None = None,
-        wal: WAL | None = None,
+        wal: WAL | str | os.PathLike[str] | None = None,
         repair: CallCheck | None = None,
         thrash: CallCheck | None = None,
     ) -> None:
@@ -130,9 +132,9 @@ class PreFlightGate:
         self._breaker = breaker
         self._switch = switch
         self._store = store
-        self.wal = wal
-        if breaker is not None and breaker.wal is None and wal is not None:
-            breaker.wal = wal
+        self.wal = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
+        if breaker is not None and breaker.wal is None and self.wal is not None:
+            breaker.wal = self.wal
 
     @property
     def switch(self) -> KillSwitch:

@@ -43,6 +43,7 @@ from agent_saga.gate._stores import StoreUnavailable
 from agent_saga.gate._switch_state import Halt, Quarantine, SwitchState, _halt_json, parse_scope
 from agent_saga.gate.host import HOST_ROOT_ENV, relocated, state_dir
 from agent_saga.log.base import WAL
+from agent_saga.log.default import log_argument
 from agent_saga.log.records import AUDIT_SAGA, RecordType
 
 __all__ = [
@@ -231,7 +232,7 @@ class KillSwitch:
         host: bool = True,
         grace: float = DEFAULT_GRACE,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
-        wal: WAL | None = None,
+        wal: WAL | str | os.PathLike[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -250,7 +251,7 @@ class KillSwitch:
             self.sources += (FileSwitchStore(),)
         self.grace = float(grace)
         self.poll_interval = float(poll_interval)
-        self.wal = wal
+        self.wal = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
         self._clock = clock
         self._wall = wall
         self._view = _View(SwitchState())

@@ -16,7 +16,7 @@ from pathlib import Path
 from agent_saga.log.base import WAL
 from agent_saga.log.resolve import backend_of, default_target, open_log
 
-__all__ = ["default_wal", "set_default_wal", "shared_log"]
+__all__ = ["default_wal", "log_argument", "set_default_wal", "shared_log"]
 
 _lock = threading.Lock()
 _explicit: WAL | None = None
@@ -49,6 +49,20 @@ def shared_log(target: str | os.PathLike[str]) -> WAL:
     """
     with _lock:
         return _open(target)
+
+
+def log_argument(wal: object) -> WAL | None:
+    """What a door's ``wal=`` names: None, a log as given, or :func:`shared_log` of a path or URL.
+
+    Every door takes what ``--wal-path`` takes; anything else is a ConfigurationError in one line.
+    """
+    if wal is None or isinstance(wal, WAL):
+        return wal
+    if isinstance(wal, str | os.PathLike) and os.fspath(wal):
+        return shared_log(wal)
+    from agent_saga.errors import ConfigurationError
+
+    raise ConfigurationError(f"wal= must be a log (FileWAL, MemoryWAL, ...), a file path or a log URL, got {wal!r}")
 
 
 def _open(target: str | os.PathLike[str]) -> WAL:

@@ -50,9 +50,10 @@ from agent_saga.inert import inert
 from agent_saga.log.attestation import OperatorKey
 from agent_saga.log.base import WAL
 from agent_saga.log.codec import BodyCipher
+from agent_saga.log.default import log_argument
 from agent_saga.log.encodable import unencodable
 from agent_saga.log.records import RecordType as R
-from agent_saga.log.resolve import default_target
+from agent_saga.log.resolve import backend_of, default_target
 from agent_saga.log.rewrite import operator_signer
 from agent_saga.notekeys import ANONYMOUS, approver_name
 from agent_saga.recovery.daemon import owner_expiry
@@ -254,7 +255,13 @@ def _log_of(records: Any, saga_id: str, wal: WAL | None) -> str | os.PathLike[st
         ) from None
     if saga_id not in sagas:
         raise RepairRefused(f"no saga {saga_id} in the records given: give its full id (agent-saga graph lists them)")
-    return default_target()
+    target = default_target()
+    if backend_of(target) == "file" and not os.path.exists(target):  # else "no log at" would blame the records
+        raise RepairRefused(
+            f"records do not say which log they came from, and the default log {target} ($AGENT_SAGA_WAL, else "
+            "./agent-saga.wal) does not exist: pass wal= the log they were read from"
+        )
+    return target
 
 
 class RepairSession:
@@ -402,11 +409,11 @@ class RepairSession:
         return None, "nowhere (a new field)"
 
     async def resume(
-        self, continuation: Continuation, *, wal: WAL, options: SagaOptions | None = None
+        self, continuation: Continuation, *, wal: WAL | str | os.PathLike[str], options: SagaOptions | None = None
     ) -> Any:
         """Run ``continuation(saga, amendments)`` in a fresh saga holding the retained steps; its result.
 
-        ``wal`` must be the repaired saga's own log. If the continuation fails, the
+        ``wal`` must be the repaired saga's own log (a WAL, or its path or URL). If the continuation fails, the
         boundary unwinds the whole transaction (its own steps, then the retained
         ones, newest first) and raises SagaAborted, as any saga does.
         """
@@ -415,7 +422,7 @@ class RepairSession:
             raise ConfigurationError(
                 f"RepairSession.resume: continuation must be an async callable (saga, amendments), got {continuation!r}"
             )
-        self._same_log(wal)
+        wal = self._same_log(wal)
         self._unchanged()
         new_id = new_saga_id()
         steps = [self._rebuilt(new_id, number, kept) for number, kept in enumerate(self.retained, start=1)]
@@ -501,9 +508,13 @@ class RepairSession:
             claim.release(remove=finished)
         self._store.close()
 
-    def _same_log(self, wal: WAL) -> None:
-        if not isinstance(wal, WAL):
-            raise ConfigurationError(f"RepairSession.resume: wal= must be the saga's log (a WAL), got {wal!r}")
+    def _same_log(self, given: object) -> WAL:
+        """The log ``wal=`` names (a WAL, or a path or URL as --wal-path takes it), checked to be the saga's."""
+        wal = log_argument(given)
+        if wal is None:
+            raise ConfigurationError(
+                f"RepairSession.resume: wal= must be the saga's log (a WAL, its path or URL), got {given!r}"
+            )
         path = getattr(wal, "path", None)
         mine = getattr(self._store, "path", None)
         same = (Path(path).absolute() == mine) if isinstance(path, Path) and isinstance(mine, Path) else (
@@ -514,6 +525,7 @@ class RepairSession:
                 f"RepairSession.resume: wal= is {wal.location}, but saga {self.saga_id} lives in "
                 f"{self._store.location}; the continuation must write to the same log"
             )
+        return wal
 
     @staticmethod
     def _rebuilt(saga_id: str, index: int, kept: RetainedStep) -> Step:

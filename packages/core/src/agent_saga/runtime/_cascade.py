@@ -11,6 +11,7 @@ record in the saga's log: CASCADE_RESOLVED or CASCADE_EXHAUSTED.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from agent_saga.errors import ConfigurationError, SagaError
 from agent_saga.ids import new_saga_id
 from agent_saga.inert import inert
 from agent_saga.log.base import WAL
+from agent_saga.log.default import log_argument
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.redaction import scrub_text
@@ -141,7 +143,7 @@ async def cascade(
     *,
     ladder: Sequence[Tier],
     verify: Verifier,
-    wal: WAL | None = None,
+    wal: WAL | str | os.PathLike[str] | None = None,
     saga_id: str | None = None,
 ) -> CascadeResult:
     """The first answer, cheapest tier first, that ``verify`` accepts.
@@ -153,6 +155,7 @@ async def cascade(
     tiers = _check_ladder(ladder)
     if not callable(verify):
         raise ConfigurationError(f"cascade needs verify=<a verifier: answer -> Verdict>, got {verify!r:.80}")
+    log = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
     attempts: list[Attempt] = []
     feedback: str | None = None
     for tier in tiers:
@@ -177,7 +180,7 @@ async def cascade(
         if verdict.ok:
             seq = await _record(RecordType.CASCADE_RESOLVED,
                                 f"cascade resolved on {tier.name} after {len(attempts) - 1} escalation(s)",
-                                attempts, wal, saga_id, host=tier.name)
+                                attempts, log, saga_id, host=tier.name)
             if answer.tool_calls:
                 # The agent will make these calls next: a Speculator attached to the saga runs
                 # the REVERSIBLE ones ahead (parallel calls of one response); without one, nothing.
@@ -188,7 +191,7 @@ async def cascade(
     last = attempts[-1]
     await _record(RecordType.CASCADE_EXHAUSTED,
                   f"cascade exhausted: no tier passed after {len(attempts)} attempt(s); "
-                  f"the last ({last.tier}) was rejected: {last.reason}", attempts, wal, saga_id)
+                  f"the last ({last.tier}) was rejected: {last.reason}", attempts, log, saga_id)
     raise exhausted
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from agent_saga.context import current_saga
 from agent_saga.ids import new_saga_id
 from agent_saga.inert import clip, inert
 from agent_saga.log.base import WAL
+from agent_saga.log.default import log_argument
 from agent_saga.log.encodable import encodable
 from agent_saga.log.records import RecordType
 from agent_saga.runtime._broker import ContextBroker, Receipt, ReceiptBroken
@@ -309,7 +311,7 @@ def ground(
     broker: ContextBroker,
     *,
     entails: Entails | None = None,
-    wal: WAL | None = None,
+    wal: WAL | str | os.PathLike[str] | None = None,
     check_numbers: bool = True,
 ) -> GroundingReport:
     """Check every claim of ``answer`` against ``broker`` now; log the verdict in a saga or to ``wal``.
@@ -331,7 +333,8 @@ def ground(
     claims = tuple(_judge(text, _citations(text), broker, entails, check_numbers) for text in split_claims(answer))
     report = GroundingReport(answer, claims)
     saga = current_saga()
-    target = wal if wal is not None else (saga.wal if saga is not None else None)
+    given = log_argument(wal)  # a log, or a path or URL as --wal-path takes it
+    target = given if given is not None else (saga.wal if saga is not None else None)
     if target is None:
         return report
     saga_id = saga.saga_id if saga is not None else new_saga_id()
