@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dis
 import functools
-import sys
 from types import CodeType, FrameType
 
-from agent_saga.toolspec import PROVEN_BYTECODE
+from agent_saga._bytecode import BYTECODE_KNOWN
 
 __all__ = ["GONE", "NEVER_DEFINED", "answer", "refusal"]
 
@@ -213,10 +212,10 @@ def answer(name: str) -> str | None:
 
 
 # ``from agent_saga import X`` is recognised from the importing frame's instruction
-# (``IMPORT_FROM``) on the interpreters whose bytecode toolspec.PROVEN_BYTECODE lists. Anywhere
+# (``IMPORT_FROM``) on the interpreters whose bytecode _bytecode.PROVEN_BYTECODE lists. Anywhere
 # else every caller gets the AttributeError, which such an import turns into Python's bare
 # "cannot import name": the line is lost, nothing else changes.
-_BYTECODE_KNOWN = sys.implementation.name == "cpython" and sys.version_info[:2] in PROVEN_BYTECODE
+_BYTECODE_KNOWN = BYTECODE_KNOWN
 
 
 @functools.lru_cache(maxsize=256)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import CodeType
 from typing import Any, Unpack
 
+from agent_saga._bytecode import BYTECODE_KNOWN
 from agent_saga.context import current_saga
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.step_options import StepKwargs, StepOptions
@@ -45,13 +46,11 @@ def signature_of(fn: Any, *, without: Collection[str] = ()) -> inspect.Signature
     return signature.replace(parameters=[p for p in signature.parameters.values() if p.name not in without])
 
 
-#: The CPython versions whose bytecode ``awaited_by_caller`` was proven on (an ``await`` of a
-#: call is the call, then ``GET_AWAITABLE``): 3.11 in CI; 3.12 and 3.13 by their ``dis`` docs,
-#: never run here. Anywhere else it answers False: the sync tool runs its effect once and
-#: returns its value (an ``await`` of it then raises TypeError, the effect done once, never twice
-#: and never skipped).
-PROVEN_BYTECODE = {(3, 11), (3, 12), (3, 13)}
-_BYTECODE_KNOWN = sys.implementation.name == "cpython" and sys.version_info[:2] in PROVEN_BYTECODE
+# ``awaited_by_caller`` reads the caller's bytecode (an ``await`` of a call is the call, then
+# ``GET_AWAITABLE``) only on the interpreters _bytecode.PROVEN_BYTECODE lists. Anywhere else it
+# answers False: the sync tool runs its effect once and returns its value (an ``await`` of it
+# then raises TypeError, the effect done once, never twice and never skipped).
+_BYTECODE_KNOWN = BYTECODE_KNOWN
 
 
 @functools.lru_cache(maxsize=4096)
@@ -71,7 +70,7 @@ def awaited_by_caller(depth: int = 2) -> bool:
     runs the step when awaited, once. Every other caller gets the value, as before.
     """
     if not _BYTECODE_KNOWN:
-        return False  # an unproven interpreter: run once, as a plain call (see PROVEN_BYTECODE)
+        return False  # an unproven interpreter: run once, as a plain call (see _bytecode.PROVEN_BYTECODE)
     frame = sys._getframe(depth)
     return _awaits_at(frame.f_code, frame.f_lasti)
 
