@@ -111,6 +111,8 @@ _THRASH_PATTERNS = frozenset({"identical", "oscillation"})
 _SETTLED = (Outcome.COMPENSATED, Outcome.KEPT)
 #: What ``Saga._resumed`` returns for a call the log does not answer: it runs as a live step.
 _LIVE: Any = object()
+# A request's policy_args when none were named: one empty set, not a new one on every step.
+_NO_NAMES: frozenset[str] = frozenset()
 
 
 def _did_nothing(err: BaseException, opts: StepOptions) -> bool:
@@ -519,12 +521,13 @@ class Saga:
                     raise
             # Call: the gate's last word, asked again before every attempt that does not follow
             # its check at once: the intent's barrier (or a wait) came in between, or a retry's sleep.
-            recheck = getattr(self.gate, "recheck", None) if request is not None else None
             if opts.retry is None:  # the common case, without a nested generator
                 if self.status is not _OPEN and self.status in _UNWOUND:
                     self._stop_for_rollback(step, None, 1)
-                if recheck is not None and request is not None and (durable or waits):
-                    self._last_word(recheck, request, step, None, 1)
+                if request is not None and (durable or waits):  # (a REVERSIBLE step asks nothing here)
+                    recheck = getattr(self.gate, "recheck", None)
+                    if recheck is not None:
+                        self._last_word(recheck, request, step, None, 1)
                 kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
                 try:
                     result = yield Call(forward, kwargs, opts.timeout, opts.inline)
@@ -532,13 +535,15 @@ class Saga:
                     # Did it land anyway? Ask, if someone can answer (else this re-raises).
                     result = yield from self._settle_failure(step, failed, logged_args, opts)
             else:
+                recheck = getattr(self.gate, "recheck", None) if request is not None else None
                 result = yield from self._attempts(
                     forward, step, logged_args, opts, recheck, request, durable or waits
                 )
         except BaseException as err:  # noqa: BLE001 - recorded, then re-raised (or its fallback run) there
             return (yield from self._after_failure(step, err, args, opts, compensate, prebuilt, observed, request,
                                                    logged_args))
-        self._observe(request, None)
+        if request is not None and self.gate is not None:  # the gate hears that the call it let through went well
+            self.gate.observe(request, None)
         # Commit: its barrier is the next step's intent barrier, or the saga's end, unless asked.
         ticket, problem, late = self._commit(step, result, compensate, logged_args, opts, claims, observed)
         if late:
@@ -835,7 +840,7 @@ class Saga:
     def _open(self, tool: str, sem: ActionSemantics, undo_declared: bool, via_fallback: bool) -> Step:
         """The step, numbered, on the stack and in flight, once the saga is known to take one."""
         with self._lock:
-            if self.status is not SagaStatus.OPEN or not self._started:
+            if self.status is not _OPEN or not self._started:
                 self._check_open()
             index = self._last = self._last + 1  # steps are numbered from 1, as people count them
             step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback,
@@ -882,7 +887,7 @@ class Saga:
                 request = StepRequest(
                     self.saga_id, step.index, tool, step.semantics, logged_args, self.tags,
                     provenance=tagged or None,
-                    policy_args=frozenset(opts.policy_args) if opts.policy_args else frozenset(),
+                    policy_args=frozenset(opts.policy_args) if opts.policy_args else _NO_NAMES,
                 )
                 if self._posture_since is not None:
                     self._note_posture(step.index)
@@ -1041,7 +1046,7 @@ class Saga:
             body["result"] = logged_result(result, opts.record_result, opts.reveal, self._result_limit)[1]
         try:
             try:
-                ticket = self._append(R.STEP_COMMITTED, body, step.index)
+                ticket = self.wal.append(R.STEP_COMMITTED, self.saga_id, body, step.index)  # (no _append call)
             except WALRefused:
                 # This log encodes each record as it is appended: that encoding checked the undo
                 # (the work done once). Only a refusal walks the undo, to say what it cannot hold.
