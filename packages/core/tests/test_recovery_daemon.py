@@ -521,3 +521,17 @@ def test_any_saga_cut_at_any_record_is_settled_step_by_step(
             assert view.steps[n].settled == "kept"
     assert again.actions == []
     assert chain_ok(path)
+
+
+def test_an_answered_escalation_is_not_the_owners_sign_of_life() -> None:
+    # `agent-saga settle` (or `escalations --resolve`) answers a dead run's escalation just before
+    # the sweep that should resume it: counted as the owner's, the run looked alive for one more
+    # lease and that sweep did nothing (seen once in CI: test_resume_settle's resume never ran).
+    from agent_saga.recovery.fold import fold
+
+    view = fold([
+        {"type": "SAGA_STARTED", "saga": "s1", "ts": 1_000_000, "seq": 1, "body": {"name": "trip"}},
+        {"type": "ESCALATION_RESOLVED", "saga": "s1", "ts": 9_000_000, "seq": 2, "step": 4,
+         "body": {"escalation": "e1", "kind": "resume-unknown", "by": "ops"}},
+    ])["s1"]
+    assert (view.owner_ts, view.last_ts) == (1_000_000, 9_000_000)

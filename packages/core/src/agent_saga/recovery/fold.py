@@ -49,7 +49,10 @@ _REWRITE_TRIES = 5
 _CHUNK = 1 << 22
 
 _OUTCOMES = frozenset({R.STEP_COMMITTED.value, R.STEP_UNKNOWN.value})
-_NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value, R.STEP_SETTLED.value})
+# Written for a saga by others: a daemon's claim, a signal anyone may send, a person's finding
+# and the answer to an escalation (a person, a daemon, or the owner, which writes its own steps too).
+_NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value, R.STEP_SETTLED.value,
+                        R.ESCALATION_RESOLVED.value})
 _SETTLED = {
     R.STEP_COMPENSATED.value: "compensated",
     R.STEP_ORPHANED.value: "orphaned",
@@ -295,7 +298,7 @@ class _Folder:
             raw = {}
         body: dict[str, Any] = raw
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
-        # Nor is a signal (anyone may send one to a dead run), nor a person's finding about a step.
+        # Nor is a signal, a person's finding about a step, or an escalation answered (_NOT_OWNER).
         by_owner = not view.recovered_by and rtype not in _NOT_OWNER and not rtype.startswith("REPAIR_") and not (
             rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
         )
