@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -38,6 +39,15 @@ def test_any_changed_character_is_refused(position: int, char: str) -> None:
     with pytest.raises(TokenRefused) as refused:
         verify_token(altered, KEYS)
     assert "\n" not in str(refused.value)
+
+
+def test_a_number_json_reads_as_infinity_is_refused_not_raised() -> None:
+    # Hypothesis found it: one changed character made a digit run "1e999" (read as inf), and the
+    # canonical re-encoding raised ValueError out of verify_token instead of refusing the token.
+    altered = _reencode(lambda v: re.sub(rb'"issued":\d+', b'"issued":1e999',
+                                         json.dumps(v, sort_keys=True, separators=(",", ":")).encode()))
+    with pytest.raises(TokenRefused, match="not canonical"):
+        verify_token(altered, KEYS)
 
 
 def _reencode(mutate: object) -> str:

@@ -197,7 +197,11 @@ def _payload(raw: bytes, kind: _Kind) -> dict[str, Any]:
         raise kind.refuse("its payload is not a JSON object")
     if set(value) != kind.fields:
         raise kind.refuse("its payload does not have exactly the v1 fields")
-    if _canonical(value) != raw:
+    try:
+        canonical = _canonical(value)
+    except ValueError:  # a number JSON reads as infinity (1e999): no canonical form, never signed
+        raise kind.refuse("its payload is not canonical JSON") from None
+    if canonical != raw:
         raise kind.refuse("its payload is not canonical JSON")
     return value
 
