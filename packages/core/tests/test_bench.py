@@ -148,11 +148,13 @@ def test_compare_names_a_ref_git_cannot_find(tmp_path: Path) -> None:
 
 def test_bench_resume_dbos_prints_every_figure_for_each_side(tmp_path: Path) -> None:
     # DBOS's side runs only where `dbos` is installed (with this python) and PostgreSQL is named.
+    # PostgresWAL's rows need the server and psycopg (the core env names the server, has no psycopg).
     dbos = ["--dbos-python", sys.executable] if importlib.util.find_spec("dbos") else []
-    run = _run("bench_resume_dbos.py", "--rounds", "1", "--steps", "10", "--after", "4", *dbos, cwd=tmp_path)
+    pg = os.environ.get("AGENT_SAGA_TEST_PG_URL", "") if importlib.util.find_spec("psycopg") else ""
+    run = _run("bench_resume_dbos.py", "--rounds", "1", "--steps", "10", "--after", "4", "--pg", pg, *dbos, cwd=tmp_path)
     assert (run["steps"], run["after"], run["rounds"]) == (10, 4, 1)
     expected = {"FileWAL REVERSIBLE", "FileWAL COMPENSABLE"}
-    if os.environ.get("AGENT_SAGA_TEST_PG_URL"):
+    if pg:
         expected |= {"PostgresWAL REVERSIBLE", "PostgresWAL COMPENSABLE"} | ({"DBOS"} if dbos else set())
     assert set(run["sides"]) == expected
     for row in run["sides"].values():
