@@ -535,3 +535,17 @@ def test_an_answered_escalation_is_not_the_owners_sign_of_life() -> None:
          "body": {"escalation": "e1", "kind": "resume-unknown", "by": "ops"}},
     ])["s1"]
     assert (view.owner_ts, view.last_ts) == (1_000_000, 9_000_000)
+
+
+@pytest.mark.parametrize("kind", ["resume-unknown", "resume-unavailable"])
+def test_a_daemons_escalation_of_a_held_run_is_not_the_owners_sign_of_life(kind: str) -> None:
+    # The daemon holds a dead durable run for a person without claiming it (nothing to undo): its
+    # ESCALATED record counted as the owner's, and the sweep right after the person's answer found
+    # the owner alive for one more lease (test_resume_settle failed so in CI).
+    from agent_saga.recovery.fold import fold
+
+    view = fold([
+        {"type": "SAGA_STARTED", "saga": "s1", "ts": 1_000_000, "seq": 1, "body": {"name": "trip"}},
+        {"type": "ESCALATED", "saga": "s1", "ts": 9_000_000, "seq": 2, "step": 4, "body": {"kind": kind}},
+    ])["s1"]
+    assert view.owner_ts == 1_000_000

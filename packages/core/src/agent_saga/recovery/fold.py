@@ -53,6 +53,10 @@ _OUTCOMES = frozenset({R.STEP_COMMITTED.value, R.STEP_UNKNOWN.value})
 # and the answer to an escalation (a person, a daemon, or the owner, which writes its own steps too).
 _NOT_OWNER = frozenset({R.RECOVERY_CLAIMED.value, R.EVENT_SIGNALLED.value, R.STEP_SETTLED.value,
                         R.ESCALATION_RESOLVED.value})
+# What a daemon escalates about a run it holds for a person without claiming it: written by the
+# daemon, not the owner, so it must not make the dead owner look alive for one more lease (a
+# resume-unknown, held then settled, was not resumed by the next sweep within that lease).
+_DAEMON_ESCALATIONS = frozenset({"repair-stale", "repair-unsigned", "resume-unknown", "resume-unavailable"})
 _SETTLED = {
     R.STEP_COMPENSATED.value: "compensated",
     R.STEP_ORPHANED.value: "orphaned",
@@ -300,7 +304,7 @@ class _Folder:
         # A daemon's (or a repairing operator's) records are not signs of life from the owner.
         # Nor is a signal, a person's finding about a step, or an escalation answered (_NOT_OWNER).
         by_owner = not view.recovered_by and rtype not in _NOT_OWNER and not rtype.startswith("REPAIR_") and not (
-            rtype == R.ESCALATED and body.get("kind") in ("repair-stale", "repair-unsigned")
+            rtype == R.ESCALATED and body.get("kind") in _DAEMON_ESCALATIONS
         )
         if isinstance(ts, int) and by_owner:
             view.owner_ts = max(view.owner_ts, ts)
