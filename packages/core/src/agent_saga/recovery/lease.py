@@ -42,6 +42,7 @@ __all__ = [
     "LeaseLifecycle",
     "configure_leases",
     "install_leases",
+    "keeper_thread",
     "lease_keeper",
     "lease_path",
     "owner_expiry",
@@ -110,6 +111,16 @@ def owner_expiry(view: SagaView, lease: Lease | None) -> float:
     return expires
 
 
+def keeper_thread(thread: threading.Thread | None, run: Callable[[], None], name: str) -> threading.Thread:
+    """``thread`` if it is alive, else a new daemon thread ``name`` started on ``run``: a keeper's
+    renewing thread, made on its first lease and again once it is gone (a forked child has none)."""
+    if thread is not None and thread.is_alive():
+        return thread
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def _ttl_from_env() -> float:
     raw = os.environ.get(_ENV_TTL)
     if not raw:
@@ -167,7 +178,7 @@ class LeaseKeeper:
         with self._lock:
             self._held[(wal_path, saga_id)] = False
             if self.background:
-                self._ensure_thread()
+                self._thread = keeper_thread(self._thread, self._run, "agent-saga-leases")
         return self.ttl
 
     def release(self, wal_path: Path, saga_id: str) -> None:
@@ -217,11 +228,6 @@ class LeaseKeeper:
         self._held = {}
         self._thread = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="agent-saga-leases", daemon=True)
-            self._thread.start()
 
     def _run(self) -> None:
         while True:
