@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_saga._once import FirstUse
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.errors import WALError
 from agent_saga.log.fs import FILE_MODE, private_dir
@@ -270,13 +271,13 @@ class LeaseKeeper:
         return True
 
 
-_keeper_lock = threading.Lock()
-_keeper: LeaseKeeper | None = None
+_keeper = FirstUse(LeaseKeeper)
 
 
 def _reset_after_fork() -> None:
-    if _keeper is not None:
-        _keeper._forget_after_fork()
+    keeper = _keeper.made
+    if keeper is not None:
+        keeper._forget_after_fork()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -284,11 +285,7 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def lease_keeper() -> LeaseKeeper:
     """This process's lease keeper (created on first use)."""
-    global _keeper
-    with _keeper_lock:
-        if _keeper is None:
-            _keeper = LeaseKeeper()
-        return _keeper
+    return _keeper.get()
 
 
 def configure_leases(ttl: float) -> LeaseKeeper:
