@@ -95,8 +95,8 @@ def expected(shape: Shape) -> Expected:
 
 
 def dishonest_clean(clean: bool, standing: Collection[int], want_clean: bool) -> str | None:
-    """What is wrong with a report's ``clean`` (None: nothing), for the sequential and the
-    concurrent checker alike: true only when no effect stands, and true when nothing was left."""
+    """What is wrong with a report's ``clean`` (None: nothing), for the sequential and the concurrent
+    checker alike: it must be false while an effect stands, and true when the rules leave nothing."""
     if clean and standing:
         return f"the report says clean while the effects of step(s) {sorted(standing)} still stand"
     if clean and not want_clean:
