@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 CompensationFactory = Callable[[Any], "Compensation | Mapping[str, Any] | None"]
 
 _lock = threading.Lock()
@@ -65,25 +66,40 @@ def compensator(name: str) -> Callable[[F], F]:
     reload); reusing a name for a different function is refused, because the
     daemon would then run whichever was imported last.
     """
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigurationError(f"@compensator needs a non-empty name, got {name!r}")
+    _require_name("compensator", name)
 
     def register(fn: F) -> F:
-        if not callable(fn):
-            raise ConfigurationError(f"@compensator({name!r}) must decorate a callable")
         with _lock:
-            existing = _handlers.get(name)
-            if existing is not None and existing is not fn and _identity(existing) != _identity(fn):
-                raise ConfigurationError(
-                    f"compensation handler name {name!r} is already registered to "
-                    f"{_identity(existing)}; {_identity(fn)} cannot reuse it. Pick a distinct "
-                    "name per inverse (for example 'stripe.refund' and 'stripe.void')"
-                )
-            _handlers[name] = fn
+            _claim(_handlers, name, fn, "compensator", "compensation handler",
+                   ". Pick a distinct name per inverse (for example 'stripe.refund' and 'stripe.void')")
             _names[id(fn)] = name
         return fn
 
     return register
+
+
+def _require_name(decorator: str, name: object) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigurationError(f"@{decorator} needs a non-empty name, got {name!r}")
+
+
+def _claim(
+    table: dict[str, Callable[..., Any]], name: str, fn: Callable[..., Any], decorator: str, kind: str, hint: str
+) -> None:
+    """Register ``fn`` in ``table`` as ``name`` (the caller holds ``_lock``).
+
+    The same function again is a module reload and is fine; another function under a taken
+    name is refused, because whichever module was imported last would silently win.
+    """
+    if not callable(fn):
+        raise ConfigurationError(f"@{decorator}({name!r}) must decorate a callable")
+    existing = table.get(name)
+    if existing is not None and existing is not fn and _identity(existing) != _identity(fn):
+        raise ConfigurationError(
+            f"{kind} name {name!r} is already registered to {_identity(existing)}; "
+            f"{_identity(fn)} cannot reuse it{hint}"
+        )
+    table[name] = fn
 
 
 def registered(name: str) -> bool:
@@ -103,14 +119,17 @@ def recoverable(comp: Compensation) -> bool:
 
 def resolve(name: str) -> Callable[..., Any]:
     """The function registered under ``name``; a clear KeyError otherwise."""
+    return lookup(_handlers, name, "compensation handler", "import the module that declares it with @compensator")
+
+
+def lookup(table: Mapping[str, T], name: str, kind: str, fix: str) -> T:
+    """``table[name]``, from a table of things registered by name in this process; else a
+    KeyError that lists what is registered and says ``fix`` (how to register the missing one)."""
     try:
-        return _handlers[name]
+        return table[name]
     except KeyError:
-        known = ", ".join(sorted(_handlers)) or "none"
-        raise KeyError(
-            f"no compensation handler named {name!r} is registered in this process "
-            f"(registered: {known}); import the module that declares it with @compensator"
-        ) from None
+        known = ", ".join(sorted(table)) or "none"
+        raise KeyError(f"no {kind} named {name!r} is registered in this process (registered: {known}); {fix}") from None
 
 
 def handler_name(fn: Callable[..., Any]) -> str | None:
@@ -394,20 +413,11 @@ def reconciler(name: str) -> Callable[[F], F]:
     ``fn`` may be sync or async and returns an :class:`~agent_saga.Observation`.
     One reconciler per name, for the same reason as compensators.
     """
-    if not isinstance(name, str) or not name.strip():
-        raise ConfigurationError(f"@reconciler needs a non-empty name, got {name!r}")
+    _require_name("reconciler", name)
 
     def register(fn: F) -> F:
-        if not callable(fn):
-            raise ConfigurationError(f"@reconciler({name!r}) must decorate a callable")
         with _lock:
-            existing = _reconcilers.get(name)
-            if existing is not None and existing is not fn and _identity(existing) != _identity(fn):
-                raise ConfigurationError(
-                    f"reconciler name {name!r} is already registered to {_identity(existing)}; "
-                    f"{_identity(fn)} cannot reuse it"
-                )
-            _reconcilers[name] = fn
+            _claim(_reconcilers, name, fn, "reconciler", "reconciler", "")
         return fn
 
     return register

@@ -33,7 +33,7 @@ from typing import Any
 from agent_saga.approvals._entry import ApprovalEntry
 from agent_saga.approvals._errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate._files import make_dirs
+from agent_saga.gate._files import append_line, make_dirs
 from agent_saga.gate.host import APPROVER_KEYS, config_dir
 from agent_saga.log.codec import canonical
 from agent_saga.notekeys import (
@@ -284,16 +284,5 @@ def trust_key(public: str, path: str | os.PathLike[str] | None = None) -> bool:
     (key_id,) = keys
     if key_id in TrustedKeys.load(file).keys:
         return False
-    make_dirs(file.parent, 0o755)
-    fd = os.open(file, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            os.fchmod(fd, 0o644)  # new (or empty): whatever the umask, every agent reads it
-        elif os.pread(fd, 1, size - 1) != b"\n":
-            line = "\n" + line  # someone edited it by hand and left no final newline
-        os.write(fd, (line + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_line(file, line)
     return True

@@ -39,7 +39,7 @@ from agent_saga.approvals._authority import approver_name
 from agent_saga.approvals._entry import ApprovalEntry
 from agent_saga.approvals._errors import ApprovalNotAuthenticated
 from agent_saga.errors import ConfigurationError
-from agent_saga.gate._files import make_dirs
+from agent_saga.gate._files import append_line
 from agent_saga.gate.host import APPROVER_PASSKEYS, config_dir
 from agent_saga.install import pip_install
 from agent_saga.log.codec import canonical
@@ -218,17 +218,7 @@ def trust_passkey(line: str, path: str | os.PathLike[str] | None = None) -> bool
     credential = PasskeyCredential.from_line(line.strip(), "the passkey to register")
     if credential.credential_id in PasskeyCredentials.load(file).credentials:
         return False
-    make_dirs(file.parent, 0o755)
-    fd = os.open(file, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            os.fchmod(fd, 0o644)
-        prefix = "\n" if size and os.pread(fd, 1, size - 1) != b"\n" else ""
-        os.write(fd, (prefix + credential.to_line() + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_line(file, credential.to_line())
     return True
 
 

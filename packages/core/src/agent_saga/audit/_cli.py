@@ -112,17 +112,14 @@ def _unreadable(path: str, err: OSError) -> CliError:
     return CliError(f"cannot read {path}: {err.strerror or err}", EXIT_UNCHECKED)
 
 
-def _refused(path: str, err: ChainUnverified, what: str, override: str) -> CliError:
-    """The library's refusal, with the command's own flag in place of the Python argument."""
+def _refused(path: str, err: ChainUnverified | SyntheticLog, what: str, override: str) -> CliError:
+    """The library's refusal of a log whose chain does not verify (``override``: the command's flag
+    that allows it) or that is synthetic, with the command's own flags in place of the Python arguments."""
     where = path if is_url(path) else Path(path).absolute()
+    if isinstance(err, SyntheticLog):
+        return CliError(str(SyntheticLog(where, err.synthetic, err.records, what,
+                                         "rerun with --synthetic-ok to treat it as a test fixture")), EXIT_FINDING)
     return CliError(str(ChainUnverified.refusing(where, err.report, what, override)), EXIT_FINDING)
-
-
-def _synthetic(path: str, err: SyntheticLog, what: str) -> CliError:
-    """The library's refusal of a synthetic log, naming the command's flag."""
-    where = path if is_url(path) else Path(path).absolute()
-    return CliError(str(SyntheticLog(where, err.synthetic, err.records, what,
-                                     "rerun with --synthetic-ok to treat it as a test fixture")), EXIT_FINDING)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -154,11 +151,9 @@ def run_export(args: argparse.Namespace) -> int:
             result = export_bundle(log, args.out, allow_broken=args.allow_broken, progress=progress,
                                    source=args.wal_path if is_url(args.wal_path) else None,
                                    synthetic_ok=args.synthetic_ok)
-    except ChainUnverified as err:
+    except (ChainUnverified, SyntheticLog) as err:
         raise _refused(args.wal_path, err, "export it as evidence",
                        "rerun with --allow-broken to export it labelled with this verdict") from None
-    except SyntheticLog as err:
-        raise _synthetic(args.wal_path, err, "export it as evidence") from None
     except FileExistsError as err:
         raise CliError(str(err), EXIT_UNCHECKED) from None
     except OSError as err:
@@ -188,11 +183,9 @@ def run_certify(args: argparse.Namespace) -> int:
     try:
         with readable_log(args.wal_path) as log:
             cert = certify_log(log, allow_unverified=args.allow_unverified, synthetic_ok=args.synthetic_ok)
-    except ChainUnverified as err:
+    except (ChainUnverified, SyntheticLog) as err:
         raise _refused(args.wal_path, err, "certify it",
                        "rerun with --allow-unverified to list its effects anyway (never certified over a broken chain)") from None
-    except SyntheticLog as err:
-        raise _synthetic(args.wal_path, err, "certify it") from None
     except OSError as err:
         raise _unreadable(args.wal_path, err) from None
     except (EncryptionError, ImportError) as err:

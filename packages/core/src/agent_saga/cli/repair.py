@@ -32,7 +32,7 @@ from agent_saga.cli.options import (
 )
 from agent_saga.inert import inert
 
-__all__ = ["OPERATOR_KEY_ENV", "register"]
+__all__ = ["OPERATOR_KEY_ENV", "add_operator_options", "operator_key", "register"]
 
 #: Where ``--operator-key`` is read from when it is not given.
 OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"
@@ -54,10 +54,6 @@ def register(verbs: Any) -> None:
         ),
     )
     p.add_argument("saga_id", metavar="SAGA", help="the saga to repair (its id, or the start of it)")
-    add_reason_options(p, "--operator")
-    p.add_argument("--operator-key", default=None, metavar="FILE",
-                   help=f"the operator key that signs the repair, one the host trusts (default: ${OPERATOR_KEY_ENV}); "
-                        "a repair record without a trusted signature is not a repair")
     p.add_argument("--amend", action="append", default=[], metavar="FIELD=VALUE",
                    help="a corrected value, as a string; FIELD:=JSON for a number, list, ... (repeatable)")
     end = p.add_mutually_exclusive_group()
@@ -66,8 +62,23 @@ def register(verbs: Any) -> None:
     end.add_argument("--abandon", action="store_true", help="end the repair: the recovery daemon unwinds the saga")
     p.add_argument("--lease-grace", type=float, default=5.0, metavar="SECONDS",
                    help="a lease counts as held until this long after it runs out, as for the daemon (default 5)")
-    add_imports_option(p, "@compensator handlers")
+    add_operator_options(p, "the repair", "@compensator handlers",
+                         note="; a repair record without a trusted signature is not a repair")
+
+
+def add_operator_options(p: argparse.ArgumentParser, signs: str, imports: str, *, note: str = "") -> None:
+    """What an operator's signed change to a saga's log takes: who and why, the key that signs
+    ``signs`` (``note`` ends its help), the modules that register ``imports``, and the log."""
+    add_reason_options(p, "--operator")
+    p.add_argument("--operator-key", default=None, metavar="FILE",
+                   help=f"the operator key that signs {signs}, one the host trusts (default: ${OPERATOR_KEY_ENV}){note}")
+    add_imports_option(p, imports)
     add_log_option(p, "the saga's log")
+
+
+def operator_key(args: argparse.Namespace) -> str | None:
+    """The ``--operator-key`` file, else ``$AGENT_SAGA_OPERATOR_KEY``; None when neither is given."""
+    return args.operator_key or os.environ.get(OPERATOR_KEY_ENV) or None
 
 
 def amendments(words: list[str]) -> dict[str, Any]:
@@ -118,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     if fields and not args.resume:
         raise CliError("--amend goes with --resume: amendments are what the continuation runs with", EXIT_USAGE)
     fn = continuation(args.resume) if args.resume else None
-    key = args.operator_key or os.environ.get(OPERATOR_KEY_ENV) or None
+    key = operator_key(args)
     if (fn is not None or args.abandon) and key is None:
         raise CliError(
             f"--resume and --abandon are signed by an operator key the host trusts: give --operator-key FILE "

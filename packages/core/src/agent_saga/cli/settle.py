@@ -13,15 +13,8 @@ import os
 from typing import Any
 
 from agent_saga.cli.main import EXIT_FINDING, EXIT_OK, EXIT_UNCHECKED, EXIT_USAGE, CliError
-from agent_saga.cli.options import (
-    add_imports_option,
-    add_log_option,
-    add_reason_options,
-    add_verb,
-    import_modules,
-    log_target,
-)
-from agent_saga.cli.repair import OPERATOR_KEY_ENV
+from agent_saga.cli.options import add_verb, import_modules, log_target
+from agent_saga.cli.repair import OPERATOR_KEY_ENV, add_operator_options, operator_key
 from agent_saga.inert import inert
 
 __all__ = ["register"]
@@ -46,11 +39,7 @@ def register(verbs: Any) -> None:
     found.add_argument("--landed", action="store_true", help="the effect happened (give --result)")
     found.add_argument("--not-landed", action="store_true", help="the effect did not happen")
     p.add_argument("--result", metavar="JSON", help="with --landed: what the tool returned, as JSON")
-    add_reason_options(p, "--operator")
-    p.add_argument("--operator-key", default=None, metavar="FILE",
-                   help=f"the operator key that signs it, one the host trusts (default: ${OPERATOR_KEY_ENV})")
-    add_imports_option(p, "@inverse_of recipes")
-    add_log_option(p, "the saga's log")
+    add_operator_options(p, "it", "@inverse_of recipes")
 
 
 def _result(args: argparse.Namespace) -> Any:
@@ -71,7 +60,7 @@ def _run(args: argparse.Namespace) -> int:
     from agent_saga.recovery.settle import settle
 
     result = _result(args)
-    key = args.operator_key or os.environ.get(OPERATOR_KEY_ENV) or None
+    key = operator_key(args)
     if key is None:
         raise CliError(f"a settle is signed by an operator key the host trusts: give --operator-key FILE (or set "
                        f"${OPERATOR_KEY_ENV})", EXIT_USAGE)

@@ -36,7 +36,7 @@ from agent_saga.engine.step_options import StepOptions
 from agent_saga.engine.undo import undoing
 from agent_saga.errors import CompensationError, CompensationRefused, ConfigurationError
 from agent_saga.log.base import WAL
-from agent_saga.registry import compensator, handler_name, resolve
+from agent_saga.registry import compensator, handler_name, lookup, resolve
 from agent_saga.semantics import ActionSemantics, Compensation, json_roundtrips
 
 __all__ = [
@@ -176,14 +176,8 @@ def unregister_snapshot_store(name: str) -> None:
 
 def snapshot_store(name: str) -> SnapshotStore:
     """The store registered as ``name``; a KeyError naming the fix otherwise."""
-    try:
-        return _stores[name]
-    except KeyError:
-        known = ", ".join(sorted(_stores)) or "none"
-        raise KeyError(
-            f"no snapshot store named {name!r} is registered in this process (registered: {known}); "
-            "call register_snapshot_store(...) in the module the recovery daemon imports"
-        ) from None
+    return lookup(_stores, name, "snapshot store",
+                  "call register_snapshot_store(...) in the module the recovery daemon imports")
 
 
 @compensator(RESTORE_HANDLER)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent_saga.gate._stores import StoreUnavailable
 
-__all__ = ["group_shared", "locked", "make_dirs", "read_state", "replace_file"]
+__all__ = ["append_line", "group_shared", "locked", "make_dirs", "read_state", "replace_file"]
 
 
 def group_shared(directory: Path, mode: int) -> int:
@@ -46,6 +46,26 @@ def make_dirs(path: Path, mode: int) -> None:
         except FileExistsError:
             continue  # another process made it first: its mode is its creator's business
         directory.chmod(mode)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` to a host list every agent reads (trusted keys, passkeys), durably. Raises OSError.
+
+    The list is created 0644 in 0755 directories: only its owner (root) should be able to
+    change it, or an agent could trust a key of its own.
+    """
+    make_dirs(path.parent, 0o755)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            os.fchmod(fd, 0o644)  # new (or empty): whatever the umask, every agent reads it
+        elif os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line  # someone edited it by hand and left no final newline
+        os.write(fd, (line + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from agent_saga._once import FirstUse
 from agent_saga.errors import ConfigurationError, SagaError
 
 __all__ = [
@@ -169,25 +170,18 @@ class MemoryLimitStore:
         return "MemoryLimitStore()"
 
 
-_store_lock = threading.Lock()
-_store: LimitStore | None = None
+_store: FirstUse[LimitStore] = FirstUse(MemoryLimitStore)
 
 
 def set_limit_store(store: LimitStore | None) -> None:
     """The store every limit uses unless its gate was given one; None restores the in-process default."""
-    global _store
     if store is not None and not isinstance(store, LimitStore):
         raise ConfigurationError(
             f"set_limit_store() needs a limit store (MemoryLimitStore, RedisLimitStore), got {store!r}"
         )
-    with _store_lock:
-        _store = store
+    _store.replace(store)
 
 
 def get_limit_store() -> LimitStore:
     """The process-wide limit store (created on first use)."""
-    global _store
-    with _store_lock:
-        if _store is None:
-            _store = MemoryLimitStore()
-        return _store
+    return _store.get()

@@ -26,7 +26,7 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from agent_saga.engine.observe import (
     Interceptor,
@@ -46,6 +46,7 @@ __all__ = [
     "FIELDS",
     "Correlation",
     "CorrelationFilter",
+    "Slot",
     "current_ids",
     "disable",
     "enable",
@@ -213,3 +214,43 @@ def disable(user: str) -> None:
         if _factories is not None and logging.getLogRecordFactory() is _factories[1]:
             logging.setLogRecordFactory(_factories[0])
             _factories = None
+
+
+class _Setup(Protocol):
+    def close(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Setup)
+
+
+class Slot:
+    """Where the one setup of ``user`` (configure_logging's, setup_telemetry's) is installed.
+
+    Installing replaces the previous setup; closing a setup that was already replaced does
+    nothing, so an old handle's ``close()`` never takes out its successor.
+    """
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        self._lock = threading.Lock()
+        self._current: _Setup | None = None
+
+    def install(self, put: Callable[[], S]) -> S:
+        """Close the previous setup, then ``put()`` in the new one (under the lock) and return it."""
+        previous = self._current
+        if previous is not None:
+            previous.close()
+        with self._lock:
+            setup = put()
+            self._current = setup
+        enable(self.user)  # after put(): telemetry's spans first, so the lines see them current
+        return setup
+
+    def uninstall(self, setup: _Setup, take: Callable[[], None]) -> None:
+        """``take()`` ``setup`` out (under the lock) if it is still the installed one."""
+        with self._lock:
+            if self._current is not setup:
+                return
+            self._current = None
+            take()
+        disable(self.user)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json as _json
 import logging
 import sys
-import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -82,20 +81,16 @@ class LoggingSetup:
     _previous: tuple[int, bool]
 
     def close(self) -> None:
-        global _installed
-        with _lock:
-            if _installed is not self:
-                return
-            _installed = None
-            logger = logging.getLogger(LIBRARY_LOGGER)
-            logger.removeHandler(self.handler)
-            logger.setLevel(self._previous[0])
-            logger.propagate = self._previous[1]
-        correlation.disable("logging")
+        _slot.uninstall(self, self._take_out)
+
+    def _take_out(self) -> None:
+        logger = logging.getLogger(LIBRARY_LOGGER)
+        logger.removeHandler(self.handler)
+        logger.setLevel(self._previous[0])
+        logger.propagate = self._previous[1]
 
 
-_lock = threading.Lock()
-_installed: LoggingSetup | None = None
+_slot = correlation.Slot("logging")
 
 
 def configure_logging(
@@ -114,7 +109,6 @@ def configure_logging(
     records also reach the root logger's handlers. Calling it again replaces the
     previous setup; the returned object's ``close()`` removes it.
     """
-    global _installed
     if not isinstance(json, bool):
         raise TypeError(f"configure_logging(json=...) takes True or False, got {json!r}")
     if isinstance(level, str):
@@ -124,15 +118,13 @@ def configure_logging(
         level = named
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(JsonFormatter() if json else TextFormatter())
-    previous = _installed
-    if previous is not None:
-        previous.close()
     logger = logging.getLogger(LIBRARY_LOGGER)
-    with _lock:
-        setup = LoggingSetup(handler, (logger.level, logger.propagate))
+
+    def put() -> LoggingSetup:
+        setup = LoggingSetup(handler, (logger.level, logger.propagate))  # as the previous one left it
         logger.setLevel(level)
         logger.addHandler(handler)
         logger.propagate = propagate
-        _installed = setup
-    correlation.enable("logging")
-    return setup
+        return setup
+
+    return _slot.install(put)

@@ -30,7 +30,6 @@ This module imports ``opentelemetry``; ``import agent_saga`` never does.
 from __future__ import annotations
 
 import json
-import threading
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -262,18 +261,14 @@ class Telemetry:
     _interceptor: _Spans
 
     def close(self) -> None:
-        global _installed
-        with _lock:
-            if _installed is not self:
-                return
-            _installed = None
-            remove_interceptor(self._interceptor)
-            correlation.set_trace_source(None)
-        correlation.disable("telemetry")
+        _slot.uninstall(self, self._take_out)
+
+    def _take_out(self) -> None:
+        remove_interceptor(self._interceptor)
+        correlation.set_trace_source(None)
 
 
-_lock = threading.Lock()
-_installed: Telemetry | None = None
+_slot = correlation.Slot("telemetry")
 
 
 def setup_telemetry(
@@ -286,18 +281,14 @@ def setup_telemetry(
     adds each step's arguments (as logged: secret-looking ones redacted) and result to
     its span. Calling it again replaces the previous setup.
     """
-    global _installed
     if not isinstance(capture_content, bool):
         raise TypeError(f"setup_telemetry(capture_content=...) takes True or False, got {capture_content!r}")
     tracer = trace.get_tracer("agent_saga", __version__, tracer_provider=tracer_provider)
-    previous = _installed
-    if previous is not None:
-        previous.close()
     spans = _Spans(tracer, capture_content)
-    with _lock:
-        installed = Telemetry(tracer, spans)
+
+    def put() -> Telemetry:
         add_interceptor(spans)
         correlation.set_trace_source(_current_ids)
-        _installed = installed
-    correlation.enable("telemetry")  # after the spans, so its lines see them current
-    return installed
+        return Telemetry(tracer, spans)
+
+    return _slot.install(put)

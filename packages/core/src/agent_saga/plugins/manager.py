@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from agent_saga._once import FirstUse
 from agent_saga.context import current_saga, use_saga
 from agent_saga.engine.observe import (
     Interceptor,
@@ -148,28 +149,21 @@ class Plugins:
         return [c for c in self._pm.hook.agent_saga_capture() if c is not None]
 
 
-_instance: Plugins | None = None
-_instance_lock = threading.Lock()
+_instance = FirstUse(Plugins)
 
 
 def plugins() -> Plugins:
     """The process-wide plugin manager (created on first use)."""
-    global _instance
-    with _instance_lock:
-        if _instance is None:
-            _instance = Plugins()
-        return _instance
+    return _instance.get()
 
 
 def active() -> Plugins | None:
     """The manager if something already created it (observers never force pluggy in)."""
-    return _instance
+    return _instance.made
 
 
 def reset_plugins() -> None:
     """Forget every registered plugin and its observers (tests start from a clean manager)."""
-    global _instance
-    with _instance_lock:
-        if _instance is not None:
-            remove_interceptor(_instance._bridge)
-        _instance = None
+    old = _instance.replace(None)
+    if old is not None:
+        remove_interceptor(old._bridge)

@@ -19,7 +19,7 @@ from agent_saga.errors import NotApplied, SagaClosed, StepRefused
 from agent_saga.log.records import RecordType as R
 from agent_saga.proving._concurrent_run import ConcurrentRun, Lost
 from agent_saga.proving._concurrent_shapes import ConcurrentShape, Fate, Slot
-from agent_saga.proving._invariants import BOUNDED, HONEST_CLEAN, LIFO, ONCE, ONE_OUTCOME
+from agent_saga.proving._invariants import BOUNDED, HONEST_CLEAN, LIFO, ONCE, ONE_OUTCOME, dishonest_clean
 from agent_saga.proving._shapes import ATTEMPTS, flaky
 from agent_saga.recovery.fold import fold
 from agent_saga.semantics import Outcome, StepState
@@ -242,13 +242,9 @@ def _check_clean(run: ConcurrentRun, want: ConcurrentExpected, found: list[tuple
     """``clean`` only when nothing the saga did stands, nor may still land; the world as the rules say."""
     report = run.report
     assert report is not None
-    if report.clean and run.standing_at_report:
-        found.append((HONEST_CLEAN, f"the report says clean while the effects of step(s) "
-                                    f"{sorted(run.standing_at_report)} stand"))
-    elif report.clean and not want.clean:
-        found.append((HONEST_CLEAN, "the report says clean although a step was left in flight or not undone"))
-    elif not report.clean and want.clean:
-        found.append((HONEST_CLEAN, "the report says NOT clean although every effect was undone in time"))
+    unclean = dishonest_clean(report.clean, run.standing_at_report, want.clean)
+    if unclean is not None:
+        found.append((HONEST_CLEAN, unclean))
     if report.halted is not (want.halted_at is not None):
         found.append((HONEST_CLEAN, f"report.halted is {report.halted}, expected {want.halted_at is not None}"))
     said = {o.step: o.outcome for o in report.steps}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from agent_saga.context import saga_scope
@@ -93,6 +94,18 @@ def expected(shape: Shape) -> Expected:
     return Expected(outcomes, attempts, halted_at)
 
 
+def dishonest_clean(clean: bool, standing: Collection[int], want_clean: bool) -> str | None:
+    """What is wrong with a report's ``clean`` (None: nothing), for the sequential and the concurrent
+    checker alike: it must be false while an effect stands, and true when the rules leave nothing."""
+    if clean and standing:
+        return f"the report says clean while the effects of step(s) {sorted(standing)} still stand"
+    if clean and not want_clean:
+        return "the report says clean over an incomplete rollback (a step not undone, or left in flight)"
+    if not clean and want_clean:
+        return "the report says NOT clean although every effect was undone in time"
+    return None
+
+
 def check(run: Run) -> list[tuple[str, str]]:
     """Every (invariant, what went wrong) that ``run`` breaks, in the order of INVARIANTS."""
     if run.report is None:
@@ -155,13 +168,9 @@ def check(run: Run) -> list[tuple[str, str]]:
         found.append((want.owner(step), f"step {step} reported {was.value}, expected {should.value}"))
 
     # Clean only when nothing the saga did still stands; the log states the report's verdict.
-    if report.clean and ledger.standing:
-        found.append((HONEST_CLEAN, f"the report says clean while the effects of step(s) "
-                                    f"{sorted(ledger.standing)} still stand"))
-    elif report.clean and not want.clean:
-        found.append((HONEST_CLEAN, "the report says clean over an incomplete rollback"))
-    elif not report.clean and want.clean:
-        found.append((HONEST_CLEAN, "the report says NOT clean although every effect was undone"))
+    unclean = dishonest_clean(report.clean, ledger.standing, want.clean)
+    if unclean is not None:
+        found.append((HONEST_CLEAN, unclean))
     ended = [r for r in run.records if r["type"] == "SAGA_ROLLED_BACK"]
     if len(ended) != 1 or ended[0]["body"].get("clean") is not report.clean:
         found.append((HONEST_CLEAN, "the log's SAGA_ROLLED_BACK record does not state the report's verdict"))

@@ -39,7 +39,7 @@ from agent_saga.log.server import open_stored
 
 __all__ = [
     "DEFAULT_LEASE_TTL", "CheckedFold", "Folder", "LogTail", "SagaView", "ServerTail", "SignalView", "StepView",
-    "WaitView", "fold", "repair_operator",
+    "WaitView", "durable_blocker", "fold", "repair_operator",
 ]
 
 #: Lease length assumed for a saga whose start record does not state one.
@@ -233,6 +233,25 @@ class SagaView:
 
     def newest_first(self) -> list[StepView]:
         return [self.steps[i] for i in sorted(self.steps, reverse=True)]
+
+
+def durable_blocker(
+    view: SagaView | None, saga_id: str, location: str, *, not_durable: str, ended: str, unwinding: str
+) -> str | None:
+    """Why ``view`` is no ``@durable`` run still going on (None: it is one); one line.
+
+    A run can be resumed or take a signal only while so; each caller says what each reason
+    means for it: ``not_durable`` and ``ended`` follow a colon, ``unwinding`` follows "is being unwound".
+    """
+    if view is None or not view.started:
+        return f"no saga {saga_id} in {location}: give its full id (agent-saga graph lists them)"
+    if view.durable is None:
+        return f"saga {saga_id} was not started by a @durable entry point: {not_durable}"
+    if view.ended is not None:
+        return f"saga {saga_id} already ended ({view.ended}): {ended}"
+    if view.rollback_started or view.diverged:
+        return f"saga {saga_id} is being unwound{unwinding}"
+    return None
 
 
 def _compensation(body: dict[str, Any]) -> dict[str, Any] | None:

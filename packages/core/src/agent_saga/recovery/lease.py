@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent_saga._once import FirstUse
 from agent_saga.engine.report import RollbackReport, StepOutcome
 from agent_saga.errors import WALError
 from agent_saga.log.fs import FILE_MODE, private_dir
@@ -42,6 +43,7 @@ __all__ = [
     "LeaseLifecycle",
     "configure_leases",
     "install_leases",
+    "keeper_thread",
     "lease_keeper",
     "lease_path",
     "owner_expiry",
@@ -110,6 +112,16 @@ def owner_expiry(view: SagaView, lease: Lease | None) -> float:
     return expires
 
 
+def keeper_thread(thread: threading.Thread | None, run: Callable[[], None], name: str) -> threading.Thread:
+    """``thread`` if it is alive, else a new daemon thread ``name`` started on ``run``: a keeper's
+    renewing thread, made on its first lease and again once it is gone (a forked child has none)."""
+    if thread is not None and thread.is_alive():
+        return thread
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def _ttl_from_env() -> float:
     raw = os.environ.get(_ENV_TTL)
     if not raw:
@@ -167,7 +179,7 @@ class LeaseKeeper:
         with self._lock:
             self._held[(wal_path, saga_id)] = False
             if self.background:
-                self._ensure_thread()
+                self._thread = keeper_thread(self._thread, self._run, "agent-saga-leases")
         return self.ttl
 
     def release(self, wal_path: Path, saga_id: str) -> None:
@@ -218,11 +230,6 @@ class LeaseKeeper:
         self._thread = None
         self.owner = f"{socket.gethostname()}:{os.getpid()}"
 
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="agent-saga-leases", daemon=True)
-            self._thread.start()
-
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -264,13 +271,13 @@ class LeaseKeeper:
         return True
 
 
-_keeper_lock = threading.Lock()
-_keeper: LeaseKeeper | None = None
+_keeper = FirstUse(LeaseKeeper)
 
 
 def _reset_after_fork() -> None:
-    if _keeper is not None:
-        _keeper._forget_after_fork()
+    keeper = _keeper.made
+    if keeper is not None:
+        keeper._forget_after_fork()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -278,11 +285,7 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 
 def lease_keeper() -> LeaseKeeper:
     """This process's lease keeper (created on first use)."""
-    global _keeper
-    with _keeper_lock:
-        if _keeper is None:
-            _keeper = LeaseKeeper()
-        return _keeper
+    return _keeper.get()
 
 
 def configure_leases(ttl: float) -> LeaseKeeper:

@@ -34,7 +34,7 @@ from agent_saga.inert import inert
 from agent_saga.log.base import WAL
 from agent_saga.log.records import RecordType as R
 from agent_saga.recovery.escalations import Escalation, escalation_id
-from agent_saga.recovery.fold import SagaView, StepView
+from agent_saga.recovery.fold import SagaView, StepView, durable_blocker
 from agent_saga.recovery.in_doubt import settle_in_flight
 from agent_saga.recovery.lease import owner_expiry
 from agent_saga.recovery.protocols import EscalationsLike, RecoveryStore
@@ -68,14 +68,11 @@ def resumable(view: SagaView) -> bool:
 
 def blocker(view: SagaView | None, saga_id: str, location: str) -> str | None:
     """Why the run cannot be resumed from what its log says (None: it can); one line."""
-    if view is None or not view.started:
-        return f"no saga {saga_id} in {location}: give its full id (agent-saga graph lists them)"
-    if view.durable is None:
-        return f"saga {saga_id} was not started by a @durable entry point: there is nothing to call again"
-    if view.ended is not None:
-        return f"saga {saga_id} already ended ({view.ended}): there is nothing to resume"
-    if view.rollback_started or view.diverged:
-        return f"saga {saga_id} is being unwound (its rollback began, or a resume diverged): recovery finishes it"
+    why = durable_blocker(view, saga_id, location, not_durable="there is nothing to call again",
+                          ended="there is nothing to resume",
+                          unwinding=" (its rollback began, or a resume diverged): recovery finishes it")
+    if why is not None or view is None:  # (a missing view always has its why)
+        return why
     if view.repairing or view.quarantined or view.dead_lettered:
         return f"saga {saga_id} is quarantined, dead-lettered or under repair: a person holds it"
     if view.unreadable or view.ignored:

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from agent_saga.recovery.lease import lease_keeper
+from agent_saga.recovery.lease import keeper_thread, lease_keeper
 from agent_saga.recovery.stores import server_store
 
 __all__ = ["ServerLeases", "install_server_leases", "server_leases"]
@@ -52,7 +52,7 @@ class ServerLeases:
         with self._lock:
             self._wals.setdefault(id(wal), wal)
             self._held[(id(wal), saga_id)] = ttl
-            self._ensure_thread()
+            self._thread = keeper_thread(self._thread, self._run, "agent-saga-server-leases")
         return {"lease_ttl": ttl}
 
     def ended(self, saga_id: str, wal: Any, report: object = None) -> None:
@@ -85,11 +85,6 @@ class ServerLeases:
             return [saga for _, saga in self._held]
 
     # -- the keeper thread ---------------------------------------------------------------
-
-    def _ensure_thread(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="agent-saga-server-leases", daemon=True)
-            self._thread.start()
 
     def _run(self) -> None:
         while True:

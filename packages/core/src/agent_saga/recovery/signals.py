@@ -26,7 +26,7 @@ from agent_saga.log.encodable import name_problem, plain_json, unencodable
 from agent_saga.log.records import RecordType as R
 from agent_saga.log.resolve import is_url
 from agent_saga.log.results import DURABLE_RESULT_BYTES
-from agent_saga.recovery.fold import SagaView, fold
+from agent_saga.recovery.fold import SagaView, durable_blocker, fold
 from agent_saga.recovery.stores import recovery_store, verified_tail
 
 __all__ = ["signal", "signal_blocker"]
@@ -53,15 +53,8 @@ def _checked(saga_id: Any, name: Any, data: Any) -> None:
 
 def signal_blocker(view: SagaView | None, saga_id: str, location: str) -> str | None:
     """Why no wait of ``view`` could ever take a signal (None: one can); one line."""
-    if view is None or not view.started:
-        return f"no saga {saga_id} in {location}: give its full id (agent-saga graph lists them)"
-    if view.durable is None:
-        return f"saga {saga_id} was not started by a @durable entry point: nothing in it waits for an event"
-    if view.ended is not None:
-        return f"saga {saga_id} already ended ({view.ended}): no wait of it will ever read a signal"
-    if view.rollback_started or view.diverged:
-        return f"saga {saga_id} is being unwound: no wait of it will read a signal"
-    return None
+    return durable_blocker(view, saga_id, location, not_durable="nothing in it waits for an event",
+                           ended="no wait of it will ever read a signal", unwinding=": no wait of it will read a signal")
 
 
 def signal(saga_id: str, name: str, data: Any = None, *, wal: WAL | str | os.PathLike[str] | None = None) -> None:
