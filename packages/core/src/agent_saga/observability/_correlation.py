@@ -28,17 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from agent_saga.engine.observe import (
-    Interceptor,
-    RollbackEvent,
-    SagaEnd,
-    SagaEvent,
-    StepEnd,
-    StepEvent,
-    Wrapper,
-    add_interceptor,
-    remove_interceptor,
-)
+from agent_saga.engine import observe
 from agent_saga.redaction import scrub_text
 from agent_saga.semantics import Outcome, StepState
 
@@ -102,7 +92,7 @@ class CorrelationFilter(logging.Filter):
         return True
 
 
-def saga_outcome(end: SagaEnd) -> str:
+def saga_outcome(end: observe.SagaEnd) -> str:
     """COMPLETED, ROLLED_BACK (every effect undone) or FAILED (something may still stand).
 
     The engine's ending is finer (``end.status``): an unclean or interrupted rollback, an
@@ -125,14 +115,14 @@ def _reset(var: contextvars.ContextVar[Any], token: contextvars.Token[Any]) -> N
         pass
 
 
-class Correlation(Interceptor):
+class Correlation(observe.Interceptor):
     """Sets the saga and step ids around the work, and logs one line for each."""
 
-    def saga(self, event: SagaEvent) -> Wrapper:
+    def saga(self, event: observe.SagaEvent) -> observe.Wrapper:
         token = _saga_id.set(event.saga_id)
         step_token = _step_id.set(None)
         lines.debug("saga %s (%s) started", event.saga_id, event.name)
-        end: SagaEnd = yield
+        end: observe.SagaEnd = yield
         outcome = saga_outcome(end)
         level = logging.INFO if outcome == "COMPLETED" else logging.WARNING if outcome == "ROLLED_BACK" else logging.ERROR
         detail = f" (engine: {end.status})" if end.status != outcome else ""
@@ -142,10 +132,10 @@ class Correlation(Interceptor):
         _reset(_step_id, step_token)
         _reset(_saga_id, token)
 
-    def step(self, event: StepEvent) -> Wrapper:
+    def step(self, event: observe.StepEvent) -> observe.Wrapper:
         saga_token = _saga_id.set(event.saga_id)  # a step's saga may be joined from elsewhere
         token = _step_id.set(event.step)
-        end: StepEnd = yield
+        end: observe.StepEnd = yield
         if end.error is None:
             lines.info("step %d %s (%s) %s", event.step, event.tool, event.semantics.value, end.state.value)
         else:
@@ -155,7 +145,7 @@ class Correlation(Interceptor):
         _reset(_step_id, token)
         _reset(_saga_id, saga_token)
 
-    def rollback_step(self, event: RollbackEvent) -> Wrapper:
+    def rollback_step(self, event: observe.RollbackEvent) -> observe.Wrapper:
         saga_token = _saga_id.set(event.saga_id)
         token = _step_id.set(event.step)
         outcome = yield
@@ -193,8 +183,8 @@ def enable(user: str) -> None:
     global _factories
     with _lock:
         _users.add(user)
-        remove_interceptor(_interceptor)
-        add_interceptor(_interceptor)
+        observe.remove_interceptor(_interceptor)
+        observe.add_interceptor(_interceptor)
         if _factories is None:
             previous = logging.getLogRecordFactory()
             _factories = (previous, _stamping(previous))
@@ -208,7 +198,7 @@ def disable(user: str) -> None:
         _users.discard(user)
         if _users:
             return
-        remove_interceptor(_interceptor)
+        observe.remove_interceptor(_interceptor)
         # Unwrap the factory only if nobody wrapped it after us; otherwise ours stays in
         # their chain and stamps nothing while it has no user.
         if _factories is not None and logging.getLogRecordFactory() is _factories[1]:

@@ -43,17 +43,7 @@ except ImportError as missing:  # pragma: no cover - exercised in an env without
     ) from missing
 
 from agent_saga._version import __version__
-from agent_saga.engine.observe import (
-    Interceptor,
-    RollbackEvent,
-    SagaEnd,
-    SagaEvent,
-    StepEnd,
-    StepEvent,
-    Wrapper,
-    add_interceptor,
-    remove_interceptor,
-)
+from agent_saga.engine import observe
 from agent_saga.engine.report import StepOutcome
 from agent_saga.observability import _correlation as correlation
 from agent_saga.redaction import scrub_text
@@ -112,7 +102,7 @@ def _record_exception(span: trace.Span, err: BaseException) -> None:
     })
 
 
-class _Spans(Interceptor):
+class _Spans(observe.Interceptor):
     """The interceptor: opens a span before the work, makes it current, ends it after."""
 
     def __init__(self, tracer: trace.Tracer, capture_content: bool) -> None:
@@ -128,12 +118,12 @@ class _Spans(Interceptor):
         span.end()
         otel_context.detach(token)  # type: ignore[arg-type]
 
-    def saga(self, event: SagaEvent) -> Wrapper:
+    def saga(self, event: observe.SagaEvent) -> observe.Wrapper:
         attributes: dict[str, Any] = {"saga.id": event.saga_id, "saga.name": event.name}
         if event.tags:
             attributes["saga.tags"] = sorted(event.tags)
         span, token = self._run("saga.execute", attributes)
-        end: SagaEnd = yield
+        end: observe.SagaEnd = yield
         try:
             status = correlation.saga_outcome(end)
             span.set_attribute("saga.status", status)
@@ -151,7 +141,7 @@ class _Spans(Interceptor):
         finally:
             self._finish(span, token)
 
-    def step(self, event: StepEvent) -> Wrapper:
+    def step(self, event: observe.StepEvent) -> observe.Wrapper:
         op = event.operation_id
         model_call = _MODEL_CALLS.get((event.tool, event.origin or ""))
         name, attributes = _named(event, model_call)
@@ -170,7 +160,7 @@ class _Spans(Interceptor):
         if self.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _json(dict(event.args))  # as logged: secrets redacted
         span, token = self._run(name, attributes)
-        end: StepEnd = yield
+        end: observe.StepEnd = yield
         try:
             span.set_attribute("saga.outcome", end.state.value)
             if model_call is not None:
@@ -186,7 +176,7 @@ class _Spans(Interceptor):
         finally:
             self._finish(span, token)
 
-    def rollback_step(self, event: RollbackEvent) -> Wrapper:
+    def rollback_step(self, event: observe.RollbackEvent) -> observe.Wrapper:
         attributes: dict[str, Any] = {
             "saga.id": event.saga_id,
             "saga.step": event.step,
@@ -211,7 +201,7 @@ class _Spans(Interceptor):
             self._finish(span, token)
 
 
-def _named(event: StepEvent, model_call: _ModelCall | None) -> tuple[str, dict[str, Any]]:
+def _named(event: observe.StepEvent, model_call: _ModelCall | None) -> tuple[str, dict[str, Any]]:
     """A step span's name and GenAI attributes: a tool's execution, or a model call's inference.
 
     A model call's span is named as the conventions name an inference span: ``chat gpt-4o``.
@@ -264,7 +254,7 @@ class Telemetry:
         _slot.uninstall(self, self._take_out)
 
     def _take_out(self) -> None:
-        remove_interceptor(self._interceptor)
+        observe.remove_interceptor(self._interceptor)
         correlation.set_trace_source(None)
 
 
@@ -287,7 +277,7 @@ def setup_telemetry(
     spans = _Spans(tracer, capture_content)
 
     def put() -> Telemetry:
-        add_interceptor(spans)
+        observe.add_interceptor(spans)
         correlation.set_trace_source(_current_ids)
         return Telemetry(tracer, spans)
 
