@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import edit_stored_line
 
 from agent_saga import ActionSemantics, Compensation, compensator, saga_scope
 from agent_saga.log.chain import ChainUnverified
@@ -53,22 +54,6 @@ def dead_saga(wal: Any, saga: str, ref: str) -> None:
     wal.append("STEP_COMMITTED", saga, {"op": f"o-{saga}", "compensation": {
         "handler": "fleet-verdict.refund", "kwargs": {"ref": ref}, "key": f"key-{saga}", "recoverable": True}}, 1)
     wal.barrier()
-
-
-def edit_stored_line(wal: Any, backend: str, seq: int, old: str, new: str) -> None:
-    """Change one stored record behind the log's back."""
-    line = next(line for s, line in wal.lines_after(0) if s == seq)
-    assert old in line
-    forged = line.replace(old, new)
-    if backend == "postgres":
-        import psycopg
-
-        with psycopg.connect(wal._conninfo, autocommit=True) as conn:
-            conn.execute(f"UPDATE {wal.table} SET line = %s WHERE log = %s AND seq = %s", (forged, wal.log_name, seq))
-    else:
-        key = wal.keys["records"]
-        wal.client.zremrangebyscore(key, seq, seq)
-        wal.client.zadd(key, {forged: seq})
 
 
 def types(url: str) -> list[str]:
