@@ -27,9 +27,10 @@ from agent_saga import (
     saga_scope,
     tool,
 )
+from agent_saga.engine.reconcile_policy import ReconcilePolicy
+from agent_saga.engine.saga import Saga
 from agent_saga.engine.step_options import StepKwargs, option_names
 from agent_saga.redaction import REDACTED
-from agent_saga.testing import every_step_option, spy_on_steps
 from agent_saga.toolspec import ToolSpec
 
 
@@ -37,9 +38,23 @@ def _noop(**_: Any) -> None:
     return None
 
 
-# One non-default value per option. Adding an option to StepOptions fails every_step_option (and
-# so this module) until it gets a value there, and then every front door is checked for it at once.
-VALUES: dict[str, Any] = every_step_option(policy_args={"x": "$.x"})
+# One non-default value per option. Adding an option to StepOptions fails the first test
+# below until it gets a value here, and then every front door is checked for it at once.
+VALUES: dict[str, Any] = {
+    "compensate": Compensation(fn=_noop),
+    "retry": RetryPolicy(max_attempts=2, base_delay=0),
+    "timeout": 5.0,
+    "fallback_action": _noop,
+    "inline": True,
+    "require_boundary": True,
+    "policy_args": {"x": "$.x"},
+    "reveal": frozenset({"api_key"}),
+    "wait_for_commit": True,
+    "origin": "probe",
+    "reconcile": ReconcilePolicy(delay=0, attempts=1),
+    "record_result": "shape",
+    "not_applied_on": (LookupError,),
+}
 
 
 def test_the_options_the_tests_cover_are_exactly_the_options() -> None:
@@ -79,7 +94,14 @@ def _front_doors() -> dict[str, Any]:
 
 @pytest.mark.parametrize("door", sorted(_front_doors()))
 def test_every_front_door_passes_every_option_to_the_engine(door: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = spy_on_steps(monkeypatch)
+    seen: list[StepOptions] = []
+    original = Saga._step
+
+    def spy(self: Saga, tool: str, forward: Any, args: Any, opts: StepOptions, via_fallback: bool = False) -> Any:
+        seen.append(opts)
+        return original(self, tool, forward, args, opts, via_fallback)
+
+    monkeypatch.setattr(Saga, "_step", spy)
     with saga_scope(MemoryWAL()) as s:
         _front_doors()[door](s.saga)
     opts = seen[0]
