@@ -21,9 +21,9 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 from google_adk_drive import message
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable
+from agent_saga import MemoryWAL, durable
 from agent_saga.log.file import read_records
-from agent_saga.testing import committed_tools, stopped_then_resumed
+from agent_saga.testing import committed_tools, stop_run_if, stopped_then_resumed
 
 STEP = "google_adk.generate_content"
 asked: list[str] = []
@@ -117,8 +117,7 @@ def _one_run(city: str) -> str:
 @durable("google_adk.two_runs")
 def two_runs(first: str, second: str) -> list[str]:
     out = [_one_run(first)]
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(STOP.get("after_first"))
     out.append(_one_run(second))
     return out
 

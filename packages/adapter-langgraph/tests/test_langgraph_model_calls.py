@@ -21,9 +21,9 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph_drive import agent_graph
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable, saga_scope
+from agent_saga import MemoryWAL, durable, saga_scope
 from agent_saga.log.file import read_records
-from agent_saga.testing import committed_tools, stopped_then_resumed
+from agent_saga.testing import committed_tools, stop_run_if, stopped_then_resumed
 
 STEP = "langchain.chat_model.generate"
 asked: list[str] = []
@@ -123,8 +123,7 @@ def test_wrap_chat_model_takes_a_saga_chat_model_as_it_is() -> None:
 @durable("langgraph.two_runs")
 def two_runs(first: str, second: str) -> list[str]:
     out = [str(_graph().invoke(_ask(first))["messages"][-1].content)]
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(STOP.get("after_first"))
     out.append(str(_graph().invoke(_ask(second))["messages"][-1].content))
     return out
 
