@@ -27,21 +27,19 @@ from openai import AsyncOpenAI
 import agent_saga
 from agent_saga import MemoryWAL, durable
 from agent_saga.log.file import read_records
-from agent_saga.testing import ChatServer, Reply, committed_tools, stop_run_if, stopped_then_resumed
+from agent_saga.testing import ChatServer, Lookups, Reply, committed_tools, stop_run_if, stopped_then_resumed
 
 set_tracing_disabled(True)
 
 KEY = "sk-test-A6gF1hJk8lP3oI9u"
 CHAT = "openai.chat.completions.create"
 RESPONSES = "openai.responses.create"
-looked_up: list[str] = []
-STOP: dict[str, bool] = {}
+SEEN = Lookups()
 
 
 def lookup(city: str) -> str:
     """The weather in a city."""
-    looked_up.append(city)
-    return f"sunny in {city}"
+    return SEEN.lookup(city)
 
 
 def _agent(base_url: str, api: str) -> Agent[Any]:
@@ -64,8 +62,7 @@ def patched() -> Iterator[None]:
     agent_saga.patch_all({}, only=["openai"])
     yield
     agent_saga.unpatch_all()
-    looked_up.clear()
-    STOP.clear()
+    SEEN.clear()
 
 
 @pytest.mark.parametrize(("api", "step"), [("chat", CHAT), ("responses", RESPONSES)])
@@ -74,7 +71,7 @@ async def test_each_model_call_of_a_runner_run_is_a_step_beside_its_tool_call(
 ) -> None:
     wal = MemoryWAL()
     result = await saga_run(_agent(server.base_url, api), "where to?", wal=wal)
-    assert result.final_output == "oslo it is" and looked_up == ["oslo"]
+    assert result.final_output == "oslo it is" and SEEN.looked_up == ["oslo"]
     assert committed_tools(wal.records()) == [step, "lookup", step]
     path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
     assert [r.path for r in server.received] == [path, path]
@@ -83,7 +80,7 @@ async def test_each_model_call_of_a_runner_run_is_a_step_beside_its_tool_call(
 @durable("openai_agents.two_runs")
 async def two_runs(base_url: str, api: str) -> list[Any]:
     first = await saga_run(_agent(base_url, api), "where to?")
-    stop_run_if(STOP.get("after_first"))
+    stop_run_if(SEEN.stop.get("after_first"))
     second = await saga_run(_agent(base_url, api), "and then?")
     return [first.final_output, second.final_output]
 
@@ -95,13 +92,13 @@ def test_a_resumed_durable_run_is_served_the_first_runs_model_calls_and_its_tool
     wal = tmp_path / "agents.wal"
 
     def first_run_only() -> None:
-        assert len(server.received) == 2 and looked_up == ["oslo"]
+        assert len(server.received) == 2 and SEEN.looked_up == ["oslo"]
 
-    value = stopped_then_resumed(two_runs, server.base_url, api, saga_id="oa-1", wal=wal, stop=STOP,
+    value = stopped_then_resumed(two_runs, server.base_url, api, saga_id="oa-1", wal=wal, stop=SEEN.stop,
                                  after_stop=first_run_only)
     assert value == ["oslo it is", "rome it is"]
     # Only the second Runner run reached the server and the tool: the first was served from the log.
-    assert len(server.received) == 4 and looked_up == ["oslo", "rome"]
+    assert len(server.received) == 4 and SEEN.looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
     assert KEY.encode() not in wal.read_bytes()

@@ -4,6 +4,7 @@ The entry point calls :func:`stop_run_if` where ``stop["after_first"]`` is set: 
 ``SagaQuarantined`` (a crash's stand-in: the saga ends with no end record, so ``resume`` takes it
 up); :func:`stopped_then_resumed` runs it that way, lets the test check what the first part did,
 and resumes it. The core's own resume tests stop their runs with :func:`stop_run_if` too.
+:class:`Lookups` is what those tests' scripted model and ``lookup`` tool saw, and the stop.
 """
 
 from __future__ import annotations
@@ -21,7 +22,29 @@ from agent_saga.errors import SagaQuarantined
 from agent_saga.log.default import shared_log
 from agent_saga.recovery.resume import resume
 
-__all__ = ["committed_tools", "stop_run_if", "stopped_then_resumed"]
+__all__ = ["Lookups", "committed_steps", "committed_tools", "stop_run_if", "stopped_then_resumed"]
+
+
+class Lookups:
+    """What a model-call test saw: its scripted model's turns, its ``lookup`` tool's cities, where its run stops.
+
+    ``stop`` is the mapping :func:`stopped_then_resumed` sets; ``clear()`` after each test.
+    """
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.looked_up: list[str] = []
+        self.stop: dict[str, bool] = {}
+
+    def lookup(self, city: str) -> str:
+        """The ``lookup`` tool's answer for ``city``, noted."""
+        self.looked_up.append(city)
+        return f"sunny in {city}"
+
+    def clear(self) -> None:
+        self.asked.clear()
+        self.looked_up.clear()
+        self.stop.clear()
 
 
 def stop_run_if(reached: object) -> None:
@@ -56,6 +79,11 @@ def _run_out(started: Any) -> None:
         asyncio.run(started)
 
 
+def committed_steps(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The bodies of the committed steps' records, in log order."""
+    return [r["body"] for r in records if r["type"] == "STEP_COMMITTED"]
+
+
 def committed_tools(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """The tools of the committed steps, in log order."""
-    return [r["body"]["tool"] for r in records if r["type"] == "STEP_COMMITTED"]
+    return [step["tool"] for step in committed_steps(records)]
