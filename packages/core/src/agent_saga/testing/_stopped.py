@@ -42,6 +42,7 @@ class Lookups:
         return f"sunny in {city}"
 
     def clear(self) -> None:
+        """Forget every turn, city and stop: the next test starts from nothing seen."""
         self.asked.clear()
         self.looked_up.clear()
         self.stop.clear()
