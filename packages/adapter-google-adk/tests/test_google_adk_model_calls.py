@@ -21,14 +21,12 @@ from google.adk.runners import InMemoryRunner
 from google.genai import types
 from google_adk_drive import message
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable
+from agent_saga import MemoryWAL, durable
 from agent_saga.log.file import read_records
-from agent_saga.testing import committed_tools, stopped_then_resumed
+from agent_saga.testing import Lookups, committed_steps, committed_tools, stop_run_if, stopped_then_resumed
 
 STEP = "google_adk.generate_content"
-asked: list[str] = []
-looked_up: list[str] = []
-STOP: dict[str, bool] = {}
+SEEN = Lookups()
 
 
 class Planner(BaseLlm):
@@ -41,7 +39,7 @@ class Planner(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         city = str(llm_request.contents[0].parts[0].text).split()[-1]  # type: ignore[index]
         turn = sum(c.role == "model" for c in llm_request.contents) + 1
-        asked.append(f"{city} turn {turn}")
+        SEEN.asked.append(f"{city} turn {turn}")
         part = (types.Part(function_call=types.FunctionCall(name="lookup", args={"city": city})) if turn == 1
                 else types.Part(text=f"{city} it is"))
         yield LlmResponse(content=types.Content(role="model", parts=[part]))
@@ -49,8 +47,7 @@ class Planner(BaseLlm):
 
 def lookup(city: str) -> str:
     """The weather in a city."""
-    looked_up.append(city)
-    return f"sunny in {city}"
+    return SEEN.lookup(city)
 
 
 def _runner() -> InMemoryRunner:
@@ -73,21 +70,15 @@ def _final(events: list[Any]) -> str:
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     yield
-    asked.clear()
-    looked_up.clear()
-    STOP.clear()
-
-
-def _committed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r["body"] for r in records if r["type"] == "STEP_COMMITTED"]
+    SEEN.clear()
 
 
 def test_each_model_turn_of_a_run_is_a_step_beside_its_tool_call() -> None:
     wal = MemoryWAL()
     runner = _runner()
     events = saga_run_sync(runner, message("go to oslo"), wal=wal, **_run_kwargs(runner))
-    assert _final(events) == "oslo it is" and asked == ["oslo turn 1", "oslo turn 2"]
-    steps = _committed(list(wal.records()))
+    assert _final(events) == "oslo it is" and SEEN.asked == ["oslo turn 1", "oslo turn 2"]
+    steps = committed_steps(list(wal.records()))
     assert [s["tool"] for s in steps] == [STEP, "lookup", STEP]
     first, second = steps[0], steps[2]
     assert (first["semantics"], first["origin"]) == ("REVERSIBLE", "google_adk")
@@ -101,7 +92,7 @@ def test_each_model_turn_of_a_run_is_a_step_beside_its_tool_call() -> None:
 def test_outside_every_saga_a_turn_passes_straight_through() -> None:
     runner = _runner()
     events = list(runner.run(new_message=message("go to rome"), **_run_kwargs(runner)))
-    assert _final(events) == "rome it is" and asked == ["rome turn 1", "rome turn 2"] and looked_up == ["rome"]
+    assert _final(events) == "rome it is" and SEEN.asked == ["rome turn 1", "rome turn 2"] and SEEN.looked_up == ["rome"]
 
 
 def test_wrap_llm_takes_a_saga_llm_as_it_is() -> None:
@@ -117,8 +108,7 @@ def _one_run(city: str) -> str:
 @durable("google_adk.two_runs")
 def two_runs(first: str, second: str) -> list[str]:
     out = [_one_run(first)]
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(SEEN.stop.get("after_first"))
     out.append(_one_run(second))
     return out
 
@@ -127,13 +117,13 @@ def test_a_resumed_durable_run_is_served_the_first_runs_model_turns_and_its_tool
     wal = tmp_path / "adk.wal"
 
     def first_run_only() -> None:
-        assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
+        assert SEEN.asked == ["oslo turn 1", "oslo turn 2"] and SEEN.looked_up == ["oslo"]
 
-    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="adk-1", wal=wal, stop=STOP, after_stop=first_run_only)
+    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="adk-1", wal=wal, stop=SEEN.stop, after_stop=first_run_only)
     assert value == ["oslo it is", "rome it is"]
     # Only the second ADK run reached the model and the tool: the first run's were served from the log.
-    assert asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
-    assert looked_up == ["oslo", "rome"]
+    assert SEEN.asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
+    assert SEEN.looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
     assert committed_tools(records) == [STEP, "lookup", STEP] * 2

@@ -21,14 +21,12 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph_drive import agent_graph
 
-from agent_saga import MemoryWAL, SagaQuarantined, durable, saga_scope
+from agent_saga import MemoryWAL, durable, saga_scope
 from agent_saga.log.file import read_records
-from agent_saga.testing import committed_tools, stopped_then_resumed
+from agent_saga.testing import Lookups, committed_steps, committed_tools, stop_run_if, stopped_then_resumed
 
 STEP = "langchain.chat_model.generate"
-asked: list[str] = []
-looked_up: list[str] = []
-STOP: dict[str, bool] = {}
+SEEN = Lookups()
 
 
 class Planner(BaseChatModel):
@@ -45,7 +43,7 @@ class Planner(BaseChatModel):
                   **kwargs: Any) -> ChatResult:
         city = str(messages[0].content).split()[-1]
         turn = sum(isinstance(m, AIMessage) for m in messages) + 1
-        asked.append(f"{city} turn {turn} tools={[t['function']['name'] for t in kwargs.get('tools', [])]}")
+        SEEN.asked.append(f"{city} turn {turn} tools={[t['function']['name'] for t in kwargs.get('tools', [])]}")
         reply = (AIMessage(content="", tool_calls=[{"name": "lookup", "args": {"city": city}, "id": f"call_{city}"}])
                  if turn == 1 else AIMessage(content=f"{city} it is"))
         return ChatResult(generations=[ChatGeneration(message=reply)])
@@ -54,8 +52,7 @@ class Planner(BaseChatModel):
 @tool
 def lookup(city: str) -> str:
     """The weather in a city."""
-    looked_up.append(city)
-    return f"sunny in {city}"
+    return SEEN.lookup(city)
 
 
 def _graph() -> Any:
@@ -70,21 +67,15 @@ def _ask(city: str) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     yield
-    asked.clear()
-    looked_up.clear()
-    STOP.clear()
-
-
-def _committed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r["body"] for r in records if r["type"] == "STEP_COMMITTED"]
+    SEEN.clear()
 
 
 def test_each_model_call_of_a_graph_run_is_a_step_beside_its_tool_call() -> None:
     wal = MemoryWAL()
     out = saga_run_sync(_graph(), _ask("oslo"), wal=wal)
     assert out["messages"][-1].content == "oslo it is"
-    assert asked == ["oslo turn 1 tools=['lookup']", "oslo turn 2 tools=['lookup']"]  # the bound tools reached it
-    steps = _committed(list(wal.records()))
+    assert SEEN.asked == ["oslo turn 1 tools=['lookup']", "oslo turn 2 tools=['lookup']"]  # the bound tools reached it
+    steps = committed_steps(list(wal.records()))
     assert [s["tool"] for s in steps] == [STEP, "lookup", STEP]
     first = steps[0]
     assert (first["semantics"], first["origin"]) == ("REVERSIBLE", "langchain")
@@ -98,7 +89,7 @@ async def test_an_async_graph_run_records_its_model_calls_too() -> None:
     wal = MemoryWAL()
     out = await saga_run(_graph(), _ask("rome"), wal=wal)
     assert out["messages"][-1].content == "rome it is"
-    assert [s["tool"] for s in _committed(list(wal.records()))] == [STEP, "lookup", STEP]
+    assert [s["tool"] for s in committed_steps(list(wal.records()))] == [STEP, "lookup", STEP]
 
 
 def test_a_graph_streaming_messages_gets_whole_answers_each_a_step() -> None:
@@ -112,7 +103,7 @@ def test_a_graph_streaming_messages_gets_whole_answers_each_a_step() -> None:
 
 def test_outside_every_saga_a_call_passes_straight_through() -> None:
     assert _graph().invoke(_ask("rome"))["messages"][-1].content == "rome it is"
-    assert len(asked) == 2 and looked_up == ["rome"]
+    assert len(SEEN.asked) == 2 and SEEN.looked_up == ["rome"]
 
 
 def test_wrap_chat_model_takes_a_saga_chat_model_as_it_is() -> None:
@@ -123,8 +114,7 @@ def test_wrap_chat_model_takes_a_saga_chat_model_as_it_is() -> None:
 @durable("langgraph.two_runs")
 def two_runs(first: str, second: str) -> list[str]:
     out = [str(_graph().invoke(_ask(first))["messages"][-1].content)]
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(SEEN.stop.get("after_first"))
     out.append(str(_graph().invoke(_ask(second))["messages"][-1].content))
     return out
 
@@ -133,13 +123,13 @@ def test_a_resumed_durable_run_is_served_the_first_graph_runs_model_calls_and_it
     wal = tmp_path / "lg.wal"
 
     def first_run_only() -> None:
-        assert len(asked) == 2 and looked_up == ["oslo"]
+        assert len(SEEN.asked) == 2 and SEEN.looked_up == ["oslo"]
 
-    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="lg-1", wal=wal, stop=STOP, after_stop=first_run_only)
+    value = stopped_then_resumed(two_runs, "oslo", "rome", saga_id="lg-1", wal=wal, stop=SEEN.stop, after_stop=first_run_only)
     assert value == ["oslo it is", "rome it is"]
     # Only the second graph run reached the model and the tool: the first run's were served from the log.
-    assert [a.split(" tools")[0] for a in asked] == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
-    assert looked_up == ["oslo", "rome"]
+    assert [a.split(" tools")[0] for a in SEEN.asked] == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
+    assert SEEN.looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
     assert committed_tools(records) == [STEP, "lookup", STEP] * 2

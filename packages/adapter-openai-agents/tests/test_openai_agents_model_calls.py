@@ -9,8 +9,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,24 +25,21 @@ from agents import (
 from openai import AsyncOpenAI
 
 import agent_saga
-from agent_saga import MemoryWAL, SagaQuarantined, durable, resume
-from agent_saga.log.default import shared_log
+from agent_saga import MemoryWAL, durable
 from agent_saga.log.file import read_records
-from agent_saga.testing import ChatServer, Reply
+from agent_saga.testing import ChatServer, Lookups, Reply, committed_tools, stop_run_if, stopped_then_resumed
 
 set_tracing_disabled(True)
 
 KEY = "sk-test-A6gF1hJk8lP3oI9u"
 CHAT = "openai.chat.completions.create"
 RESPONSES = "openai.responses.create"
-looked_up: list[str] = []
-STOP: dict[str, bool] = {}
+SEEN = Lookups()
 
 
 def lookup(city: str) -> str:
     """The weather in a city."""
-    looked_up.append(city)
-    return f"sunny in {city}"
+    return SEEN.lookup(city)
 
 
 def _agent(base_url: str, api: str) -> Agent[Any]:
@@ -67,12 +62,7 @@ def patched() -> Iterator[None]:
     agent_saga.patch_all({}, only=["openai"])
     yield
     agent_saga.unpatch_all()
-    looked_up.clear()
-    STOP.clear()
-
-
-def _tools(records: list[dict[str, Any]]) -> list[str]:
-    return [r["body"]["tool"] for r in records if r["type"] == "STEP_COMMITTED"]
+    SEEN.clear()
 
 
 @pytest.mark.parametrize(("api", "step"), [("chat", CHAT), ("responses", RESPONSES)])
@@ -81,8 +71,8 @@ async def test_each_model_call_of_a_runner_run_is_a_step_beside_its_tool_call(
 ) -> None:
     wal = MemoryWAL()
     result = await saga_run(_agent(server.base_url, api), "where to?", wal=wal)
-    assert result.final_output == "oslo it is" and looked_up == ["oslo"]
-    assert _tools(wal.records()) == [step, "lookup", step]
+    assert result.final_output == "oslo it is" and SEEN.looked_up == ["oslo"]
+    assert committed_tools(wal.records()) == [step, "lookup", step]
     path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
     assert [r.path for r in server.received] == [path, path]
 
@@ -90,8 +80,7 @@ async def test_each_model_call_of_a_runner_run_is_a_step_beside_its_tool_call(
 @durable("openai_agents.two_runs")
 async def two_runs(base_url: str, api: str) -> list[Any]:
     first = await saga_run(_agent(base_url, api), "where to?")
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(SEEN.stop.get("after_first"))
     second = await saga_run(_agent(base_url, api), "and then?")
     return [first.final_output, second.final_output]
 
@@ -101,16 +90,15 @@ def test_a_resumed_durable_run_is_served_the_first_runs_model_calls_and_its_tool
     server: ChatServer, tmp_path: Path, api: str,
 ) -> None:
     wal = tmp_path / "agents.wal"
-    STOP["after_first"] = True
-    with pytest.raises(SagaQuarantined):
-        asyncio.run(two_runs(server.base_url, api, saga_id="oa-1", wal=wal))
-    shared_log(wal).barrier()
-    STOP.clear()
-    assert len(server.received) == 2 and looked_up == ["oslo"]
 
-    assert resume("oa-1", wal=wal, clock=lambda: time.time() + 3600) == ["oslo it is", "rome it is"]
+    def first_run_only() -> None:
+        assert len(server.received) == 2 and SEEN.looked_up == ["oslo"]
+
+    value = stopped_then_resumed(two_runs, server.base_url, api, saga_id="oa-1", wal=wal, stop=SEEN.stop,
+                                 after_stop=first_run_only)
+    assert value == ["oslo it is", "rome it is"]
     # Only the second Runner run reached the server and the tool: the first was served from the log.
-    assert len(server.received) == 4 and looked_up == ["oslo", "rome"]
+    assert len(server.received) == 4 and SEEN.looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
     assert KEY.encode() not in wal.read_bytes()

@@ -18,28 +18,25 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from agent_saga import MemoryWAL, SagaAborted, SagaQuarantined, durable, saga_scope
+from agent_saga import MemoryWAL, SagaAborted, durable, saga_scope
 from agent_saga.log.file import read_records
-from agent_saga.testing import committed_tools, stopped_then_resumed
+from agent_saga.testing import Lookups, committed_steps, committed_tools, stop_run_if, stopped_then_resumed
 
 STEP = "pydantic_ai.model.request"
 KEY = "sk-test-Qw3rTy7uI9oP1aS5"
-asked: list[str] = []
-looked_up: list[str] = []
-STOP: dict[str, bool] = {}
+SEEN = Lookups()
 
 
 def lookup(city: str) -> str:
     """The weather in a city."""
-    looked_up.append(city)
-    return f"sunny in {city}"
+    return SEEN.lookup(city)
 
 
 def planner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """Look up the city the prompt names, then name it: the answer follows from the conversation alone."""
     first = messages[0].parts[0]
     city = str(getattr(first, "content", "")).split()[-1]
-    asked.append(f"{city} turn {sum(m.kind == 'response' for m in messages) + 1}")
+    SEEN.asked.append(f"{city} turn {sum(m.kind == 'response' for m in messages) + 1}")
     if not any(m.kind == "response" for m in messages):
         # No tool_call_id given: Pydantic AI makes up a fresh one each run, which a served response keeps.
         return ModelResponse(parts=[ToolCallPart("lookup", {"city": city})])
@@ -54,19 +51,17 @@ def _agent() -> Agent[None, str]:
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
     yield
-    asked.clear()
-    looked_up.clear()
-    STOP.clear()
+    SEEN.clear()
 
 
 def _requests(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r["body"] for r in records if r["type"] == "STEP_COMMITTED" and r["body"]["tool"] == STEP]
+    return [step for step in committed_steps(records) if step["tool"] == STEP]
 
 
 def test_each_model_request_of_a_run_is_a_step_beside_its_tool_call() -> None:
     wal = MemoryWAL()
     result = saga_run_sync(_agent(), "go to oslo", wal=wal, model_settings={"temperature": 0.5, "extra_headers": {"x-key": KEY}})
-    assert result.output == "oslo it is" and asked == ["oslo turn 1", "oslo turn 2"]
+    assert result.output == "oslo it is" and SEEN.asked == ["oslo turn 1", "oslo turn 2"]
     records = list(wal.records())
     assert committed_tools(records) == [STEP, "lookup", STEP]
     first_step = _requests(records)[0]
@@ -96,7 +91,7 @@ def test_the_request_leaves_out_what_pydantic_ai_sets_afresh_each_run() -> None:
 
 def test_outside_every_saga_a_request_passes_straight_through() -> None:
     assert _agent().run_sync("go to rome").output == "rome it is"
-    assert asked == ["rome turn 1", "rome turn 2"] and looked_up == ["rome"]
+    assert SEEN.asked == ["rome turn 1", "rome turn 2"] and SEEN.looked_up == ["rome"]
 
 
 async def test_a_streamed_run_passes_through_unrecorded() -> None:
@@ -129,8 +124,7 @@ def test_wrap_model_takes_a_saga_model_as_it_is() -> None:
 @durable("pydantic_ai.two_runs")
 def two_runs(first: str, second: str) -> list[str]:
     out = [_agent().run_sync(first).output]
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(SEEN.stop.get("after_first"))
     out.append(_agent().run_sync(second).output)
     return out
 
@@ -139,14 +133,14 @@ def test_a_resumed_durable_run_is_served_the_first_runs_model_requests_and_its_t
     wal = tmp_path / "pai.wal"
 
     def first_run_only() -> None:
-        assert asked == ["oslo turn 1", "oslo turn 2"] and looked_up == ["oslo"]
+        assert SEEN.asked == ["oslo turn 1", "oslo turn 2"] and SEEN.looked_up == ["oslo"]
 
-    value = stopped_then_resumed(two_runs, "go to oslo", "go to rome", saga_id="pai-1", wal=wal, stop=STOP,
+    value = stopped_then_resumed(two_runs, "go to oslo", "go to rome", saga_id="pai-1", wal=wal, stop=SEEN.stop,
                                  after_stop=first_run_only)
     assert value == ["oslo it is", "rome it is"]
     # Only the second agent run reached the model and the tool: the first run's were served from the log.
-    assert asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
-    assert looked_up == ["oslo", "rome"]
+    assert SEEN.asked == ["oslo turn 1", "oslo turn 2", "rome turn 1", "rome turn 2"]
+    assert SEEN.looked_up == ["oslo", "rome"]
     records = list(read_records(wal))
     assert records[-1]["type"] == "SAGA_COMPLETED"
     assert committed_tools(records) == [STEP, "lookup", STEP] * 2

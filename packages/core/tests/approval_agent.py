@@ -12,16 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from approval_support import gateway, policy
+
 from agent_saga import (
-    ApprovalGateway,
-    ApprovalPolicy,
-    EscalationLevel,
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
     SagaAborted,
     StepRefused,
-    WebhookNotifier,
     saga_scope,
 )
 from agent_saga.approvals import RedisApprovalStore
@@ -39,10 +37,7 @@ def main() -> int:
 
     store: Any = RedisApprovalStore(a.store) if a.store.startswith("redis://") else FileApprovalStore(a.store)
     wal = FileWAL(a.wal)
-    gate = PreFlightGate(approval_provider=ApprovalGateway(
-        store=store, notifier=WebhookNotifier(a.hook), wal=wal,
-        policy=ApprovalPolicy(timeout=a.timeout, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.05),
-    ))
+    gate = PreFlightGate(approval_provider=gateway(store, a.hook, wal, policy(a.timeout, poll_interval=0.05)))
 
     def send() -> str:
         with open(a.effects, "a", encoding="utf-8") as out:

@@ -1,4 +1,4 @@
-"""Shared helpers for the approval tests: a real local webhook server, waiting, the agent script."""
+"""Shared helpers for the approval tests: the gateway, a real local webhook server, waiting, the agent script."""
 
 from __future__ import annotations
 
@@ -12,7 +12,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from agent_saga import ApprovalGateway, ApprovalPolicy, EscalationLevel, WebhookNotifier
+from agent_saga.approvals import Notifier
+
 AGENT = Path(__file__).with_name("approval_agent.py")
+
+
+def policy(timeout: float = 60.0, *levels: EscalationLevel, poll_interval: float = 0.02) -> ApprovalPolicy:
+    """``timeout`` to decide, asking ``levels`` (by default @oncall alone), the store polled often: the people answer fast."""
+    return ApprovalPolicy(timeout=timeout, levels=levels or (EscalationLevel(targets=("@oncall",)),),
+                          poll_interval=poll_interval)
+
+
+def gateway(store: Any, notifier: Notifier | str, wal: Any, pol: ApprovalPolicy | None = None) -> ApprovalGateway:
+    """An ApprovalGateway over ``store`` and ``wal`` telling ``notifier`` (a URL: a webhook POSTed to there)."""
+    told = WebhookNotifier(notifier) if isinstance(notifier, str) else notifier
+    return ApprovalGateway(store=store, notifier=told, wal=wal, policy=pol or policy())
 
 
 @contextmanager

@@ -1,4 +1,7 @@
-"""A saga left open on purpose: its owner 'crashed' after one committed step, and nothing ends it."""
+"""Sagas for the log-maintenance tests: two settled ones, and one left open on purpose.
+
+The open one's owner 'crashed' after one committed step, and nothing ends it.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,26 @@ import contextvars
 from collections.abc import Callable
 from typing import Any
 
-from agent_saga import ActionSemantics, saga_scope
+import pytest
 
-__all__ = ["leave_open"]
+from agent_saga import ActionSemantics, SagaAborted, saga_scope
+
+__all__ = ["leave_open", "settle_two"]
+
+
+def settle_two(wal: Any, compensate: Callable[..., Any]) -> dict[str, str]:
+    """The ids of two settled sagas on the real engine: "done" completed, "undone" rolled back cleanly."""
+    ids: dict[str, str] = {}
+    with saga_scope(wal, name="done") as s:
+        ids["done"] = s.saga_id
+        s.execute(tool="db.insert", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 1},
+                  compensate=compensate)
+    with pytest.raises(SagaAborted), saga_scope(wal, name="undone") as s:
+        ids["undone"] = s.saga_id
+        s.execute(tool="db.insert", semantics=ActionSemantics.COMPENSABLE, forward=lambda: {"id": 2},
+                  compensate=compensate)
+        raise RuntimeError("model gave up")
+    return ids
 
 
 def leave_open(wal: Any, compensate: Callable[..., Any], *, name: str = "running", release: bool = False) -> str:

@@ -22,7 +22,7 @@ from agent_saga import RecoveryDaemon, RepairRefused, RepairSession, Saga, SagaA
 from agent_saga.audit import certify, verify_records
 from agent_saga.log.base import WAL
 
-__all__ = ["LATER", "dead_onboarding", "later", "repair_world", "signer"]
+__all__ = ["ACCOUNT", "CHARGE", "LATER", "assert_both_undone", "dead_onboarding", "later", "repair_world", "signer"]
 
 
 def later() -> float:
@@ -31,6 +31,7 @@ def later() -> float:
 
 LATER = later
 OPERATOR, WHY = "ops@example.com", "malformed postcode from the model"
+CHARGE, ACCOUNT = "ch-acct-ada@example.com-4200", "acct-ada@example.com"  # what dead_onboarding's steps made
 
 
 OPERATOR_KEY_ENV = "AGENT_SAGA_OPERATOR_KEY"  # where `agent-saga repair` reads its key
@@ -52,6 +53,13 @@ def repair_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         yield where
     finally:
         world.unregister_all()
+
+
+def assert_both_undone(report: Any, saga_id: str) -> None:
+    """The sweep of ``report`` recovered ``saga_id`` and undid both its steps: the charge refunded, the account deleted."""
+    assert report.recovered == [saga_id] and report.compensated == 2
+    assert world.undone("stripe.refund") == [CHARGE]
+    assert world.undone("crm.delete_account") == [ACCOUNT]
 
 
 async def dead_onboarding(wal: WAL) -> str:
@@ -171,8 +179,6 @@ async def check_an_abandoned_repair_is_finished_by_the_daemon(wal: WAL, records:
         assert saga_id in held.skipped and held.compensated == 0
         session.abandon(reason="the customer cancelled")
         report = daemon.sweep()
-    assert report.recovered == [saga_id] and report.compensated == 2
-    assert world.undone("stripe.refund") == ["ch-acct-ada@example.com-4200"]
-    assert world.undone("crm.delete_account") == ["acct-ada@example.com"]
+    assert_both_undone(report, saga_id)
     assert types(wal, saga_id)[-1] == "SAGA_ROLLED_BACK"
     assert verify_records(list(wal.records())).ok

@@ -16,6 +16,7 @@ import resume_trip as trip
 
 from agent_saga import SagaQuarantined, durable, resume
 from agent_saga.log.default import shared_log
+from agent_saga.testing import stop_run_if
 
 __all__ = ["resumed_run"]
 
@@ -26,8 +27,7 @@ _STOP: dict[str, str] = {}
 def _trip(cities: list[Any]) -> list[Any]:
     refs = []
     for city in cities:
-        if _STOP.get("at") == city:
-            raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+        stop_run_if(_STOP.get("at") == city)
         if trip.think(city):
             refs.append(trip.book(city)["ref"])
     return refs

@@ -16,28 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, approval_store, bodies, of_type, trusted_key, wait_for
+from approval_support import Hook, approval_store, bodies, gateway, of_type, policy, trusted_key, wait_for
 from gate_support import req
 
 from agent_saga import (
-    ApprovalGateway,
-    ApprovalPolicy,
-    EscalationLevel,
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
     SagaAborted,
     StepRefused,
-    WebhookNotifier,
     saga_scope,
 )
 from agent_saga.approvals import ApprovalExpired, Notification, RedisApprovalStore, Status, decide
 from agent_saga.audit import verify_log
 from agent_saga.gate import ApprovalRequest
-
-
-def policy(timeout: float) -> ApprovalPolicy:
-    return ApprovalPolicy(timeout=timeout, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02)
 
 
 def seconds(text: str) -> float:
@@ -67,7 +59,7 @@ class AgentMovesTheDeadline:
 def test_moving_the_deadline_in_the_store_does_not_move_it(wal: FileWAL, tmp_path: Path) -> None:
     store = FileApprovalStore(tmp_path / "approvals")
     agent = AgentMovesTheDeadline(store, extra=5.0)
-    gate = PreFlightGate(approval_provider=ApprovalGateway(store=store, notifier=agent, wal=wal, policy=policy(0.3)))
+    gate = PreFlightGate(approval_provider=gateway(store, agent, wal, policy(0.3)))
     sent: list[int] = []
     with pytest.raises(SagaAborted) as caught, saga_scope(wal, gate=gate) as saga:
         saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: sent.append(1),
@@ -102,7 +94,7 @@ class PersonShownAMovedDeadline(AgentMovesTheDeadline):
 def test_a_grant_signed_after_the_real_deadline_is_denied_as_late(wal: FileWAL, tmp_path: Path) -> None:
     store = FileApprovalStore(tmp_path / "approvals")
     person = PersonShownAMovedDeadline(store, trusted_key())
-    gate = PreFlightGate(approval_provider=ApprovalGateway(store=store, notifier=person, wal=wal, policy=policy(0.3)))
+    gate = PreFlightGate(approval_provider=gateway(store, person, wal, policy(0.3)))
     sent: list[int] = []
     with pytest.raises(SagaAborted) as caught, saga_scope(wal, gate=gate) as saga:
         saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: sent.append(1))
@@ -145,15 +137,15 @@ def test_a_denied_request_the_agent_deletes_is_refused_without_asking_again(
 ) -> None:
     key = trusted_key()
     with approval_store(kind, tmp_path) as store:
-        gateway = ApprovalGateway(store=store, notifier=WebhookNotifier(hook.url), wal=wal, policy=policy(3.0))
+        gw = gateway(store, hook.url, wal, policy(3.0))
         request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=80_000), "irreversible", "cannot be undone")
         person = deny_once(store, hook, key)
-        first = gateway.request_approval(request)
+        first = gw.request_approval(request)
         person.join(30)
         assert first.approved is False and first.approver == "risk@corp"
         forget(store, hook.requests()[0], how)
 
-        again = gateway.request_approval(request)
+        again = gw.request_approval(request)
 
         assert again.approved is False and again.approver == "risk@corp"
         assert "unknown beneficiary" in again.note and "not asked again" in again.note
@@ -171,13 +163,13 @@ def test_a_denied_request_the_agent_deletes_is_refused_without_asking_again(
 
 def test_an_expired_request_the_agent_deletes_stays_expired(hook: Hook, wal: FileWAL, tmp_path: Path) -> None:
     store = FileApprovalStore(tmp_path / "approvals")
-    gateway = ApprovalGateway(store=store, notifier=WebhookNotifier(hook.url), wal=wal, policy=policy(0.2))
+    gw = gateway(store, hook.url, wal, policy(0.2))
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=5), "irreversible", "cannot be undone")
     with pytest.raises(ApprovalExpired):
-        gateway.request_approval(request)
+        gw.request_approval(request)
     forget(store, hook.requests()[0], "delete")
     with pytest.raises(ApprovalExpired, match="nobody is asked again"):
-        gateway.request_approval(request)
+        gw.request_approval(request)
     assert hook.count == 1
 
 
@@ -187,12 +179,12 @@ def test_a_denial_by_nobody_is_not_remembered(wal: FileWAL, tmp_path: Path) -> N
     store = FileApprovalStore(tmp_path / "approvals")
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=5), "irreversible", "cannot be undone")
     try:
-        gateway = ApprovalGateway(store=store, notifier=WebhookNotifier(broken.url), wal=wal, policy=policy(3.0))
+        gw = gateway(store, broken.url, wal, policy(3.0))
         with pytest.raises(Exception, match="HTTP 500"):
-            gateway.request_approval(request)
+            gw.request_approval(request)
         forget(store, broken.requests()[0], "delete")
         with pytest.raises(Exception, match="HTTP 500"):
-            gateway.request_approval(request)
+            gw.request_approval(request)
         assert broken.count == 2
     finally:
         broken.close()

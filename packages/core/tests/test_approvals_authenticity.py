@@ -22,22 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, approval_store, of_type, wait_for
+from approval_support import Hook, approval_store, gateway, of_type, wait_for
 from gate_support import req
 from host_support import OtherUser, shared_dir
 
 from agent_saga import (
-    ApprovalGateway,
-    ApprovalPolicy,
     ConfigurationError,
-    EscalationLevel,
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
     SagaAborted,
     StepRefused,
     StoreUnavailable,
-    WebhookNotifier,
     saga_scope,
 )
 from agent_saga.approvals import (
@@ -74,10 +70,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 def gate_for(store: Any, hook: Hook, wal: FileWAL) -> PreFlightGate:
-    return PreFlightGate(approval_provider=ApprovalGateway(
-        store=store, notifier=WebhookNotifier(hook.url), wal=wal,
-        policy=ApprovalPolicy(timeout=60, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02),
-    ))
+    return PreFlightGate(approval_provider=gateway(store, hook.url, wal))
 
 
 def wire(wal: FileWAL, gate: PreFlightGate, args: dict[str, Any] | None = None) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, bodies, of_type, trusted_key, wait_for
+from approval_support import Hook, bodies, gateway, of_type, policy, trusted_key, wait_for
 from gate_support import dead_port, req
 
 from agent_saga import (
@@ -57,15 +57,6 @@ def _approver_key() -> None:
     global KEY
     KEY = trusted_key()
     KEY.save()  # where the CLI looks for it
-
-
-def policy(timeout: float = 60.0, *levels: EscalationLevel) -> ApprovalPolicy:
-    return ApprovalPolicy(timeout=timeout, levels=levels or (EscalationLevel(targets=("@oncall",)),),
-                          poll_interval=0.02)
-
-
-def gateway(store: Any, hook: Hook, wal: FileWAL, pol: ApprovalPolicy | None = None) -> ApprovalGateway:
-    return ApprovalGateway(store=store, notifier=WebhookNotifier(hook.url), wal=wal, policy=pol or policy())
 
 
 class Wire:
@@ -134,7 +125,7 @@ def test_the_seed_snippet_runs_as_written(hook: Hook, wal: FileWAL, monkeypatch:
 
 
 def test_the_deadline_denies_and_the_expiry_is_logged(hook: Hook, wal: FileWAL, store: FileApprovalStore) -> None:
-    gate = PreFlightGate(approval_provider=gateway(store, hook, wal, policy(timeout=0.3)))
+    gate = PreFlightGate(approval_provider=gateway(store, hook.url, wal, policy(timeout=0.3)))
     err = refused(wal, gate)
     assert "expir" in err.reason
     (expired,) = bodies(wal, "APPROVAL_EXPIRED")
@@ -152,7 +143,7 @@ def test_escalation_reaches_the_next_level_after_its_delay_and_records_it_once(
 ) -> None:
     pol = policy(60.0, EscalationLevel(targets=("@oncall",)),
                  EscalationLevel(targets=("@head-of-risk",), after_seconds=0.2))
-    gate = PreFlightGate(approval_provider=gateway(store, hook, wal, pol))
+    gate = PreFlightGate(approval_provider=gateway(store, hook.url, wal, pol))
     answered = person(store, hook, after=2, approver="head@corp")
     wire = run_wire(wal, gate)
     answered.join(30)
@@ -173,7 +164,7 @@ def test_a_later_level_is_not_asked_when_the_first_answers_in_time(
     pol = policy(60.0, EscalationLevel(targets=("@oncall",)),
                  EscalationLevel(targets=("@head-of-risk",), after_seconds=50))
     answered = person(store, hook)
-    run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook, wal, pol)))
+    run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal, pol)))
     answered.join(30)
     assert hook.count == 1 and not bodies(wal, "APPROVAL_ESCALATED")
 
@@ -182,7 +173,7 @@ def test_break_glass_grants_and_is_recorded_apart_flagged_for_review(
     hook: Hook, wal: FileWAL, store: FileApprovalStore
 ) -> None:
     answered = person(store, hook, "break-glass", approver="cto@corp", note="payroll deadline")
-    wire = run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
+    wire = run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal)))
     answered.join(30)
     assert wire.sent == [80_000]
     (glass,) = bodies(wal, "APPROVAL_BREAK_GLASS")
@@ -195,7 +186,7 @@ def test_break_glass_grants_and_is_recorded_apart_flagged_for_review(
 
 def test_a_person_who_denies_refuses_the_step_and_is_named(hook: Hook, wal: FileWAL, store: FileApprovalStore) -> None:
     answered = person(store, hook, "deny", note="unknown beneficiary")
-    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
+    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal)))
     answered.join(30)
     assert err.reason == "denied by risk@corp: unknown beneficiary"
     (denied,) = bodies(wal, "APPROVAL_DENIED")
@@ -207,7 +198,7 @@ def test_a_person_who_denies_refuses_the_step_and_is_named(hook: Hook, wal: File
 def test_a_webhook_answering_500_denies(wal: FileWAL, store: FileApprovalStore) -> None:
     broken = Hook(status=500)
     try:
-        err = refused(wal, PreFlightGate(approval_provider=gateway(store, broken, wal)))
+        err = refused(wal, PreFlightGate(approval_provider=gateway(store, broken.url, wal)))
     finally:
         broken.close()
     assert broken.count == 1 and "HTTP 500" in err.reason
@@ -223,7 +214,7 @@ def test_a_webhook_answering_500_denies(wal: FileWAL, store: FileApprovalStore) 
 
 def test_an_unreachable_webhook_denies(wal: FileWAL, store: FileApprovalStore) -> None:
     notifier = WebhookNotifier(f"http://127.0.0.1:{dead_port()}/hook", timeout=2)
-    gate = PreFlightGate(approval_provider=ApprovalGateway(store=store, notifier=notifier, wal=wal, policy=policy()))
+    gate = PreFlightGate(approval_provider=gateway(store, notifier, wal))
     err = refused(wal, gate)
     assert "unreachable" in err.reason
     assert store.entries()[0].status is Status.DENIED
@@ -239,7 +230,7 @@ def test_an_unreachable_store_denies_before_anyone_is_asked(
         store: Any = FileApprovalStore(blocker)
     else:
         store = RedisApprovalStore(f"redis://127.0.0.1:{dead_port()}/0", timeout=0.3)
-    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
+    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal)))
     assert "approval store" in err.reason
     assert hook.count == 0
     (denied,) = bodies(wal, "APPROVAL_DENIED")
@@ -258,7 +249,7 @@ def test_a_store_that_breaks_while_waiting_denies(hook: Hook, wal: FileWAL, stor
 
     t = threading.Thread(target=break_store, daemon=True)
     t.start()
-    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
+    err = refused(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal)))
     t.join(30)
     assert "approval store" in err.reason
     assert bodies(wal, "APPROVAL_DENIED")
@@ -267,7 +258,7 @@ def test_a_store_that_breaks_while_waiting_denies(hook: Hook, wal: FileWAL, stor
 def test_a_retried_step_finds_its_decision_instead_of_asking_twice(
     hook: Hook, wal: FileWAL, store: FileApprovalStore
 ) -> None:
-    gw = gateway(store, hook, wal)
+    gw = gateway(store, hook.url, wal)
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=80_000), "irreversible", "cannot be undone")
     answered = person(store, hook)
     first = gw.request_approval(request)
@@ -308,7 +299,7 @@ async def test_the_async_wait_keeps_the_event_loop_running(hook: Hook, wal: File
     t = threading.Thread(target=answer, daemon=True)
     t.start()
     wire = Wire()
-    gate = PreFlightGate(approval_provider=gateway(store, hook, wal))
+    gate = PreFlightGate(approval_provider=gateway(store, hook.url, wal))
     async with saga_scope(wal, gate=gate, saga_id="saga-async") as saga:
         await saga.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=wire, args={"amount": 1})
     running.cancel()
@@ -332,7 +323,7 @@ def test_a_decision_logged_by_the_cli_to_the_same_log_is_not_written_twice(
 
     t = threading.Thread(target=answer, daemon=True)
     t.start()
-    run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook, wal)))
+    run_wire(wal, PreFlightGate(approval_provider=gateway(store, hook.url, wal)))
     t.join(30)
     (granted,) = bodies(wal, "APPROVAL_GRANTED")
     assert granted["written_by"] == "cli"
@@ -351,7 +342,7 @@ def test_a_fresh_claim_by_another_writer_is_honoured_and_a_stale_one_is_not(
             return super().get(request_id)
 
     store = Counting(store.path)
-    gw = gateway(store, hook, wal)
+    gw = gateway(store, hook.url, wal)
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=1), "irreversible", "cannot be undone")
     key = log_key("decided", wal)
 
@@ -395,7 +386,7 @@ def test_a_fresh_claim_by_another_writer_is_honoured_and_a_stale_one_is_not(
 
 def test_the_console_notifier_prints_and_a_closed_stream_denies(wal: FileWAL, store: FileApprovalStore) -> None:
     out = io.StringIO()
-    gw = ApprovalGateway(store=store, notifier=ConsoleNotifier(out), wal=wal, policy=policy())
+    gw = gateway(store, ConsoleNotifier(out), wal)
     request = ApprovalRequest(req("wire.send", "IRREVERSIBLE", amount=1), "irreversible", "cannot be undone")
 
     def read_and_deny() -> None:
@@ -412,7 +403,7 @@ def test_the_console_notifier_prints_and_a_closed_stream_denies(wal: FileWAL, st
 
     closed = io.StringIO()
     closed.close()
-    gw = ApprovalGateway(store=store, notifier=ConsoleNotifier(closed), wal=wal, policy=policy())
+    gw = gateway(store, ConsoleNotifier(closed), wal)
     other = ApprovalRequest(req("wire.send", "IRREVERSIBLE", step=2, amount=1), "irreversible", "x")
     with pytest.raises(Exception, match="failed"):
         gw.request_approval(other)
@@ -441,7 +432,7 @@ def test_a_restart_tells_a_level_whose_message_never_went_out(hook: Hook, wal: F
     stranded = new_entry(request, time.time(), 60.0, ((("@oncall",), 0.0),)).replace(escalated=(0,))
     store.create(stranded)
     answered = person(store, hook)
-    assert gateway(store, hook, wal).request_approval(request).approved
+    assert gateway(store, hook.url, wal).request_approval(request).approved
     answered.join(30)
     assert hook.count == 1 and hook.requests() == [stranded.id]
     (entry,) = store.entries()
@@ -451,7 +442,7 @@ def test_a_restart_tells_a_level_whose_message_never_went_out(hook: Hook, wal: F
 async def test_the_async_path_fails_closed_too(wal: FileWAL, store: FileApprovalStore) -> None:
     broken = Hook(status=503)
     try:
-        gate = PreFlightGate(approval_provider=gateway(store, broken, wal))
+        gate = PreFlightGate(approval_provider=gateway(store, broken.url, wal))
         wire = Wire()
         with pytest.raises(SagaAborted) as caught:
             async with saga_scope(wal, gate=gate, saga_id="saga-async-broken") as saga:

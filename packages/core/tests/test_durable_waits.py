@@ -419,15 +419,15 @@ def wire() -> None:
 
 
 def test_a_signal_never_approves_a_step_the_gate_holds_for_a_person(tmp_path: Path) -> None:
-    from agent_saga import ApprovalGateway, ApprovalPolicy, EscalationLevel, FileApprovalStore, PreFlightGate
+    from approval_support import gateway, policy
+
+    from agent_saga import FileApprovalStore, PreFlightGate
     from agent_saga.context import set_default_gate
 
     wal = tmp_path / "w.wal"
     agent = SignalsItsWayIn(wal)
-    gateway = ApprovalGateway(store=FileApprovalStore(tmp_path / "approvals"), notifier=agent, wal=FileWAL(wal),
-                              policy=ApprovalPolicy(timeout=0.3, levels=(EscalationLevel(targets=("@oncall",)),),
-                                                    poll_interval=0.02))
-    previous = set_default_gate(PreFlightGate(approval_provider=gateway))
+    gw = gateway(FileApprovalStore(tmp_path / "approvals"), agent, FileWAL(wal), policy(0.3))
+    previous = set_default_gate(PreFlightGate(approval_provider=gw))
     try:
         with pytest.raises(SagaAborted, match="expir"):
             wire(saga_id="s-wire", wal=str(wal))

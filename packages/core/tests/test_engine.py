@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +26,7 @@ from agent_saga import (
     current_saga,
     saga_scope,
 )
+from agent_saga.engine.report import RollbackReport
 from agent_saga.engine.saga import Saga
 from agent_saga.ids import operation_id
 from agent_saga.registry import unregister
@@ -130,15 +131,20 @@ async def test_unknown_outcome_with_an_undo_known_before_the_call_is_compensated
     assert world.log == ["do charge", "undo charge"]
 
 
+async def _a_then_pay(world: World, pay: Callable[[], None]) -> RollbackReport:
+    """Step ``t.a``, then a ``pay`` step whose call ``pay`` fails: the report of the rollback that follows."""
+    with pytest.raises(SagaAborted) as info:
+        async with saga_scope(MemoryWAL()) as s:
+            await s.execute(tool="t.a", semantics=C, forward=lambda: world.do("a"), compensate=undo_by(world))
+            await s.execute(tool="pay", semantics=C, forward=pay, compensate=undo_by(world))
+    return info.value.report
+
+
 async def test_unknown_outcome_without_a_known_undo_is_never_clean(world: World) -> None:
     def charge_times_out() -> None:
         raise TimeoutError("gateway timeout")
 
-    with pytest.raises(SagaAborted) as info:
-        async with saga_scope(MemoryWAL()) as s:
-            await s.execute(tool="t.a", semantics=C, forward=lambda: world.do("a"), compensate=undo_by(world))
-            await s.execute(tool="pay", semantics=C, forward=charge_times_out, compensate=undo_by(world))
-    report = info.value.report
+    report = await _a_then_pay(world, charge_times_out)
     assert not report.clean
     assert [(s.tool, s.outcome) for s in report.steps] == [
         ("pay", Outcome.UNRESOLVED), ("t.a", Outcome.COMPENSATED)]
@@ -149,12 +155,9 @@ async def test_not_applied_needs_no_undo(world: World) -> None:
     def declined() -> None:
         raise NotApplied("card declined")
 
-    with pytest.raises(SagaAborted) as info:
-        async with saga_scope(MemoryWAL()) as s:
-            await s.execute(tool="t.a", semantics=C, forward=lambda: world.do("a"), compensate=undo_by(world))
-            await s.execute(tool="pay", semantics=C, forward=declined, compensate=undo_by(world))
-    assert info.value.report.clean
-    assert [s.tool for s in info.value.report.steps] == ["t.a"]
+    report = await _a_then_pay(world, declined)
+    assert report.clean
+    assert [s.tool for s in report.steps] == ["t.a"]
 
 
 async def test_failed_compensation_halts_and_leaves_older_steps_unresolved(world: World) -> None:

@@ -15,15 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook, of_type, trusted_key, wait_for
+from approval_support import Hook, gateway, of_type, trusted_key, wait_for
 from gate_support import Approver, req
 
 from agent_saga import (
-    ApprovalGateway,
-    ApprovalPolicy,
     BudgetLimit,
     Compensation,
-    EscalationLevel,
     FileApprovalStore,
     FileWAL,
     KillSwitch,
@@ -31,7 +28,6 @@ from agent_saga import (
     RetryPolicy,
     SagaAborted,
     StepRefused,
-    WebhookNotifier,
     saga_scope,
 )
 from agent_saga.approvals import decide
@@ -85,10 +81,7 @@ def test_a_halt_pulled_while_a_human_decides_stops_the_approved_step(wal: FileWA
     key = trusted_key()
     store = FileApprovalStore(tmp_path / "approvals")
     hook = Hook()
-    gate = PreFlightGate(approval_provider=ApprovalGateway(
-        store=store, notifier=WebhookNotifier(hook.url), wal=wal,
-        policy=ApprovalPolicy(timeout=60, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02),
-    ))
+    gate = PreFlightGate(approval_provider=gateway(store, hook.url, wal))
     sent: list[int] = []
 
     def person() -> None:

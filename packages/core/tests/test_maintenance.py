@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
-from open_saga import leave_open
+from open_saga import leave_open, settle_two
 from operator_support import trusted_operator_key
 
 from agent_saga import ActionSemantics, Compensation, FileWAL, SagaAborted, saga_scope
@@ -35,14 +35,8 @@ def undo(r: Any) -> Compensation:
 
 def run_sagas(wal: FileWAL) -> dict[str, str]:
     """Four sagas on the real engine: completed, clean rollback, unclean rollback, open."""
-    ids: dict[str, str] = {}
-    with saga_scope(wal, name="done") as s:
-        ids["completed"] = s.saga_id
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 1}, compensate=undo)
-    with pytest.raises(SagaAborted), saga_scope(wal, name="undone") as s:
-        ids["clean"] = s.saga_id
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 2}, compensate=undo)
-        raise RuntimeError("model gave up")
+    settled = settle_two(wal, undo)
+    ids = {"completed": settled["done"], "clean": settled["undone"]}
     with pytest.raises(SagaAborted), saga_scope(wal, name="stranded") as s:
         ids["unclean"] = s.saga_id
         s.execute(tool="mail.send", semantics=IRR, forward=lambda: "sent")

@@ -24,7 +24,7 @@ import agent_saga
 from agent_saga import FileWAL, MemoryWAL, OpenAICompatibleTier, SagaAborted, cascade, saga_scope
 from agent_saga.credentials import credential_ref, set_credential_resolver
 from agent_saga.runtime import Verdict
-from agent_saga.testing import ChatServer, Reply
+from agent_saga.testing import ChatServer, Reply, committed_steps
 
 # A local HTTP server, and the SDK runs `uname -p` for its platform headers: not for the fast lane.
 pytestmark = pytest.mark.slow
@@ -54,10 +54,6 @@ def _client(server: ChatServer) -> OpenAI:
     return OpenAI(base_url=server.base_url, api_key=KEY, max_retries=0)
 
 
-def _committed(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r["body"] for r in records if r["type"] == "STEP_COMMITTED"]
-
-
 def test_a_chat_call_inside_a_saga_is_a_reversible_step_recording_the_request_and_the_response(
     server: ChatServer, patched: agent_saga.PatchReport,
 ) -> None:
@@ -67,7 +63,7 @@ def test_a_chat_call_inside_a_saga_is_a_reversible_step_recording_the_request_an
         answer = client.chat.completions.create(model="planner", messages=ASK, temperature=0)
     assert isinstance(answer, ChatCompletion) and answer.choices[0].message.content == "go to oslo"
     assert [r["type"] for r in wal.records()] == ["SAGA_STARTED", "STEP_COMMITTED", "SAGA_COMPLETED"]
-    (step,) = _committed(wal.records())
+    (step,) = committed_steps(wal.records())
     assert (step["tool"], step["semantics"], step["origin"]) == (CHAT, "REVERSIBLE", "openai")
     assert step["args"] == {"messages": ASK, "model": "planner", "temperature": 0}  # the request, as passed
     assert step["result"] == answer.model_dump(mode="json", exclude_unset=True)
@@ -96,7 +92,7 @@ def test_a_responses_call_is_a_step_too(server: ChatServer, patched: agent_saga.
     with saga_scope(wal):
         answer = _client(server).responses.create(model="writer", input="confirm R-oslo")
     assert isinstance(answer, Response) and answer.output_text == "booked"
-    (step,) = _committed(wal.records())
+    (step,) = committed_steps(wal.records())
     assert step["tool"] == RESPONSES and step["result"] == answer.model_dump(mode="json", exclude_unset=True)
     assert server.requests_for("writer")[0].path.endswith("/v1/responses")
 
@@ -113,8 +109,8 @@ def test_the_async_client_calls_are_steps(server: ChatServer, patched: agent_sag
         return first, second
 
     first, second = asyncio.run(run())
-    assert [s["tool"] for s in _committed(wal.records())] == [CHAT, RESPONSES]
-    assert [s["result"] for s in _committed(wal.records())] == [first.model_dump(mode="json", exclude_unset=True),
+    assert [s["tool"] for s in committed_steps(wal.records())] == [CHAT, RESPONSES]
+    assert [s["result"] for s in committed_steps(wal.records())] == [first.model_dump(mode="json", exclude_unset=True),
                                                                   second.model_dump(mode="json", exclude_unset=True)]
 
 
@@ -147,7 +143,7 @@ def test_a_streamed_call_and_a_raw_response_call_pass_through_with_a_warning(
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert len(said) == 2 and all(f"{CHAT} is not a saga step here" in s for s in said)
     assert "stream=True" in said[0] and "with_raw_response" in said[1]
-    assert _committed(wal.records()) == [] and len(server.received) == 2
+    assert committed_steps(wal.records()) == [] and len(server.received) == 2
 
 
 def test_patching_is_idempotent_and_unpatch_restores_the_sdks_own_methods() -> None:
@@ -177,7 +173,7 @@ def test_the_cascades_openai_tier_calls_are_steps_once_patched(server: ChatServe
     finally:
         set_credential_resolver(None)
     assert result.host == "planner"
-    (step,) = _committed(wal.records())
+    (step,) = committed_steps(wal.records())
     assert step["tool"] == CHAT and step["args"]["model"] == "planner" and step["args"]["messages"] == ASK
     assert KEY not in repr(list(wal.records()))
 
@@ -190,7 +186,7 @@ def test_the_logged_request_is_plain_json_and_a_one_shot_iterator_still_reaches_
         _client(server).chat.completions.create(model="planner", messages=iter(ASK), temperature=NOT_GIVEN,
                                                 top_p=omit, timeout=30)
     assert server.received[0].body["messages"] == ASK  # read by the log and sent whole
-    (step,) = _committed(wal.records())
+    (step,) = committed_steps(wal.records())
     assert step["args"] == {"messages": ASK, "model": "planner"}  # unset values and transport left out
 
 

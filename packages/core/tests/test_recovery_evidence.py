@@ -11,13 +11,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import recovery_world as world
 from recovery_checks import WORKER, env_for, read_log, run_worker, wait_until_expired
+from refund_world import fresh_refunds, later, refund, refunds
 from small_disk import run_on_small_disk
 
 from agent_saga import (
@@ -27,7 +27,6 @@ from agent_saga import (
     RetryPolicy,
     SagaAborted,
     call_with,
-    compensator,
     saga_scope,
 )
 from agent_saga.cli.main import main
@@ -39,30 +38,9 @@ from agent_saga.recovery.escalations import escalate_rollback
 from agent_saga.recovery.lease import LeaseKeeper, LeaseLifecycle, lease_path
 from agent_saga.semantics import Outcome
 
+__all__ = ["fresh_refunds"]  # the fixture, imported for pytest
+
 C, IRR = ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE
-LATER = 3600.0  # how far the daemon's clock is set ahead: every lease has long expired
-
-refunds: list[str] = []
-
-
-@compensator("evidence.refund")
-def refund(ref: str, idempotency_key: str | None = None) -> None:
-    refunds.append(ref)
-    if ref.startswith("FAIL"):
-        raise RuntimeError("the card network is down")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_refunds() -> Iterator[None]:
-    refunds.clear()
-    yield
-    refunds.clear()
-
-
-def later() -> float:
-    return time.time() + LATER
-
-
 def agent_saga(world_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "agent_saga", *args], env=env_for(world_dir, role="daemon"),
                           capture_output=True, text=True, timeout=120, check=False)

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import repair_world as world
 from operator_support import untrusted_operator_key
-from repair_checks import LATER, OPERATOR, WHY, dead_onboarding, repair_world, signer, types
+from repair_checks import (
+    LATER,
+    OPERATOR,
+    WHY,
+    assert_both_undone,
+    dead_onboarding,
+    repair_world,
+    signer,
+    types,
+)
 
 from agent_saga import FileWAL, RecoveryDaemon, RepairSession
 from agent_saga.audit import verify_records
@@ -29,8 +37,6 @@ from agent_saga.ui import reconstruct
 __all__ = ["repair_world"]  # the fixture, imported for pytest
 
 pytestmark = pytest.mark.usefixtures("repair_world")
-
-CHARGE, ACCOUNT = "ch-acct-ada@example.com-4200", "acct-ada@example.com"
 
 
 def _opening(signed_by: str, saga_id: str, tmp_path: Path) -> dict[str, Any]:
@@ -54,9 +60,7 @@ async def test_a_repair_the_agent_opened_itself_does_not_silence_recovery(
     with RecoveryDaemon(wal, clock=LATER) as daemon:
         report = daemon.sweep()
     assert saga_id not in report.skipped, report.summary()
-    assert report.recovered == [saga_id] and report.compensated == 2
-    assert world.undone("stripe.refund") == [CHARGE]  # the charge does not stand
-    assert world.undone("crm.delete_account") == [ACCOUNT]
+    assert_both_undone(report, saga_id)  # the charge does not stand
     # Where a person reads it, the name is shown as the claim it is.
     (picture,) = [run for run in reconstruct(wal.records()) if run.saga_id == saga_id]
     assert any(v.type == rtype and f"{OPERATOR} (unsigned)" in v.label for v in picture.verdicts)
@@ -83,8 +87,7 @@ async def test_an_end_the_agent_wrote_itself_is_neither_believed_nor_silent(wal:
     )
     with RecoveryDaemon(wal, clock=LATER) as daemon:
         report = daemon.sweep()
-    assert report.recovered == [saga_id] and report.compensated == 2
-    assert world.undone("stripe.refund") == [CHARGE]
+    assert_both_undone(report, saga_id)
 
 
 async def test_a_copy_of_a_signed_opening_opens_nothing(wal: FileWAL) -> None:

@@ -39,6 +39,7 @@ from agent_saga.log.default import shared_log
 from agent_saga.log.file import read_records
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.escalations import queue_of
+from agent_saga.testing import stop_run_if
 
 CITIES = ["paris", "rome", "oslo"]
 
@@ -63,8 +64,7 @@ def trip_until(cities: list[Any]) -> list[Any]:
     refs = []
     visits = cities[:1] if HOOK.get("short") else cities
     for city in reversed(visits) if HOOK.get("reverse") else visits:
-        if HOOK.get("stop") == city:
-            raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+        stop_run_if(HOOK.get("stop") == city)
         if HOOK.get("wait") == city:
             HOOK["entered"].set()
             assert HOOK["release"].wait(60)
@@ -92,8 +92,7 @@ def ask(prompt: str) -> str:  # a model call that may be refused before it is ta
 def ask_and_book(cities: list[Any]) -> list[Any]:
     refs = []
     for city in cities:
-        if HOOK.get("stop") == city:
-            raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+        stop_run_if(HOOK.get("stop") == city)
         try:
             ask(city)
         except NotApplied:
@@ -270,8 +269,7 @@ def with_secrets(owner: str, needs_account: bool) -> str:
     key = fetch_token()["api_key"]
     account = open_account(owner)["id"] if needs_account else "-"
     trip.book("paris")
-    if HOOK.get("stop"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(HOOK.get("stop"))
     return f"{key} {account}"
 
 

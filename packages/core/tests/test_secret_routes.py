@@ -18,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from approval_support import Hook
+from approval_support import Hook, gateway
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_saga import (
-    ApprovalGateway,
-    ApprovalPolicy,
-    EscalationLevel,
     FileApprovalStore,
     FileWAL,
     PreFlightGate,
@@ -134,10 +131,7 @@ def test_a_webhook_urls_password_reaches_no_exception_denial_or_repr(
     try:
         url = hook.url.replace("http://", f"http://bot:{password}@")
         notifier = WebhookNotifier(url)
-        gate = PreFlightGate(approval_provider=ApprovalGateway(
-            store=FileApprovalStore(tmp_path / "approvals"), notifier=notifier, wal=wal,
-            policy=ApprovalPolicy(timeout=60, levels=(EscalationLevel(targets=("@oncall",)),), poll_interval=0.02),
-        ))
+        gate = PreFlightGate(approval_provider=gateway(FileApprovalStore(tmp_path / "approvals"), notifier, wal))
         try:
             with saga_scope(wal, gate=gate) as s:
                 s.execute(tool="wire.send", semantics="IRREVERSIBLE", forward=lambda: "sent", args={"amount": 80_000})

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from open_saga import leave_open
+from open_saga import leave_open, settle_two
 
 import agent_saga
 from agent_saga import (
@@ -26,7 +26,6 @@ from agent_saga import (
     FileWAL,
     MemoryWAL,
     RecoveryDaemon,
-    SagaAborted,
     saga_scope,
 )
 from agent_saga.audit import verify_log
@@ -74,14 +73,7 @@ def test_read_since_refuses_what_is_not_a_seq(bad: Any) -> None:
 
 def _settled_and_open(path: Path) -> dict[str, str]:
     wal = FileWAL(path)
-    ids: dict[str, str] = {}
-    with saga_scope(wal, name="done") as s:
-        ids["done"] = s.saga_id
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 1}, compensate=undo)
-    with pytest.raises(SagaAborted), saga_scope(wal, name="undone") as s:
-        ids["undone"] = s.saga_id
-        s.execute(tool="db.insert", semantics=C, forward=lambda: {"id": 2}, compensate=undo)
-        raise RuntimeError("model gave up")
+    ids = settle_two(wal, undo)
     wal.close()
     return ids
 

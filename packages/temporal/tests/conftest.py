@@ -87,6 +87,13 @@ def lines(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
     return found
 
 
+
+def succeeded(done: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    """The ``Label: value`` lines of an example run that exited 0 (its stderr shown where it did not)."""
+    assert done.returncode == 0, done.stderr
+    return lines(done)
+
+
 @asynccontextmanager
 async def worker(address: str, script: list[Any], **options: Any) -> AsyncIterator[tuple[Client, str]]:
     """A worker for the checkout on its own task queue, driven by ``script``."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_saga_temporal.examples.ecommerce import steps
 from agent_saga_temporal.examples.ecommerce.provider import Provider
-from conftest import kinds, lines, run_example
+from conftest import kinds, lines, run_example, succeeded
 
 FORWARD = ["create reservation", "create charge", "create shipment"]
 
@@ -35,9 +35,7 @@ def test_worker_killed_after_an_effect_resumes_without_doubling_it(
     assert "Outcome" not in lines(first)
     assert kinds(provider, order_id) == FORWARD[:applied]  # the effect landed; nobody was told
 
-    second = run_example("happy", state=state, address=temporal_address, extra_env=same_job)
-    assert second.returncode == 0, second.stderr
-    out = lines(second)
+    out = succeeded(run_example("happy", state=state, address=temporal_address, extra_env=same_job))
     assert out["Outcome"] == "succeeded_verified"
     assert out["Provider effects"] == "3"
     assert kinds(provider, order_id) == FORWARD  # the crashed step was reconciled, not run again

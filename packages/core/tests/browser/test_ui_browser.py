@@ -30,6 +30,12 @@ def open_run(page: Page, name: str) -> None:
     expect(page.locator("#run-title")).to_contain_text(name)
 
 
+def open_run_of(page: Page, serve: Serve, log: Path, name: str) -> None:
+    """The debugger on ``log`` in ``page``, with its run ``name`` open."""
+    page.goto(serve(log).url)
+    open_run(page, name)
+
+
 def test_the_page_lists_the_demo_runs_and_names_its_tools(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
     server = serve(demo_copy)
     page.goto(server.url)
@@ -46,9 +52,7 @@ def test_the_page_lists_the_demo_runs_and_names_its_tools(page: Page, serve: Ser
 def test_how_long_a_run_lasted_moves_nothing_below_it(page: Page, serve: Serve, demo_copy: Path) -> None:
     # The README's screenshot is compared to the pixel outside the text that differs per run: a
     # duration of 111.1 ms instead of 72.2 ms wrapped the run's line and moved 12% of the pixels.
-    server = serve(demo_copy)
-    page.goto(server.url)
-    open_run(page, "onboard-acme")
+    open_run_of(page, serve, demo_copy, "onboard-acme")
     below = page.locator("#watch").bounding_box()
     page.evaluate("state.detail.ended_us = state.detail.started_us + 1234.56e6; renderRun()")
     expect(page.locator("#run-meta")).to_contain_text("lasted 1234.56 s")
@@ -73,9 +77,7 @@ def test_filters_show_runs_by_status(page: Page, serve: Serve, tmp_path: Path) -
 def test_opening_a_step_shows_the_compensation_that_ran(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
     key = next(r["body"]["key"] for r in read_records(demo_copy)
                if r["type"] == "STEP_COMPENSATED" and r["step"] == 3)
-    server = serve(demo_copy)
-    page.goto(server.url)
-    open_run(page, "onboard-acme")
+    open_run_of(page, serve, demo_copy, "onboard-acme")
     unwind = page.locator("#unwind button")
     assert unwind.evaluate_all("bs => bs.map(b => b.dataset.step)") == ["3", "2", "1"]  # LIFO
     for button in unwind.all():
@@ -97,9 +99,7 @@ def test_arguments_show_references_and_redactions_never_secrets(page: Page, serv
         s.execute(tool="pay.charge", semantics="IRREVERSIBLE", forward=lambda: 1,
                   args={"amount": 5, "api_key": "sk-live-SECRET1", "credential_ref": "vault://stripe/prod"})
     wal.close()
-    server = serve(tmp_path / "s.wal")
-    page.goto(server.url)
-    open_run(page, "with-secrets")
+    open_run_of(page, serve, tmp_path / "s.wal", "with-secrets")
     page.locator("#forward button").first.click()
     rows = page.locator("#inspect table.args tr[data-kind]")
     expect(rows).to_have_count(3)
@@ -114,9 +114,7 @@ def test_a_resumed_run_marks_the_steps_served_from_the_log(page: Page, serve: Se
     # Issue 41 part 8: the steps a resume took from the log, apart from the ones it ran; a city named
     # like markup, from the log, stays text.
     served, live = resumed_run(tmp_path / "r.wal", ["paris", '<img src=x onerror="alert(1)">', "oslo"])
-    server = serve(tmp_path / "r.wal")
-    page.goto(server.url)
-    open_run(page, "marks.trip")
+    open_run_of(page, serve, tmp_path / "r.wal", "marks.trip")
     forward = page.locator("#forward button")
     expect(forward).to_have_count(len(served) + len(live))
     marks = forward.evaluate_all("bs => bs.map(b => [Number(b.dataset.step), b.dataset.served, b.textContent])")
@@ -134,9 +132,7 @@ def test_a_resumed_run_marks_the_steps_served_from_the_log(page: Page, serve: Se
 
 
 def test_watch_from_start_replays_the_run_to_its_verdict(page: Page, serve: Serve, demo_copy: Path, shot: Shot) -> None:
-    server = serve(demo_copy)
-    page.goto(server.url)
-    open_run(page, "onboard-acme")
+    open_run_of(page, serve, demo_copy, "onboard-acme")
     expect(page.locator("#verdict-text")).to_have_text("rollback clean")
     page.locator("#watch").click()
     page.locator("#pause").click()
@@ -314,9 +310,7 @@ def test_what_the_agent_wrote_is_shown_escaped_and_cannot_reorder_the_page(page:
     with saga_scope(wal, name="n" + evil, saga_id="s" + evil) as s:
         s.execute(tool="pay" + evil, semantics="IRREVERSIBLE", args={"memo": evil}, forward=lambda: 1)
     wal.close()
-    server = serve(tmp_path / "evil.wal")
-    page.goto(server.url)
-    open_run(page, "n" + shown)
+    open_run_of(page, serve, tmp_path / "evil.wal", "n" + shown)
     page.locator("#forward button").first.click()
     expect(page.locator("#inspect")).to_contain_text("pay" + shown)
     expect(page.locator("#inspect")).to_contain_text(shown)
@@ -336,9 +330,7 @@ def test_each_step_shows_the_framework_it_came_from_as_text(page: Page, serve: S
         s.execute(tool="book", semantics="REVERSIBLE", forward=lambda: 2, origin=hostile)
         s.execute(tool="note", semantics="REVERSIBLE", forward=lambda: 3)
     wal.close()
-    server = serve(tmp_path / "origin.wal")
-    page.goto(server.url)
-    open_run(page, "mixed")
+    open_run_of(page, serve, tmp_path / "origin.wal", "mixed")
     origins = page.locator("#forward button .origin")
     expect(origins).to_have_count(2)  # the step no framework made has none
     assert origins.all_inner_texts() == ["langgraph", hostile.replace("\u202e", "\\u202e")]
@@ -369,9 +361,7 @@ def test_a_long_run_replays_page_by_page_to_its_verdict(page: Page, serve: Serve
     # 1,500 steps: 6,003 frames, served in pages of at most 2,000, fetched as the replay needs them;
     # the timelines draw 300 steps around the one in focus and count the rest
     write_long_run(tmp_path / "long.wal", 1500)
-    server = serve(tmp_path / "long.wal")
-    page.goto(server.url)
-    open_run(page, "long-run")
+    open_run_of(page, serve, tmp_path / "long.wal", "long-run")
     expect(page.locator("#unwind button")).to_have_count(300)
     expect(page.locator("#unwind .elided")).to_have_text(["1200 step(s) below not drawn"])
     expect(page.locator("#records li")).to_have_count(2001)
@@ -416,9 +406,7 @@ def test_a_provenance_refusal_shows_its_rule_reason_and_the_claim(page: Page, se
         s.execute(tool="stripe.charge", semantics="IRREVERSIBLE", args={"amount": sourced(4300, spans[1])},
                   forward=lambda: 1)
     wal.close()
-    server = serve(tmp_path / "prov.wal")
-    page.goto(server.url)
-    open_run(page, "made-up-amount")
+    open_run_of(page, serve, tmp_path / "prov.wal", "made-up-amount")
     page.locator("#forward button").first.click()
     inspector = page.locator("#inspect")
     expect(inspector).to_contain_text("refused by")
@@ -459,9 +447,7 @@ def test_each_cascade_verdict_is_a_visible_line_shown_as_text(page: Page, serve:
     writer = threading.Thread(target=asyncio.run, args=(run(),))
     writer.start()
     writer.join()
-    server = serve(tmp_path / "c.wal")
-    page.goto(server.url)
-    open_run(page, "cascading")
+    open_run_of(page, serve, tmp_path / "c.wal", "cascading")
     lines = page.locator("#run-verdicts li")
     expect(lines).to_have_count(2)
     expect(lines.nth(0)).to_contain_text("CASCADE_RESOLVED \u2014 cascade resolved on frontier after 1 escalation(s)")
@@ -486,9 +472,7 @@ def test_the_inspector_shows_a_repair_request_and_a_thrash_stop(page: Page, serv
         for _ in range(2):
             s.execute(tool="charge", semantics="REVERSIBLE", forward=lambda: 1, args={"amount": 3})
     wal.close()
-    server = serve(tmp_path / "r.wal")
-    page.goto(server.url)
-    open_run(page, "thrashing")
+    open_run_of(page, serve, tmp_path / "r.wal", "thrashing")
     page.locator("#forward button").first.click()
     expect(page.locator("#inspect")).to_contain_text("repair requested: amount: got '<b>lots</b>', needs int")
     page.locator("#forward button").nth(2).click()

@@ -40,6 +40,15 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def pg_url() -> str:
+    """The PostgreSQL the tests use (``AGENT_SAGA_TEST_PG_URL``); unset, the test fails saying how to start it."""
+    url = os.environ.get("AGENT_SAGA_TEST_PG_URL")
+    if not url:
+        pytest.fail("AGENT_SAGA_TEST_PG_URL is not set: run `scripts/services start` and "
+                    "`eval \"$(scripts/services env)\"` (or run the suite through scripts/test)")
+    return url
+
+
 @pytest.fixture(scope="session")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     from salesforce_server import make_certificate

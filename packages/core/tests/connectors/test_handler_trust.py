@@ -79,6 +79,14 @@ def secrets_dir(tmp_path: Path) -> Iterator[Path]:
     set_credential_resolver(None)
 
 
+def outside(secrets: Path, name: str, text: str) -> Path:
+    """``text`` written to ``name`` beside the secrets directory, where no credential's name leads: its path."""
+    path = secrets.parent / name
+    path.parent.mkdir()
+    path.write_text(text)
+    return path
+
+
 def test_no_shipped_connector_undo_takes_a_way_to_reach_something() -> None:
     handlers = [stripe_connector.refund, postgres.revert_update, postgres.remove_inserted, postgres.restore_deleted,
                 salesforce.revert, sqlalchemy_connector.revert_update, sqlalchemy_connector.remove_inserted,
@@ -92,12 +100,10 @@ def test_stripe_refund_refuses_a_credential_outside_its_resolvers_names(
     stripe_server: StripeServer, secrets_dir: Path
 ) -> None:
     (secrets_dir / "stripe_test").write_text(stripe_server.api_key)
-    other = secrets_dir.parent / "other"
-    other.mkdir()
-    (other / "live_key").write_text(stripe_server.api_key)  # another account's key, say
+    live_key = outside(secrets_dir, "other/live_key", stripe_server.api_key)  # another account's key, say
     stripe_server.charges["ch_1"] = {"id": "ch_1", "object": "charge", "amount": 5, "currency": "usd",
                                     "status": "succeeded", "refunded": False, "amount_refunded": 0, "metadata": {}}
-    for ref in ("../other/live_key", f"{other}/live_key", "http://127.0.0.1:1/key"):
+    for ref in ("../other/live_key", str(live_key), "http://127.0.0.1:1/key"):
         with pytest.raises(CompensationRefused, match="not a credential's name"):
             stripe_connector.refund("ch_1", credential_ref=ref, idempotency_key="k1")
     assert stripe_server.refund_requests == []  # nothing went out, with any key
@@ -109,9 +115,7 @@ def test_stripe_refund_refuses_a_credential_outside_its_resolvers_names(
 def test_postgres_undos_refuse_a_connection_string_the_record_points_at(
     listener: Listener, secrets_dir: Path, handler: str
 ) -> None:
-    elsewhere = secrets_dir.parent / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "dsn").write_text(f"postgresql://agent@127.0.0.1:{listener.port}/x?connect_timeout=3")
+    outside(secrets_dir, "elsewhere/dsn", f"postgresql://agent@127.0.0.1:{listener.port}/x?connect_timeout=3")
     kwargs: dict[str, Any] = {"table": "accounts", "key": {"id": 1}}
     kwargs |= {"revert_update": {"before": {"n": "1"}, "wrote": {"n": 2}},
                "remove_inserted": {"row": {"id": 1, "n": 2}},
@@ -126,9 +130,7 @@ def test_postgres_undos_refuse_a_connection_string_the_record_points_at(
 def test_sqlalchemy_undos_refuse_a_database_url_the_record_points_at(
     listener: Listener, secrets_dir: Path, handler: str
 ) -> None:
-    elsewhere = secrets_dir.parent / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "url").write_text(f"postgresql+psycopg://agent@127.0.0.1:{listener.port}/x?connect_timeout=3")
+    outside(secrets_dir, "elsewhere/url", f"postgresql+psycopg://agent@127.0.0.1:{listener.port}/x?connect_timeout=3")
     planted = secrets_dir.parent / "planted.db"  # a SQLite URL creates its file on first connection
     kwargs: dict[str, Any] = {"table": "accounts", "key": {"id": 1}}
     kwargs |= {"revert_update": {"before": {"n": 1}, "wrote": {"n": 2}},

@@ -5,7 +5,6 @@ Each test gets its own schema; `AGENT_SAGA_TEST_PG_URL` names the server.
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from conftest import pg_url
 
 from agent_saga import FileWAL, NotApplied, SagaAborted, saga_scope
 from agent_saga.connectors import set_credential_resolver
@@ -32,10 +32,7 @@ ORIGINAL = {"org": 1, "id": 7, "price": "12.50", "meta": {"a": 1.5}, "at": "2024
 
 @pytest.fixture
 def db() -> Iterator[dict[str, Any]]:
-    url = os.environ.get("AGENT_SAGA_TEST_PG_URL")
-    if not url:
-        pytest.fail("AGENT_SAGA_TEST_PG_URL is not set: run `scripts/services start` and "
-                    "`eval \"$(scripts/services env)\"` (or run the suite through scripts/test)")
+    url = pg_url()
     schema = f"agent_saga_conn_{uuid.uuid4().hex[:10]}"
     app = f"{schema}_app"
     dsn = f"{url}{'&' if '?' in url else '?'}application_name={app}"

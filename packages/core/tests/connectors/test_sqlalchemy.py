@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 import pytest
 import sqlalchemy as sa
-from conftest import HERE, subprocess_env
+from conftest import HERE, pg_url, subprocess_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_profiles import examples
@@ -86,10 +86,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Backend]:
 
 
 def _postgres() -> Iterator[Backend]:
-    url = os.environ.get("AGENT_SAGA_TEST_PG_URL")
-    if not url:
-        pytest.fail("AGENT_SAGA_TEST_PG_URL is not set: run `scripts/services start` and "
-                    "`eval \"$(scripts/services env)\"` (or run the suite through scripts/test)")
+    url = pg_url()
     schema = f"agent_saga_sa_{uuid.uuid4().hex[:10]}"
     app = f"{schema}_app"
     driver_url = "postgresql+psycopg://" + url.split("://", 1)[1]

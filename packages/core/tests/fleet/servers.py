@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gate_support import server_port
@@ -42,6 +43,23 @@ def pg_url() -> str:
     except psycopg.Error as err:
         pytest.fail(f"no PostgreSQL answers at {url} ({err}); {HOW}", pytrace=False)
     return url
+
+
+def edit_stored_line(wal: Any, backend: str, seq: int, old: str, new: str) -> str:
+    """Change one stored record behind the log's back (what anyone with database access could do); the forged line."""
+    line = next(line for s, line in wal.lines_after(0) if s == seq)
+    assert old in line
+    forged = line.replace(old, new)
+    if backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(wal._conninfo, autocommit=True) as conn:
+            conn.execute(f"UPDATE {wal.table} SET line = %s WHERE log = %s AND seq = %s", (forged, wal.log_name, seq))
+    else:
+        key = wal.keys["records"]
+        wal.client.zremrangebyscore(key, seq, seq)
+        wal.client.zadd(key, {forged: seq})
+    return forged
 
 
 def _wait(check: object, what: str, timeout: float = 30.0) -> None:

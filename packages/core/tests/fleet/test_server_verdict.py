@@ -17,32 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refund_world import fresh_refunds, later, refunds
+from servers import edit_stored_line
 
-from agent_saga import ActionSemantics, Compensation, compensator, saga_scope
+from agent_saga import ActionSemantics, Compensation, saga_scope
 from agent_saga.log.chain import ChainUnverified
 from agent_saga.log.resolve import open_log
 from agent_saga.recovery import RecoveryDaemon
 from agent_saga.recovery.fold import ServerTail
 
-LATER = 3600.0  # the daemon's clock this far ahead: every lease has long run out
-
-refunds: list[str] = []
-
-
-@compensator("fleet-verdict.refund")
-def refund(ref: str, idempotency_key: str | None = None) -> None:
-    refunds.append(ref)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_refunds() -> Iterator[None]:
-    refunds.clear()
-    yield
-    refunds.clear()
-
-
-def later() -> float:
-    return time.time() + LATER
+__all__ = ["fresh_refunds"]  # the fixture, imported for pytest
 
 
 def dead_saga(wal: Any, saga: str, ref: str) -> None:
@@ -51,24 +35,8 @@ def dead_saga(wal: Any, saga: str, ref: str) -> None:
     wal.append("STEP_INTENT", saga, {"tool": "stripe.charge", "semantics": "COMPENSABLE", "op": f"o-{saga}",
                                      "args": {}, "compensation": None}, 1)
     wal.append("STEP_COMMITTED", saga, {"op": f"o-{saga}", "compensation": {
-        "handler": "fleet-verdict.refund", "kwargs": {"ref": ref}, "key": f"key-{saga}", "recoverable": True}}, 1)
+        "handler": "evidence.refund", "kwargs": {"ref": ref}, "key": f"key-{saga}", "recoverable": True}}, 1)
     wal.barrier()
-
-
-def edit_stored_line(wal: Any, backend: str, seq: int, old: str, new: str) -> None:
-    """Change one stored record behind the log's back."""
-    line = next(line for s, line in wal.lines_after(0) if s == seq)
-    assert old in line
-    forged = line.replace(old, new)
-    if backend == "postgres":
-        import psycopg
-
-        with psycopg.connect(wal._conninfo, autocommit=True) as conn:
-            conn.execute(f"UPDATE {wal.table} SET line = %s WHERE log = %s AND seq = %s", (forged, wal.log_name, seq))
-    else:
-        key = wal.keys["records"]
-        wal.client.zremrangebyscore(key, seq, seq)
-        wal.client.zadd(key, {forged: seq})
 
 
 def types(url: str) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from open_saga import leave_open
-from servers import ThrowawayRedis
+from servers import ThrowawayRedis, edit_stored_line
 
 from agent_saga import (
     ActionSemantics,
@@ -163,24 +163,10 @@ def test_maintenance_refuses_a_log_whose_chain_was_edited(url: str, backend: str
         wal.append("STEP_COMMITTED", "s", {"amount": 1}, 1)
         wal.append("STEP_COMMITTED", "s", {"amount": 2}, 2)
         wal.barrier()
-        forged = next(line for s, line in wal.lines_after(0) if s == 1).replace('"amount":1', '"amount":9')
-        _store_line(wal, backend, 1, forged)
+        forged = edit_stored_line(wal, backend, 1, '"amount":1', '"amount":9')
         with pytest.raises(LogMaintenanceError, match="refusing to compact"):
             wal.compact(keep=lambda r: False, signer=operator_key)
         assert next(line for _, line in wal.lines_after(0)) == forged  # nothing was changed
-
-
-def _store_line(wal: Any, backend: str, seq: int, line: str) -> None:
-    """Edit a stored line behind the log's back (what an attacker with database access could do)."""
-    if backend == "postgres":
-        import psycopg
-
-        with psycopg.connect(wal._conninfo, autocommit=True) as conn:
-            conn.execute(f"UPDATE {wal.table} SET line = %s WHERE log = %s AND seq = %s", (line, wal.log_name, seq))
-    else:
-        key = wal.keys["records"]
-        wal.client.zremrangebyscore(key, seq, seq)
-        wal.client.zadd(key, {line: seq})
 
 
 def test_encrypted_bodies_are_stored_sealed_and_read_with_the_key(url: str) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from readyz import wait_ready
 
 HERE = Path(__file__).parent
 
@@ -48,19 +49,8 @@ class Server:
         return self
 
     def wait_ready(self, within: float = 60.0) -> None:
-        deadline = time.monotonic() + within
-        while True:
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise AssertionError(f"{self.name} exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                if self.http.get("/readyz").status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name} never became ready:\n{self.log()}")
-            time.sleep(0.1)
+        assert self.process is not None
+        wait_ready(self.process, self.http, self.log, self.name, within)
 
     def log(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.dir.glob("uvicorn-*.log")))

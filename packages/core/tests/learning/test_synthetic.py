@@ -81,6 +81,20 @@ def undo(_result: Any) -> Compensation:
     return Compensation(fn=lambda: None, description="undo")
 
 
+def charge_then_fail(
+    wal: FileWAL, name: str, v: Typed, charge: int, tool: str, args: dict[str, Any], error: Exception
+) -> None:
+    """A saga ``name`` that charges ``v``'s card, then calls ``tool``, which raises ``error``: rolled back."""
+
+    def fails() -> None:
+        raise error
+
+    with pytest.raises(SagaAborted), saga_scope(wal, name=name) as s:
+        s.execute(tool="stripe.charge", semantics=C, args={"amount": v.amount, "currency": "USD", "meta": v.meta},
+                  forward=lambda: charge, compensate=undo)
+        s.execute(tool=tool, semantics=C, args=args, forward=fails, compensate=undo)
+
+
 def write_real_log(path: Path, v: Typed) -> Path:
     """Real sagas on a FileWAL: completed, rolled back, UNKNOWN, crashed."""
     wal = FileWAL(path)
@@ -90,25 +104,10 @@ def write_real_log(path: Path, v: Typed) -> Path:
                       forward=lambda: {"id": 1}, compensate=lambda r: refundable(v))
             s.execute(tool="mail.send", semantics="IRREVERSIBLE", args={"to": v.email, "body": v.note},
                       forward=lambda: "sent")
-        with pytest.raises(SagaAborted), saga_scope(wal, name="order") as s:
-            s.execute(tool="stripe.charge", semantics=C,
-                      args={"amount": v.amount, "currency": "USD", "meta": v.meta}, forward=lambda: 1,
-                      compensate=undo)
-
-            def refused() -> None:
-                raise NotApplied(f"address rejected: {v.note}")
-
-            s.execute(tool="ship.create", semantics=C, args={"address": v.note}, forward=refused, compensate=undo)
-        with pytest.raises(SagaAborted), saga_scope(wal, name="wire") as s:
-            s.execute(tool="stripe.charge", semantics=C,
-                      args={"amount": v.amount, "currency": "USD", "meta": v.meta}, forward=lambda: 2,
-                      compensate=undo)
-
-            def timed_out() -> None:
-                raise ConnectionError(f"bank timed out for {v.email}")
-
-            s.execute(tool="bank.wire", semantics=C, args={"account_id": v.account, "memo": v.note},
-                      forward=timed_out, compensate=undo)
+        charge_then_fail(wal, "order", v, 1, "ship.create", {"address": v.note},
+                         NotApplied(f"address rejected: {v.note}"))
+        charge_then_fail(wal, "wire", v, 2, "bank.wire", {"account_id": v.account, "memo": v.note},
+                         ConnectionError(f"bank timed out for {v.email}"))
         # A crash: the process that ran this saga never wrote its end record.
         crashed = Saga(wal, name="crashed")
         crashed.start()

@@ -75,6 +75,14 @@ class World:
         self.store.create(entry)
         return entry
 
+    def key_signed_grant(self, asked: ApprovalRequest) -> None:
+        """A grant decided through the CLI: signed by a key the host trusts, with no passkey."""
+        key = SigningKey.generate("risk@corp")
+        trust_key(key.public)
+        entry = new_entry(asked, NOW, TIMEOUT, LEVELS).replace(
+            status=Status.GRANTED, approver="risk@corp", decided_at=NOW, decided_via="cli")
+        self.store.create(key.sign(entry))
+
     def bodies(self, rtype: str, saga: str | None = None) -> list[dict[str, Any]]:
         return [r["body"] for r in self.wal.records() if r["type"] == rtype and saga in (None, r["saga"])]
 
@@ -177,20 +185,12 @@ def test_an_assertion_from_another_origin_is_refused(world: World) -> None:
 
 
 def test_a_key_signed_grant_does_not_count_where_a_passkey_is_required(world: World) -> None:
-    key = SigningKey.generate("risk@corp")
-    trust_key(key.public)
-    entry = new_entry(request(), NOW, TIMEOUT, LEVELS).replace(
-        status=Status.GRANTED, approver="risk@corp", decided_at=NOW, decided_via="cli")
-    world.store.create(key.sign(entry))
+    world.key_signed_grant(request())
     refused(world, request(), "requires a passkey")
 
 
 def test_require_passkey_per_rule_leaves_other_rules_to_signed_grants(world: World) -> None:
-    key = SigningKey.generate("risk@corp")
-    trust_key(key.public)
-    entry = new_entry(request(), NOW, TIMEOUT, LEVELS).replace(
-        status=Status.GRANTED, approver="risk@corp", decided_at=NOW, decided_via="cli")
-    world.store.create(key.sign(entry))
+    world.key_signed_grant(request())
     assert world.gateway(require_passkey=("wires",)).request_approval(request()).approved
 
 

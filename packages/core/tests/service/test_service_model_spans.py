@@ -7,7 +7,6 @@ would be (``SagaQuarantined``: no end record, as in test_resume.py) and resumed 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,8 @@ from openai import OpenAI
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agent_saga
-from agent_saga import SagaQuarantined, durable, resume
-from agent_saga.log.default import shared_log
-from agent_saga.testing import ChatServer, Reply
+from agent_saga import durable
+from agent_saga.testing import ChatServer, Reply, stop_run_if, stopped_then_resumed
 
 KEY = "sk-test-T2sH7yUw4eB9nM1c"
 STOP: dict[str, bool] = {}
@@ -29,8 +27,7 @@ STOP: dict[str, bool] = {}
 def plan(base_url: str) -> list[Any]:
     client = OpenAI(base_url=base_url, api_key=KEY, max_retries=0)
     first = client.chat.completions.create(model="planner", messages=[{"role": "user", "content": "where?"}])
-    if STOP.get("after_first"):
-        raise SagaQuarantined("the run stops here with no end record (a crash's stand-in)")
+    stop_run_if(STOP.get("after_first"))
     second = client.responses.create(model="writer", input="confirm")
     return [first.choices[0].message.content, second.output_text]
 
@@ -58,21 +55,19 @@ def test_each_model_call_is_a_chat_span_with_the_genai_attributes_and_a_served_o
     spans: InMemorySpanExporter, server: ChatServer, tmp_path: Path,
 ) -> None:
     wal = tmp_path / "spans.wal"
-    STOP["after_first"] = True
-    with pytest.raises(SagaQuarantined):
-        plan(server.base_url, saga_id="p-1", wal=wal)
-    shared_log(wal).barrier()
-    STOP.clear()
-    ((name, live),) = _model_spans(spans)
-    assert name == "chat planner"
-    assert {k: v for k, v in live.items() if k.startswith("gen_ai.")} == {
-        "gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": "planner",
-        "gen_ai.response.model": "planner", "gen_ai.usage.input_tokens": 21, "gen_ai.usage.output_tokens": 4,
-    }
-    assert live["saga.semantics"] == "REVERSIBLE" and "saga.served" not in live
 
-    spans.clear()
-    assert resume("p-1", wal=wal, clock=lambda: time.time() + 3600) == ["oslo", "booked"]
+    def one_live_call() -> None:
+        ((name, live),) = _model_spans(spans)
+        assert name == "chat planner"
+        assert {k: v for k, v in live.items() if k.startswith("gen_ai.")} == {
+            "gen_ai.system": "openai", "gen_ai.operation.name": "chat", "gen_ai.request.model": "planner",
+            "gen_ai.response.model": "planner", "gen_ai.usage.input_tokens": 21, "gen_ai.usage.output_tokens": 4,
+        }
+        assert live["saga.semantics"] == "REVERSIBLE" and "saga.served" not in live
+        spans.clear()
+
+    value = stopped_then_resumed(plan, server.base_url, saga_id="p-1", wal=wal, stop=STOP, after_stop=one_live_call)
+    assert value == ["oslo", "booked"]
     assert len(server.requests_for("planner")) == 1  # served, not asked again
     (_, served), (_, second) = _model_spans(spans)
     # The served call: the same request and response model, marked served, and no token counted again.

@@ -7,10 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
+from readyz import wait_ready
 
 HERE = Path(__file__).parent
 
@@ -38,19 +38,7 @@ class Server:
         self.http = httpx.Client(base_url=self.url, timeout=30)
 
     def wait_ready(self, within: float = 60.0) -> httpx.Response:
-        deadline = time.monotonic() + within
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(f"uvicorn exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                response = self.http.get("/readyz")
-                if response.status_code == 200:
-                    return response
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the app never became ready:\n{self.log()}")
-            time.sleep(0.1)
+        return wait_ready(self.process, self.http, self.log, "the app", within)
 
     def log(self) -> str:
         return self.output.read_text(errors="replace")

@@ -45,7 +45,13 @@ from agent_saga.testing._planned import (
     run_ahead,
 )
 from agent_saga.testing._shared import assert_wrap_tool_hook, every_step_option, spy_on_steps
-from agent_saga.testing._stopped import committed_tools, stopped_then_resumed
+from agent_saga.testing._stopped import (
+    Lookups,
+    committed_steps,
+    committed_tools,
+    stop_run_if,
+    stopped_then_resumed,
+)
 from agent_saga.testing._trip import (
     DONE,
     REF_UNDO,
@@ -67,11 +73,12 @@ from agent_saga.testing._trip import (
 __all__ = [
     "AWAITED", "CALLS", "CANCELLED", "COMPENSABLE_REFUSED", "DONE", "EXAMPLES", "REFUSED_CALLS", "REF_UNDO", "RUN_ON",
     "TOUCHES", "TRIP", "TRIP_POLICY", "UNDO_HANDLER", "AdapterConformance", "Call", "ChatServer", "Desk",
-    "JSONServer", "Received", "Reply", "SeatTrip", "World", "assert_fleet_undone", "assert_moved_fails_at_import",
-    "assert_refused_call_is_no_step", "assert_seat_released", "assert_trip_failing_after_the_run_undone",
-    "assert_trip_undone", "assert_trip_undone_newest_first", "assert_wrap_tool_hook", "book_flight", "cancel_ref",
-    "cancelled", "charge_card", "check_ran_once", "check_redeemed", "committed", "committed_tools", "every_step_option",
+    "JSONServer", "Lookups", "Received", "Reply", "SeatTrip", "World", "assert_fleet_undone",
+    "assert_moved_fails_at_import", "assert_refused_call_is_no_step", "assert_seat_released",
+    "assert_trip_failing_after_the_run_undone", "assert_trip_undone", "assert_trip_undone_newest_first",
+    "assert_wrap_tool_hook", "book_flight", "cancel_ref", "cancelled", "charge_card", "check_ran_once",
+    "check_redeemed", "committed", "committed_steps", "committed_tools", "every_step_option",
     "hold", "kill_at", "ledger", "records", "recover", "refunded", "root_cause", "run_ahead", "send_confirmation",
-    "spy_on_steps", "stopped_then_resumed", "trip_world",
+    "spy_on_steps", "stop_run_if", "stopped_then_resumed", "trip_world",
     "wait_out_lease", "world_env",
 ]
