@@ -10,12 +10,25 @@ so a rolled-back commit would leave a hole that reads as a break in the chain;
 the head row moves with the rows or not at all, so the numbers have no gaps.
 
 Group commit: each process's flusher puts every record queued meanwhile (every
-saga, every thread) into one transaction; writers in other processes queue on
-the head row's lock.
+saga, every thread) into one transaction. That transaction commits with
+``synchronous_commit`` off (for itself only), so the head row's lock is let go as
+soon as its commit is in the server's WAL, without waiting for the disk; the
+writer then waits for the flush with a second, one-statement commit at the
+session's level (its marker written again), whose flush covers everything before
+it in the WAL. Writers in other processes therefore queue on the head only for the
+few round trips of a batch, and their flushes overlap, which the server's own
+group commit takes together. (Holding the lock through the flush serialised the
+processes' flushes: four processes wrote 1.0-1.3x one's steps. One chain per
+writer would not wait either, but every reader, verify and the recovery fold read
+one chain in order; this keeps the layout and the chain as they were.) A batch is
+thus visible to readers before it is durable, as a file's written lines are
+before their ``fdatasync``; a server crash can lose it only together with
+everything after it in the WAL, so no writer's barrier was reached on a record
+chained onto it.
 
-Durability is Postgres's own: a barrier returns once the transaction committed,
-which with ``synchronous_commit = on`` (the server default) means its WAL was
-flushed to disk, and with synchronous replicas configured, also reached them.
+Durability is Postgres's own: a barrier returns once the flush's commit returned,
+which with ``synchronous_commit = on`` (the server default) means the WAL was
+flushed to disk up to it, and with synchronous replicas configured, also reached them.
 With ``synchronous_commit = off`` a server crash can lose the last commits
 (never corrupt them); :attr:`PostgresWAL.synchronous_commit` says what the
 server runs with, and a warning is logged when it is off.
@@ -23,9 +36,9 @@ server runs with, and a warning is logged when it is off.
 A commit whose connection broke may or may not have landed. The same transaction
 records the writer's last committed ticket (``<table>_writers``); the retry reads
 it back, inside its own transaction after taking the head row's lock, and skips a
-batch that did land, so neither a restart of the server nor a commit the server
-finished only after the client gave up writes a record twice. Needs
-``pip install 'agent-saga[postgres]>=3.0.0'`` (psycopg 3).
+batch that did land (then only waits for the flush again), so neither a restart of
+the server nor a commit the server finished only after the client gave up writes a
+record twice. Needs ``pip install 'agent-saga[postgres]>=3.0.0'`` (psycopg 3).
 """
 
 from __future__ import annotations
