@@ -50,10 +50,10 @@ def test_a_reference_commit_and_the_working_tree_are_measured_alternating_as_rat
                         lines[0]), out
     rows = {}
     for line in lines[3:]:
-        found = re.fullmatch(r"\| ([a-z /0-9]+) \| ([\d,.]+) \| ([\d,.]+) \| ([\d.]+)x \| ([\d.]+), ([\d.]+) \|", line)
+        found = re.fullmatch(r"\| ([a-zA-Z /0-9]+) \| ([\d,.]+) \| ([\d,.]+) \| ([\d.]+)x \| ([\d.]+), ([\d.]+) \|", line)
         assert found, line
         ref, work, ratio = (float(found.group(i).replace(",", "")) for i in (2, 3, 4))
         assert ref > 0 and work > 0 and abs(ratio - work / ref) < 0.03 * ratio + 0.01  # (printed rounded)
         rows[found.group(1)] = ratio
     assert list(rows) == ["bare commit p50 ms", "lone step p50 ms", "lone step / bare commit", "fleet steps/s",
-                          "fleet p50 ms"]
+                          "fleet p50 ms", "fleet client CPU us/step"]
