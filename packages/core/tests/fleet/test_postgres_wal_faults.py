@@ -26,6 +26,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,29 @@ def hold_commits_on(log: Log, key: int, *, flushes_only: bool = False, but: str 
     )
 
 
+@contextmanager
+def three_records_held(log: Log, **hold: Any) -> Iterator[tuple[Callable[[], None], int, int]]:
+    """Record 0 committed, then records 1-3 appended while the log's commits (those ``hold`` names
+    to :func:`hold_commits_on`) wait for a lock held here: yields what lets them go, the last
+    record's ticket and the backend that waits."""
+    wal = log.wal
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
+    key = random.getrandbits(62)
+    hold_commits_on(log, key, **hold)
+    holder = psycopg.connect(log.direct, autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for i in (1, 2, 3):
+            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+
+        def release() -> None:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+        yield release, ticket, log.blocked_by(holder.info.backend_pid)
+    finally:
+        holder.close()
+
+
 def bodies(log: Log) -> list[Any]:
     records = list(log.wal.records())
     assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
@@ -139,27 +163,17 @@ def test_a_commit_the_server_finishes_after_the_client_gave_up_is_not_written_tw
     wal = log.wal
     if isolation:  # the session's default is the role's; the writer's commits run READ COMMITTED
         assert wal._conn.execute("SHOW default_transaction_isolation").fetchone()[0] == isolation
-    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
-    key = random.getrandbits(62)
-    hold_commits_on(log, key)
-    holder = psycopg.connect(log.direct, autocommit=True)
-    try:
-        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
-        for i in (1, 2, 3):
-            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+    with three_records_held(log) as (release, ticket, old):
         # The writer's backend got COMMIT and is finishing it (in the deferred trigger).
-        old = log.blocked_by(holder.info.backend_pid)
         assert log.query_of(old) == "COMMIT"
         assert log.proxy.cut() == 1  # the client gives up; the server-side backend carries on
         # The retry, on a new connection, now waits for the head row the old commit holds.
         retry = log.blocked_by(old)
         assert retry != old
-        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))  # the old commit lands first
+        release()  # the old commit lands first
         wal.barrier(ticket, timeout=30)
         # One retry, the cut's: the head lock did not fail on the late commit and start over.
         assert wal.retries == 1
-    finally:
-        holder.close()
     wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 4}, 4), timeout=30)  # and the log goes on
     assert bodies(log) == [0, 1, 2, 3, 4]  # once each: the retry found the batch landed
 
@@ -197,15 +211,7 @@ def test_a_flush_cut_after_its_batch_landed_writes_the_batch_once_and_flushes_ag
     still waits for a flush of its own before the barrier is reached."""
     log = new_log()
     wal = log.wal
-    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
-    key = random.getrandbits(62)
-    hold_commits_on(log, key, flushes_only=True)
-    holder = psycopg.connect(log.direct, autocommit=True)
-    try:
-        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
-        for i in (1, 2, 3):
-            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
-        flush = log.blocked_by(holder.info.backend_pid)
+    with three_records_held(log, flushes_only=True) as (release, ticket, flush):
         assert f"{log.table}_writers" in log.query_of(flush)
         # The batch is in the log already, the head let go: only its flush waits.
         assert log.admin.execute(f"SELECT seq FROM {log.table}_head").fetchone() == (4,)
@@ -216,11 +222,9 @@ def test_a_flush_cut_after_its_batch_landed_writes_the_batch_once_and_flushes_ag
         assert f"{log.table}_writers" in log.query_of(retry)
         with pytest.raises(WALStalled):  # not reached before a flush
             wal.barrier(ticket, timeout=0)
-        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        release()
         wal.barrier(ticket, timeout=30)
         assert wal.retries == 1
-    finally:
-        holder.close()
     assert bodies(log) == [0, 1, 2, 3]
 
 
