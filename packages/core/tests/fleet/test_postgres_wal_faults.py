@@ -250,9 +250,10 @@ def test_a_writer_commits_while_another_waits_for_its_flush_and_the_chain_and_re
     hold_commits_on(log, key, flushes_only=True, but=b.writer)
     holder = psycopg.connect(log.direct, autocommit=True)
     url = f"{log.direct}{'&' if '?' in log.direct else '?'}log=l&table={log.table}"
-    a = subprocess.Popen([sys.executable, "-c", _WRITER, url, str(Path(__file__).parent)])
+    a: subprocess.Popen[bytes] | None = None
     try:
-        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))  # taken before A exists: its flush waits
+        a = subprocess.Popen([sys.executable, "-c", _WRITER, url, str(Path(__file__).parent)])
         flush = log.blocked_by(holder.info.backend_pid)  # A's batch landed, its flush waits
         assert f"{log.table}_writers" in log.query_of(flush)
         a.send_signal(signal.SIGKILL)
@@ -260,8 +261,9 @@ def test_a_writer_commits_while_another_waits_for_its_flush_and_the_chain_and_re
         dead_saga(b, "b", "B")  # the head is free: B commits and flushes while A's flush still waits
         holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
     finally:
-        a.kill()
-        a.wait()
+        if a is not None:
+            a.kill()
+            a.wait()
         holder.close()
     records = list(b.records())
     assert [(r["seq"], r["saga"]) for r in records] == [(1, "a"), (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b")]
