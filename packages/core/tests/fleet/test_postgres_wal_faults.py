@@ -2,7 +2,7 @@
 deterministic against the real PostgreSQL (a follow-up of issue 25, item 6), and writers that
 wait for their flush while others commit (issue 43, item 4).
 
-A commit is one transaction: lock the head row, copy the rows in, move the head, mark the
+A batch is one transaction: lock the head row, copy the rows in, move the head, mark the
 writer. Once the server has received COMMIT, that transaction lands whatever became of the
 client: a connection cut while the server is still committing (waiting on a synchronous
 replica, running a deferred check) leaves the writer in doubt, and it retries on a new
