@@ -6,7 +6,13 @@ the call (the caller waits for that), its commit record is queued for the next r
 runs STEPS steps then commits. Latency is per step, as the caller sees it.
 
 usage: python bench/bench_fleet.py [--pg URL] [--redis URL] [--dbos-python PATH] [--steps N] [--lone | --processes P]
+       python bench/bench_fleet.py --ref REV [--rounds R] [--processes P] [--sagas S] [--steps N]
 Needs agent-saga[postgres,redis]; the servers of `scripts/services start`. Prints a Markdown table.
+
+``--ref REV`` measures the PostgreSQL figures (a lone step against a bare commit, and P processes x
+S sagas, default 4 x 64) for the core at REV and for the working tree's, alternating in one run (each
+side in processes of its own, its core extracted as bench/compare.py does), and prints each side's
+median over the rounds and the ratio working / reference.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import agent_saga
 from agent_saga import ActionSemantics, Compensation, saga_scope
 from agent_saga.log.resolve import open_log
 
@@ -49,6 +56,8 @@ async def _saga(wal: Any, latencies: list[float]) -> None:
 
 async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, float]:
     wal = open_log(target)
+    began = time.time()  # the wall clock, comparable between processes; the log's opening not counted
+    cpu = time.process_time()  # every thread's, the flusher's included
     latencies: list[float] = []
     sagas = max(1, total_steps // STEPS)
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -63,12 +72,14 @@ async def _run(target: str, concurrency: int, total_steps: int) -> dict[str, flo
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
     wal.close()
     latencies.sort()
     return {
         "steps_per_s": len(latencies) / elapsed,
         "p50_ms": statistics.median(latencies) * 1000,
         "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        "began": began, "ended": began + elapsed, "cpu_us_per_step": cpu / len(latencies) * 1e6,
     }
 
 
@@ -125,7 +136,45 @@ def _fleet(pg: str, run: str, processes: int, concurrency: int, total_steps: int
         "steps_per_s": processes * total_steps / elapsed,
         "p50_ms": statistics.median(r["p50_ms"] for r in results),
         "p99_ms": max(r["p99_ms"] for r in results),
+        "cpu_us_per_step": statistics.mean(r["cpu_us_per_step"] for r in results),
     }
+
+
+def _side(src: Path, pg: str, processes: int, sagas: int, steps: int) -> dict[str, float]:
+    """Both PostgreSQL figures with the core at ``src``, each in processes of its own."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    figures: dict[str, float] = {}
+    for mode in (["--lone"], ["--processes", str(processes), "--sagas", str(sagas)]):
+        done = subprocess.run([sys.executable, __file__, "--pg", pg, "--steps", str(steps), "--json", *mode],
+                              env=env, capture_output=True, text=True, timeout=1800, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"bench_fleet.py {' '.join(mode)} failed with {src}:\n{done.stderr.strip()}")
+        out = json.loads(done.stdout)
+        if not Path(out.pop("core")).resolve().is_relative_to(src.resolve()):
+            raise SystemExit(f"the side meant to run {src} imported another agent_saga")
+        figures.update(out)
+    return figures
+
+
+def _compare(ref: str, pg: str, processes: int, sagas: int, steps: int, rounds: int) -> None:
+    """The PostgreSQL figures for ``ref``'s core and the working tree's, alternating; medians and ratios."""
+    from compare import ROOT, _extract
+
+    values: dict[str, dict[str, list[float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="agent-saga-fleet-") as tmp:
+        sides = {"ref": _extract(ref, Path(tmp)), "work": ROOT / "packages" / "core" / "src"}
+        for r in range(rounds):
+            for name in (("ref", "work") if r % 2 == 0 else ("work", "ref")):
+                for metric, value in _side(sides[name], pg, processes, sagas, steps).items():
+                    values.setdefault(metric, {"ref": [], "work": []})[name].append(value)
+    print(f"working tree / {ref}: {rounds} alternating rounds, {processes} processes x {sagas} sagas, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print("| figure | ref (median) | work (median) | work / ref | by round |")
+    print("|---|---:|---:|---:|---|")
+    for metric, per in values.items():
+        ref_m, work_m = statistics.median(per["ref"]), statistics.median(per["work"])
+        by_round = ", ".join(f"{w / x:.2f}" for w, x in zip(per["work"], per["ref"], strict=True))
+        print(f"| {metric} | {ref_m:,.2f} | {work_m:,.2f} | {work_m / ref_m:.2f}x | {by_round} |")
 
 
 def _dbos(python: str, pg: str, concurrency: int, total_steps: int) -> dict[str, float]:
@@ -144,23 +193,36 @@ def main() -> None:
     parser.add_argument("--lone", action="store_true",
                         help="only a lone saga's PostgresWAL step against a bare INSERT + COMMIT, alternating")
     parser.add_argument("--processes", type=int, default=0,
-                        help="only PostgresWAL: this many processes at once, 64 sagas each, on one log")
+                        help="only PostgresWAL: this many processes at once, --sagas each, on one log")
+    parser.add_argument("--sagas", type=int, default=64, help="concurrent sagas per process with --processes (64)")
+    parser.add_argument("--ref", help="compare the PostgreSQL figures with the core at this git revision")
+    parser.add_argument("--rounds", type=int, default=4, help="with --ref: rounds per side, alternating (default 4)")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--one-process", help=argparse.SUPPRESS)
     args = parser.parse_args()
     run = uuid.uuid4().hex[:8]
     if args.one_process:
         name, concurrency, total = args.one_process.split(":")
-        began = time.time()  # the wall clock, comparable between the processes
-        result = asyncio.run(_run(f"{args.pg}?log=bench-{name}-fleet", int(concurrency), int(total)))
-        print(json.dumps({**result, "began": began, "ended": time.time()}))
+        print(json.dumps(asyncio.run(_run(f"{args.pg}?log=bench-{name}-fleet", int(concurrency), int(total)))))
+        return
+    if args.ref:
+        _compare(args.ref, args.pg, args.processes or 4, args.sagas, args.steps, args.rounds)
         return
     if args.processes:
-        fleet = _fleet(args.pg, run, args.processes, 64, args.steps)
-        print(f"PostgresWAL, {args.processes} processes x 64 sagas, one log: {fleet['steps_per_s']:.0f} durable "
+        fleet = _fleet(args.pg, run, args.processes, args.sagas, args.steps)
+        if args.json:
+            print(json.dumps({"fleet steps/s": fleet["steps_per_s"], "fleet p50 ms": fleet["p50_ms"],
+                              "fleet client CPU us/step": fleet["cpu_us_per_step"], "core": agent_saga.__file__}))
+            return
+        print(f"PostgresWAL, {args.processes} processes x {args.sagas} sagas, one log: {fleet['steps_per_s']:.0f} durable "
               f"steps/s in total, p50 {fleet['p50_ms']:.2f} ms, p99 {fleet['p99_ms']:.2f} ms")
         return
     if args.lone:
         lone = asyncio.run(_lone_pg(args.pg, run, args.steps))
+        if args.json:
+            print(json.dumps({"bare commit p50 ms": lone["floor_p50_ms"], "lone step p50 ms": lone["step_p50_ms"],
+                              "lone step / bare commit": lone["ratio"], "core": agent_saga.__file__}))
+            return
         print(f"bare INSERT + COMMIT p50 {lone['floor_p50_ms']:.3f} ms; lone PostgresWAL durable step p50 "
               f"{lone['step_p50_ms']:.3f} ms; step / floor {lone['ratio']:.2f}x")
         return

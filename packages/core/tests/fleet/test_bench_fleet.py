@@ -41,3 +41,19 @@ def test_processes_share_one_log_and_their_steps_are_summed() -> None:
                          r"p50 ([\d.]+) ms, p99 ([\d.]+) ms\n", out)
     assert found, out
     assert int(found.group(1)) > 0 and float(found.group(3)) >= float(found.group(2))
+
+
+def test_a_reference_commit_and_the_working_tree_are_measured_alternating_as_ratios() -> None:
+    out = _run("--ref", "HEAD", "--rounds", "2", "--processes", "2", "--sagas", "2", "--steps", "50")
+    lines = out.splitlines()
+    assert re.fullmatch(r"working tree / HEAD: 2 alternating rounds, 2 processes x 2 sagas, load average [\d.]+",
+                        lines[0]), out
+    rows = {}
+    for line in lines[3:]:
+        found = re.fullmatch(r"\| ([a-zA-Z /0-9]+) \| ([\d,.]+) \| ([\d,.]+) \| ([\d.]+)x \| ([\d.]+), ([\d.]+) \|", line)
+        assert found, line
+        ref, work, ratio = (float(found.group(i).replace(",", "")) for i in (2, 3, 4))
+        assert ref > 0 and work > 0 and abs(ratio - work / ref) < 0.03 * ratio + 0.01  # (printed rounded)
+        rows[found.group(1)] = ratio
+    assert list(rows) == ["bare commit p50 ms", "lone step p50 ms", "lone step / bare commit", "fleet steps/s",
+                          "fleet p50 ms", "fleet client CPU us/step"]

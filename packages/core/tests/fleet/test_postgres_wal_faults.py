@@ -1,7 +1,8 @@
 """PostgresWAL when the client gives up on a commit the server is still finishing, made
-deterministic against the real PostgreSQL (a follow-up of issue 25, item 6).
+deterministic against the real PostgreSQL (a follow-up of issue 25, item 6), and writers that
+wait for their flush while others commit (issue 43, item 4).
 
-A commit is one transaction: lock the head row, copy the rows in, move the head, mark the
+A batch is one transaction: lock the head row, copy the rows in, move the head, mark the
 writer. Once the server has received COMMIT, that transaction lands whatever became of the
 client: a connection cut while the server is still committing (waiting on a synchronous
 replica, running a deferred check) leaves the writer in doubt, and it retries on a new
@@ -10,14 +11,24 @@ waits for an advisory lock the test holds, the client's connection is cut throug
 (``tcp_proxy.TcpProxy``), and the lock is let go only once the retry waits on the head row:
 the order in which a marker read before the transaction finds nothing, and the batch would be
 sealed a second time after the late commit, with an intact chain.
+
+A batch is written in a transaction that does not wait for the server's flush, and the flush
+is waited for by a second commit (the writer's marker written again) once the head row is let
+go. The same trigger, told to hold only those flushes, holds a writer between the two: its
+batch is in the log, its barrier not yet reached.
 """
 
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -25,9 +36,12 @@ import psycopg
 import pytest
 from servers import _wait
 from tcp_proxy import TcpProxy
+from test_server_verdict import dead_saga, later, refunds
 
+from agent_saga import WALStalled
 from agent_saga.audit import verify_records
 from agent_saga.log.postgres import PostgresWAL
+from agent_saga.recovery import RecoveryDaemon
 
 
 @dataclass
@@ -92,17 +106,46 @@ def new_log(pg: str) -> Iterator[Callable[..., Log]]:
         log.admin.close()
 
 
-def hold_commits_on(log: Log, key: int) -> None:
-    """Make every commit of the log wait, at COMMIT, for advisory lock ``key`` (a deferred trigger)."""
+def hold_commits_on(log: Log, key: int, *, flushes_only: bool = False, but: str = "") -> None:
+    """Make the log's commits wait, at COMMIT, for advisory lock ``key`` (a deferred trigger).
+
+    ``flushes_only``: only the commits that wait for the server's flush (not the batch's own,
+    which runs with ``synchronous_commit`` off); ``but``: never the commits of this writer.
+    """
     t = log.table
+    only = " AND current_setting('synchronous_commit') <> 'off'" if flushes_only else ""
     log.admin.execute(
         f"CREATE FUNCTION {t}_hold() RETURNS trigger LANGUAGE plpgsql AS "
-        f"$$ BEGIN PERFORM pg_advisory_xact_lock({key}); RETURN NULL; END $$"
+        f"$$ BEGIN IF NEW.writer <> '{but}'{only} THEN PERFORM pg_advisory_xact_lock({key}); END IF; "
+        f"RETURN NULL; END $$"
     )
     log.admin.execute(
         f"CREATE CONSTRAINT TRIGGER hold AFTER INSERT OR UPDATE ON {t}_writers "
         f"DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION {t}_hold()"
     )
+
+
+@contextmanager
+def three_records_held(log: Log, **hold: Any) -> Iterator[tuple[Callable[[], None], int, int]]:
+    """Record 0 committed, then records 1-3 appended while the log's commits (those ``hold`` names
+    to :func:`hold_commits_on`) wait for a lock held here: yields what lets them go, the last
+    record's ticket and the backend that waits."""
+    wal = log.wal
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
+    key = random.getrandbits(62)
+    hold_commits_on(log, key, **hold)
+    holder = psycopg.connect(log.direct, autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        for i in (1, 2, 3):
+            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+
+        def release() -> None:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+        yield release, ticket, log.blocked_by(holder.info.backend_pid)
+    finally:
+        holder.close()
 
 
 def bodies(log: Log) -> list[Any]:
@@ -120,27 +163,17 @@ def test_a_commit_the_server_finishes_after_the_client_gave_up_is_not_written_tw
     wal = log.wal
     if isolation:  # the session's default is the role's; the writer's commits run READ COMMITTED
         assert wal._conn.execute("SHOW default_transaction_isolation").fetchone()[0] == isolation
-    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 0}, 0))
-    key = random.getrandbits(62)
-    hold_commits_on(log, key)
-    holder = psycopg.connect(log.direct, autocommit=True)
-    try:
-        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
-        for i in (1, 2, 3):
-            ticket = wal.append("STEP_COMMITTED", "s", {"i": i}, i)
+    with three_records_held(log) as (release, ticket, old):
         # The writer's backend got COMMIT and is finishing it (in the deferred trigger).
-        old = log.blocked_by(holder.info.backend_pid)
         assert log.query_of(old) == "COMMIT"
         assert log.proxy.cut() == 1  # the client gives up; the server-side backend carries on
         # The retry, on a new connection, now waits for the head row the old commit holds.
         retry = log.blocked_by(old)
         assert retry != old
-        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))  # the old commit lands first
+        release()  # the old commit lands first
         wal.barrier(ticket, timeout=30)
         # One retry, the cut's: the head lock did not fail on the late commit and start over.
         assert wal.retries == 1
-    finally:
-        holder.close()
     wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": 4}, 4), timeout=30)  # and the log goes on
     assert bodies(log) == [0, 1, 2, 3, 4]  # once each: the retry found the batch landed
 
@@ -169,3 +202,74 @@ def test_a_commit_cut_before_its_commit_reached_the_server_is_written_once(
     finally:
         locker.close()
     assert bodies(log) == [0, 1, 2, 3]
+
+
+def test_a_flush_cut_after_its_batch_landed_writes_the_batch_once_and_flushes_again(
+    new_log: Callable[..., Log],
+) -> None:
+    """The batch committed, its flush was cut: the retry finds the marker, writes nothing, and
+    still waits for a flush of its own before the barrier is reached."""
+    log = new_log()
+    wal = log.wal
+    with three_records_held(log, flushes_only=True) as (release, ticket, flush):
+        assert f"{log.table}_writers" in log.query_of(flush)
+        # The batch is in the log already, the head let go: only its flush waits.
+        assert log.admin.execute(f"SELECT seq FROM {log.table}_head").fetchone() == (4,)
+        assert log.proxy.cut() == 1
+        # The retry's batch transaction found the marker and wrote nothing; its own flush (the
+        # marker written again) now waits for the row the cut flush still holds.
+        retry = log.blocked_by(flush)
+        assert f"{log.table}_writers" in log.query_of(retry)
+        with pytest.raises(WALStalled):  # not reached before a flush
+            wal.barrier(ticket, timeout=0)
+        release()
+        wal.barrier(ticket, timeout=30)
+        assert wal.retries == 1
+    assert bodies(log) == [0, 1, 2, 3]
+
+
+_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from agent_saga.log.postgres import PostgresWAL
+from test_server_verdict import dead_saga
+dead_saga(PostgresWAL(sys.argv[1], linger=0), "a", "A")  # its barrier waits for the flush: killed there
+"""
+
+
+def test_a_writer_commits_while_another_waits_for_its_flush_and_the_chain_and_recovery_hold(
+    new_log: Callable[..., Log],
+) -> None:
+    """Writer A's batch is in the log and its flush held (A then SIGKILLed, its barrier never
+    reached); writer B takes the head, chains onto A's records and reaches its barrier. The
+    log is one intact chain, A's records first, and recovery undoes each saga's charge once."""
+    refunds.clear()
+    log = new_log()
+    b = log.wal
+    key = random.getrandbits(62)
+    hold_commits_on(log, key, flushes_only=True, but=b.writer)
+    holder = psycopg.connect(log.direct, autocommit=True)
+    url = f"{log.direct}{'&' if '?' in log.direct else '?'}log=l&table={log.table}"
+    a: subprocess.Popen[bytes] | None = None
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))  # taken before A exists: its flush waits
+        a = subprocess.Popen([sys.executable, "-c", _WRITER, url, str(Path(__file__).parent)])
+        flush = log.blocked_by(holder.info.backend_pid)  # A's batch landed, its flush waits
+        assert f"{log.table}_writers" in log.query_of(flush)
+        a.send_signal(signal.SIGKILL)
+        assert a.wait(timeout=60) == -signal.SIGKILL
+        dead_saga(b, "b", "B")  # the head is free: B commits and flushes while A's flush still waits
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+    finally:
+        if a is not None:
+            a.kill()
+            a.wait()
+        holder.close()
+    records = list(b.records())
+    assert [(r["seq"], r["saga"]) for r in records] == [(1, "a"), (2, "a"), (3, "a"), (4, "b"), (5, "b"), (6, "b")]
+    assert verify_records(records).status == "intact"
+    for _ in range(2):  # the second sweep finds nothing left to do
+        with RecoveryDaemon(url, clock=later, lease_grace=0) as daemon:
+            daemon.sweep()
+    assert sorted(refunds) == ["A", "B"]
+    refunds.clear()

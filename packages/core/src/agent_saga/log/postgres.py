@@ -10,12 +10,25 @@ so a rolled-back commit would leave a hole that reads as a break in the chain;
 the head row moves with the rows or not at all, so the numbers have no gaps.
 
 Group commit: each process's flusher puts every record queued meanwhile (every
-saga, every thread) into one transaction; writers in other processes queue on
-the head row's lock.
+saga, every thread) into one transaction. That transaction commits with
+``synchronous_commit`` off (for itself only), so the head row's lock is let go as
+soon as its commit is in the server's WAL, without waiting for the disk; the
+writer then waits for the flush with a second, one-statement commit at the
+session's level (its marker written again), whose flush covers everything before
+it in the WAL. Writers in other processes therefore queue on the head only for the
+few round trips of a batch, and their flushes overlap, which the server's own
+group commit takes together. (Holding the lock through the flush serialised the
+processes' flushes: four processes wrote 1.0-1.3x one's steps. One chain per
+writer would not wait either, but every reader, verify and the recovery fold read
+one chain in order; this keeps the layout and the chain as they were.) A batch is
+thus visible to readers before it is durable, as a file's written lines are
+before their ``fdatasync``; a server crash can lose it only together with
+everything after it in the WAL, so no writer's barrier was reached on a record
+chained onto it.
 
-Durability is Postgres's own: a barrier returns once the transaction committed,
-which with ``synchronous_commit = on`` (the server default) means its WAL was
-flushed to disk, and with synchronous replicas configured, also reached them.
+Durability is Postgres's own: a barrier returns once the flush's commit returned,
+which with ``synchronous_commit = on`` (the server default) means the WAL was
+flushed to disk up to it, and with synchronous replicas configured, also reached them.
 With ``synchronous_commit = off`` a server crash can lose the last commits
 (never corrupt them); :attr:`PostgresWAL.synchronous_commit` says what the
 server runs with, and a warning is logged when it is off.
@@ -23,9 +36,9 @@ server runs with, and a warning is logged when it is off.
 A commit whose connection broke may or may not have landed. The same transaction
 records the writer's last committed ticket (``<table>_writers``); the retry reads
 it back, inside its own transaction after taking the head row's lock, and skips a
-batch that did land, so neither a restart of the server nor a commit the server
-finished only after the client gave up writes a record twice. Needs
-``pip install 'agent-saga[postgres]>=3.0.0'`` (psycopg 3).
+batch that did land (then only waits for the flush again), so neither a restart of
+the server nor a commit the server finished only after the client gave up writes a
+record twice. Needs ``pip install 'agent-saga[postgres]>=3.0.0'`` (psycopg 3).
 """
 
 from __future__ import annotations
@@ -114,6 +127,7 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
                     conn.execute(self._sql.init_head, (self.log_name, GENESIS))
             elif not self._exists(conn):
                 raise LogNotFound(f"no log named {self.log_name!r} at {self.location} (nothing was created)")
+            self._check_layout(conn)
             self.synchronous_commit = str(conn.execute("SHOW synchronous_commit").fetchone()[0])
         except BaseException:
             conn.close()
@@ -129,6 +143,24 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
     def _exists(self, conn: Any) -> bool:
         found = conn.execute("SELECT to_regclass(%s)", (f"{self.table}_head",)).fetchone()[0]
         return found is not None and conn.execute(self._sql.read_head, (self.log_name,)).fetchone() is not None
+
+    def _check_layout(self, conn: Any) -> None:
+        """Refuse tables of this name whose columns are not the ones this code reads and writes.
+
+        A table made by something else (or edited) would otherwise fail at the first commit, with
+        the driver's error, after the caller had been told the log was open.
+        """
+        found: dict[str, list[tuple[str, str]]] = {}
+        for table, column, kind in conn.execute(self._sql.columns, (list(_LAYOUT),)):
+            found.setdefault(str(table).removeprefix(self.table), []).append((str(column), str(kind)))
+        for suffix, expected in _LAYOUT.items():
+            if found.get(suffix) != expected:
+                have = ", ".join(f"{c} {k}" for c, k in found.get(suffix, [])) or "no columns"
+                want = ", ".join(f"{c} {k}" for c, k in expected)
+                raise WALError(
+                    f"{self.location}: table {self.table + suffix} has ({have}), not the layout of a PostgresWAL "
+                    f"table ({want}); name tables of its own with ?table=NAME"
+                )
 
     # -- connections ------------------------------------------------------------------
 
@@ -171,8 +203,16 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
         conn = self._conn
         last_ticket = self._batch_end
         retry, self._uncertain = self._uncertain, True
+        self._append(conn, batch, last_ticket, retry)
+        # In doubt until flushed: a retry after a connection lost here finds the marker (the
+        # batch landed, nothing is written again) and flushes once more.
+        self._flush(conn, last_ticket)
+        self._uncertain = False
+
+    def _append(self, conn: Any, batch: list[Entry], last_ticket: int, retry: bool) -> None:
+        """Seal ``batch`` onto the chain and write it, committed without waiting for the flush."""
         with conn.transaction(), conn.cursor() as cur:
-            seq, prev = cur.execute(self._sql.lock_head, (self.log_name,)).fetchone()
+            seq, prev, _ = cur.execute(self._sql.lock_head_unflushed, (self.log_name,)).fetchone()
             # The marker is read only now, under the head row's lock: an earlier attempt whose
             # COMMIT the server got still holds that lock until it lands, so it is visible here
             # (read before the lock, it could land after the read and the batch be sealed twice).
@@ -180,7 +220,6 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
             if retry:
                 row = cur.execute(self._sql.writer_ticket, (self.log_name, self.writer)).fetchone()
                 if row is not None and row[0] >= last_ticket:
-                    self._uncertain = False
                     return  # it landed before (or while) the connection died
             data, head, count = seal(
                 ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), prev, self.chain, self.encryptor
@@ -189,9 +228,18 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
             with cur.copy(self._sql.copy_in) as copy:
                 for i, entry in enumerate(batch):
                     copy.write_row((self.log_name, seq + 1 + i, entry[2], str(entry[1]), lines[i]))
-            cur.execute(self._sql.move_head, (seq + count, head, self.log_name))
-            cur.execute(self._sql.mark_writer, (self.log_name, self.writer, last_ticket))
-        self._uncertain = False
+            cur.execute(self._sql.move_head_and_mark,
+                        (seq + count, head, self.log_name, self.log_name, self.writer, last_ticket))
+
+    def _flush(self, conn: Any, last_ticket: int) -> None:
+        """Wait until everything this connection committed is durable (the server's WAL flushed).
+
+        A commit at the session's ``synchronous_commit`` returns once the server's WAL is
+        flushed up to its own commit record, which lies after the batch's: rewriting the
+        writer's marker is such a commit, and the smallest one that always writes (an
+        ``UPDATE`` that matched no row would write nothing and wait for nothing).
+        """
+        conn.execute(self._sql.mark_writer, (self.log_name, self.writer, last_ticket))
 
     def _release(self, clean: bool) -> None:
         if clean:
@@ -242,6 +290,15 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
                 cur.execute(self._sql.move_head_rewritten, (new_seq, new_head, self.log_name))
 
 
+#: Each table's columns and types, in order, keyed by the suffix of its name: the only
+#: layout this code writes (the same since the tables were first made: older logs read as is).
+_LAYOUT = {
+    "": [("log", "text"), ("seq", "bigint"), ("saga", "text"), ("type", "text"), ("line", "text")],
+    "_head": [("log", "text"), ("seq", "bigint"), ("hash", "text"), ("rewrites", "bigint")],
+    "_writers": [("log", "text"), ("writer", "text"), ("ticket", "bigint")],
+}
+
+
 class _Statements:
     """The SQL of one table family, built once with safely quoted names."""
 
@@ -262,12 +319,32 @@ class _Statements:
             q("CREATE TABLE IF NOT EXISTS {writers} (log text NOT NULL, writer text NOT NULL, "
               "ticket bigint NOT NULL, PRIMARY KEY (log, writer))"),
         ]
+        # The columns of the tables of this family, each table's in order (the argument: the
+        # names' suffixes); regclass reads the names as CREATE TABLE made them, on the search path.
+        self.columns = sql.SQL(
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) FROM unnest(%s::text[]) AS s(suffix) "
+            "JOIN pg_class c ON c.oid = to_regclass(quote_ident({name} || s.suffix)) "
+            "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+            "ORDER BY c.relname, a.attnum"
+        ).format(name=sql.Literal(table))
         self.init_head = q("INSERT INTO {head} (log, seq, hash) VALUES (%s, 0, %s) ON CONFLICT DO NOTHING")
+        # Lock the head for a commit that does not wait for the server's flush (set_config with
+        # is_local: SET LOCAL for this transaction only): the lock is let go as soon as the commit
+        # is in the server's WAL, and the flush is waited for after it (PostgresWAL._flush).
+        self.lock_head_unflushed = q(
+            "SELECT seq, hash, set_config('synchronous_commit', 'off', true) FROM {head} WHERE log = %s FOR UPDATE"
+        )
         self.lock_head = q("SELECT seq, hash FROM {head} WHERE log = %s FOR UPDATE")
         self.read_head = q("SELECT seq, hash, rewrites FROM {head} WHERE log = %s")
-        self.move_head = q("UPDATE {head} SET seq = %s, hash = %s WHERE log = %s")
         self.move_head_rewritten = q("UPDATE {head} SET seq = %s, hash = %s, rewrites = rewrites + 1 WHERE log = %s")
         self.copy_in = q("COPY {t} (log, seq, saga, type, line) FROM STDIN")
+        # The head moved past a batch and the writer's marker, in one round trip: the head
+        # stays locked until the commit, so every round trip in it holds the other writers off.
+        self.move_head_and_mark = q(
+            "WITH moved AS (UPDATE {head} SET seq = %s, hash = %s WHERE log = %s) "
+            "INSERT INTO {writers} (log, writer, ticket) VALUES (%s, %s, %s) "
+            "ON CONFLICT (log, writer) DO UPDATE SET ticket = EXCLUDED.ticket"
+        )
         self.insert_row = q("INSERT INTO {t} (log, seq, saga, type, line) VALUES (%s, %s, %s, %s, %s)")
         self.mark_writer = q(
             "INSERT INTO {writers} (log, writer, ticket) VALUES (%s, %s, %s) "
