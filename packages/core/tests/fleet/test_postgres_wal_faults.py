@@ -230,7 +230,7 @@ def test_a_flush_cut_after_its_batch_landed_writes_the_batch_once_and_flushes_ag
 
 _WRITER = """
 import sys
-sys.path.insert(0, sys.argv[2])
+sys.path[:0] = sys.argv[2:]  # fleet/ and the tests above it (test_server_verdict imports refund_world)
 from agent_saga.log.postgres import PostgresWAL
 from test_server_verdict import dead_saga
 dead_saga(PostgresWAL(sys.argv[1], linger=0), "a", "A")  # its barrier waits for the flush: killed there
@@ -253,7 +253,7 @@ def test_a_writer_commits_while_another_waits_for_its_flush_and_the_chain_and_re
     a: subprocess.Popen[bytes] | None = None
     try:
         holder.execute("SELECT pg_advisory_lock(%s)", (key,))  # taken before A exists: its flush waits
-        a = subprocess.Popen([sys.executable, "-c", _WRITER, url, str(Path(__file__).parent)])
+        a = subprocess.Popen([sys.executable, "-c", _WRITER, url, str(Path(__file__).parent), str(Path(__file__).parents[1])])
         flush = log.blocked_by(holder.info.backend_pid)  # A's batch landed, its flush waits
         assert f"{log.table}_writers" in log.query_of(flush)
         a.send_signal(signal.SIGKILL)
