@@ -199,10 +199,19 @@ class GroupCommitWAL(WAL):
     def append(
         self, type: str, saga: str, body: Mapping[str, Any], step: int | None = None
     ) -> int:
-        ts = time.time_ns() // 1000
         # Encoded on the caller's thread: a record the log cannot hold is refused to this
         # caller (WALRefused) and never reaches the commit it would break for every saga.
-        body_json = encode_entry(type, saga, step, body)
+        return self.append_encoded(type, saga, encode_entry(type, saga, step, body), step)
+
+    def append_encoded(self, type: str, saga: str, body_json: str, step: int | None = None) -> int:
+        """Queue a record whose body is given as its canonical JSON, already checked; return its ticket.
+
+        What :meth:`append` does after :func:`encode_entry`, for a caller that made the text and
+        checked it (valid UTF-8, ``canonical`` of the body) and its header's parts itself: the
+        engine's usual REVERSIBLE commit record (``engine/commit_record.py``). A subclass that
+        overrides :meth:`append` is never given a record this way.
+        """
+        ts = time.time_ns() // 1000
         with self._lock:
             if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
                 self._admit()
