@@ -10,7 +10,7 @@ each side then runs in an interpreter of its own (this one, with ``PYTHONPATH`` 
 at that side's core), driven by this tree's ``bench_wal.Ours`` and ``harness.py``, so
 only the core differs. Rounds alternate the order (ref, work / work, ref, ...) and the
 table shows each side's median over the rounds and the ratio working / reference (below 1:
-the working tree is cheaper). Both sides run the pure form (``AGENT_SAGA_PURE=1``).
+the working tree is cheaper).
 
 Figures (each a few metrics):
 
@@ -135,7 +135,7 @@ def _extract(ref: str, into: Path) -> Path:
 
 
 def _side(src: Path, figure: str, directory: Path, steps: int) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{BENCH}", "AGENT_SAGA_PURE": "1"}
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{BENCH}"}
     if figure == "instructions":
         done = subprocess.run([sys.executable, str(BENCH / "bench_instructions.py"), "--json",
                                "--kinds", "reversible", "durable"], env=env, capture_output=True, text=True,

@@ -95,7 +95,6 @@ if TYPE_CHECKING:  # what a type checker (and an IDE) sees: the same names, eage
     from agent_saga.log import default_wal as default_wal
     from agent_saga.log import open_log as open_log
     from agent_saga.log import set_default_wal as set_default_wal
-    from agent_saga.log import speedups_active as speedups_active
     from agent_saga.observability import configure_logging as configure_logging
     from agent_saga.plugins.dispatch import wrap_tool as wrap_tool
     from agent_saga.plugins.patching import patch_all as patch_all
@@ -252,7 +251,6 @@ _PUBLIC: dict[str, str] = {
     "signal": "agent_saga.recovery.signals",
     "SignalRefused": "agent_saga.errors",
     "sourced": "agent_saga.runtime",
-    "speedups_active": "agent_saga.log",
     "Speculator": "agent_saga.runtime",
     "StepOptions": "agent_saga.engine",
     "StepOutcome": "agent_saga.engine",

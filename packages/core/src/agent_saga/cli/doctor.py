@@ -15,10 +15,6 @@ there is one, and reports:
   never declared;
 * ``todo`` -- every ``TODO(agent-saga)`` marker: a decision nobody made yet.
 
-It also says which form of the log's hot path this interpreter runs (``hot path:``): the
-compiled twin of agent-saga-speedups, or pure Python and why (not a finding: both write
-the same bytes).
-
 Each finding is a BLOCKER or a WARNING and says how to fix it. Exit codes: 0 no
 blocker; 1 at least one blocker; 2 usage; 3 the project could not be read.
 """
@@ -43,7 +39,6 @@ from agent_saga.cli.toolscan import ImportNames, module_files
 from agent_saga.inert import inert
 from agent_saga.install import pip_install
 from agent_saga.log.resolve import DEFAULT_LOG_FILE, LOG_ENV, backend_of, chosen_log
-from agent_saga.log.speedups import form, speedups_active
 
 __all__ = ["Finding", "diagnose", "register", "run_doctor"]
 
@@ -414,13 +409,11 @@ def run_doctor(args: argparse.Namespace) -> int:
     warnings = len(findings) - blockers
     if args.json:
         print(json.dumps({"replicas": args.replicas, "blockers": blockers, "warnings": warnings,
-                          "findings": [asdict(f) for f in findings],
-                          "hot_path": {"compiled": speedups_active(), "form": form()}}, indent=2))
+                          "findings": [asdict(f) for f in findings]}, indent=2))
     else:
         for f in sorted(findings, key=lambda f: f.level != BLOCKER):
             # A finding quotes project files and log records: shown inert, one line each.
             print(f"{f.level:8} {f.check}: {inert(f.message)}")
             print(f"{'':8} fix: {inert(f.fix)}")
-        print(f"hot path: {inert(form())}")  # it may quote an import error
         print(f"{blockers} blocker(s), {warnings} warning(s) for {args.replicas} replica(s)")
     return EXIT_FINDING if blockers else EXIT_OK

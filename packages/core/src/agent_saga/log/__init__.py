@@ -1,8 +1,5 @@
 """The write-ahead log: record model, canonical codec, hash chain and its checker, backends."""
 
-# First, and it must stay first: importing it puts the compiled twins (if installed) in place
-# before any module of the log imports them.
-from agent_saga.log import speedups as _speedups  # noqa: F401
 from agent_saga.log.base import WAL, BaseWAL, MemoryWAL
 from agent_saga.log.chain import ChainUnverified, VerifyReport, verify_file
 from agent_saga.log.codec import canonical, chain_hash, content_digest
@@ -14,7 +11,6 @@ from agent_saga.log.postgres import PostgresWAL  # psycopg is imported when one 
 from agent_saga.log.records import GENESIS, HEADER_FIELDS, Record, RecordType
 from agent_saga.log.redis import RedisWAL  # redis-py likewise
 from agent_saga.log.resolve import open_log
-from agent_saga.log.speedups import speedups_active
 
 __all__ = [
     "GENESIS",
@@ -41,6 +37,5 @@ __all__ = [
     "redact_record",
     "redact_where",
     "set_default_wal",
-    "speedups_active",
     "verify_file",
 ]
