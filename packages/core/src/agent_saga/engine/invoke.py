@@ -38,6 +38,7 @@ __all__ = [
     "Settle",
     "Sleep",
     "accepts_idempotency_key",
+    "await_blocking",
     "drive_async",
     "drive_sync",
     "still_running",
@@ -203,7 +204,7 @@ def _in_thread(fn: Callable[[], T], timeout: float | None) -> T:
     return done.result()
 
 
-def _await_blocking(awaitable: Any) -> Any:
+def await_blocking(awaitable: Any) -> Any:
     """Wait for an awaitable from sync code, whether or not this thread runs a loop."""
 
     async def wrapper() -> Any:
@@ -221,7 +222,7 @@ def _await_blocking(awaitable: Any) -> Any:
 def _call_sync(op: Call) -> Any:
     def run() -> Any:
         result = op.fn(**op.kwargs)
-        return _await_blocking(result) if inspect.isawaitable(result) else result
+        return await_blocking(result) if inspect.isawaitable(result) else result
 
     if op.timeout is None:
         return run()

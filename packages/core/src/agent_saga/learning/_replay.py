@@ -32,8 +32,6 @@ later call is refused the same way (nothing it could be served would be the worl
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import copy
 import inspect
 import json
@@ -43,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_saga.context import use_saga
+from agent_saga.engine.invoke import await_blocking
 from agent_saga.engine.saga import Saga
 from agent_saga.engine.served import use_recording
 from agent_saga.engine.step_options import StepOptions
@@ -350,33 +349,6 @@ def _recorded(records: list[Record], saga_id: str | None) -> tuple[str, str, lis
     return saga_id, end, steps
 
 
-def _wait(awaitable: Any) -> Any:
-    """Await a coroutine candidate from this sync call, in this context (a running loop gets a thread)."""
-
-    async def run() -> Any:
-        return await awaitable
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(run())
-    box: dict[str, Any] = {}
-    ctx = contextvars.copy_context()
-
-    def worker() -> None:
-        try:
-            box["value"] = ctx.run(asyncio.run, run())
-        except BaseException as err:  # noqa: BLE001 - handed to the caller
-            box["error"] = err
-
-    thread = threading.Thread(target=worker, name="agent-saga-replay")
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
-
-
 def counterfactual_replay(
     records: Any, candidate: Callable[[], Any], *, saga_id: str | None = None
 ) -> ReplayReport:
@@ -405,7 +377,7 @@ def counterfactual_replay(
         try:
             returned = candidate()
             if inspect.isawaitable(returned):
-                returned = _wait(returned)
+                returned = await_blocking(returned)
         except Exception as err:  # noqa: BLE001 - the candidate's failure is part of the report
             raised = err
     finally:
