@@ -143,6 +143,20 @@ def test_no_two_modules_share_a_name_with_two_meanings() -> None:
     assert clashes == {}
 
 
+def test_no_engine_function_is_longer_than_a_screen() -> None:
+    # 80 lines from `def` to the last line: the engine is read while debugging a step, and a
+    # function that no longer fits is split into the phases it already has.
+    import ast
+
+    longer = {
+        f"{path.name}:{node.name}": node.end_lineno - node.lineno + 1
+        for path in (SRC / "engine").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
+    }
+    assert longer == {}
+
+
 def _wingless(*args: str) -> subprocess.CompletedProcess[str]:
     """``python *args`` from the tests' folder, with every wing refused (see wingless.py)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
