@@ -20,6 +20,8 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Unpack
 
 from agent_saga import boot
+from agent_saga.engine import invoke
+from agent_saga.engine.invoke import drive_async, drive_sync
 from agent_saga.engine.ports import GatePort
 from agent_saga.engine.report import RollbackReport, SagaAborted
 from agent_saga.engine.resumed import DurableRun
@@ -255,19 +257,7 @@ class Boundary:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
-        saga, outcome = self._close(error)
-        if self.joined:
-            return self._joined_exit(error, outcome)
-        if outcome is None:
-            saga.complete_sync()
-            return False
-        if isinstance(outcome, SagaQuarantined):
-            saga.freeze()
-            return False
-        report = saga.rollback_sync(outcome)
-        if isinstance(outcome, Exception):
-            raise SagaAborted(outcome, report) from outcome
-        return False
+        return drive_sync(self._exit(error))
 
     async def __aenter__(self) -> Saga:
         return self._open()
@@ -275,16 +265,20 @@ class Boundary:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> Literal[False]:
+        return await drive_async(self._exit(error))
+
+    def _exit(self, error: BaseException | None) -> invoke.Protocol[Literal[False]]:
+        """Commit, freeze or unwind the saga as the block ended: one protocol for both faces."""
         saga, outcome = self._close(error)
         if self.joined:
             return self._joined_exit(error, outcome)
         if outcome is None:
-            await saga.complete()
+            yield from saga._complete()
             return False
         if isinstance(outcome, SagaQuarantined):
             saga.freeze()
             return False
-        report = await saga.rollback(outcome)
+        report = yield from saga._rollback(outcome)
         if isinstance(outcome, Exception):
             raise SagaAborted(outcome, report) from outcome
         return False
