@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from agent_saga import (
 from agent_saga.context import default_gate
 from agent_saga.errors import WALClosed
 from agent_saga.gate import DefaultGate
+from agent_saga.service import SagaService
 
 
 def test_the_seed_snippet_runs_on_the_default_log(tmp_path: Path) -> None:
@@ -148,10 +150,14 @@ def test_a_route_already_at_the_probe_path_is_refused(tmp_path: Path) -> None:
     ({"drain_timeout": -1}, "drain_timeout=...) must be a number of seconds >= 0"),
     ({"lease_grace": True}, "lease_grace"),
     ({"readiness_path": "readyz"}, "must start with '/'"),
+    ({"drain_timout": 5}, "unknown option(s) ['drain_timout']; the options are: handlers, recovery"),
 ])
 def test_bad_arguments_are_refused_when_the_app_is_built(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
-    with pytest.raises(ConfigurationError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
         saga_lifespan(tmp_path / "wal", **kwargs)  # type: ignore[arg-type]
+    if "readiness_path" not in kwargs:  # the service a lifespan runs checks the same options, by the same rule
+        with pytest.raises(ConfigurationError, match=re.escape(message)):
+            SagaService(tmp_path / "wal", **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("target", "message"), [

@@ -19,9 +19,9 @@ import importlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 try:
     from fastapi import FastAPI, Request
@@ -85,25 +85,48 @@ def _import_handlers(modules: Iterable[str]) -> None:
             ) from None
 
 
+class ServiceOptions(TypedDict, total=False):
+    """What ``saga_lifespan`` and ``SagaService`` take besides the log (see ``saga_lifespan``)."""
+
+    handlers: Iterable[str]
+    recovery: bool
+    interval: float
+    lease_grace: float
+    drain_timeout: float
+
+
+_DEFAULTS: ServiceOptions = {"handlers": (), "recovery": True, "interval": 5.0, "lease_grace": 5.0, "drain_timeout": 30.0}
+
+
+def _checked(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` over the defaults, each checked: an unknown name or a wrong value is refused in one line."""
+    unknown = sorted(set(options) - set(_DEFAULTS))
+    if unknown:
+        raise ConfigurationError(f"saga_lifespan got unknown option(s) {unknown}; the options are: "
+                                 f"{', '.join(_DEFAULTS)}, readiness_path")
+    given: dict[str, Any] = {**_DEFAULTS, **options}
+    if isinstance(given["handlers"], str):
+        raise ConfigurationError(
+            f"saga_lifespan(handlers=...) takes a list of module names, not the string {given['handlers']!r}"
+        )
+    given["handlers"] = tuple(given["handlers"])
+    _seconds("interval", given["interval"], positive=True)
+    _seconds("lease_grace", given["lease_grace"])
+    _seconds("drain_timeout", given["drain_timeout"])
+    return given
+
+
 class SagaService:
     """What ``saga_lifespan`` runs for one app; ``readiness()`` reads its signals."""
 
-    def __init__(
-        self,
-        wal: WAL | str | os.PathLike[str],
-        *,
-        handlers: Iterable[str] = (),
-        recovery: bool = True,
-        interval: float = 5.0,
-        lease_grace: float = 5.0,
-        drain_timeout: float = 30.0,
-    ) -> None:
+    def __init__(self, wal: WAL | str | os.PathLike[str], **options: Unpack[ServiceOptions]) -> None:
+        given = _checked(options)
         self._target = wal
-        self._handlers = tuple(handlers)
-        self._recovery = recovery
-        self._interval = interval
-        self._lease_grace = lease_grace
-        self.drain_timeout = drain_timeout
+        self._handlers: tuple[str, ...] = given["handlers"]
+        self._recovery: bool = given["recovery"]
+        self._interval: float = given["interval"]
+        self._lease_grace: float = given["lease_grace"]
+        self.drain_timeout: float = given["drain_timeout"]
         self.wal: WAL | None = None
         self._owned = False
         self._default_set = False
@@ -218,14 +241,7 @@ last_drain_left: int | None = None
 
 
 def saga_lifespan(
-    wal: WAL | str | os.PathLike[str],
-    *,
-    handlers: Iterable[str] = (),
-    recovery: bool = True,
-    interval: float = 5.0,
-    lease_grace: float = 5.0,
-    drain_timeout: float = 30.0,
-    readiness_path: str | None = "/readyz",
+    wal: WAL | str | os.PathLike[str], *, readiness_path: str | None = "/readyz", **options: Unpack[ServiceOptions]
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[dict[str, Any]]]:
     """The lifespan for ``FastAPI(lifespan=...)``: the log, recovery, readiness and a drain.
 
@@ -237,13 +253,9 @@ def saga_lifespan(
     seconds between sweeps; ``lease_grace``: extra seconds beyond a dead owner's lease.
     ``drain_timeout``: how long shutdown waits for running sagas. ``readiness_path``:
     where the probe is served (200 ready, 503 not, JSON either way), None for none.
+    Defaults: no handlers, recovery on, interval 5 s, lease_grace 5 s, drain_timeout 30 s.
     """
-    if isinstance(handlers, str):
-        raise ConfigurationError(f"saga_lifespan(handlers=...) takes a list of module names, not the string {handlers!r}")
-    handlers = tuple(handlers)
-    _seconds("interval", interval, positive=True)
-    _seconds("lease_grace", lease_grace)
-    _seconds("drain_timeout", drain_timeout)
+    given = _checked(options)  # refused here, when the app is built, not at its startup
     if readiness_path is not None and not (isinstance(readiness_path, str) and readiness_path.startswith("/")):
         raise ConfigurationError(f"saga_lifespan(readiness_path=...) must start with '/', or be None; got {readiness_path!r}")
 
@@ -251,8 +263,7 @@ def saga_lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         if readiness_path is not None:
             _add_probe(app, readiness_path)
-        service = SagaService(wal, handlers=handlers, recovery=recovery, interval=interval,
-                              lease_grace=lease_grace, drain_timeout=drain_timeout)
+        service = SagaService(wal, **given)
         service.start()
         setattr(app.state, STATE_KEY, service)
         try:
