@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,69 @@ async def test_a_failing_disk_fails_async_waiters(tmp_path: Path, monkeypatch: p
         await log.barrier_async(log.append("T", "s", {}))
     monkeypatch.undo()
     log.close()
+
+
+class DiesAfterAFlush(FileWAL):
+    """A log whose flusher raises outside its commit, once, after acknowledging its first flush.
+
+    It stops there until ``go`` is set, so the test can queue a record the dead flusher would
+    never commit.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.acknowledged = threading.Event()
+        self.go = threading.Event()
+        super().__init__(path, linger=0.0, barrier_timeout=5.0)
+
+    def _acknowledge(self) -> None:
+        super()._acknowledge()
+        if not self.acknowledged.is_set():
+            self.acknowledged.set()
+            self.go.wait(30)
+            raise RuntimeError("the flusher's own bug")
+
+
+@pytest.fixture
+def dying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[DiesAfterAFlush, list[BaseException]]]:
+    # The flusher's error still reaches threading.excepthook (its traceback is printed): kept here.
+    escaped: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    log = DiesAfterAFlush(tmp_path / "d.wal")
+    log.barrier(log.append("T", "s", {}))
+    assert log.acknowledged.wait(30)
+    try:
+        yield log, escaped
+    finally:
+        log.go.set()
+        log.close()
+
+
+def test_a_flusher_that_raises_breaks_the_log_rather_than_stalling_barriers(
+    dying: tuple[DiesAfterAFlush, list[BaseException]],
+) -> None:
+    log, escaped = dying
+    ticket = log.append("T", "s", {})  # queued while the flusher is about to die
+    log.go.set()
+    with pytest.raises(WALError, match="its flusher failed: RuntimeError") as raised:
+        log.barrier(ticket)
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert str(raised.value.__cause__) == "the flusher's own bug"
+    assert log.broken is raised.value
+    with pytest.raises(WALError, match="its flusher failed"):
+        log.append("T", "s", {})
+    log.close()  # joins the flusher: its error has been handed on by then
+    assert [str(e) for e in escaped] == ["the flusher's own bug"]
+
+
+async def test_a_flusher_that_raises_fails_async_barriers_too(
+    dying: tuple[DiesAfterAFlush, list[BaseException]],
+) -> None:
+    log, _ = dying
+    ticket = log.append("T", "s", {})
+    log.go.set()
+    with pytest.raises(WALError, match="its flusher failed: RuntimeError") as raised:
+        await log.barrier_async(ticket)
+    assert isinstance(raised.value.__cause__, RuntimeError)
 
 
 def test_closed_log_refuses_appends(wal: FileWAL) -> None:

@@ -317,6 +317,13 @@ class GroupCommitWAL(WAL):
                 if not self._commit_until_done(batch):
                     return
                 self._acknowledge()
+        except BaseException as err:
+            # Anything escaping the loop (a backend's idle hook, a waiter's loop) would end
+            # this thread silently and leave every barrier to wait out its bound: break the
+            # log with it instead, so they fail at once naming why.
+            if self._broken is None:
+                self._fail(err, "its flusher")
+            raise
         finally:
             try:
                 self._disconnect()
@@ -397,8 +404,8 @@ class GroupCommitWAL(WAL):
         if ready:
             settle(ready)
 
-    def _fail(self, err: BaseException) -> None:
-        broken = err if isinstance(err, WALError) else WALError(f"{self!r}: committing failed: {err!r}")
+    def _fail(self, err: BaseException, doing: str = "committing") -> None:
+        broken = err if isinstance(err, WALError) else WALError(f"{self!r}: {doing} failed: {err!r}")
         if broken is not err:
             broken.__cause__ = err
         log.error("%r is broken and refuses further records: %s", self, err)
