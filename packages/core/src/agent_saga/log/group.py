@@ -339,7 +339,9 @@ class GroupCommitWAL(WAL):
                     # Right after a commit: a record queued now waits at most linger.
                     self._park(_LINGERING, self.linger)
                     lingered = True
-                if not self._pending and not self._closing:
+                # A loop, not one wait: a barrier can wake us with nothing queued (it looked at
+                # the durable mark just before our last commit raised it); only close may end us.
+                while not self._pending and not self._closing:
                     self._idle()
                     self._park(_IDLE, -1)
                     lingered = False
