@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,25 @@ def _trace_queue(trace: list[list[Any]]) -> None:
     EscalationQueue.resolve = traced_resolve  # type: ignore[method-assign]
 
 
+def _keep_thread_errors(directory: Path) -> None:
+    """Keep what kills any thread of this child (a log's flusher, say) beside the point's log.
+
+    The matrix discards the worker's stderr, where the default hook prints it.
+    """
+
+    def keep(args: threading.ExceptHookArgs) -> None:
+        text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+        name = args.thread.name if args.thread is not None else "?"
+        with Path(directory, "thread-errors.txt").open("a") as out:
+            out.write(f"thread {name} died:\n{text}")
+        previous(args)
+
+    previous = threading.excepthook
+    threading.excepthook = keep
+
+
 def run_point(point: dict[str, Any]) -> None:
+    _keep_thread_errors(Path(point["dir"]))
     os.environ.update(point["env"])
     recovery_worker.crash_at = os.environ.get("RECOVERY_CRASH_AT", "")
     trace: list[list[Any]] = []

@@ -114,6 +114,9 @@ def test_concurrent_crash_matrix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         if code != 137:
             error = directory / "worker-error.txt"
             why = error.read_text().strip().splitlines()[-1] if error.exists() else "no traceback"
+            died = directory / "thread-errors.txt"
+            if died.exists():  # a thread of the worker died first (its log's flusher, say): say of what
+                why += f"; before that, {died.read_text().strip().splitlines()[-1]} (see {died})"
             problems.append(f"[{label}] the worker was not killed (exit {code}): the crash point never fired ({why})")
             continue
         problems.extend(_check_point(label, shape, directory, monkeypatch))

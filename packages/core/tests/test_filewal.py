@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from agent_saga.errors import WALClosed, WALCorrupt, WALError
 from agent_saga.log import read_records, set_default_wal
 from agent_saga.log.codec import chain_hash, content_digest
 from agent_saga.log.default import default_wal
+from agent_saga.log.group import Entry
 
 
 def lines(path: Path) -> list[dict[str, object]]:
@@ -259,6 +261,127 @@ async def test_a_failing_disk_fails_async_waiters(tmp_path: Path, monkeypatch: p
         await log.barrier_async(log.append("T", "s", {}))
     monkeypatch.undo()
     log.close()
+
+
+class DiesAfterAFlush(FileWAL):
+    """A log whose flusher raises outside its commit, once, after acknowledging its first flush.
+
+    It stops there until ``go`` is set, so the test can queue a record the dead flusher would
+    never commit.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.acknowledged = threading.Event()
+        self.go = threading.Event()
+        super().__init__(path, linger=0.0, barrier_timeout=5.0)
+
+    def _acknowledge(self) -> None:
+        super()._acknowledge()
+        if not self.acknowledged.is_set():
+            self.acknowledged.set()
+            self.go.wait(30)
+            raise RuntimeError("the flusher's own bug")
+
+
+@pytest.fixture
+def dying(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[DiesAfterAFlush, list[BaseException]]]:
+    # The flusher's error still reaches threading.excepthook (its traceback is printed): kept here.
+    escaped: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    log = DiesAfterAFlush(tmp_path / "d.wal")
+    log.barrier(log.append("T", "s", {}))
+    assert log.acknowledged.wait(30)
+    try:
+        yield log, escaped
+    finally:
+        log.go.set()
+        log.close()
+
+
+def test_a_flusher_that_raises_breaks_the_log_rather_than_stalling_barriers(
+    dying: tuple[DiesAfterAFlush, list[BaseException]],
+) -> None:
+    log, escaped = dying
+    ticket = log.append("T", "s", {})  # queued while the flusher is about to die
+    log.go.set()
+    with pytest.raises(WALError, match="its flusher failed: RuntimeError") as raised:
+        log.barrier(ticket)
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert str(raised.value.__cause__) == "the flusher's own bug"
+    assert log.broken is raised.value
+    with pytest.raises(WALError, match="its flusher failed"):
+        log.append("T", "s", {})
+    log.close()  # joins the flusher: its error has been handed on by then
+    assert [str(e) for e in escaped] == ["the flusher's own bug"]
+
+
+async def test_a_flusher_that_raises_fails_async_barriers_too(
+    dying: tuple[DiesAfterAFlush, list[BaseException]],
+) -> None:
+    log, _ = dying
+    ticket = log.append("T", "s", {})
+    log.go.set()
+    with pytest.raises(WALError, match="its flusher failed: RuntimeError") as raised:
+        await log.barrier_async(ticket)
+    assert isinstance(raised.value.__cause__, RuntimeError)
+
+
+class LateBarrier(FileWAL):
+    """A log whose next barrier reads the durable mark just before its record is flushed, and
+    takes the lock only once the flusher has committed that record and gone idle.
+
+    The interleaving a loaded machine produces now and then: the barrier's first, unlocked
+    look at the mark is stale by the time it asks the flusher for its record.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.reader: threading.Thread | None = None  # the thread whose next read of the mark is stale
+        self.read = threading.Event()
+        self.idle_after_a_flush = threading.Event()
+        self.woken = threading.Event()  # the flusher, woken with nothing queued, idles again or stops
+        super().__init__(path, linger=0.0, barrier_timeout=5.0)
+
+    @property  # type: ignore[override]
+    def _durable(self) -> int:
+        if self.reader is threading.current_thread():
+            self.reader = None
+            stale: int = self.__dict__["_durable"]
+            self.read.set()
+            assert self.idle_after_a_flush.wait(30)
+            return stale
+        return int(self.__dict__["_durable"])
+
+    @_durable.setter
+    def _durable(self, value: int) -> None:
+        self.__dict__["_durable"] = value
+
+    def _commit(self, batch: list[Entry]) -> None:
+        assert self.read.wait(30)  # the first flush waits for the barrier's look at the mark
+        super()._commit(batch)
+
+    def _idle(self) -> None:
+        super()._idle()
+        if self.commits:
+            if self.idle_after_a_flush.is_set():
+                self.woken.set()  # it went back to waiting for records
+            self.idle_after_a_flush.set()  # the lock is released as the flusher parks, right after this
+
+    def _disconnect(self) -> None:
+        self.woken.set()  # it stopped
+        super()._disconnect()
+
+
+def test_a_barrier_that_wakes_an_idle_flusher_with_nothing_queued_does_not_end_it(tmp_path: Path) -> None:
+    log = LateBarrier(tmp_path / "l.wal")
+    try:
+        log.reader = threading.current_thread()
+        log.barrier(log.append("T", "s", {"i": 0}))  # durable by the time it asks: it wakes the idle flusher
+        assert log.woken.wait(30)
+        # The flusher still commits what comes next (it used to end there: every later barrier stalled).
+        log.barrier(log.append("T", "s", {"i": 1}))
+    finally:
+        log.close()
+    assert [r["body"] for r in lines(tmp_path / "l.wal")] == [{"i": 0}, {"i": 1}]
 
 
 def test_closed_log_refuses_appends(wal: FileWAL) -> None:

@@ -317,6 +317,13 @@ class GroupCommitWAL(WAL):
                 if not self._commit_until_done(batch):
                     return
                 self._acknowledge()
+        except BaseException as err:
+            # Anything escaping the loop (a backend's idle hook, a waiter's loop) would end
+            # this thread silently and leave every barrier to wait out its bound: break the
+            # log with it instead, so they fail at once naming why.
+            if self._broken is None:
+                self._fail(err, "its flusher")
+            raise
         finally:
             try:
                 self._disconnect()
@@ -332,7 +339,9 @@ class GroupCommitWAL(WAL):
                     # Right after a commit: a record queued now waits at most linger.
                     self._park(_LINGERING, self.linger)
                     lingered = True
-                if not self._pending and not self._closing:
+                # A loop, not one wait: a barrier can wake us with nothing queued (it looked at
+                # the durable mark just before our last commit raised it); only close may end us.
+                while not self._pending and not self._closing:
                     self._idle()
                     self._park(_IDLE, -1)
                     lingered = False
@@ -397,8 +406,8 @@ class GroupCommitWAL(WAL):
         if ready:
             settle(ready)
 
-    def _fail(self, err: BaseException) -> None:
-        broken = err if isinstance(err, WALError) else WALError(f"{self!r}: committing failed: {err!r}")
+    def _fail(self, err: BaseException, doing: str = "committing") -> None:
+        broken = err if isinstance(err, WALError) else WALError(f"{self!r}: {doing} failed: {err!r}")
         if broken is not err:
             broken.__cause__ = err
         log.error("%r is broken and refuses further records: %s", self, err)
