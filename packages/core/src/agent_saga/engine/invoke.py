@@ -358,9 +358,10 @@ async def drive_async(protocol: Protocol[T]) -> T:
                 fn = op.fn
                 code = getattr(fn, "__code__", None)  # a plain async function: the common case
                 if op.timeout is None and code is not None and code.co_flags & _CO_COROUTINE:
-                    value = await fn(**op.kwargs)  # without another coroutine or call
+                    # (fn() when no key is passed: fn(**{}) builds and merges a dict of its own)
+                    value = await (fn(**op.kwargs) if op.kwargs else fn())  # without another coroutine or call
                 elif op.inline and op.timeout is None:  # a sync tool run on the loop, as _call_async would
-                    value = fn(**op.kwargs)
+                    value = fn(**op.kwargs) if op.kwargs else fn()
                     if _awaitable(value):
                         value = await value
                 else:

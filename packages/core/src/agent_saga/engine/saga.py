@@ -1043,10 +1043,11 @@ class Saga:
         Returns (its ticket, what went wrong with the undo, whether it landed late: see ``_land``).
         """
         tool = step.tool
-        comp, described, problem = _NO_UNDO if compensate is None else self._undo_from(
-            step, compensate, result, self._walk_undo)
-        step.compensation = comp
-        step.problem = str(problem) if problem else ""
+        comp, described, problem = _NO_UNDO
+        if compensate is not None:  # (a step without one keeps the defaults: no undo, no problem)
+            comp, described, problem = self._undo_from(step, compensate, result, self._walk_undo)
+            step.compensation = comp
+            step.problem = str(problem) if problem else ""
         step.state = _COMMITTED
         # What it returned, bounded and redacted (log/results.py).
         recorded = UNRECORDED if opts.record_result == "none" else logged_result(
