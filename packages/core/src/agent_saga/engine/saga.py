@@ -72,7 +72,7 @@ from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.step_options import StepKwargs, StepOptions
+from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
@@ -428,7 +428,9 @@ class Saga:
         (secret-looking names redacted). The step's options come from ``options``
         and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
         """
-        return await drive_async(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+        # Just semantics=, by name: its shared options, without a call to build them.
+        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
+        return await drive_async(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
 
     def execute_sync(
         self,
@@ -441,7 +443,8 @@ class Saga:
         **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
-        return drive_sync(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
+        return drive_sync(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
 
     async def snapshot(
         self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
