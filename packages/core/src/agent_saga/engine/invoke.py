@@ -222,7 +222,7 @@ def await_blocking(awaitable: Any) -> Any:
 def _call_sync(op: Call) -> Any:
     def run() -> Any:
         result = op.fn(**op.kwargs)
-        return await_blocking(result) if inspect.isawaitable(result) else result
+        return await_blocking(result) if _awaitable(result) else result
 
     if op.timeout is None:
         return run()
@@ -261,6 +261,15 @@ def drive_sync(protocol: Protocol[T]) -> T:
 
 _CO_COROUTINE = inspect.CO_COROUTINE
 _POOL = tool_pool()
+
+
+# Results never awaitable, known by their exact type: inspect.isawaitable's ABC check is spared.
+_INERT = frozenset({int, float, bool, str, bytes, type(None), dict, list, tuple})
+
+
+def _awaitable(result: Any) -> bool:
+    """Whether a tool's result must be awaited (a sync function may return a coroutine)."""
+    return type(result) not in _INERT and inspect.isawaitable(result)
 
 
 def _is_coroutine_function(fn: Callable[..., Any]) -> bool:
@@ -303,7 +312,7 @@ async def _call_async(op: Call) -> Any:
     fn = op.fn
     if op.inline or _is_coroutine_function(fn):
         result = fn(**op.kwargs)
-        if inspect.isawaitable(result):
+        if _awaitable(result):
             if op.timeout is None:
                 return await result
             async with asyncio.timeout(op.timeout):
@@ -323,10 +332,10 @@ async def _call_async(op: Call) -> Any:
     try:
         if op.timeout is None:
             result = await future
-            return (await result) if inspect.isawaitable(result) else result
+            return (await result) if _awaitable(result) else result
         async with asyncio.timeout(op.timeout):
             result = await future
-            return (await result) if inspect.isawaitable(result) else result
+            return (await result) if _awaitable(result) else result
     except BaseException as err:  # a timeout or a cancellation: the thread runs on (re-raised)
         _unfinished(err, running)
         raise
@@ -349,7 +358,12 @@ async def drive_async(protocol: Protocol[T]) -> T:
                 fn = op.fn
                 code = getattr(fn, "__code__", None)  # a plain async function: the common case
                 if op.timeout is None and code is not None and code.co_flags & _CO_COROUTINE:
-                    value = await fn(**op.kwargs)  # without another coroutine or call
+                    # (fn() when no key is passed: fn(**{}) builds and merges a dict of its own)
+                    value = await (fn(**op.kwargs) if op.kwargs else fn())  # without another coroutine or call
+                elif op.inline and op.timeout is None:  # a sync tool run on the loop, as _call_async would
+                    value = fn(**op.kwargs) if op.kwargs else fn()
+                    if _awaitable(value):
+                        value = await value
                 else:
                     value = await _call_async(op)  # (which also knows partials and other callables)
             elif isinstance(op, Barrier):

@@ -72,7 +72,7 @@ from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.step_options import StepKwargs, StepOptions
+from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
@@ -104,7 +104,8 @@ log = logging.getLogger("agent_saga.engine")
 _REVERSIBLE = ActionSemantics.REVERSIBLE
 # Members read on every step, named once: an enum class's attribute goes through its metaclass's
 # __getattr__ hook (about 500 instructions a read, measured with callgrind), a module name does not.
-_COMMITTED, _STEP_INTENT, _STEP_COMMITTED = StepState.COMMITTED, R.STEP_INTENT, R.STEP_COMMITTED
+_COMMITTED, _PENDING = StepState.COMMITTED, StepState.PENDING
+_STEP_INTENT, _STEP_COMMITTED = R.STEP_INTENT, R.STEP_COMMITTED
 #: What _undo_from answers for a step with no undo: no undo, none described, nothing wrong.
 _NO_UNDO: tuple[None, None, None] = (None, None, None)
 _OPEN = SagaStatus.OPEN
@@ -427,7 +428,9 @@ class Saga:
         (secret-looking names redacted). The step's options come from ``options``
         and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
         """
-        return await drive_async(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+        # Just semantics=, by name: its shared options, without a call to build them.
+        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
+        return await drive_async(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
 
     def execute_sync(
         self,
@@ -440,7 +443,8 @@ class Saga:
         **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
-        return drive_sync(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
+        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
+        return drive_sync(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
 
     async def snapshot(
         self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
@@ -826,13 +830,17 @@ class Saga:
 
     def _land(self, step: Step) -> bool:
         """``step``'s outcome is recorded: it is no longer in flight. True if it was left (it landed late)."""
-        with self._lock:
+        lock = self._lock  # acquire/release, not `with`: no bound __enter__/__exit__ made per step
+        lock.acquire()
+        try:
             step.flying = False
             flight = self._inflight
             flight.count -= 1
             if flight.waiters:
                 flight.wake()
             return step.left
+        finally:
+            lock.release()
 
     def _stop_for_rollback(self, step: Step, failed: BaseException | None, attempt: int) -> None:
         """The saga began to roll back (or ended so): attempt ``attempt`` does not start (``failed``: an earlier one's error)."""
@@ -850,14 +858,19 @@ class Saga:
 
     def _open(self, tool: str, sem: ActionSemantics, undo_declared: bool, via_fallback: bool) -> Step:
         """The step, numbered, on the stack and in flight, once the saga is known to take one."""
-        with self._lock:
+        lock = self._lock  # (as in _land)
+        lock.acquire()
+        try:
             if self.status is not _OPEN or not self._started:
                 self._check_open()
             index = self._last = self._last + 1  # steps are numbered from 1, as people count them
-            step = Step(self.saga_id, index, tool, sem, undo_declared=undo_declared, via_fallback=via_fallback,
-                        flying=True)
+            # Positional up to flying=True: keywords would cost a dict made and unpacked per step.
+            step = Step(self.saga_id, index, tool, sem, _PENDING, None, undo_declared, "", via_fallback, None, "",
+                        True)
             self._steps.append(step)
             self._inflight.count += 1
+        finally:
+            lock.release()
         return step
 
     def _admit(
@@ -895,10 +908,9 @@ class Saga:
                 # Whatever the framework did with the stopping error, nothing more runs here.
                 raise StepRefused(tool, f"the saga was stopped ({stopped.pattern}): {stopped.reason}", "stopped")
             if gate is not None:
-                request = StepRequest(
-                    self.saga_id, step.index, tool, step.semantics, logged_args, self.tags,
-                    provenance=tagged or None,
-                    policy_args=frozenset(opts.policy_args) if opts.policy_args else _NO_NAMES,
+                request = StepRequest(  # positional, as in _open: provenance, then policy_args
+                    self.saga_id, step.index, tool, step.semantics, logged_args, self.tags, tagged or None,
+                    frozenset(opts.policy_args) if opts.policy_args else _NO_NAMES,
                 )
                 if self._posture_since is not None:
                     self._note_posture(step.index)
@@ -1034,10 +1046,11 @@ class Saga:
         Returns (its ticket, what went wrong with the undo, whether it landed late: see ``_land``).
         """
         tool = step.tool
-        comp, described, problem = _NO_UNDO if compensate is None else self._undo_from(
-            step, compensate, result, self._walk_undo)
-        step.compensation = comp
-        step.problem = str(problem) if problem else ""
+        comp, described, problem = _NO_UNDO
+        if compensate is not None:  # (a step without one keeps the defaults: no undo, no problem)
+            comp, described, problem = self._undo_from(step, compensate, result, self._walk_undo)
+            step.compensation = comp
+            step.problem = str(problem) if problem else ""
         step.state = _COMMITTED
         # What it returned, bounded and redacted (log/results.py).
         recorded = UNRECORDED if opts.record_result == "none" else logged_result(

@@ -23,7 +23,7 @@ from agent_saga.log.results import RECORD_RESULT_MODES, RecordResult
 from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["StepKwargs", "StepOptions", "option_names"]
+__all__ = ["PLAIN", "StepKwargs", "StepOptions", "option_names"]
 
 _NO_PATHS: Mapping[str, JsonPath] = MappingProxyType({})
 
@@ -166,7 +166,7 @@ class StepOptions:
                     "guesses whether an effect can be undone"
                 )
             if not more:
-                plain = _PLAIN.get(semantics) if isinstance(semantics, str) else None
+                plain = PLAIN.get(semantics) if isinstance(semantics, str) else None
                 return plain if plain is not None else cls(ActionSemantics.parse(semantics))
             return _from_keywords(semantics, more)
         if not isinstance(options, StepOptions):
@@ -256,7 +256,7 @@ def option_names() -> frozenset[str]:
 
 
 _NAMES = frozenset(f.name for f in fields(StepOptions) if f.init) - {"semantics"}
-# The options most steps use: just semantics. Built once, shared (they are immutable).
-_PLAIN: dict[Any, StepOptions] = {}
+#: The options most steps use: just semantics (a member or its name). Built once, shared (they are immutable).
+PLAIN: dict[Any, StepOptions] = {}
 for _sem in ActionSemantics:
-    _PLAIN[_sem] = _PLAIN[_sem.value] = StepOptions(_sem)
+    PLAIN[_sem] = PLAIN[_sem.value] = StepOptions(_sem)

@@ -212,7 +212,9 @@ class GroupCommitWAL(WAL):
         overrides :meth:`append` is never given a record this way.
         """
         ts = time.time_ns() // 1000
-        with self._lock:
+        lock = self._lock  # acquire/release, not `with`: no bound __enter__/__exit__ made per record
+        lock.acquire()
+        try:
             if self._broken is not None or self._closing or len(self._pending) >= self.max_pending:
                 self._admit()
             self._last_ticket = ticket = self._last_ticket + 1
@@ -221,6 +223,8 @@ class GroupCommitWAL(WAL):
                 self._kicked = True
                 self._kick.release()
             return ticket
+        finally:
+            lock.release()
 
     def _admit(self) -> None:
         """Raise why a record cannot be queued now, or wait for room ('block'); lock held."""
