@@ -7,7 +7,9 @@ the test cannot download it, so it checks the page's own table: 222 rows, one pe
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,34 @@ def test_a_from_import_of_a_2x_name_keeps_the_line_python_would_drop() -> None:
     assert getattr(agent_saga, "omni", None) is None
     with pytest.raises(ImportError, match=r"^cannot import name 'no_such_name' from 'agent_saga'"):
         from agent_saga import no_such_name  # noqa: F401
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a 2.x module 3.x lacks: the refusal under test
+        return False
+
+
+def test_importing_a_module_2x_had_and_3x_lacks_says_what_its_names_became() -> None:
+    # 2.x code imports modules too (``from agent_saga.tenant import TenantContext``): Python's bare
+    # "No module named" would leave the user to find the table; the line names each name's fate.
+    gone_modules = sorted({module for module, _ in GONE.values() if not _has(module)})
+    assert len(gone_modules) >= 40 and "agent_saga.gate" not in gone_modules
+    for module in gone_modules:
+        with pytest.raises(ModuleNotFoundError) as missing:
+            importlib.import_module(module)
+        text = str(missing.value)
+        assert "\n" not in text and text.startswith(f"{module} was a module of agent-saga 2.x") and \
+            text.endswith("(docs/MIGRATING.md)"), text
+        assert missing.value.name == module and module not in sys.modules
+        for name, (home, instead) in GONE.items():
+            if home == module:
+                assert name in text and instead in text, (name, text)
+    with pytest.raises(ImportError, match=r"^agent_saga\.locks was a module of agent-saga 2\.x and 3\.x has none; .*"
+                                          r"SemanticLockConflictError: agent_saga\.isolation\.LockHeld"):
+        from agent_saga.locks import FileLock  # noqa: F401
+    # a module 3.x still has is found as ever, and an unknown one keeps Python's own error
+    assert importlib.import_module("agent_saga.gate").__name__ == "agent_saga.gate"
+    with pytest.raises(ModuleNotFoundError, match=r"^No module named 'agent_saga\.no_such_module'$"):
+        importlib.import_module("agent_saga.no_such_module")

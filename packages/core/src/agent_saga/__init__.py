@@ -9,6 +9,8 @@ newest-first, and the report says exactly whether the unwind was clean.
 # second, and the CLI, a hook or a worker that needs one name paid for all of them). Each public
 # name is imported from its home module on first use (PEP 562 ``__getattr__`` below) and then
 # kept here, so it is the very object its home module holds.
+import sys as _sys
+
 from agent_saga import boot as _boot
 from agent_saga._version import __version__
 
@@ -366,6 +368,27 @@ def __getattr__(name: str) -> object:
     if line is None:
         raise AttributeError(f"module 'agent_saga' has no attribute {name!r}")
     raise refusal(name, line, sys._getframe(1))  # the frame that asked: ``from agent_saga import`` or not
+
+
+class _GoneModules:
+    """Last on ``sys.meta_path``: ``import agent_saga.tenant`` (a 2.x module) says what replaced it.
+
+    Consulted only after every other finder found nothing, so it never shadows a real module; an
+    unknown name still gets Python's own "No module named".
+    """
+
+    @staticmethod
+    def find_spec(fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.startswith("agent_saga."):
+            from agent_saga._migrating import module_answer
+
+            line = module_answer(fullname)
+            if line is not None:
+                raise ModuleNotFoundError(line, name=fullname)
+
+
+if not any(getattr(finder, "__module__", None) == __name__ for finder in _sys.meta_path):  # once, reloads too
+    _sys.meta_path.append(_GoneModules)
 
 
 def __dir__() -> list[str]:

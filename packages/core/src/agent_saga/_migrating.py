@@ -13,7 +13,7 @@ from types import CodeType, FrameType
 
 from agent_saga._bytecode import BYTECODE_KNOWN
 
-__all__ = ["GONE", "NEVER_DEFINED", "answer", "refusal"]
+__all__ = ["GONE", "NEVER_DEFINED", "answer", "module_answer", "refusal"]
 
 #: 2.x name -> (its 2.x module, what 3.x has instead), as docs/MIGRATING.md's table says.
 GONE: dict[str, tuple[str, str]] = {
@@ -209,6 +209,22 @@ def answer(name: str) -> str | None:
         return None
     module, instead = gone
     return f"agent_saga.{name} was exported by agent-saga 2.x ({module}); in 3.x: {instead} (docs/MIGRATING.md)"
+
+
+def module_answer(module: str) -> str | None:
+    """The one line ``import <module>`` raises for a 2.x module 3.x lacks, or None if it is not one.
+
+    Asked only once no finder found ``module`` (``agent_saga._GoneModules`` is last on
+    ``sys.meta_path``), so a module 3.x still has (``agent_saga.gate``) is never answered here.
+    """
+    became: dict[str, list[str]] = {}
+    for name, (home, instead) in GONE.items():
+        if home == module:
+            became.setdefault(instead, []).append(name)
+    if not became:
+        return None
+    what = "; ".join(f"{', '.join(names)}: {instead}" for instead, names in became.items())
+    return f"{module} was a module of agent-saga 2.x and 3.x has none; its names in 3.x: {what} (docs/MIGRATING.md)"
 
 
 # ``from agent_saga import X`` is recognised from the importing frame's instruction
