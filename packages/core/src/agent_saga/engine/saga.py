@@ -864,9 +864,8 @@ class Saga:
             if self.status is not _OPEN or not self._started:
                 self._check_open()
             index = self._last = self._last + 1  # steps are numbered from 1, as people count them
-            # Positional up to flying=True: keywords would cost a dict made and unpacked per step.
-            step = Step(self.saga_id, index, tool, sem, _PENDING, None, undo_declared, "", via_fallback, None, "",
-                        True)
+            # Positional: keywords would cost a dict made and unpacked per step.
+            step = Step(self.saga_id, index, tool, sem, _PENDING, None, undo_declared, via_fallback, True)
             self._steps.append(step)
             self._inflight.count += 1
         finally:
