@@ -18,7 +18,7 @@ import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any, TypeVar
 from typing import Protocol as Interface
 
@@ -39,6 +39,7 @@ __all__ = [
     "Sleep",
     "accepts_idempotency_key",
     "await_blocking",
+    "bare_call",
     "drive_async",
     "drive_sync",
     "still_running",
@@ -105,7 +106,9 @@ class Park:
     seconds: float
 
 
-Op = Barrier | Check | Call | Sleep | Settle | Park
+#: A plain async function is an op too: called with no arguments and no timeout, as a Call of it
+#: with none would be (the usual REVERSIBLE step's tool: no Call object is made for it).
+Op = Barrier | Check | Call | Sleep | Settle | Park | FunctionType
 Protocol = Generator[Op, Any, T]
 
 _KEY = "idempotency_key"
@@ -137,8 +140,11 @@ def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
     Only an explicitly named parameter counts: passing an unexpected keyword to a
     ``**kwargs`` wrapper could break the function it wraps.
     """
-    code = getattr(fn, "__code__", None)
-    if code is not None and not hasattr(fn, "__wrapped__"):
+    # A plain function with no attributes wraps nothing (functools.wraps sets __wrapped__ among
+    # them): known without hasattr's failed lookup.
+    code = fn.__code__ if type(fn) is FunctionType and not fn.__dict__ else (
+        None if hasattr(fn, "__wrapped__") else getattr(fn, "__code__", None))
+    if code is not None:
         known = _accepts_cache.get(code)
         if known is not None:
             return known
@@ -242,6 +248,8 @@ def drive_sync(protocol: Protocol[T]) -> T:
         try:
             if isinstance(op, Call):
                 value = _call_sync(op)
+            elif type(op) is FunctionType:
+                value = _call_sync(Call(op, {}))
             elif isinstance(op, Barrier):
                 op.wal.barrier(op.ticket)
             elif isinstance(op, Check):
@@ -261,6 +269,13 @@ def drive_sync(protocol: Protocol[T]) -> T:
 
 _CO_COROUTINE = inspect.CO_COROUTINE
 _POOL = tool_pool()
+
+
+def bare_call(fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None, inline: bool) -> Call | FunctionType:
+    """The op that calls ``fn``: the function itself when it is a plain async function called bare, else a Call."""
+    if not kwargs and timeout is None and type(fn) is FunctionType and fn.__code__.co_flags & _CO_COROUTINE:
+        return fn
+    return Call(fn, kwargs, timeout, inline)
 
 
 # Results never awaitable, known by their exact type: inspect.isawaitable's ABC check is spared.
@@ -354,7 +369,9 @@ async def drive_async(protocol: Protocol[T]) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            if isinstance(op, Call):
+            if type(op) is FunctionType:  # a plain async function, called bare (see Op)
+                value = await op()
+            elif isinstance(op, Call):
                 fn = op.fn
                 code = getattr(fn, "__code__", None)  # a plain async function: the common case
                 if op.timeout is None and code is not None and code.co_flags & _CO_COROUTINE:

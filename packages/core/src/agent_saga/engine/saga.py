@@ -36,7 +36,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from types import FunctionType
 from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
@@ -51,6 +52,7 @@ from agent_saga.engine.invoke import (
     Settle,
     Sleep,
     accepts_idempotency_key,
+    bare_call,
     drive_async,
     drive_sync,
     still_running,
@@ -410,7 +412,7 @@ class Saga:
 
     # -- forward ------------------------------------------------------------------------
 
-    async def execute(
+    def execute(
         self,
         *,
         tool: str,
@@ -419,18 +421,29 @@ class Saga:
         args: Mapping[str, Any] | None = None,
         options: StepOptions | None = None,
         **more: Unpack[StepKwargs],
-    ) -> Any:
-        """Run one step and return its result (async face).
+    ) -> Coroutine[Any, Any, Any]:
+        """Run one step and return its result (async face: await what it returns).
 
         ``forward`` is called with no arguments (plus ``idempotency_key`` if it
         names that parameter); sync callables run on a worker thread unless
         ``inline=True``. ``args`` are what the gate polices and the log records
         (secret-looking names redacted). The step's options come from ``options``
         and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
+        Nothing runs, and nothing is raised, until it is awaited.
         """
-        # Just semantics=, by name: its shared options, without a call to build them.
+        # Just semantics=, by name: its shared options, without a call to build them, and the driver's
+        # own coroutine handed back (no coroutine of this method's own around it: issue 43 §1).
         plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
-        return await drive_async(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
+        if plain is not None:
+            return drive_async(self._step(tool, forward, args, plain))
+        return self._execute_built(tool, forward, args, options, semantics, more)
+
+    async def _execute_built(
+        self, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None, options: StepOptions | None,
+        semantics: ActionSemantics | str | None, more: StepKwargs,
+    ) -> Any:
+        """``execute`` with options to build: built when awaited, so a bad one is raised there, as ever."""
+        return await drive_async(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
 
     def execute_sync(
         self,
@@ -543,9 +556,8 @@ class Saga:
                     recheck = getattr(self.gate, "recheck", None)
                     if recheck is not None:
                         self._last_word(recheck, request, step, None, 1)
-                kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
                 try:
-                    result = yield Call(forward, kwargs, opts.timeout, opts.inline)
+                    result = yield self._call_op(forward, step, opts)
                 except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
                     # Did it land anyway? Ask, if someone can answer (else this re-raises).
                     result = yield from self._settle_failure(step, failed, logged_args, opts)
@@ -568,6 +580,12 @@ class Saga:
         if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
             yield Barrier(self.wal, ticket)
         return result
+
+    @staticmethod
+    def _call_op(forward: Callable[..., Any], step: Step, opts: StepOptions) -> Call | FunctionType:
+        """The op that calls ``forward``, with the step's idempotency key if it names that parameter."""
+        kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
+        return bare_call(forward, kwargs, opts.timeout, opts.inline)
 
     def _late_commit(self, step: Step) -> Protocol[None]:
         """The rollback stopped waiting for this committed step before it landed: undo it now, and say so."""
@@ -1189,7 +1207,7 @@ class Saga:
     ) -> Protocol[Any]:
         policy = opts.retry
         assert policy is not None
-        kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
+        call = self._call_op(forward, step, opts)  # the same op (and key) for every attempt
         attempt = 0
         failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
@@ -1199,7 +1217,7 @@ class Saga:
             if recheck is not None and request is not None and (first or attempt > 1):
                 self._last_word(recheck, request, step, failed, attempt)
             try:
-                return (yield Call(forward, kwargs, opts.timeout, opts.inline))
+                return (yield call)
             except Exception as err:  # noqa: BLE001 - re-raised unless settled or retried
                 # Landed: its result; certainly not: NotApplied; cannot tell: err itself.
                 try:
