@@ -31,6 +31,7 @@ __all__ = [
     "Barrier",
     "Call",
     "Check",
+    "Keyed",
     "Op",
     "Park",
     "Parking",
@@ -39,7 +40,7 @@ __all__ = [
     "Sleep",
     "accepts_idempotency_key",
     "await_blocking",
-    "bare_call",
+    "call_op",
     "drive_async",
     "drive_sync",
     "still_running",
@@ -271,11 +272,21 @@ _CO_COROUTINE = inspect.CO_COROUTINE
 _POOL = tool_pool()
 
 
-def bare_call(fn: Callable[..., Any], kwargs: dict[str, Any], timeout: float | None, inline: bool) -> Call | FunctionType:
-    """The op that calls ``fn``: the function itself when it is a plain async function called bare, else a Call."""
-    if not kwargs and timeout is None and type(fn) is FunctionType and fn.__code__.co_flags & _CO_COROUTINE:
+class Keyed(Interface):
+    """What a call's idempotency key is read from (a step): derived only when the function takes one."""
+
+    @property
+    def operation_id(self) -> str: ...
+
+
+def call_op(fn: Callable[..., Any], step: Keyed, timeout: float | None, inline: bool) -> Call | FunctionType:
+    """The op that calls ``fn``: with ``step``'s key if it names that parameter; a plain async function
+    called bare (no key, no timeout) is its own op (see Op)."""
+    if accepts_idempotency_key(fn):
+        return Call(fn, {_KEY: step.operation_id}, timeout, inline)
+    if timeout is None and type(fn) is FunctionType and fn.__code__.co_flags & _CO_COROUTINE:
         return fn
-    return Call(fn, kwargs, timeout, inline)
+    return Call(fn, {}, timeout, inline)
 
 
 # Results never awaitable, known by their exact type: inspect.isawaitable's ABC check is spared.

@@ -37,7 +37,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from types import FunctionType
 from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
@@ -51,8 +50,7 @@ from agent_saga.engine.invoke import (
     Protocol,
     Settle,
     Sleep,
-    accepts_idempotency_key,
-    bare_call,
+    call_op,
     drive_async,
     drive_sync,
     still_running,
@@ -557,7 +555,7 @@ class Saga:
                     if recheck is not None:
                         self._last_word(recheck, request, step, None, 1)
                 try:
-                    result = yield self._call_op(forward, step, opts)
+                    result = yield call_op(forward, step, opts.timeout, opts.inline)
                 except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
                     # Did it land anyway? Ask, if someone can answer (else this re-raises).
                     result = yield from self._settle_failure(step, failed, logged_args, opts)
@@ -580,12 +578,6 @@ class Saga:
         if durable and (self.wait_for_commit if opts.wait_for_commit is None else opts.wait_for_commit):
             yield Barrier(self.wal, ticket)
         return result
-
-    @staticmethod
-    def _call_op(forward: Callable[..., Any], step: Step, opts: StepOptions) -> Call | FunctionType:
-        """The op that calls ``forward``, with the step's idempotency key if it names that parameter."""
-        kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
-        return bare_call(forward, kwargs, opts.timeout, opts.inline)
 
     def _late_commit(self, step: Step) -> Protocol[None]:
         """The rollback stopped waiting for this committed step before it landed: undo it now, and say so."""
@@ -1207,7 +1199,7 @@ class Saga:
     ) -> Protocol[Any]:
         policy = opts.retry
         assert policy is not None
-        call = self._call_op(forward, step, opts)  # the same op (and key) for every attempt
+        call = call_op(forward, step, opts.timeout, opts.inline)  # the same op (and key) for every attempt
         attempt = 0
         failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
