@@ -72,7 +72,7 @@ from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions
+from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions, built_before
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
@@ -429,11 +429,13 @@ class Saga:
         and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
         Nothing runs, and nothing is raised, until it is awaited.
         """
-        # Just semantics=, by name: its shared options, without a call to build them, and the driver's
-        # own coroutine handed back (no coroutine of this method's own around it: issue 43 §1).
-        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
-        if plain is not None:
-            return drive_async(self._step(tool, forward, args, plain))
+        # Options checked before (just semantics=, by name, or keywords given before): taken without a
+        # call to build them, and the driver's own coroutine handed back (no coroutine of this method's
+        # own around it: issue 43 §1). Others are built, and refused, when awaited.
+        opts = None if options is not None or not isinstance(semantics, str) else (
+            PLAIN.get(semantics) if not more else built_before(semantics, more))
+        if opts is not None:
+            return drive_async(self._step(tool, forward, args, opts))
         return self._execute_built(tool, forward, args, options, semantics, more)
 
     async def _execute_built(
@@ -454,8 +456,9 @@ class Saga:
         **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
-        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
-        return drive_sync(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
+        opts = None if options is not None or not isinstance(semantics, str) else (
+            PLAIN.get(semantics) if not more else built_before(semantics, more))  # (as execute takes them)
+        return drive_sync(self._step(tool, forward, args, opts or StepOptions.build(options, semantics, more)))
 
     async def snapshot(
         self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
