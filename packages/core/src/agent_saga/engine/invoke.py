@@ -18,7 +18,7 @@ import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from types import CodeType, FunctionType
+from types import CodeType, CoroutineType, FunctionType
 from typing import Any, TypeVar
 from typing import Protocol as Interface
 
@@ -107,8 +107,9 @@ class Park:
     seconds: float
 
 
-#: A plain async function is an op too: called with no arguments and no timeout, as a Call of it
-#: with none would be (the usual REVERSIBLE step's tool: no Call object is made for it).
+#: A plain function is an op too: called with no arguments and no timeout on the loop (what it
+#: returns awaited if awaitable), as a Call of an async one, or of a sync one with ``inline``, is:
+#: the usual REVERSIBLE step's tool, for which no Call object is made (see call_op).
 Op = Barrier | Check | Call | Sleep | Settle | Park | FunctionType
 Protocol = Generator[Op, Any, T]
 
@@ -280,11 +281,11 @@ class Keyed(Interface):
 
 
 def call_op(fn: Callable[..., Any], step: Keyed, timeout: float | None, inline: bool) -> Call | FunctionType:
-    """The op that calls ``fn``: with ``step``'s key if it names that parameter; a plain async function
-    called bare (no key, no timeout) is its own op (see Op)."""
+    """The op that calls ``fn``: with ``step``'s key if it names that parameter; a plain function called
+    bare on the loop (no key, no timeout; async, or sync with ``inline``) is its own op (see Op)."""
     if accepts_idempotency_key(fn):
         return Call(fn, {_KEY: step.operation_id}, timeout, inline)
-    if timeout is None and type(fn) is FunctionType and fn.__code__.co_flags & _CO_COROUTINE:
+    if timeout is None and type(fn) is FunctionType and (inline or fn.__code__.co_flags & _CO_COROUTINE):
         return fn
     return Call(fn, {}, timeout, inline)
 
@@ -380,8 +381,10 @@ async def drive_async(protocol: Protocol[T]) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            if type(op) is FunctionType:  # a plain async function, called bare (see Op)
-                value = await op()
+            if type(op) is FunctionType:  # a plain function called bare on the loop (see Op)
+                value = op()
+                if type(value) is CoroutineType or _awaitable(value):  # (an async tool's coroutine: at once)
+                    value = await value
             elif isinstance(op, Call):
                 fn = op.fn
                 code = getattr(fn, "__code__", None)  # a plain async function: the common case
