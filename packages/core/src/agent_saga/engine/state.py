@@ -26,7 +26,7 @@ class SagaStatus(enum.StrEnum):
 
 
 # init=False: the __init__ below takes only what a caller sets (every step's _open passed twelve
-# arguments positionally to the generated one, seven of them its defaults).
+# arguments positionally to the generated one, five of them its defaults, for fifteen stores).
 @dataclass(slots=True, init=False)
 class Step:
     """One step of a saga, as the engine tracks it."""
