@@ -332,6 +332,26 @@ async def test_timeout_applies_to_each_attempt_not_the_whole_loop() -> None:
     assert out == "done" and attempts == 3
 
 
+async def test_a_plain_async_tool_is_called_bare_only_when_nothing_is_passed_to_it() -> None:
+    # A plain async tool is its own op (no Call made: engine/invoke.call_op) only when it is called
+    # with nothing: one that names idempotency_key still gets its step's key, in either face.
+    keys: list[str | None] = []
+
+    async def bare() -> str:
+        return "bare"
+
+    async def keyed(idempotency_key: str) -> str:
+        keys.append(idempotency_key)
+        return "keyed"
+
+    async with saga_scope(MemoryWAL()) as s:
+        assert await s.execute(tool="t.bare", semantics=R, forward=bare) == "bare"
+        assert await s.execute(tool="t.keyed", semantics=R, forward=keyed) == "keyed"
+        assert await asyncio.to_thread(lambda: s.execute_sync(tool="t.keyed", semantics=R, forward=keyed)) == "keyed"
+        expected = [operation_id(s.saga_id, index, "t.keyed", "forward") for index in (2, 3)]
+    assert keys == expected
+
+
 async def test_an_attempt_that_times_out_leaves_the_step_unknown() -> None:
     async def hangs() -> None:
         await asyncio.sleep(10)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import json
@@ -151,6 +152,33 @@ def test_options_from_the_same_keywords_are_built_once_yet_always_validated() ->
         return Compensation(fn=_noop, kwargs={"n": len(payload)})
 
     assert build(compensate=holds) is not build(compensate=holds)
+
+
+def test_execute_takes_options_checked_before_and_builds_the_rest_when_awaited() -> None:
+    # Saga.execute hands back the driver's coroutine for options it knows (a bare semantics=, or
+    # keywords an earlier call built): the others are built in a coroutine of their own, so that
+    # a bad one is refused where the step is awaited, never where execute is called.
+    calls: list[str] = []
+
+    def inline_tool() -> str:
+        calls.append("ran")
+        return "ok"
+
+    async def run() -> None:
+        async with saga_scope(MemoryWAL()) as saga:
+            assert await saga.execute(tool="t.a", semantics="REVERSIBLE", forward=inline_tool, inline=True) == "ok"
+            known = saga.execute(tool="t.b", semantics="REVERSIBLE", forward=inline_tool, inline=True)
+            bad = saga.execute(tool="t.c", semantics="REVERSIBLE", forward=inline_tool, inline=1)  # type: ignore[arg-type]
+            assert calls == ["ran"]  # neither has run: execute only hands back what to await
+            assert await known == "ok"
+            with pytest.raises(ConfigurationError, match="inline= must be True or False"):
+                await bad  # equal to True, yet refused: not taken from the options built for inline=True
+            unknown = saga.execute(tool="t.d", semantics="REVERSIBLE", forward=inline_tool, bogus=1)  # type: ignore[call-arg]
+            with pytest.raises(ConfigurationError, match="unknown step option"):
+                await unknown
+        assert calls == ["ran", "ran"]
+
+    asyncio.run(run())
 
 
 def test_secret_looking_arguments_never_reach_the_log_unless_revealed() -> None:

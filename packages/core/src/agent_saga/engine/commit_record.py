@@ -38,13 +38,15 @@ def commit_json(tool: str, args: dict[str, Any], origin: str | None, result: Any
     body itself, and the log's own encoding refuses it, naming the part.
     """
     try:
-        text = f'{{"args":{canonical(args) if args else "{}"},"compensation":null'
-        if origin is not None:
-            text += f',"origin":{_string(origin)}'
-        if result is not UNRECORDED:
+        # The optional parts first, then the record in one join: no string grown piece by piece.
+        origin_json = "" if origin is None else f',"origin":{_string(origin)}'
+        if result is UNRECORDED:
+            result_json = ""
+        else:
             scalar = _SCALARS.get(type(result))
-            text += f',"result":{canonical(result) if scalar is None else scalar(result)}'
-        text += f',"semantics":"REVERSIBLE","tool":{_string(tool)}}}'
+            result_json = f',"result":{canonical(result) if scalar is None else scalar(result)}'
+        text = (f'{{"args":{canonical(args) if args else "{}"},"compensation":null{origin_json}{result_json},'
+                f'"semantics":"REVERSIBLE","tool":{_string(tool)}}}')
         if not text.isascii():
             text.encode()  # a lone surrogate passes the encoder, not UTF-8
     except (ValueError, TypeError, RecursionError):

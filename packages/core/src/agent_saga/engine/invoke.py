@@ -18,7 +18,7 @@ import time
 import weakref
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from types import CodeType
+from types import CodeType, CoroutineType, FunctionType
 from typing import Any, TypeVar
 from typing import Protocol as Interface
 
@@ -31,6 +31,7 @@ __all__ = [
     "Barrier",
     "Call",
     "Check",
+    "Keyed",
     "Op",
     "Park",
     "Parking",
@@ -39,6 +40,7 @@ __all__ = [
     "Sleep",
     "accepts_idempotency_key",
     "await_blocking",
+    "call_op",
     "drive_async",
     "drive_sync",
     "still_running",
@@ -105,7 +107,10 @@ class Park:
     seconds: float
 
 
-Op = Barrier | Check | Call | Sleep | Settle | Park
+#: A plain function is an op too: called with no arguments and no timeout on the loop (what it
+#: returns awaited if awaitable), as a Call of an async one, or of a sync one with ``inline``, is:
+#: the usual REVERSIBLE step's tool, for which no Call object is made (see call_op).
+Op = Barrier | Check | Call | Sleep | Settle | Park | FunctionType
 Protocol = Generator[Op, Any, T]
 
 _KEY = "idempotency_key"
@@ -137,8 +142,11 @@ def accepts_idempotency_key(fn: Callable[..., Any]) -> bool:
     Only an explicitly named parameter counts: passing an unexpected keyword to a
     ``**kwargs`` wrapper could break the function it wraps.
     """
-    code = getattr(fn, "__code__", None)
-    if code is not None and not hasattr(fn, "__wrapped__"):
+    # A plain function with no attributes wraps nothing (functools.wraps sets __wrapped__ among
+    # them): known without hasattr's failed lookup.
+    code = fn.__code__ if type(fn) is FunctionType and not fn.__dict__ else (
+        None if hasattr(fn, "__wrapped__") else getattr(fn, "__code__", None))
+    if code is not None:
         known = _accepts_cache.get(code)
         if known is not None:
             return known
@@ -242,6 +250,8 @@ def drive_sync(protocol: Protocol[T]) -> T:
         try:
             if isinstance(op, Call):
                 value = _call_sync(op)
+            elif type(op) is FunctionType:
+                value = _call_sync(Call(op, {}))
             elif isinstance(op, Barrier):
                 op.wal.barrier(op.ticket)
             elif isinstance(op, Check):
@@ -261,6 +271,23 @@ def drive_sync(protocol: Protocol[T]) -> T:
 
 _CO_COROUTINE = inspect.CO_COROUTINE
 _POOL = tool_pool()
+
+
+class Keyed(Interface):
+    """What a call's idempotency key is read from (a step): derived only when the function takes one."""
+
+    @property
+    def operation_id(self) -> str: ...
+
+
+def call_op(fn: Callable[..., Any], step: Keyed, timeout: float | None, inline: bool) -> Call | FunctionType:
+    """The op that calls ``fn``: with ``step``'s key if it names that parameter; a plain function called
+    bare on the loop (no key, no timeout; async, or sync with ``inline``) is its own op (see Op)."""
+    if accepts_idempotency_key(fn):
+        return Call(fn, {_KEY: step.operation_id}, timeout, inline)
+    if timeout is None and type(fn) is FunctionType and (inline or fn.__code__.co_flags & _CO_COROUTINE):
+        return fn
+    return Call(fn, {}, timeout, inline)
 
 
 # Results never awaitable, known by their exact type: inspect.isawaitable's ABC check is spared.
@@ -354,7 +381,11 @@ async def drive_async(protocol: Protocol[T]) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            if isinstance(op, Call):
+            if type(op) is FunctionType:  # a plain function called bare on the loop (see Op)
+                value = op()
+                if type(value) is CoroutineType or _awaitable(value):  # (an async tool's coroutine: at once)
+                    value = await value
+            elif isinstance(op, Call):
                 fn = op.fn
                 code = getattr(fn, "__code__", None)  # a plain async function: the common case
                 if op.timeout is None and code is not None and code.co_flags & _CO_COROUTINE:

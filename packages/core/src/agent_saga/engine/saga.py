@@ -36,7 +36,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
@@ -50,7 +50,7 @@ from agent_saga.engine.invoke import (
     Protocol,
     Settle,
     Sleep,
-    accepts_idempotency_key,
+    call_op,
     drive_async,
     drive_sync,
     still_running,
@@ -72,7 +72,7 @@ from agent_saga.engine.saga_options import SagaKwargs, SagaOptions
 from agent_saga.engine.served import Recording, _recording
 from agent_saga.engine.snapshot import SnapshotStore
 from agent_saga.engine.state import SagaStatus, Step
-from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions
+from agent_saga.engine.step_options import PLAIN, StepKwargs, StepOptions, built_before
 from agent_saga.engine.tagged import Tagged, untag_args, untag_call
 from agent_saga.engine.undo import build, describe, prebuild, undo_for
 from agent_saga.engine.unwind import settle_late, unwind
@@ -410,7 +410,7 @@ class Saga:
 
     # -- forward ------------------------------------------------------------------------
 
-    async def execute(
+    def execute(
         self,
         *,
         tool: str,
@@ -419,18 +419,31 @@ class Saga:
         args: Mapping[str, Any] | None = None,
         options: StepOptions | None = None,
         **more: Unpack[StepKwargs],
-    ) -> Any:
-        """Run one step and return its result (async face).
+    ) -> Coroutine[Any, Any, Any]:
+        """Run one step and return its result (async face: await what it returns).
 
         ``forward`` is called with no arguments (plus ``idempotency_key`` if it
         names that parameter); sync callables run on a worker thread unless
         ``inline=True``. ``args`` are what the gate polices and the log records
         (secret-looking names redacted). The step's options come from ``options``
         and/or keywords (``semantics=``, ``compensate=``, ... — see StepOptions).
+        Nothing runs, and nothing is raised, until it is awaited.
         """
-        # Just semantics=, by name: its shared options, without a call to build them.
-        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
-        return await drive_async(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
+        # Options checked before (just semantics=, by name, or keywords given before): taken without a
+        # call to build them, and the driver's own coroutine handed back (no coroutine of this method's
+        # own around it: issue 43 §1). Others are built, and refused, when awaited.
+        opts = None if options is not None or not isinstance(semantics, str) else (
+            PLAIN.get(semantics) if not more else built_before(semantics, more))
+        if opts is not None:
+            return drive_async(self._step(tool, forward, args, opts))
+        return self._execute_built(tool, forward, args, options, semantics, more)
+
+    async def _execute_built(
+        self, tool: str, forward: Callable[..., Any], args: Mapping[str, Any] | None, options: StepOptions | None,
+        semantics: ActionSemantics | str | None, more: StepKwargs,
+    ) -> Any:
+        """``execute`` with options to build: built when awaited, so a bad one is raised there, as ever."""
+        return await drive_async(self._step(tool, forward, args, StepOptions.build(options, semantics, more)))
 
     def execute_sync(
         self,
@@ -443,8 +456,9 @@ class Saga:
         **more: Unpack[StepKwargs],
     ) -> Any:
         """Run one step and return its result, blocking (sync face)."""
-        plain = PLAIN.get(semantics) if options is None and not more and isinstance(semantics, str) else None
-        return drive_sync(self._step(tool, forward, args, plain or StepOptions.build(options, semantics, more)))
+        opts = None if options is not None or not isinstance(semantics, str) else (
+            PLAIN.get(semantics) if not more else built_before(semantics, more))  # (as execute takes them)
+        return drive_sync(self._step(tool, forward, args, opts or StepOptions.build(options, semantics, more)))
 
     async def snapshot(
         self, name: str, *, capture: Callable[[], Any], restore: Callable[..., Any] | str,
@@ -543,9 +557,8 @@ class Saga:
                     recheck = getattr(self.gate, "recheck", None)
                     if recheck is not None:
                         self._last_word(recheck, request, step, None, 1)
-                kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
                 try:
-                    result = yield Call(forward, kwargs, opts.timeout, opts.inline)
+                    result = yield call_op(forward, step, opts.timeout, opts.inline)
                 except Exception as failed:  # noqa: BLE001 - re-raised unless a reconciler settles it
                     # Did it land anyway? Ask, if someone can answer (else this re-raises).
                     result = yield from self._settle_failure(step, failed, logged_args, opts)
@@ -864,9 +877,8 @@ class Saga:
             if self.status is not _OPEN or not self._started:
                 self._check_open()
             index = self._last = self._last + 1  # steps are numbered from 1, as people count them
-            # Positional up to flying=True: keywords would cost a dict made and unpacked per step.
-            step = Step(self.saga_id, index, tool, sem, _PENDING, None, undo_declared, "", via_fallback, None, "",
-                        True)
+            # Positional: keywords would cost a dict made and unpacked per step.
+            step = Step(self.saga_id, index, tool, sem, _PENDING, None, undo_declared, via_fallback, True)
             self._steps.append(step)
             self._inflight.count += 1
         finally:
@@ -1190,7 +1202,7 @@ class Saga:
     ) -> Protocol[Any]:
         policy = opts.retry
         assert policy is not None
-        kwargs = {"idempotency_key": step.operation_id} if accepts_idempotency_key(forward) else {}
+        call = call_op(forward, step, opts.timeout, opts.inline)  # the same op (and key) for every attempt
         attempt = 0
         failed: BaseException | None = None  # an earlier attempt's error, if it may have landed
         while True:
@@ -1200,7 +1212,7 @@ class Saga:
             if recheck is not None and request is not None and (first or attempt > 1):
                 self._last_word(recheck, request, step, failed, attempt)
             try:
-                return (yield Call(forward, kwargs, opts.timeout, opts.inline))
+                return (yield call)
             except Exception as err:  # noqa: BLE001 - re-raised unless settled or retried
                 # Landed: its result; certainly not: NotApplied; cannot tell: err itself.
                 try:

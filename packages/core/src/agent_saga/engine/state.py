@@ -10,6 +10,8 @@ from agent_saga.semantics import ActionSemantics, Compensation, StepState
 
 __all__ = ["SagaStatus", "Step"]
 
+_PENDING = StepState.PENDING
+
 
 class SagaStatus(enum.StrEnum):
     OPEN = "OPEN"
@@ -23,7 +25,9 @@ class SagaStatus(enum.StrEnum):
     ABANDONED = "ABANDONED"
 
 
-@dataclass(slots=True)
+# init=False: the __init__ below takes only what a caller sets (every step's _open passed twelve
+# arguments positionally to the generated one, five of them its defaults, for fifteen stores).
+@dataclass(slots=True, init=False)
 class Step:
     """One step of a saga, as the engine tracks it."""
 
@@ -48,6 +52,27 @@ class Step:
     #: A rollback has begun to settle it (a call that outlived it, landing now, is not its own to settle).
     settling: bool = False
     _ids: tuple[str, str] | None = None
+
+    def __init__(
+        self, saga_id: str, index: int, tool: str, semantics: ActionSemantics, state: StepState = _PENDING,
+        compensation: Compensation | None = None, undo_declared: bool = False, via_fallback: bool = False,
+        flying: bool = False,
+    ) -> None:
+        self.saga_id = saga_id
+        self.index = index
+        self.tool = tool
+        self.semantics = semantics
+        self.state = state
+        self.compensation = compensation
+        self.undo_declared = undo_declared
+        self.problem = ""
+        self.via_fallback = via_fallback
+        self.reconciled = None
+        self.halted = ""
+        self.flying = flying
+        self.left = False
+        self.settling = False
+        self._ids = None
 
     # Derived when first needed: a REVERSIBLE step whose tool takes no key never needs them.
     @property

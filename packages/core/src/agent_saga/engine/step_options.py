@@ -23,7 +23,7 @@ from agent_saga.log.results import RECORD_RESULT_MODES, RecordResult
 from agent_saga.registry import CompensationFactory
 from agent_saga.semantics import ActionSemantics, Compensation
 
-__all__ = ["PLAIN", "StepKwargs", "StepOptions", "option_names"]
+__all__ = ["PLAIN", "StepKwargs", "StepOptions", "built_before", "option_names"]
 
 _NO_PATHS: Mapping[str, JsonPath] = MappingProxyType({})
 
@@ -207,26 +207,42 @@ _BUILT_MAX = 1024
 _KEPT_TYPES = frozenset({bool, int, float, str, type(None), RetryPolicy, ReconcilePolicy})
 
 
-def _from_keywords(semantics: ActionSemantics | str, more: Mapping[str, Any]) -> StepOptions:
-    key: tuple[Any, ...] | None = (semantics,)
+def _key(semantics: ActionSemantics | str, more: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What options built from these keywords are kept under; None: they are not kept."""
+    key: tuple[Any, ...] = (semantics,)
     for name, value in more.items():
         kind = type(value)
         if kind not in _KEPT_TYPES and not (kind is FunctionType and value.__closure__ is None):
-            key = None
-            break
-        key += (name, kind, value)  # type: ignore[operator]
-    if key is not None:
-        try:
-            built = _BUILT.get(key)
-        except TypeError:  # e.g. a RetryPolicy given a list: validated below, never kept
-            key = built = None
-        if built is not None:
-            return built
+            return None
+        key += (name, kind, value)
+    return key
+
+
+def built_before(semantics: ActionSemantics | str, more: Mapping[str, Any]) -> StepOptions | None:
+    """The options an earlier call built (and so checked) from these keywords; None when none is kept.
+
+    A front door may take them without calling ``StepOptions.build``: nothing in them can be refused.
+    """
+    key = _key(semantics, more)
+    try:
+        return _BUILT.get(key) if key is not None else None
+    except TypeError:  # e.g. a RetryPolicy given a list: validated by build, never kept
+        return None
+
+
+def _from_keywords(semantics: ActionSemantics | str, more: Mapping[str, Any]) -> StepOptions:
+    built = built_before(semantics, more)
+    if built is not None:
+        return built
     options = StepOptions(ActionSemantics.parse(semantics), **more)
+    key = _key(semantics, more)
     if key is not None:
         if len(_BUILT) >= _BUILT_MAX:
             _BUILT.clear()
-        _BUILT[key] = options
+        try:
+            _BUILT[key] = options
+        except TypeError:  # unhashable, as built_before found: never kept
+            pass
     return options
 
 

@@ -8,6 +8,7 @@ import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import FunctionType
 from typing import Any
 
 from agent_saga.engine.ports import StepRequest
@@ -127,7 +128,8 @@ def undo_for(tool: str, forward: Callable[..., Any], opts: StepOptions) -> Compe
         raise CompensationError(f"forward= for {tool!r} must be callable, got {forward!r}")
     compensate = opts.compensate
     if compensate is None and opts.semantics is not _IRREVERSIBLE:
-        compensate = inverse_for(forward)
+        if type(forward) is not FunctionType or forward.__dict__:  # a bare function is paired with nothing
+            compensate = inverse_for(forward)  # (a call spared on every step of a plain tool)
         if compensate is None and opts.semantics is _COMPENSABLE:
             raise CompensationError(
                 f"{tool!r} is declared COMPENSABLE but has no undo: pass compensate= (a factory "
