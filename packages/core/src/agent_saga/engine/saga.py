@@ -41,6 +41,7 @@ from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.commit_record import UNRECORDED, commit_json
+from agent_saga.engine.durable_record import durable_commit_json, intent_json
 from agent_saga.engine.error_text import describe_error as _describe_error
 from agent_saga.engine.inflight import InFlight
 from agent_saga.engine.invoke import (
@@ -528,8 +529,7 @@ class Saga:
                     self._stop_for_rollback(step, None, 1)  # no intent for a call that will not run
                 prebuilt = prebuild(compensate, tool, step.compensation_key)
                 try:
-                    ticket = self._append(_STEP_INTENT, self._intent(step, compensate, prebuilt, logged_args, opts,
-                                                                      claims), step.index)
+                    ticket = self._append_intent(step, compensate, prebuilt, logged_args, opts, claims)
                     yield Barrier(self.wal, ticket)
                 except BaseException as err:
                     self._unstarted(step, err, observed)
@@ -955,7 +955,7 @@ class Saga:
                     "calls": encodable(list(refused.calls)),
                 }, index)
 
-    def _intent(
+    def _append_intent(
         self,
         step: Step,
         compensate: CompensationFactory | Compensation | None,
@@ -963,22 +963,28 @@ class Saga:
         logged_args: dict[str, Any],
         opts: StepOptions,
         claims: Any,
-    ) -> dict[str, Any]:
-        """The STEP_INTENT record of a durable step."""
+    ) -> int:
+        """Append the STEP_INTENT record of a durable step; its ticket."""
+        described = describe(prebuilt)
+        # How to build the undo from a result, so another process that learns the result (a
+        # reconciler, after a crash) can build it too.
+        recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
+        append_json = self._append_json  # on the group commit's own append: the JSON joined from its parts
+        if append_json is not None and (text := intent_json(
+                step.tool, step.semantics, step.operation_id, logged_args, described, step.via_fallback, recipe,
+                opts.origin, claims)) is not None:
+            return append_json(_STEP_INTENT, self.saga_id, text, step.index)
         intent: dict[str, Any] = {
             "tool": step.tool, "semantics": step.semantics, "op": step.operation_id, "args": logged_args,
-            "compensation": describe(prebuilt), "fallback": step.via_fallback,
+            "compensation": described, "fallback": step.via_fallback,
         }
-        recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
         if recipe is not None:
-            # How to build the undo from a result, so another process that learns the
-            # result (a reconciler, after a crash) can build it too.
             intent["recipe"] = recipe
         if opts.origin is not None:
             intent["origin"] = opts.origin
         if claims:
             intent["provenance"] = claims
-        return intent
+        return self._append(_STEP_INTENT, intent, step.index)
 
     def _unstarted(self, step: Step, err: BaseException, observed: Wrappers | None) -> None:
         """The intent never became durable, so the effect never started."""
@@ -1094,6 +1100,11 @@ class Saga:
             if claims:
                 body["provenance"] = claims
         else:  # durable: op was derived for the intent
+            append_json = self._append_json  # (as for the intent)
+            if append_json is not None and (text := durable_commit_json(
+                    step.operation_id, described, None if problem is None else str(problem), bool(step.reconciled),
+                    recorded)) is not None:
+                return append_json(_STEP_COMMITTED, self.saga_id, text, step.index), problem
             body = {"op": step.operation_id, "compensation": described}
         if step.reconciled:
             body["reconciled"] = True  # the call failed, the provider says it landed

@@ -1,0 +1,103 @@
+"""A durable step's STEP_INTENT and STEP_COMMITTED records, their canonical JSON joined from their parts.
+
+The same saving as the usual REVERSIBLE commit record (engine/commit_record.py), for the two
+records every durable step appends on its caller's thread: each body's canonical (sorted-key)
+JSON is its parts' encodings put where that form places them, with no dict built for the whole
+record, no sort and no walk through the encoder's general path. ``test_durable_record.py`` holds
+each text equal to what encoding the whole body gives, for any input, and None exactly where the
+log's own encoding would refuse the body (a NaN, a lone surrogate): the caller then appends the
+body itself, and that encoding names the part.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_saga.engine.commit_record import _SCALARS, UNRECORDED, _string
+from agent_saga.log.codec import canonical
+from agent_saga.semantics import ActionSemantics
+
+__all__ = ["durable_commit_json", "intent_json", "undo_json"]
+
+# Each member's JSON, made once: what the encoder writes for a str enum is its value, quoted.
+_SEMANTICS = {member: _string(member.value) for member in ActionSemantics}
+# What a part the log cannot hold raises while it is encoded (a KeyError: an undo not described
+# by ``undo.describe``).
+_UNFIT = (ValueError, TypeError, RecursionError, KeyError)
+
+
+def _json(value: Any) -> str:
+    scalar = _SCALARS.get(type(value))
+    return canonical(value) if scalar is None else scalar(value)
+
+
+def undo_json(described: dict[str, Any] | None) -> str:
+    """The canonical JSON of an undo as ``undo.describe`` gives it: its five keys, in canonical order.
+
+    Raises what the encoder raises for a part it cannot encode, and a KeyError for a dict
+    ``describe`` did not make (one with more keys is refused too: it would lose them).
+    """
+    if described is None:
+        return "null"
+    if len(described) != 5:
+        raise KeyError("not an undo as undo.describe gives it")
+    return (
+        f'{{"description":{_json(described["description"])},"handler":{_json(described["handler"])},'
+        f'"key":{_json(described["key"])},"kwargs":{_json(described["kwargs"])},'
+        f'"recoverable":{_json(described["recoverable"])}}}'
+    )
+
+
+def intent_json(
+    tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], described: dict[str, Any] | None,
+    fallback: bool, recipe: Any, origin: str | None, claims: Any,
+) -> str | None:
+    """The canonical JSON of ``Saga._intent``'s body, or None where the log would refuse it.
+
+    ``{"tool", "semantics", "op", "args", "compensation", "fallback"[, "recipe"][, "origin"][, "provenance"]}``:
+    ``recipe`` and ``origin`` are left out when None, ``claims`` (the provenance) when empty.
+    """
+    semantics_json = _SEMANTICS.get(semantics)
+    if semantics_json is None:
+        return None
+    try:
+        text = (
+            f'{{"args":{canonical(args) if args else "{}"},"compensation":{undo_json(described)},'
+            f'"fallback":{_json(fallback)},"op":{_json(op)}'
+        )
+        if origin is not None:
+            text += f',"origin":{_json(origin)}'
+        if claims:
+            text += f',"provenance":{canonical(claims)}'
+        if recipe is not None:
+            text += f',"recipe":{canonical(recipe)}'
+        text += f',"semantics":{semantics_json},"tool":{_json(tool)}}}'
+        if not text.isascii():
+            text.encode()  # a lone surrogate passes the encoder, not UTF-8
+    except _UNFIT:
+        return None
+    return text
+
+
+def durable_commit_json(
+    op: str, described: dict[str, Any] | None, problem: str | None, reconciled: bool, result: Any,
+) -> str | None:
+    """The canonical JSON of a durable step's STEP_COMMITTED body, or None where the log would refuse it.
+
+    ``{"op", "compensation"[, "reconciled": true][, "problem"][, "result"]}``: ``result`` is left
+    out when it is ``UNRECORDED``.
+    """
+    try:
+        text = f'{{"compensation":{undo_json(described)},"op":{_json(op)}'
+        if problem is not None:
+            text += f',"problem":{_json(problem)}'
+        if reconciled:
+            text += ',"reconciled":true'
+        if result is not UNRECORDED:
+            text += f',"result":{_json(result)}'
+        text += "}"
+        if not text.isascii():
+            text.encode()
+    except _UNFIT:
+        return None
+    return text
