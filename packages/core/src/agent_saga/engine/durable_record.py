@@ -35,16 +35,21 @@ def undo_json(described: dict[str, Any] | None) -> str:
     """The canonical JSON of an undo as ``undo.describe`` gives it: its five keys, in canonical order.
 
     Raises what the encoder raises for a part it cannot encode, and a KeyError for a dict
-    ``describe`` did not make (one with more keys is refused too: it would lose them).
+    ``describe`` did not make (one with more keys is refused too: it would lose them). The
+    usual types of each part are written inline (a call per part was most of this work).
     """
     if described is None:
         return "null"
     if len(described) != 5:
         raise KeyError("not an undo as undo.describe gives it")
+    text, handler, key = described["description"], described["handler"], described["key"]
+    kwargs, recoverable = described["kwargs"], described["recoverable"]
     return (
-        f'{{"description":{_json(described["description"])},"handler":{_json(described["handler"])},'
-        f'"key":{_json(described["key"])},"kwargs":{_json(described["kwargs"])},'
-        f'"recoverable":{_json(described["recoverable"])}}}'
+        f'{{"description":{_string(text) if type(text) is str else _json(text)},'
+        f'"handler":{_string(handler) if type(handler) is str else _json(handler)},'
+        f'"key":{_string(key) if type(key) is str else _json(key)},'
+        f'"kwargs":{canonical(kwargs) if type(kwargs) is dict else _json(kwargs)},'
+        f'"recoverable":{"true" if recoverable is True else _json(recoverable)}}}'
     )
 
 
@@ -52,10 +57,11 @@ def intent_json(
     tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], described: dict[str, Any] | None,
     fallback: bool, recipe: Any, origin: str | None, claims: Any,
 ) -> str | None:
-    """The canonical JSON of ``Saga._intent``'s body, or None where the log would refuse it.
+    """The canonical JSON of a durable step's STEP_INTENT body, or None where the log would refuse it.
 
     ``{"tool", "semantics", "op", "args", "compensation", "fallback"[, "recipe"][, "origin"][, "provenance"]}``:
-    ``recipe`` and ``origin`` are left out when None, ``claims`` (the provenance) when empty.
+    ``recipe`` and ``origin`` are left out when None, ``claims`` (the provenance) when empty. The
+    engine's own parts have their types: ``tool``, ``op`` and ``origin`` are text, ``fallback`` a bool.
     """
     semantics_json = _SEMANTICS.get(semantics)
     if semantics_json is None:
@@ -63,15 +69,15 @@ def intent_json(
     try:
         text = (
             f'{{"args":{canonical(args) if args else "{}"},"compensation":{undo_json(described)},'
-            f'"fallback":{_json(fallback)},"op":{_json(op)}'
+            f'"fallback":{"true" if fallback else "false"},"op":{_string(op)}'
         )
         if origin is not None:
-            text += f',"origin":{_json(origin)}'
+            text += f',"origin":{_string(origin)}'
         if claims:
             text += f',"provenance":{canonical(claims)}'
         if recipe is not None:
             text += f',"recipe":{canonical(recipe)}'
-        text += f',"semantics":{semantics_json},"tool":{_json(tool)}}}'
+        text += f',"semantics":{semantics_json},"tool":{_string(tool)}}}'
         if not text.isascii():
             text.encode()  # a lone surrogate passes the encoder, not UTF-8
     except _UNFIT:
@@ -85,12 +91,12 @@ def durable_commit_json(
     """The canonical JSON of a durable step's STEP_COMMITTED body, or None where the log would refuse it.
 
     ``{"op", "compensation"[, "reconciled": true][, "problem"][, "result"]}``: ``result`` is left
-    out when it is ``UNRECORDED``.
+    out when it is ``UNRECORDED``; ``op`` and ``problem`` are text.
     """
     try:
-        text = f'{{"compensation":{undo_json(described)},"op":{_json(op)}'
+        text = f'{{"compensation":{undo_json(described)},"op":{_string(op)}'
         if problem is not None:
-            text += f',"problem":{_json(problem)}'
+            text += f',"problem":{_string(problem)}'
         if reconciled:
             text += ',"reconciled":true'
         if result is not UNRECORDED:

@@ -965,7 +965,7 @@ class Saga:
         claims: Any,
     ) -> int:
         """Append the STEP_INTENT record of a durable step; its ticket."""
-        described = describe(prebuilt)
+        described = None if prebuilt is None else describe(prebuilt)
         # How to build the undo from a result, so another process that learns the result (a
         # reconciler, after a crash) can build it too.
         recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
