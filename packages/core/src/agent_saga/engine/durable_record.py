@@ -100,7 +100,7 @@ def durable_commit_json(
         if reconciled:
             text += ',"reconciled":true'
         if result is not UNRECORDED:
-            text += f',"result":{_json(result)}'
+            text += f',"result":{canonical(result) if type(result) is dict else _json(result)}'
         text += "}"
         if not text.isascii():
             text.encode()
