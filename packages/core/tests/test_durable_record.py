@@ -21,8 +21,11 @@ from test_commit_record import _Counting, _SpoilingGate  # a wrapped append; a g
 
 from agent_saga import FileWAL, SagaAborted, StepOptions, WALRefused, saga_scope
 from agent_saga.audit import verify_log
+from agent_saga.credentials import CredentialError
 from agent_saga.engine.commit_record import UNRECORDED
 from agent_saga.engine.durable_record import durable_commit_json, intent_json
+from agent_saga.engine.undo import describe
+from agent_saga.errors import CompensationError
 from agent_saga.log import group
 from agent_saga.log.codec import encode_entry
 from agent_saga.registry import compensator, delete_by, unregister
@@ -33,11 +36,30 @@ _text = st.text(st.characters(exclude_categories=()), max_size=8)
 _scalars = st.none() | st.booleans() | st.integers() | st.floats() | _text
 _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
                        max_leaves=6)
-# An undo as undo.describe gives it (its five keys, any values), or as _unrecordable marks it, or none.
-_undos = st.none() | st.fixed_dictionaries({
-    "handler": st.none() | _text, "kwargs": st.none() | st.dictionaries(_text, _values, max_size=3),
-    "key": st.none() | _text, "description": _text, "recoverable": st.booleans(),
-})
+
+
+def _undo_fn(**kwargs: Any) -> None:
+    """The undo every generated Compensation runs; registered once under _REGISTERED."""
+
+
+_REGISTERED = "durable_record.undo"
+compensator(_REGISTERED)(_undo_fn)
+
+
+@st.composite
+def _undos(draw: st.DrawFn) -> Compensation | None:
+    """Any undo a step may carry: none, or one with a registered handler (recoverable), an unknown
+    handler or none (not), any kwargs, description and key (a NaN, a lone surrogate included)."""
+    if draw(st.booleans()):
+        return None
+    handler = draw(st.sampled_from([_REGISTERED, None]) | _text.filter(bool))
+    try:
+        return Compensation(fn=_undo_fn, handler=handler, kwargs=draw(st.dictionaries(_text, _values, max_size=3)),
+                            description=draw(_text), idempotency_key=draw(st.none() | _text))
+    except (CompensationError, CredentialError):  # kwargs its checks refuse (a secret-looking name): no such undo
+        return draw(st.nothing())
+
+
 _durable = st.sampled_from([ActionSemantics.COMPENSABLE, ActionSemantics.IRREVERSIBLE])
 
 
@@ -50,14 +72,15 @@ def _expected(rtype: str, body: dict[str, Any]) -> str | None:
 
 @settings(max_examples=examples(300))
 @given(tool=_text.filter(bool), semantics=_durable, op=_text, args=st.dictionaries(_text, _values, max_size=3),
-       described=_undos, fallback=st.booleans(), recipe=st.none() | _values, origin=st.none() | _text,
+       prebuilt=_undos(), fallback=st.booleans(), recipe=st.none() | _values, origin=st.none() | _text,
        claims=st.none() | st.dictionaries(_text, _values, max_size=2))
 def test_the_joined_intent_is_the_bodys_encoding_or_none_where_the_log_refuses_the_body(
-    tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], described: dict[str, Any] | None,
+    tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], prebuilt: Compensation | None,
     fallback: bool, recipe: Any, origin: str | None, claims: dict[str, Any] | None,
 ) -> None:
     body: dict[str, Any] = {
-        "tool": tool, "semantics": semantics, "op": op, "args": args, "compensation": described, "fallback": fallback,
+        "tool": tool, "semantics": semantics, "op": op, "args": args, "compensation": describe(prebuilt),
+        "fallback": fallback,
     }
     if recipe is not None:
         body["recipe"] = recipe
@@ -65,31 +88,24 @@ def test_the_joined_intent_is_the_bodys_encoding_or_none_where_the_log_refuses_t
         body["origin"] = origin
     if claims:
         body["provenance"] = claims
-    joined = intent_json(tool, semantics, op, args, described, fallback, recipe, origin, claims)
+    joined = intent_json(tool, semantics, op, args, prebuilt, fallback, recipe, origin, claims)
     assert joined == _expected("STEP_INTENT", body)
 
 
 @settings(max_examples=examples(300))
-@given(op=_text, described=_undos, problem=st.none() | _text, reconciled=st.booleans(),
+@given(op=_text, comp=_undos(), problem=st.none() | _text, reconciled=st.booleans(),
        result=st.just(UNRECORDED) | _values)
 def test_the_joined_commit_is_the_bodys_encoding_or_none_where_the_log_refuses_the_body(
-    op: str, described: dict[str, Any] | None, problem: str | None, reconciled: bool, result: Any,
+    op: str, comp: Compensation | None, problem: str | None, reconciled: bool, result: Any,
 ) -> None:
-    body: dict[str, Any] = {"op": op, "compensation": described}
+    body: dict[str, Any] = {"op": op, "compensation": describe(comp)}
     if reconciled:
         body["reconciled"] = True
     if problem is not None:
         body["problem"] = problem
     if result is not UNRECORDED:
         body["result"] = result
-    assert durable_commit_json(op, described, problem, reconciled, result) == _expected("STEP_COMMITTED", body)
-
-
-def test_an_undo_not_described_by_describe_is_left_to_the_encoder() -> None:
-    # Five keys, but not describe's: joining would drop what the encoder writes.
-    odd = {"handler": "h", "kwargs": {}, "key": "k", "description": "d", "extra": 1}
-    assert durable_commit_json("op", odd, None, False, UNRECORDED) is None
-    assert intent_json("t", ActionSemantics.COMPENSABLE, "op", {}, odd, False, None, None, None) is None
+    assert durable_commit_json(op, comp, problem, reconciled, result) == _expected("STEP_COMMITTED", body)
 
 
 @pytest.fixture

@@ -15,15 +15,15 @@ from typing import Any
 
 from agent_saga.engine.commit_record import _SCALARS, UNRECORDED, _string
 from agent_saga.log.codec import canonical
-from agent_saga.semantics import ActionSemantics
+from agent_saga.registry import recoverable
+from agent_saga.semantics import ActionSemantics, Compensation
 
 __all__ = ["durable_commit_json", "intent_json", "undo_json"]
 
 # Each member's JSON, made once: what the encoder writes for a str enum is its value, quoted.
 _SEMANTICS = {member: _string(member.value) for member in ActionSemantics}
-# What a part the log cannot hold raises while it is encoded (a KeyError: an undo not described
-# by ``undo.describe``).
-_UNFIT = (ValueError, TypeError, RecursionError, KeyError)
+# What a part the log cannot hold raises while it is encoded.
+_UNFIT = (ValueError, TypeError, RecursionError)
 
 
 def _json(value: Any) -> str:
@@ -31,30 +31,33 @@ def _json(value: Any) -> str:
     return canonical(value) if scalar is None else scalar(value)
 
 
-def undo_json(described: dict[str, Any] | None) -> str:
-    """The canonical JSON of an undo as ``undo.describe`` gives it: its five keys, in canonical order.
+def undo_json(comp: Compensation | None) -> str:
+    """The canonical JSON of ``undo.describe(comp)``, written from the undo without that dict.
 
-    Raises what the encoder raises for a part it cannot encode, and a KeyError for a dict
-    ``describe`` did not make (one with more keys is refused too: it would lose them). The
-    usual types of each part are written inline (a call per part was most of this work).
+    Raises what the encoder raises for a part it cannot encode. The usual types of each part
+    are written inline (a call per part was most of this work).
     """
-    if described is None:
+    if comp is None:
         return "null"
-    if len(described) != 5:
-        raise KeyError("not an undo as undo.describe gives it")
-    text, handler, key = described["description"], described["handler"], described["key"]
-    kwargs, recoverable = described["kwargs"], described["recoverable"]
+    key, handler = comp.idempotency_key, comp.handler
+    key_json = _string(key) if type(key) is str else _json(key)
+    if handler is not None and recoverable(comp):  # (describe's rule: kwargs and label for an undo another process can run)
+        label, kwargs = comp.label, comp.kwargs
+        return (
+            f'{{"description":{_string(label) if type(label) is str else _json(label)},'
+            f'"handler":{_string(handler)},"key":{key_json},'
+            f'"kwargs":{canonical(kwargs if type(kwargs) is dict else dict(kwargs))},"recoverable":true}}'
+        )
+    text = comp.description
     return (
         f'{{"description":{_string(text) if type(text) is str else _json(text)},'
-        f'"handler":{_string(handler) if type(handler) is str else _json(handler)},'
-        f'"key":{_string(key) if type(key) is str else _json(key)},'
-        f'"kwargs":{canonical(kwargs) if type(kwargs) is dict else _json(kwargs)},'
-        f'"recoverable":{"true" if recoverable is True else _json(recoverable)}}}'
+        f'"handler":{"null" if handler is None else _json(handler)},"key":{key_json},"kwargs":null,'
+        '"recoverable":false}'
     )
 
 
 def intent_json(
-    tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], described: dict[str, Any] | None,
+    tool: str, semantics: ActionSemantics, op: str, args: dict[str, Any], prebuilt: Compensation | None,
     fallback: bool, recipe: Any, origin: str | None, claims: Any,
 ) -> str | None:
     """The canonical JSON of a durable step's STEP_INTENT body, or None where the log would refuse it.
@@ -68,7 +71,7 @@ def intent_json(
         return None
     try:
         text = (
-            f'{{"args":{canonical(args) if args else "{}"},"compensation":{undo_json(described)},'
+            f'{{"args":{canonical(args) if args else "{}"},"compensation":{undo_json(prebuilt)},'
             f'"fallback":{"true" if fallback else "false"},"op":{_string(op)}'
         )
         if origin is not None:
@@ -86,7 +89,7 @@ def intent_json(
 
 
 def durable_commit_json(
-    op: str, described: dict[str, Any] | None, problem: str | None, reconciled: bool, result: Any,
+    op: str, comp: Compensation | None, problem: str | None, reconciled: bool, result: Any,
 ) -> str | None:
     """The canonical JSON of a durable step's STEP_COMMITTED body, or None where the log would refuse it.
 
@@ -94,7 +97,7 @@ def durable_commit_json(
     out when it is ``UNRECORDED``; ``op`` and ``problem`` are text.
     """
     try:
-        text = f'{{"compensation":{undo_json(described)},"op":{_string(op)}'
+        text = f'{{"compensation":{undo_json(comp)},"op":{_string(op)}'
         if problem is not None:
             text += f',"problem":{_string(problem)}'
         if reconciled:
