@@ -34,8 +34,8 @@ def _json(value: Any) -> str:
 def undo_json(comp: Compensation | None) -> str:
     """The canonical JSON of ``undo.describe(comp)``, written from the undo without that dict.
 
-    Raises what the encoder raises for a part it cannot encode. The usual types of each part
-    are written inline (a call per part was most of this work).
+    Raises what the encoder raises for a part it cannot encode. Each part's usual type is
+    written inline, without a call per part.
     """
     if comp is None:
         return "null"
