@@ -117,6 +117,11 @@ def recoverable(comp: Compensation) -> bool:
     return comp.handler is not None and comp.handler in _handlers
 
 
+def handler_fn(name: str) -> Callable[..., Any] | None:
+    """The function registered under ``name``, or None: the check every undo with a handler gets."""
+    return _handlers.get(name)
+
+
 def resolve(name: str) -> Callable[..., Any]:
     """The function registered under ``name``; a clear KeyError otherwise."""
     return lookup(_handlers, name, "compensation handler", "import the module that declares it with @compensator")

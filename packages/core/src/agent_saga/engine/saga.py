@@ -41,6 +41,7 @@ from typing import Any, NoReturn, Unpack
 
 from agent_saga.engine import snapshot as snapshots
 from agent_saga.engine.commit_record import UNRECORDED, commit_json
+from agent_saga.engine.durable_record import durable_commit_json, intent_json
 from agent_saga.engine.error_text import describe_error as _describe_error
 from agent_saga.engine.inflight import InFlight
 from agent_saga.engine.invoke import (
@@ -542,8 +543,7 @@ class Saga:
                     self._stop_for_rollback(step, None, 1)  # no intent for a call that will not run
                 prebuilt = prebuild(compensate, tool, step.compensation_key)
                 try:
-                    ticket = self._append(_STEP_INTENT, self._intent(step, compensate, prebuilt, logged_args, opts,
-                                                                      claims), step.index)
+                    ticket = self._append_intent(step, compensate, prebuilt, logged_args, opts, claims)
                     yield Barrier(self.wal, ticket)
                 except BaseException as err:
                     self._unstarted(step, err, observed)
@@ -967,7 +967,7 @@ class Saga:
                     "calls": encodable(list(refused.calls)),
                 }, index)
 
-    def _intent(
+    def _append_intent(
         self,
         step: Step,
         compensate: CompensationFactory | Compensation | None,
@@ -975,22 +975,27 @@ class Saga:
         logged_args: dict[str, Any],
         opts: StepOptions,
         claims: Any,
-    ) -> dict[str, Any]:
-        """The STEP_INTENT record of a durable step."""
+    ) -> int:
+        """Append the STEP_INTENT record of a durable step; its ticket."""
+        # How to build the undo from a result, so another process that learns the result (a
+        # reconciler, after a crash) can build it too.
+        recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
+        append_json = self._append_json  # on the group commit's own append: the JSON joined from its parts
+        if append_json is not None and (text := intent_json(
+                step.tool, step.semantics, step.operation_id, logged_args, prebuilt, step.via_fallback, recipe,
+                opts.origin, claims)) is not None:
+            return append_json(_STEP_INTENT, self.saga_id, text, step.index)
         intent: dict[str, Any] = {
             "tool": step.tool, "semantics": step.semantics, "op": step.operation_id, "args": logged_args,
             "compensation": describe(prebuilt), "fallback": step.via_fallback,
         }
-        recipe = getattr(compensate, "recipe", None) if prebuilt is None else None
         if recipe is not None:
-            # How to build the undo from a result, so another process that learns the
-            # result (a reconciler, after a crash) can build it too.
             intent["recipe"] = recipe
         if opts.origin is not None:
             intent["origin"] = opts.origin
         if claims:
             intent["provenance"] = claims
-        return intent
+        return self._append(_STEP_INTENT, intent, step.index)
 
     def _unstarted(self, step: Step, err: BaseException, observed: Wrappers | None) -> None:
         """The intent never became durable, so the effect never started."""
@@ -1060,7 +1065,9 @@ class Saga:
         tool = step.tool
         comp, described, problem = _NO_UNDO
         if compensate is not None:  # (a step without one keeps the defaults: no undo, no problem)
-            comp, described, problem = self._undo_from(step, compensate, result, self._walk_undo)
+            # (undescribed on a log given the record joined from its parts: described only if that fails)
+            comp, described, problem = self._undo_from(step, compensate, result, self._walk_undo,
+                                                       self._append_json is None)
             step.compensation = comp
             step.problem = str(problem) if problem else ""
         step.state = _COMMITTED
@@ -1096,7 +1103,15 @@ class Saga:
         claims: Any,
         recorded: Any,
     ) -> tuple[int, CompensationError | None]:
-        """Append the STEP_COMMITTED record built as a body: (its ticket, the step's problem)."""
+        """Append the STEP_COMMITTED record (a durable step's joined from its parts, as for its intent, on a log
+        that takes that), else built as a body: (its ticket, the step's problem)."""
+        append_json = self._append_json
+        if step.semantics is not _REVERSIBLE and append_json is not None and (text := durable_commit_json(
+                step.operation_id, comp, None if problem is None else str(problem), bool(step.reconciled),
+                recorded)) is not None:
+            return append_json(_STEP_COMMITTED, self.saga_id, text, step.index), problem
+        if described is None and comp is not None:
+            described = describe(comp)  # left undescribed for the joined record (see _commit)
         if step.semantics is _REVERSIBLE:  # no intent record before it: this one says what ran
             body: dict[str, Any] = {
                 "tool": step.tool, "semantics": step.semantics, "args": logged_args, "compensation": described,
@@ -1127,11 +1142,13 @@ class Saga:
 
     def _undo_from(
         self, step: Step, compensate: CompensationFactory | Compensation | None, result: Any, walk: bool = True,
+        told: bool = True,
     ) -> tuple[Compensation | None, dict[str, Any] | None, CompensationError | None]:
         """The undo built from the result, as the commit record describes it, and what went wrong.
 
         ``walk``: check here that the log can hold the undo; False when the record's own encoding
-        checks it (see ``_commit``).
+        checks it (see ``_commit``). ``told``: describe it; False leaves that to the commit record
+        (None for an undo not yet described).
         """
         problem: CompensationError | None = None
         comp: Compensation | None = None
@@ -1140,7 +1157,7 @@ class Saga:
                 comp = build(compensate, result, step.tool, step.compensation_key, step.semantics)
             except CompensationError as err:
                 problem = err
-        described = describe(comp)
+        described = describe(comp) if told or walk else None
         if walk and comp is not None:
             marked = _unrecordable(step.tool, described)
             if marked is not None:

@@ -78,12 +78,14 @@ class Step:
     @property
     def operation_id(self) -> str:
         """The forward call's idempotency key."""
-        return self._keys()[0]
+        ids = self._ids  # once derived, read without a call (a durable step reads each key twice)
+        return (ids if ids is not None else self._keys())[0]
 
     @property
     def compensation_key(self) -> str:
         """The undo's idempotency key (unless its Compensation names its own)."""
-        return self._keys()[1]
+        ids = self._ids
+        return (ids if ids is not None else self._keys())[1]
 
     def _keys(self) -> tuple[str, str]:
         if self._ids is None:

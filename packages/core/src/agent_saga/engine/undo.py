@@ -14,7 +14,7 @@ from typing import Any
 from agent_saga.engine.ports import StepRequest
 from agent_saga.engine.step_options import StepOptions
 from agent_saga.errors import CompensationError, StepRefused
-from agent_saga.registry import CompensationFactory, inverse_for, resolve
+from agent_saga.registry import CompensationFactory, handler_fn, inverse_for, resolve
 from agent_saga.registry import recoverable as is_recoverable
 from agent_saga.semantics import ActionSemantics, Compensation
 
@@ -107,10 +107,7 @@ def normalize(value: Any, tool: str, key: str) -> Compensation | None:
             description=str(value.get("description", "")),
         )
     if comp.handler is not None and comp.fn is not None:
-        try:
-            registered_fn = resolve(comp.handler)
-        except KeyError:
-            registered_fn = None
+        registered_fn = handler_fn(comp.handler)
         if registered_fn is not None and registered_fn != comp.fn:  # == : bound methods are fresh objects
             raise CompensationError(
                 f"compensation for {tool!r} runs {getattr(comp.fn, '__qualname__', comp.fn)!r} in "

@@ -87,17 +87,19 @@ if _c_encoder is not None:
         None, _fallback, json.encoder.encode_basestring, None, ":", ",", True, False, False
     )
 
-    def _encode(value: Any) -> str:
+    def canonical(value: Any) -> str:
+        """The canonical JSON text of ``value``."""
         return "".join(_c_encode(value, 0))
 else:  # pragma: no cover - CPython always has the C accelerator
 
-    def _encode(value: Any) -> str:
+    def canonical(value: Any) -> str:
+        """The canonical JSON text of ``value``."""
         return _encoder.encode(value)
 
 
-def canonical(value: Any) -> str:
-    """The canonical JSON text of ``value``."""
-    return _encode(value)
+# One function under both names: canonical() was a call to _encode, a call more for each part a
+# durable step's records join (engine/durable_record.py).
+_encode = canonical
 
 
 def content_digest(salt_hex: str, body_json: str) -> str:
