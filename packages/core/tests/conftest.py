@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agent_saga import FileWAL, MemoryWAL
+from agent_saga.log import group
+from agent_saga.log.codec import encode_entry
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +62,23 @@ def _fresh_plugins() -> Iterator[None]:
 
     reset_plugins()
     assert interceptors() == (), f"a test left interceptors installed: {interceptors()}"
+
+
+@pytest.fixture
+def encoded_whole(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The types of the records a group-commit log's ``append`` encodes whole during the test.
+
+    A record joined from its parts (``append_encoded``) is not among them: what the engine's
+    joined records (engine/commit_record.py, engine/durable_record.py) exist to save.
+    """
+    encoded: list[str] = []
+
+    def spy(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> str:
+        encoded.append(str(rtype))
+        return encode_entry(rtype, saga, step, body)
+
+    monkeypatch.setattr(group, "encode_entry", spy)
+    return encoded
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from agent_saga import FileWAL, SagaAborted, StepOptions, WALRefused, saga_scope
 from agent_saga.audit import verify_log
 from agent_saga.engine.commit_record import UNRECORDED, commit_json
 from agent_saga.engine.ports import SagaInfo, StepRequest
-from agent_saga.log import group
 from agent_saga.log.codec import encode_entry
 from agent_saga.semantics import ActionSemantics
 
@@ -74,17 +73,10 @@ class _Counting(FileWAL):
 
 
 def test_the_usual_commit_record_is_never_encoded_whole_on_a_group_commit_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, encoded_whole: list[str]
 ) -> None:
     # The cost this path exists to save (14k instructions of the caller's 123k per step, callgrind):
     # the bytecode budget (test_fast_path_budget.py) cannot see C work, so the path itself is pinned.
-    encoded: list[str] = []
-
-    def spy(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> str:
-        encoded.append(str(rtype))
-        return encode_entry(rtype, saga, step, body)
-
-    monkeypatch.setattr(group, "encode_entry", spy)
     wal = FileWAL(tmp_path / "joined.wal")
     try:
         with saga_scope(wal) as s:
@@ -92,7 +84,7 @@ def test_the_usual_commit_record_is_never_encoded_whole_on_a_group_commit_log(
                 s.execute(tool="cart.add", semantics="REVERSIBLE", forward=lambda n=n: n, args={"n": n})
     finally:
         wal.close()
-    assert "STEP_COMMITTED" not in encoded and encoded  # the saga's start and end still were
+    assert "STEP_COMMITTED" not in encoded_whole and encoded_whole  # the saga's start and end still were
     assert [b["result"] for b in _bodies(tmp_path / "joined.wal")] == [0, 1, 2]
 
 
