@@ -162,6 +162,7 @@ def run_points(tmp: Path, points: list[dict[str, Any]], name: str = "points.json
 def main() -> None:
     points = json.loads(Path(sys.argv[1]).read_text())
     codes = []
+    recovery_worker.ready_to_fork()
     for point in points:
         pid = os.fork()
         if pid == 0:
