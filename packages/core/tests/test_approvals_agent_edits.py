@@ -131,7 +131,7 @@ def forget(store: Any, request: str, how: str) -> None:
         (Path(store.location) / f"{request}.json").unlink()
 
 
-@pytest.mark.parametrize(("kind", "how"), [("file", "delete"), ("file", "reset"), ("redis", "delete")])
+@pytest.mark.parametrize(("kind", "how"), [("file", "delete"), ("file", "reset"), pytest.param("redis", "delete", marks=pytest.mark.redis)])
 def test_a_denied_request_the_agent_deletes_is_refused_without_asking_again(
     kind: str, how: str, hook: Hook, wal: FileWAL, tmp_path: Path
 ) -> None:
