@@ -96,6 +96,7 @@ def test_a_run_that_swallowed_a_failed_step_is_unwound() -> None:
             pass  # what a framework does when it turns a tool error into a message
     assert isinstance(info.value.cause, ToolFailed)
     assert isinstance(info.value.cause.cause, RuntimeError)
+    assert "the step may have landed, so the run is unwound" in str(info.value.cause)
     assert undone == ["c1"]
 
 
@@ -106,6 +107,9 @@ def test_a_refusal_the_code_swallowed_also_fails_a_run() -> None:
         except NotApplied:
             pass
     assert isinstance(info.value.cause, ToolFailed)
+    # The tool said it did nothing: the message must not claim it may have landed.
+    assert "may have landed" not in str(info.value.cause)
+    assert "the step did nothing, but the run went on past it, so the run is unwound" in str(info.value.cause)
 
 
 def test_saga_scope_itself_commits_over_a_failure_the_code_handled() -> None:

@@ -165,10 +165,14 @@ class ToolFailed(SagaError):
     def __init__(self, tool: str, cause: BaseException) -> None:
         self.tool = tool
         self.cause = cause
+        # A NotApplied (a refusal among them) says the step did nothing: the run is unwound
+        # because it went on past a failed step, not because that step may have landed.
+        why = ("the step did nothing, but the run went on past it" if isinstance(cause, NotApplied)
+               else "the step may have landed")
         super().__init__(
             f"tool {tool!r} failed inside the run ({type(cause).__name__}: {cause}) and the run carried "
-            "on (the framework turned the exception into a result for the model); the step may have "
-            "landed, so the run is unwound"
+            f"on (the framework turned the exception into a result for the model); {why}, so the run is "
+            "unwound"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
