@@ -153,3 +153,39 @@ def test_importing_a_module_2x_had_and_3x_lacks_says_what_its_names_became() -> 
     assert importlib.import_module("agent_saga.gate").__name__ == "agent_saga.gate"
     with pytest.raises(ModuleNotFoundError, match=r"^No module named 'agent_saga\.no_such_module'$"):
         importlib.import_module("agent_saga.no_such_module")
+
+
+def test_a_2x_name_of_a_module_3x_still_has_says_what_it_became() -> None:
+    # ``from agent_saga.recovery import DanglingSaga``: the module is there, the name is not, and
+    # Python's bare "cannot import name" would leave the user to find the table.
+    kept = {home for home, _ in GONE.values() if _has(home)}
+    assert len(kept) == 8 and "agent_saga.recovery" in kept
+    for name, (home, instead) in GONE.items():
+        module = importlib.import_module(home) if home in kept else None
+        if module is None or name in vars(module):  # observability's formatters moved there
+            continue
+        line = f"{home}.{name} was exported by agent-saga 2.x; in 3.x: {instead} (docs/MIGRATING.md)"
+        with pytest.raises(ImportError) as refused:
+            exec(f"from {home} import {name}", {})  # the statement 2.x code has, compiled as such
+        assert str(refused.value) == line and refused.value.name == name
+        with pytest.raises(AttributeError) as missing:
+            getattr(module, name)
+        assert str(missing.value) == line
+        assert not hasattr(module, name)
+    # a name 2.x exported from another module, or none, keeps Python's own error
+    recovery = importlib.import_module("agent_saga.recovery")
+    with pytest.raises(AttributeError, match=r"^module 'agent_saga\.recovery' has no attribute 'SagaConfig'$"):
+        recovery.SagaConfig  # noqa: B018
+    with pytest.raises(ImportError, match=r"^cannot import name 'no_such_name' from 'agent_saga\.recovery'"):
+        from agent_saga.recovery import no_such_name  # type: ignore[attr-defined]  # noqa: F401
+    # a submodule not imported yet is still found by ``from package import submodule`` (which asks
+    # the package's __getattr__ first): taken out of sys.modules for the statement, then put back
+    earlier = sys.modules.pop("agent_saga.recovery.watch", None), recovery.__dict__.pop("watch", None)
+    try:
+        from agent_saga.recovery import watch
+
+        assert watch.__name__ == "agent_saga.recovery.watch"
+    finally:
+        for key, value in zip(("agent_saga.recovery.watch", "watch"), earlier, strict=True):
+            if value is not None:
+                (sys.modules if "." in key else recovery.__dict__)[key] = value

@@ -7,13 +7,12 @@ had a defined behaviour: they get this one line, never an invented one.
 
 from __future__ import annotations
 
-import dis
 import functools
 from types import CodeType, FrameType
 
 from agent_saga._bytecode import BYTECODE_KNOWN
 
-__all__ = ["GONE", "NEVER_DEFINED", "answer", "module_answer", "refusal"]
+__all__ = ["GONE", "NEVER_DEFINED", "answer", "gone_from", "module_answer", "refusal"]
 
 #: 2.x name -> (its 2.x module, what 3.x has instead), as docs/MIGRATING.md's table says.
 GONE: dict[str, tuple[str, str]] = {
@@ -227,6 +226,19 @@ def module_answer(module: str) -> str | None:
     return f"{module} was a module of agent-saga 2.x and 3.x has none; its names in 3.x: {what} (docs/MIGRATING.md)"
 
 
+def gone_from(module: str, name: str, caller: FrameType | None) -> Exception:
+    """What ``<module>.<name>`` raises, for a module 3.x still has (``agent_saga.recovery``).
+
+    A name 2.x exported from that very module gets its line (``from agent_saga.recovery import
+    DanglingSaga`` names what replaced it); any other name, Python's own AttributeError.
+    """
+    gone = GONE.get(name)
+    if gone is None or gone[0] != module:
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    line = f"{module}.{name} was exported by agent-saga 2.x; in 3.x: {gone[1]} (docs/MIGRATING.md)"
+    return refusal(name, line, caller)
+
+
 # ``from agent_saga import X`` is recognised from the importing frame's instruction
 # (``IMPORT_FROM``) on the interpreters whose bytecode _bytecode.PROVEN_BYTECODE lists. Anywhere
 # else every caller gets the AttributeError, which such an import turns into Python's bare
@@ -236,6 +248,8 @@ _BYTECODE_KNOWN = BYTECODE_KNOWN
 
 @functools.lru_cache(maxsize=256)
 def _imports_from_at(code: CodeType, lasti: int) -> bool:
+    import dis  # only once a 2.x name is asked for: the modules that import this one stay light
+
     return any(i.offset == lasti and i.opname == "IMPORT_FROM" for i in dis.get_instructions(code))
 
 

@@ -14,12 +14,14 @@ an object whose ``execute`` returns a coroutine nobody awaits.
 from __future__ import annotations
 
 import contextvars
+import sys
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal, Protocol, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from agent_saga import boot
+from agent_saga._migrating import gone_from
 from agent_saga.engine import invoke
 from agent_saga.engine.invoke import drive_async, drive_sync
 from agent_saga.engine.ports import GatePort
@@ -299,3 +301,10 @@ def saga_scope(
     another one; ``@guard`` and the run helpers join an open saga instead. See :class:`Boundary`.
     """
     return Boundary(wal, options=options, saga_id=saga_id, **more)
+
+
+if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
+
+    def __getattr__(name: str) -> object:
+        """A name 2.x exported from this module says what 3.x has instead."""
+        raise gone_from(__name__, name, sys._getframe(1))

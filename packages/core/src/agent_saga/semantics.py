@@ -6,11 +6,13 @@ Pure data, no I/O. Everything above this layer talks in these terms.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import isfinite
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from agent_saga._migrating import gone_from
 from agent_saga.credentials import assert_no_secrets, plain_and_clean
 from agent_saga.errors import CompensationError, ConfigurationError
 
@@ -217,3 +219,10 @@ class Observation:
                 )
         if not isinstance(self.detail, str):
             raise ConfigurationError(f"Observation.detail must be a string, got {type(self.detail).__name__}")
+
+
+if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
+
+    def __getattr__(name: str) -> object:
+        """A name 2.x exported from this module says what 3.x has instead."""
+        raise gone_from(__name__, name, sys._getframe(1))

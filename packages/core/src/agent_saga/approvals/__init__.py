@@ -14,6 +14,10 @@ WebAuthn assertion over the action, checked against the host's registered passke
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
+from agent_saga._migrating import gone_from
 from agent_saga.approvals._approval_policy import ApprovalPolicy, EscalationLevel
 from agent_saga.approvals._authority import SigningKey, TrustedKeys, trust_key
 from agent_saga.approvals._decide import decide
@@ -73,3 +77,8 @@ __all__ = [
     "trust_passkey",
 ]
 
+if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
+
+    def __getattr__(name: str) -> object:
+        """A name 2.x exported from this module says what 3.x has instead."""
+        raise gone_from(__name__, name, sys._getframe(1))
