@@ -8,11 +8,13 @@ had a defined behaviour: they get this one line, never an invented one.
 from __future__ import annotations
 
 import functools
+import sys
+from collections.abc import Callable
 from types import CodeType, FrameType
 
 from agent_saga._bytecode import BYTECODE_KNOWN
 
-__all__ = ["GONE", "NEVER_DEFINED", "answer", "gone_from", "module_answer", "refusal"]
+__all__ = ["GONE", "NEVER_DEFINED", "answer", "gone_names", "module_answer", "refusal"]
 
 #: 2.x name -> (its 2.x module, what 3.x has instead), as docs/MIGRATING.md's table says.
 GONE: dict[str, tuple[str, str]] = {
@@ -226,17 +228,21 @@ def module_answer(module: str) -> str | None:
     return f"{module} was a module of agent-saga 2.x and 3.x has none; its names in 3.x: {what} (docs/MIGRATING.md)"
 
 
-def gone_from(module: str, name: str, caller: FrameType | None) -> Exception:
-    """What ``<module>.<name>`` raises, for a module 3.x still has (``agent_saga.recovery``).
+def gone_names(module: str) -> Callable[[str], object]:
+    """The ``__getattr__`` of a module 3.x still has (``agent_saga.recovery``).
 
-    A name 2.x exported from that very module gets its line (``from agent_saga.recovery import
+    A name 2.x exported from that very module raises its line (``from agent_saga.recovery import
     DanglingSaga`` names what replaced it); any other name, Python's own AttributeError.
     """
-    gone = GONE.get(name)
-    if gone is None or gone[0] != module:
-        return AttributeError(f"module {module!r} has no attribute {name!r}")
-    line = f"{module}.{name} was exported by agent-saga 2.x; in 3.x: {gone[1]} (docs/MIGRATING.md)"
-    return refusal(name, line, caller)
+
+    def attribute(name: str) -> object:
+        gone = GONE.get(name)
+        if gone is None or gone[0] != module:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        line = f"{module}.{name} was exported by agent-saga 2.x; in 3.x: {gone[1]} (docs/MIGRATING.md)"
+        raise refusal(name, line, sys._getframe(1))  # the frame that asked: ``from ... import`` or not
+
+    return attribute
 
 
 # ``from agent_saga import X`` is recognised from the importing frame's instruction

@@ -14,14 +14,13 @@ an object whose ``execute`` returns a coroutine nobody awaits.
 from __future__ import annotations
 
 import contextvars
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Unpack
 
 from agent_saga import boot
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.engine import invoke
 from agent_saga.engine.invoke import drive_async, drive_sync
 from agent_saga.engine.ports import GatePort
@@ -304,7 +303,4 @@ def saga_scope(
 
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -6,13 +6,12 @@ Pure data, no I/O. Everything above this layer talks in these terms.
 from __future__ import annotations
 
 import enum
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import isfinite
 from typing import TYPE_CHECKING, Any
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.credentials import assert_no_secrets, plain_and_clean
 from agent_saga.errors import CompensationError, ConfigurationError
 
@@ -222,7 +221,4 @@ class Observation:
 
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -14,10 +14,9 @@ WebAuthn assertion over the action, checked against the host's registered passke
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.approvals._approval_policy import ApprovalPolicy, EscalationLevel
 from agent_saga.approvals._authority import SigningKey, TrustedKeys, trust_key
 from agent_saga.approvals._decide import decide
@@ -78,7 +77,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -8,10 +8,9 @@ says so, or says why not, for a saga's start record. The Redis stores import
 redis-py only when one is created.
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.engine.ports import GatePort, SagaInfo, StepRequest
 from agent_saga.gate._approval import ApprovalDecision, ApprovalProvider, ApprovalRequest
 from agent_saga.gate._breaker import (
@@ -95,7 +94,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

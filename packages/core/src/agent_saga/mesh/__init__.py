@@ -9,10 +9,9 @@ at each sync (``sign_head``); a hub takes a device's records only up to its last
 head, and only from a key it trusts (``agent_saga.mesh._keys``).
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.log.parts import part_of, spanning_end
 from agent_saga.mesh._inputs import FORMAT, MESH_FIELD, Exclusion, MeshError
 from agent_saga.mesh._keys import DEVICE_KEYS, device_keys_path, enrol, sign_head
@@ -24,7 +23,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -6,17 +6,13 @@ engine's chain) and stamps them on the library's log records; ``_logs`` holds
 only by ``setup_telemetry``) the OpenTelemetry spans.
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.observability._correlation import CorrelationFilter, current_ids
 from agent_saga.observability._logs import JsonFormatter, LoggingSetup, TextFormatter, configure_logging
 
 __all__ = ["CorrelationFilter", "JsonFormatter", "LoggingSetup", "TextFormatter", "configure_logging", "current_ids"]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -6,10 +6,9 @@ crashes, and the escalation queue holds what only a human may decide.
 See docs/RECOVERY.md.
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.recovery.claims import Claim, try_claim
 from agent_saga.recovery.daemon import Action, RecoveryDaemon, SweepReport
 from agent_saga.recovery.determinism import check_replay, check_step
@@ -54,7 +53,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead

@@ -15,10 +15,9 @@ of its own (``kill_at``, ``hold``, ``recover``, the ``World`` its tools write). 
 AdapterConformance`` imports pytest; nothing else in agent-saga does.
 """
 
-import sys
 from typing import TYPE_CHECKING
 
-from agent_saga._migrating import gone_from
+from agent_saga._migrating import gone_names
 from agent_saga.testing._chat_server import ChatServer, Received, Reply
 from agent_saga.testing._conformance import (
     UNDO_HANDLER,
@@ -88,7 +87,4 @@ __all__ = [
 ]
 
 if not TYPE_CHECKING:  # at run time only: mypy still refuses a name this module lacks
-
-    def __getattr__(name: str) -> object:
-        """A name 2.x exported from this module says what 3.x has instead."""
-        raise gone_from(__name__, name, sys._getframe(1))
+    __getattr__ = gone_names(__name__)  # a 2.x name of this module says what 3.x has instead
