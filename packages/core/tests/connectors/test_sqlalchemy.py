@@ -44,6 +44,7 @@ from agent_saga.log.file import read_records
 from agent_saga.reconciliation import reconcile
 from agent_saga.recovery import RecoveryDaemon, fold
 from agent_saga.recovery.lease import lease_keeper
+from agent_saga.redaction import looks_secret
 
 KEY = {"org": 1, "id": 7}
 
@@ -399,10 +400,14 @@ def test_a_worker_killed_while_thinking_is_undone_by_agent_saga_recover(backend:
 
 # -- values and types, by Hypothesis, on SQLite ---------------------------------------------
 
+# A key that names a secret ("jwt", "pwd") keeps the row's undo out of the log by design, and the
+# rollback is then rightly not clean (credentials.assert_no_secrets): this test is about values
+# and types, so its keys are plain ones. One CI run drew {"Jwt": ...} and failed on that.
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=4).filter(lambda key: not looks_secret(key)), inner, max_size=3),
     max_leaves=8,
 )
 _TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), max_size=12)
