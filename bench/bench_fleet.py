@@ -5,7 +5,7 @@ One durable step is one COMPENSABLE ``execute`` inside a saga: its intent is mad
 the call (the caller waits for that), its commit record is queued for the next round. Every saga
 runs STEPS steps then commits. Latency is per step, as the caller sees it.
 
-usage: python bench/bench_fleet.py [--pg URL] [--redis URL] [--dbos-python PATH] [--steps N] [--lone | --processes P]
+usage: python bench/bench_fleet.py [--pg URL] [--redis URL] [--dbos-python PATH] [--steps N] [--lone | --bounds | --processes P]
        python bench/bench_fleet.py --ref REV [--rounds R] [--processes P] [--sagas S] [--steps N]
 Needs agent-saga[postgres,redis]; the servers of `scripts/services start`. Prints a Markdown table.
 
@@ -13,6 +13,11 @@ Needs agent-saga[postgres,redis]; the servers of `scripts/services start`. Print
 S sagas, default 4 x 64) for the core at REV and for the working tree's, alternating in one run (each
 side in processes of its own, its core extracted as bench/compare.py does), and prints each side's
 median over the rounds and the ratio working / reference.
+
+``--bounds`` measures the lone step as ``--lone`` does, and in the same rotation the same step on two logs
+cheaper than any PostgresWAL: one whose commit does nothing (the engine and the log's thread hand-offs
+alone) and one whose commit is a single autocommit ``INSERT`` of one line. Issue 43 asks a lone step for at
+most 2x a bare commit; these say how much of that any log leaves to its own commit.
 """
 
 from __future__ import annotations
@@ -27,11 +32,13 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import agent_saga
 from agent_saga import ActionSemantics, Compensation, saga_scope
+from agent_saga.log.group import GroupCommitWAL
 from agent_saga.log.resolve import open_log
 
 STEPS = 5  # per saga
@@ -95,30 +102,75 @@ def _bare_commits(conn: Any, n: int) -> list[float]:
     return samples
 
 
-async def _lone_pg(pg: str, run: str, total_steps: int) -> dict[str, float]:
-    """A lone saga's durable step on PostgresWAL against a bare INSERT + COMMIT, in alternating blocks."""
+class _FreeCommit(GroupCommitWAL):
+    """A log whose commit does nothing: what the engine and the log's thread hand-offs cost around any commit."""
+
+    def __init__(self) -> None:
+        super().__init__("free-commit")
+        self._start()
+
+    def _commit(self, batch: list[Any]) -> None:
+        pass
+
+    def records(self) -> Iterator[Any]:
+        return iter(())
+
+
+class _OneInsert(GroupCommitWAL):
+    """A log whose commit is one autocommit INSERT of one line, whatever the batch: one round trip to the
+    server, no chain, no head row, no marker. No durable PostgreSQL log commits for less."""
+
+    def __init__(self, pg: str) -> None:
+        import psycopg
+
+        super().__init__("one-insert")
+        self._conn = psycopg.connect(pg, autocommit=True)
+        self._start()
+
+    def _commit(self, batch: list[Any]) -> None:
+        self._conn.execute("INSERT INTO agent_saga_bench_floor (line) VALUES (%s)", (FLOOR_LINE,))
+
+    def _release(self, clean: bool) -> None:
+        self._conn.close()
+
+    def records(self) -> Iterator[Any]:
+        return iter(())
+
+
+async def _lone_pg(pg: str, run: str, total_steps: int, bounds: bool = False) -> dict[str, float]:
+    """A lone saga's durable step on PostgresWAL against a bare INSERT + COMMIT, in alternating blocks.
+
+    ``bounds``: the same step on :class:`_FreeCommit` and :class:`_OneInsert` too, in the same rotation
+    (the working tree's core only: they use its log's backend seam).
+    """
     import psycopg
 
-    wal = open_log(f"{pg}?log=bench-{run}-lone")
     conn = psycopg.connect(pg)
     conn.execute("CREATE TABLE IF NOT EXISTS agent_saga_bench_floor (id bigserial PRIMARY KEY, line text)")
     conn.commit()
+    logs = {"step": open_log(f"{pg}?log=bench-{run}-lone")}
+    if bounds:
+        logs |= {"free": _FreeCommit(), "insert": _OneInsert(pg)}
     floor: list[float] = []
-    steps: list[float] = []
+    steps: dict[str, list[float]] = {name: [] for name in logs}
     try:
-        for _ in range(max(1, total_steps // 50)):
+        for block in range(max(1, total_steps // 50)):
             floor += _bare_commits(conn, 50)
-            for _ in range(50 // STEPS):
-                await _saga(wal, steps)
+            for name, wal in (list(logs.items()) if block % 2 == 0 else list(logs.items())[::-1]):
+                for _ in range(50 // STEPS):
+                    await _saga(wal, steps[name])
     finally:
+        for wal in logs.values():
+            wal.close()
         conn.execute("DROP TABLE agent_saga_bench_floor")
         conn.commit()
         conn.close()
-        wal.close()
-    return {
-        "floor_p50_ms": statistics.median(floor) * 1000, "step_p50_ms": statistics.median(steps) * 1000,
-        "ratio": statistics.median(steps) / statistics.median(floor),
-    }
+    bare = statistics.median(floor)
+    out = {"floor_p50_ms": bare * 1000}
+    for name, samples in steps.items():
+        out[f"{name}_p50_ms"] = statistics.median(samples) * 1000
+        out[f"{name}_ratio"] = statistics.median(samples) / bare
+    return out
 
 
 def _fleet(pg: str, run: str, processes: int, concurrency: int, total_steps: int) -> dict[str, float]:
@@ -192,6 +244,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600, help="durable steps per measurement")
     parser.add_argument("--lone", action="store_true",
                         help="only a lone saga's PostgresWAL step against a bare INSERT + COMMIT, alternating")
+    parser.add_argument("--bounds", action="store_true",
+                        help="--lone, and the same step on a log whose commit does nothing and on one whose commit "
+                             "is one autocommit INSERT, in the same rotation: what any PostgreSQL log's step costs")
     parser.add_argument("--processes", type=int, default=0,
                         help="only PostgresWAL: this many processes at once, --sagas each, on one log")
     parser.add_argument("--sagas", type=int, default=64, help="concurrent sagas per process with --processes (64)")
@@ -217,14 +272,18 @@ def main() -> None:
         print(f"PostgresWAL, {args.processes} processes x {args.sagas} sagas, one log: {fleet['steps_per_s']:.0f} durable "
               f"steps/s in total, p50 {fleet['p50_ms']:.2f} ms, p99 {fleet['p99_ms']:.2f} ms")
         return
-    if args.lone:
-        lone = asyncio.run(_lone_pg(args.pg, run, args.steps))
+    if args.lone or args.bounds:
+        lone = asyncio.run(_lone_pg(args.pg, run, args.steps, bounds=args.bounds and not args.json))
         if args.json:
             print(json.dumps({"bare commit p50 ms": lone["floor_p50_ms"], "lone step p50 ms": lone["step_p50_ms"],
-                              "lone step / bare commit": lone["ratio"], "core": agent_saga.__file__}))
+                              "lone step / bare commit": lone["step_ratio"], "core": agent_saga.__file__}))
             return
         print(f"bare INSERT + COMMIT p50 {lone['floor_p50_ms']:.3f} ms; lone PostgresWAL durable step p50 "
-              f"{lone['step_p50_ms']:.3f} ms; step / floor {lone['ratio']:.2f}x")
+              f"{lone['step_p50_ms']:.3f} ms; step / floor {lone['step_ratio']:.2f}x")
+        if args.bounds:
+            print(f"the same step on a log whose commit does nothing: p50 {lone['free_p50_ms']:.3f} ms "
+                  f"({lone['free_ratio']:.2f}x); whose commit is one autocommit INSERT: p50 "
+                  f"{lone['insert_p50_ms']:.3f} ms ({lone['insert_ratio']:.2f}x)")
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,8 @@ Figures (each a few metrics):
 * ``reversible``: a REVERSIBLE step with an async tool: CPU µs per step over a direct call
   (``getrusage``, alternating blocks) and the interleaved p50 overhead (wall);
 * ``reversible-inline``: the same with a sync tool, ``inline=True``;
-* ``durable``: a lone durable COMPENSABLE step: CPU µs per step and p50 ÷ the write+fsync floor;
+* ``durable``: a lone durable COMPENSABLE step: CPU µs per step and p50 ÷ the write+fsync floor; and
+  the log alone (an intent-sized record appended and awaited durable, no engine) p50 ÷ that floor;
 * ``durable-256``: 256 sagas at once on one log: CPU µs per step and steps/s;
 * ``instructions``: instructions per REVERSIBLE and per durable step (``bench_instructions.py``,
   callgrind), which the machine's load does not move: one round per side whatever ``--rounds``.
@@ -35,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,9 @@ import harness
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+# About a durable step's intent body (bench_wal.py's charge).
+_INTENT = {"args": {"amount": 100, "currency": "usd"}, "compensation": None, "op": "0" * 32,
+           "semantics": "COMPENSABLE", "tool": "stripe.charge"}
 FIGURES = ("reversible", "reversible-inline", "durable", "durable-256", "instructions")
 DEFAULT = ("reversible", "reversible-inline", "durable", "durable-256")
 
@@ -97,18 +102,30 @@ async def _durable(sagas: int, directory: Path, steps: int) -> dict[str, float]:
     try:
         await harness.throughput(ours, wal, min(sagas, 8), 10)  # warm up
         if sagas == 1:
-            floor, lat = [], []
+            floor, lat, log = [], [], []
             block = max(10, steps // 10)
             for _ in range(steps // block):
                 floor += harness.floor_samples(directory, block)
                 lat += await harness._durable_block(ours, wal, block)
+                log += await _log_round_trips(wal, block)
             tp = await harness.throughput(ours, wal, 1, steps)
             return {"cpu_us_per_step": tp["cpu_us_per_step"],
-                    "p50_over_floor": harness.percentile(lat, 0.5) / harness.percentile(floor, 0.5)}
+                    "p50_over_floor": harness.percentile(lat, 0.5) / harness.percentile(floor, 0.5),
+                    "log_alone_p50_over_floor": harness.percentile(log, 0.5) / harness.percentile(floor, 0.5)}
         tp = await harness.throughput(ours, wal, sagas, max(4, steps * 4 // sagas))
         return {"cpu_us_per_step": tp["cpu_us_per_step"], "steps_per_s": tp["steps_per_s"]}
     finally:
         await ours.close_log(wal)
+
+
+async def _log_round_trips(wal: Any, n: int) -> list[float]:
+    """``n`` intent-sized records, each appended and awaited durable alone: the log's own round trip, no engine."""
+    samples = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        await wal.barrier_async(wal.append("STEP_INTENT", "compare-log", _INTENT, i))
+        samples.append(time.perf_counter() - t0)
+    return samples
 
 
 def _child(figure: str, directory: Path, steps: int) -> dict[str, Any]:

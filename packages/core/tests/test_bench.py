@@ -131,7 +131,8 @@ def test_compare_runs_both_sides_alternating_and_prints_ratios(tmp_path: Path) -
     assert done.returncode == 0, done.stderr
     run = json.loads(done.stdout)
     assert set(run["figures"]) == {"reversible: cpu_us_per_step", "reversible: p50_us",
-                                   "durable: cpu_us_per_step", "durable: p50_over_floor"}
+                                   "durable: cpu_us_per_step", "durable: p50_over_floor",
+                                   "durable: log_alone_p50_over_floor"}
     for row in run["figures"].values():
         assert len(row["ref"]) == len(row["work"]) == len(row["ratio_by_round"]) == 2
         assert row["ratio"] == statistics.median(row["work"]) / statistics.median(row["ref"])

@@ -273,3 +273,99 @@ def test_a_writer_commits_while_another_waits_for_its_flush_and_the_chain_and_re
             daemon.sweep()
     assert sorted(refunds) == ["A", "B"]
     refunds.clear()
+
+
+# A writer alone on the log commits a small batch in one statement chained onto where it left the
+# head (PostgresWAL._commit_alone); a second writer that moved the head sends it back to the lock.
+
+def _second_writer(log: Log) -> PostgresWAL:
+    return PostgresWAL(f"{log.direct}{'&' if '?' in log.direct else '?'}log=l&table={log.table}", linger=0)
+
+
+def _commit(wal: PostgresWAL, i: int) -> None:
+    wal.barrier(wal.append("STEP_COMMITTED", "s", {"i": i}, i), timeout=30)
+
+
+def test_a_writer_alone_commits_in_one_statement_until_another_writer_moves_the_head(
+    new_log: Callable[..., Log],
+) -> None:
+    log = new_log()
+    a = log.wal
+    _commit(a, 0)  # the head's place is not known yet: the lock
+    _commit(a, 1)  # the lock, which finds the head where A left it
+    assert a.solo_commits == 0
+    _commit(a, 2)
+    assert a.solo_commits == 1  # one statement
+    b = _second_writer(log)
+    try:
+        _commit(b, 3)
+    finally:
+        b.close()
+    _commit(a, 4)  # the statement finds the head moved, writes nothing, and the lock commits the batch
+    _commit(a, 5)  # the lock again, which finds the head where A left it
+    assert a.solo_commits == 1
+    _commit(a, 6)
+    assert a.solo_commits == 2
+    assert bodies(log) == [0, 1, 2, 3, 4, 5, 6]  # once each, one chain, seq without a gap
+
+
+@pytest.mark.parametrize("isolation", ["", "serializable"], ids=["server-default", "role-serializable"])
+def test_a_statement_that_waited_while_another_writer_moved_the_head_writes_nothing_and_the_lock_commits(
+    new_log: Callable[..., Log], isolation: str
+) -> None:
+    """Forced: B holds the head row in its COMMIT while A's one statement waits for it. B lands; A's
+    statement, re-checking the head (or failing to serialise, for a role whose default isolation is
+    SERIALIZABLE), writes nothing, and A commits the batch the locked way, chained after B's."""
+    log = new_log(isolation)
+    a = log.wal
+    _commit(a, 0)
+    _commit(a, 1)  # A now has the log to itself
+    key = random.getrandbits(62)
+    hold_commits_on(log, key, but=a.writer)  # B's commits wait at COMMIT, holding the head row
+    holder = psycopg.connect(log.direct, autocommit=True)
+    b = _second_writer(log)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        b_ticket = b.append("STEP_COMMITTED", "s", {"i": 2}, 2)
+        b_backend = log.blocked_by(holder.info.backend_pid)
+        assert log.query_of(b_backend) == "COMMIT"
+        a_ticket = a.append("STEP_COMMITTED", "s", {"i": 3}, 3)
+        assert log.query_of(log.blocked_by(b_backend)).startswith("WITH moved AS")  # A's one statement waits
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        b.barrier(b_ticket, timeout=30)
+        a.barrier(a_ticket, timeout=30)
+    finally:
+        b.close()
+        holder.close()
+    assert a.solo_commits == 0  # the statement wrote nothing
+    assert a.retries == 0  # and its refusal was not taken for a lost connection
+    assert bodies(log) == [0, 1, 2, 3]
+
+
+def test_a_one_statement_commit_the_server_finishes_after_the_client_gave_up_is_not_written_twice(
+    new_log: Callable[..., Log],
+) -> None:
+    """As the first test of this file, for the one statement: it is held in its commit, the client's
+    connection is cut, and the retry (the locked way) waits for the head row the statement holds."""
+    log = new_log()
+    wal = log.wal
+    _commit(wal, 0)
+    _commit(wal, 1)
+    key = random.getrandbits(62)
+    hold_commits_on(log, key)
+    holder = psycopg.connect(log.direct, autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+        ticket = wal.append("STEP_COMMITTED", "s", {"i": 2}, 2)
+        old = log.blocked_by(holder.info.backend_pid)
+        assert log.query_of(old).startswith("WITH moved AS")  # the one statement, in its commit
+        assert log.proxy.cut() == 1
+        retry = log.blocked_by(old)  # the retry takes the lock: it waits for the head row
+        assert retry != old
+        holder.execute("SELECT pg_advisory_unlock(%s)", (key,))  # the old statement lands first
+        wal.barrier(ticket, timeout=30)
+        assert wal.retries == 1
+    finally:
+        holder.close()
+    _commit(wal, 3)
+    assert bodies(log) == [0, 1, 2, 3]  # once each: the retry found the marker the statement wrote

@@ -26,6 +26,19 @@ before their ``fdatasync``; a server crash can lose it only together with
 everything after it in the WAL, so no writer's barrier was reached on a record
 chained onto it.
 
+A writer that has the log to itself commits a small batch in one statement
+instead: its last commit found the head where the one before had left it, so it
+chains the batch onto that head without reading it, and one statement moves the
+head only from there, writing the rows and the marker only if it did. That
+statement is its own transaction at the session's ``synchronous_commit``, so it
+returns flushed: one round trip in place of a transaction of several and a second
+commit (a lone step on a fast local server took about three quarters of the time,
+docs/BENCHMARKS.md). It holds the head row
+through its flush, which costs nobody anything while nobody else writes; once
+another writer has moved the head the statement writes nothing and the batch
+takes the locked way above, and so does every commit after it until one finds
+the head where this writer had left it.
+
 Durability is Postgres's own: a barrier returns once the flush's commit returned,
 which with ``synchronous_commit = on`` (the server default) means the WAL was
 flushed to disk up to it, and with synchronous replicas configured, also reached them.
@@ -63,6 +76,10 @@ DEFAULT_TABLE = "agent_saga_wal"
 DEFAULT_LOG = "default"
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,40}\Z")
 _PAGE = 2000
+#: The largest batch committed in one statement (_commit_alone): a lone saga's batches are a record
+#: or two; larger ones come with many sagas at once, whose round trips a batch shares anyway, and
+#: each size is a statement of its own, prepared once per connection.
+_ALONE_ROWS = 16
 
 
 def import_psycopg() -> Any:
@@ -113,6 +130,11 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
         self._sql = _Statements(self._psycopg, table)
         self._conn: Any = None
         self._uncertain = False  # the last commit failed on a broken connection: did it land?
+        # Where this writer's last commit left the head (seq, hash), and whether that commit found
+        # the head where the one before had left it: nobody else wrote in between (_commit_alone).
+        self._left: tuple[int, str] | None = None
+        self._solo = False
+        self.solo_commits = 0  # batches committed in one statement, for benchmarks and tests
         try:
             conn = self._connect_writer()
         except self._psycopg.Error as err:
@@ -203,11 +225,41 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
         conn = self._conn
         last_ticket = self._batch_end
         retry, self._uncertain = self._uncertain, True
-        self._append(conn, batch, last_ticket, retry)
-        # In doubt until flushed: a retry after a connection lost here finds the marker (the
-        # batch landed, nothing is written again) and flushes once more.
-        self._flush(conn, last_ticket)
+        alone = self._solo and not retry and len(batch) <= _ALONE_ROWS
+        if not (alone and self._commit_alone(conn, batch, last_ticket)):
+            self._append(conn, batch, last_ticket, retry)
+            # In doubt until flushed: a retry after a connection lost here finds the marker (the
+            # batch landed, nothing is written again) and flushes once more.
+            self._flush(conn, last_ticket)
         self._uncertain = False
+
+    def _commit_alone(self, conn: Any, batch: list[Entry], last_ticket: int) -> bool:
+        """Commit ``batch`` in one statement, chained onto the head where this writer left it; False,
+        with nothing written, if another writer has moved the head since.
+
+        A connection lost during the statement leaves the batch in doubt like any commit: the
+        retry takes the locked way, which reads the marker the statement wrote with the rows.
+        """
+        assert self._left is not None  # (_solo is set only together with it)
+        seq, prev = self._left
+        lines, head, count = self._sealed(batch, seq, prev)
+        rows: list[Any] = []
+        for i, entry in enumerate(batch):
+            rows += (seq + 1 + i, entry[2], entry[1], lines[i])
+        try:
+            moved = conn.execute(self._sql.commit_alone(count), (
+                seq + count, head, self.log_name, seq, prev, *rows, self.writer, last_ticket,
+            )).fetchone()
+        except self._psycopg.errors.SerializationFailure:
+            # A role whose default isolation is REPEATABLE READ or SERIALIZABLE: another writer moved
+            # the head while the statement waited for it, and the statement rolled back.
+            moved = None
+        if moved is None:
+            self._solo = False
+            return False
+        self._left = (seq + count, head)
+        self.solo_commits += 1
+        return True
 
     def _append(self, conn: Any, batch: list[Entry], last_ticket: int, retry: bool) -> None:
         """Seal ``batch`` onto the chain and write it, committed without waiting for the flush."""
@@ -220,16 +272,23 @@ class PostgresWAL(GroupCommitWAL, Rewritable):
             if retry:
                 row = cur.execute(self._sql.writer_ticket, (self.log_name, self.writer)).fetchone()
                 if row is not None and row[0] >= last_ticket:
+                    self._left, self._solo = None, False  # where it left the head is not known here
                     return  # it landed before (or while) the connection died
-            data, head, count = seal(
-                ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), prev, self.chain, self.encryptor
-            )
-            lines = data.decode().split("\n")
+            self._solo = (seq, prev) == self._left
+            lines, head, count = self._sealed(batch, seq, prev)
             with cur.copy(self._sql.copy_in) as copy:
                 for i, entry in enumerate(batch):
                     copy.write_row((self.log_name, seq + 1 + i, entry[2], str(entry[1]), lines[i]))
             cur.execute(self._sql.move_head_and_mark,
                         (seq + count, head, self.log_name, self.log_name, self.writer, last_ticket))
+        self._left = (seq + count, head)
+
+    def _sealed(self, batch: list[Entry], seq: int, prev: str) -> tuple[list[str], str, int]:
+        """``batch`` sealed onto the chain after record ``seq`` of hash ``prev``: its lines, the last hash, its size."""
+        data, head, count = seal(
+            ((seq + 1 + i, *entry) for i, entry in enumerate(batch)), prev, self.chain, self.encryptor
+        )
+        return data.decode().split("\n")[:count], head, count
 
     def _flush(self, conn: Any, last_ticket: int) -> None:
         """Wait until everything this connection committed is durable (the server's WAL flushed).
@@ -345,6 +404,8 @@ class _Statements:
             "INSERT INTO {writers} (log, writer, ticket) VALUES (%s, %s, %s) "
             "ON CONFLICT (log, writer) DO UPDATE SET ticket = EXCLUDED.ticket"
         )
+        self._q = q
+        self._alone: dict[int, Any] = {}
         self.insert_row = q("INSERT INTO {t} (log, seq, saga, type, line) VALUES (%s, %s, %s, %s, %s)")
         self.mark_writer = q(
             "INSERT INTO {writers} (log, writer, ticket) VALUES (%s, %s, %s) "
@@ -355,3 +416,24 @@ class _Statements:
         self.read_after = q("SELECT seq, line FROM {t} WHERE log = %s AND seq > %s ORDER BY seq")
         self.replace_line = q("UPDATE {t} SET line = %s WHERE log = %s AND seq = %s")
         self.delete_seqs = q("DELETE FROM {t} WHERE log = %s AND seq = ANY(%s)")
+
+    def commit_alone(self, rows: int) -> Any:
+        """PostgresWAL._commit_alone's statement for a batch of ``rows``: the head moved only from where
+        the writer left it, and the rows and the marker written only if it was.
+
+        Data-modifying WITH clauses all run, once, on one snapshot; an UPDATE that waited for the row
+        re-checks its WHERE on the version it then sees. The rows are a VALUES list, one statement per
+        size: with ``unnest`` of text arrays the commit took 1.6-1.9x as long (docs/BENCHMARKS.md).
+        """
+        found = self._alone.get(rows)
+        if found is None:
+            values = ", ".join(["(%s::bigint, %s, %s, %s)"] * rows)
+            found = self._alone[rows] = self._q(
+                "WITH moved AS (UPDATE {head} SET seq = %s, hash = %s WHERE log = %s AND seq = %s AND hash = %s "
+                "RETURNING log), "
+                "written AS (INSERT INTO {t} (log, seq, saga, type, line) "
+                f"SELECT moved.log, r.seq, r.saga, r.type, r.line FROM moved, (VALUES {values}) AS r(seq, saga, type, line)) "
+                "INSERT INTO {writers} (log, writer, ticket) SELECT log, %s, %s FROM moved "
+                "ON CONFLICT (log, writer) DO UPDATE SET ticket = EXCLUDED.ticket RETURNING ticket"
+            )
+        return found
