@@ -259,6 +259,12 @@ def test_a_direct_append_the_log_cannot_encode_fails_for_that_caller_only(tmp_pa
             log.append("NOTE", "saga-b", {"limit": float("nan")})
         with pytest.raises(WALRefused, match="lone surrogate"):
             log.append("NOTE", "saga-b", {"memo": "\ud800"})
+        # A step Python would not even write out: refused in one line that says how long it is.
+        with pytest.raises(WALRefused, match=r"its step must be an int of at most 4300 digits or None, got an int "
+                                             r"of 14285 bits; nothing was written"):
+            log.append("NOTE", "saga-b", {"n": 0}, 10**4300)
+        with pytest.raises(WALRefused, match=r"got 'one'; nothing was written"):
+            log.append("NOTE", "saga-b", {"n": 0}, "one")  # type: ignore[arg-type]
         good += [log.append("NOTE", "saga-c", {"n": 2}), log.append("NOTE", "saga-a", {"n": 3})]
         log.barrier(good[-1])
         assert log.broken is None

@@ -26,6 +26,7 @@ import datetime
 import hashlib
 import json
 import os
+import reprlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
@@ -148,7 +149,12 @@ def encode_entry(rtype: Any, saga: Any, step: Any, body: Mapping[str, Any]) -> s
             if not isinstance(text, str) or utf8_safe(text) != text:
                 raise WALRefused(f"record refused: its {name} must be valid text, got {text!r}; nothing was written")
     if step is not None and (type(step) is not int or not -_STEP_LIMIT < step < _STEP_LIMIT):
-        raise WALRefused(f"record refused: its step must be an int or None, got {step!r}; nothing was written")
+        # Not repr() of an int the log cannot hold: Python refuses to write out one that long.
+        got = f"an int of {step.bit_length()} bits" if type(step) is int else reprlib.repr(step)
+        raise WALRefused(
+            f"record refused: its step must be an int of at most {MAX_INT_DIGITS} digits or None, got {got}; "
+            "nothing was written"
+        )
     try:
         body_json = _encode(body)
         if not body_json.isascii():
