@@ -273,10 +273,14 @@ def main() -> None:
               f"steps/s in total, p50 {fleet['p50_ms']:.2f} ms, p99 {fleet['p99_ms']:.2f} ms")
         return
     if args.lone or args.bounds:
-        lone = asyncio.run(_lone_pg(args.pg, run, args.steps, bounds=args.bounds and not args.json))
+        lone = asyncio.run(_lone_pg(args.pg, run, args.steps, bounds=args.bounds))
         if args.json:
-            print(json.dumps({"bare commit p50 ms": lone["floor_p50_ms"], "lone step p50 ms": lone["step_p50_ms"],
-                              "lone step / bare commit": lone["step_ratio"], "core": agent_saga.__file__}))
+            figures = {"bare commit p50 ms": lone["floor_p50_ms"], "lone step p50 ms": lone["step_p50_ms"],
+                       "lone step / bare commit": lone["step_ratio"]}
+            if args.bounds:
+                figures |= {"free commit step / bare commit": lone["free_ratio"],
+                            "one INSERT step / bare commit": lone["insert_ratio"]}
+            print(json.dumps({**figures, "core": agent_saga.__file__}))
             return
         print(f"bare INSERT + COMMIT p50 {lone['floor_p50_ms']:.3f} ms; lone PostgresWAL durable step p50 "
               f"{lone['step_p50_ms']:.3f} ms; step / floor {lone['step_ratio']:.2f}x")
