@@ -93,6 +93,15 @@ def test_building_the_command_does_not_import_the_mcp_sdk() -> None:
     assert out.stdout.split() == ["[]", "True"], out.stdout + out.stderr
 
 
+def test_the_proxy_reads_the_wire_with_the_types_alone_under_mcp_2() -> None:
+    # mcp 2.x's mcp.types re-exports mcp_types: the proxy (one process per proxied server) imports that
+    # alone, not the SDK and its transports (0.5 s of CPU each). 1.x has only the SDK's types.
+    code = ("import sys, agent_saga_mcp.proxy; print('mcp' in sys.modules, 'mcp_types' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    expected = ["False", "True"] if agent_saga_mcp.MCP_MAJOR >= 2 else ["True", "False"]
+    assert out.stdout.split() == expected, out.stdout + out.stderr
+
+
 def test_every_public_name_is_importable_from_the_package() -> None:
     for name in agent_saga_mcp.__all__:
         assert getattr(agent_saga_mcp, name) is not None, name
